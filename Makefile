@@ -1,0 +1,32 @@
+# Two commands on a fresh machine:  `make demo`  and  `make test`.
+# Both create .venv and install the package with its ROS 2 wheels first.
+PYTHON ?= python3
+VENV   ?= .venv
+ROBOT  ?= go2
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+# The demo and the tests run a graph on this machine only: keep DDS discovery on loopback.
+export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
+
+.PHONY: demo test test-quick install clean
+
+$(STAMP): setup.py setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+	$(BIN)/pip install -e '.[ros,test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/sim2real demo --robot $(ROBOT)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+test-quick: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
+
+clean:
+	rm -rf $(VENV) runs ros2_ws/build ros2_ws/install ros2_ws/log

@@ -1,0 +1,79 @@
+"""Package metadata for pip and for colcon (ament_python).
+
+pip:    pip install -e '.[ros,test]'   (ROS 2 from PyPI wheels; for machines without ROS)
+colcon: cd ros2_ws && colcon build --symlink-install   (on a robot computer with ROS)
+"""
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+PACKAGE = "sim2real"
+HERE = Path(__file__).parent
+
+
+def tree(folder: str) -> list[tuple[str, list[str]]]:
+    """data_files entries that install ``folder`` under share/sim2real/, keeping sub-folders."""
+    entries: dict[str, list[str]] = {}
+    for path in sorted((HERE / folder).rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            relative = path.relative_to(HERE)
+            entries.setdefault(f"share/{PACKAGE}/{relative.parent}", []).append(str(relative))
+    return list(entries.items())
+
+
+# One executable per node (installed to lib/sim2real/ by setup.cfg for `ros2 run`),
+# plus the `sim2real` command line. tests/unit/test_packaging.py checks this list
+# against the node plan in src/sim2real/bringup.py.
+NODE_EXECUTABLES = {
+    "sim_robot": "sim2real.nodes.sim_robot:main",
+    "pose_commander": "sim2real.nodes.pose_commander:main",
+}
+
+# The ROS 2 client library and standard messages as PyPI wheels. An extra, so that a
+# robot computer with a system ROS 2 (apt, colcon) does not pull a second copy.
+ROS_WHEELS = [
+    "ros-rclpy[fastrtps]",
+    "ros-std-msgs",
+    "ros-sensor-msgs",
+    "ros-geometry-msgs",
+    "ros-nav-msgs",
+    "ros-diagnostic-msgs",
+    "ros-std-srvs",
+    "ros-rosgraph-msgs",
+]
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    description="Sim-to-real for robot policies: PyBullet training, ONNX export, ROS 2 runtime under a safety supervisor",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    package_dir={"": "src"},
+    packages=find_packages("src"),
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/sim2real"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        *tree("launch"),
+        *tree("config"),
+        *tree("urdf"),
+    ],
+    install_requires=[
+        "numpy>=1.24",
+        "pyyaml>=6",
+        "pybullet>=3.2.5",
+        "pin>=3",
+        "tqdm>=4.60",
+        "matplotlib>=3.7",
+    ],
+    extras_require={
+        "ros": ROS_WHEELS,
+        "test": ["pytest>=7", "colcon-common-extensions>=0.3", "scipy>=1.10"],
+    },
+    zip_safe=False,
+    entry_points={
+        "console_scripts": [
+            "sim2real = sim2real.cli:main",
+            *(f"{name} = {target}" for name, target in NODE_EXECUTABLES.items()),
+        ],
+    },
+)

@@ -1,0 +1,1 @@
+"""ROS-free runtime logic. Nothing under this package may import rclpy."""

@@ -66,6 +66,7 @@ class RobotProfile:
     command_timeout: float
     damping_kd: float
     battery_nominal_voltage: float | None
+    gravity_compensation: bool
     spec_mass: float
     joints: tuple[JointSpec, ...]
     source: Path
@@ -220,9 +221,22 @@ class _ProfileReader:
             damping_kd=self.number(d, "damping_kd", "damping_kd", positive=True),
             battery_nominal_voltage=self.number(d, "battery_nominal_voltage", "battery_nominal_voltage",
                                                 None, positive=True),
+            gravity_compensation=self._gravity_compensation(kind),
             spec_mass=self.number(d, "spec_mass", "spec_mass", positive=True),
             joints=joints, source=self.path,
         )
+
+    def _gravity_compensation(self, kind: str) -> bool:
+        """Whether the robot's own controller adds gravity torques to every command (Franka
+        does); defaults to true for fixed-base arms."""
+        fixed = bool(self.get(self.data, "fixed_base", "fixed_base", kind=bool))
+        value = self.get(self.data, "gravity_compensation", "gravity_compensation", None, kind=bool)
+        if value is None:
+            return kind == "arm" and fixed
+        if value and not fixed:
+            raise self.fail("gravity_compensation", "only a fixed-base robot can compensate gravity per joint",
+                            "set gravity_compensation: false for a floating-base robot")
+        return value
 
     def _urdf(self) -> Path:
         relative = self.get(self.data, "urdf", "urdf", kind=str)

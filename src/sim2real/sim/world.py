@@ -1,0 +1,554 @@
+"""A PyBullet world holding one robot under named physical conditions.
+
+:class:`SimWorld` is the simulator that both training and the ``sim_robot`` node use;
+it knows nothing of ROS or of tasks. Each world owns its own PyBullet DIRECT client
+(never the module's default connection), so many worlds can live in one process.
+
+Frames: ``base_pose``/``base_velocity`` and ``reset(base_position=...)`` refer to the
+URDF frame of the base link (PyBullet itself reports the base's centre of mass), world
+z up. Joint arrays are in the profile's joint order.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import NamedTuple, Sequence
+
+import numpy as np
+import pybullet as pb
+
+from sim2real.core.robot_profile import RobotProfile
+from sim2real.core.rotations import quat_to_matrix
+from sim2real.sim.actuator import Actuator
+from sim2real.sim.conditions import PhysicalConditions
+from sim2real.sim.gravity_compensation import GravityCompensation
+
+GRAVITY = 9.81
+# Height-field patch centred at the origin: 0.1 m cells make bumps a Go2 foot (r = 0.022 m)
+# can feel but not get trapped in; 16 m x 16 m covers any evaluation episode; the plane
+# below the patch (at its lowest level) catches a robot that walks off it.
+TERRAIN_CELL = 0.1
+TERRAIN_SIZE = 16.0
+
+
+class JointState(NamedTuple):
+    position: np.ndarray  # rad
+    velocity: np.ndarray  # rad/s
+    effort: np.ndarray    # N*m, motor torque of the last physics step
+
+
+class ImuReading(NamedTuple):
+    orientation: np.ndarray          # (x, y, z, w), IMU frame in world
+    angular_velocity: np.ndarray     # rad/s, IMU frame
+    linear_acceleration: np.ndarray  # m/s^2, IMU frame, proper acceleration (+g up at rest)
+
+
+class _Ground:
+    """The ground bodies of one client: an infinite plane, plus a height-field patch when rough.
+
+    PyBullet never frees a removed height field (~18 MB each), so the patch is built once
+    and its data replaced in place on later changes. Replacing keeps the shape's original
+    height range, by which PyBullet centres it; two corner samples are therefore pinned at
+    +-cap so the range, and with it the centring, never changes. A roughness above the cap
+    needs a new shape (and leaks the old one): the cap grows geometrically so that happens
+    rarely.
+    """
+
+    PARKED_Z = -100.0  # where an unused patch waits, far below the plane
+
+    def __init__(self, client: int, rng: np.random.Generator):
+        self._client = client
+        self._rng = rng
+        plane = pb.createCollisionShape(pb.GEOM_PLANE, physicsClientId=client)
+        self.plane = pb.createMultiBody(0, plane, physicsClientId=client)
+        self._field: int | None = None
+        self._shape: int | None = None
+        self._cap = 0.0
+        self.heights: np.ndarray | None = None  # [y index, x index], m; None when flat
+        self.top = 0.0  # highest ground point a robot can stand on, m
+
+    @property
+    def bodies(self) -> tuple[int, ...]:
+        return (self.plane,) if self.heights is None else (self.plane, self._field)
+
+    def build(self, roughness: float, friction: float) -> None:
+        c = self._client
+        if roughness <= 0:
+            if self._field is not None:
+                pb.resetBasePositionAndOrientation(self._field, (0, 0, self.PARKED_Z), (0, 0, 0, 1),
+                                                   physicsClientId=c)
+            pb.resetBasePositionAndOrientation(self.plane, (0, 0, 0), (0, 0, 0, 1), physicsClientId=c)
+            self.heights, self.top = None, 0.0
+        else:
+            points = int(round(TERRAIN_SIZE / TERRAIN_CELL)) + 1
+            heights = self._rng.uniform(-roughness, roughness, size=(points, points))
+            if self._field is None or roughness > self._cap:
+                if self._field is not None:
+                    pb.removeBody(self._field, physicsClientId=c)
+                self._cap = max(roughness, 2.0 * self._cap)
+                self._field = self._shape = None
+            heights[0, 0], heights[0, 1] = -self._cap, self._cap
+            # numHeightfieldRows counts points along x: PyBullet reads the data x-fastest.
+            shape_args = dict(meshScale=[TERRAIN_CELL, TERRAIN_CELL, 1.0], heightfieldData=heights.ravel().tolist(),
+                              numHeightfieldRows=points, numHeightfieldColumns=points, physicsClientId=c)
+            if self._shape is None:
+                self._shape = pb.createCollisionShape(pb.GEOM_HEIGHTFIELD, **shape_args)
+                self._field = pb.createMultiBody(0, self._shape, physicsClientId=c)
+            else:
+                pb.createCollisionShape(pb.GEOM_HEIGHTFIELD, replaceHeightfieldIndex=self._shape, **shape_args)
+            # Range [-cap, cap] is centred on 0, so world z equals the sampled height.
+            pb.resetBasePositionAndOrientation(self._field, (0, 0, 0), (0, 0, 0, 1), physicsClientId=c)
+            pb.resetBasePositionAndOrientation(self.plane, (0, 0, -roughness), (0, 0, 0, 1), physicsClientId=c)
+            self.heights, self.top = heights, roughness
+        self.set_friction(friction)
+
+    def set_friction(self, friction: float) -> None:
+        for body in self.bodies:
+            pb.changeDynamics(body, -1, lateralFriction=friction, physicsClientId=self._client)
+
+
+class SimWorld:
+    """One robot in one PyBullet world, driven in torque mode by an :class:`Actuator`.
+
+    Time advances only in :meth:`step`, by whole physics periods
+    (``profile.physics_period``). After :meth:`reset` the actuator holds the reset
+    pose with the profile's gains, as if that command had been active for long.
+    Same seed and same sequence of calls give bitwise identical results.
+    """
+
+    def __init__(self, profile: RobotProfile, conditions: PhysicalConditions | None = None, seed: int = 0,
+                 gravity_compensation: bool | None = None):
+        """``gravity_compensation``: emulate a robot controller that adds gravity torques to
+        every command (see :mod:`sim2real.sim.gravity_compensation`). None takes the
+        profile's ``gravity_compensation``."""
+        self.profile = profile
+        if gravity_compensation is None:
+            gravity_compensation = profile.gravity_compensation
+        if gravity_compensation and not profile.fixed_base:
+            raise ValueError(f"gravity_compensation: robot {profile.name!r} has a floating base; "
+                             "only a fixed-base robot's controller can compensate gravity per joint")
+        self.gravity_compensation = bool(gravity_compensation)
+        self._conditions = replace(conditions) if conditions is not None else PhysicalConditions()
+        self._conditions.validate()
+        self._check_battery(self._conditions.battery_voltage)
+        self.seed = int(seed)
+        terrain_seed, noise_seed = np.random.SeedSequence(self.seed).spawn(2)
+        self._noise_rng = np.random.default_rng(noise_seed)
+        self._dt = float(profile.physics_period)
+        self._client = pb.connect(pb.DIRECT)
+        if self._client < 0:
+            raise RuntimeError("PyBullet could not open a DIRECT physics client")
+        try:
+            self._setup(np.random.default_rng(terrain_seed))
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ loading
+    def _setup(self, terrain_rng: np.random.Generator) -> None:
+        c, profile = self._client, self.profile
+        pb.setGravity(0, 0, -GRAVITY, physicsClientId=c)
+        pb.setPhysicsEngineParameter(fixedTimeStep=self._dt, numSubSteps=0,
+                                     deterministicOverlappingPairs=1, physicsClientId=c)
+        self._ground = _Ground(c, terrain_rng)
+        self._robot = pb.loadURDF(
+            str(profile.urdf), (0.0, 0.0, profile.spawn_height), (0, 0, 0, 1),
+            useFixedBase=profile.fixed_base,
+            # Without this flag PyBullet replaces the URDF inertia by one computed from
+            # the collision shapes, which would silently change the robot.
+            flags=pb.URDF_USE_INERTIA_FROM_FILE, physicsClientId=c)
+        joints, links = {}, {pb.getBodyInfo(self._robot, physicsClientId=c)[0].decode(): -1}
+        for index in range(pb.getNumJoints(self._robot, physicsClientId=c)):
+            info = pb.getJointInfo(self._robot, index, physicsClientId=c)
+            joints[info[1].decode()] = index
+            links[info[12].decode()] = index
+        missing = [name for name in profile.joint_names if name not in joints]
+        if missing:
+            raise ValueError(f"{profile.urdf}: joints {missing} of profile {profile.name!r} not in the URDF")
+        self._joint_ids = [joints[name] for name in profile.joint_names]
+        self._links = links
+        self._imu_id = links[profile.imu_link]
+        self._foot_ids = [links[name] for name in profile.foot_links]
+        self._n = len(self._joint_ids)
+
+        # Nominal dynamics, read once, so mass_scale always scales from the URDF values.
+        self._nominal = {}
+        for link in sorted(links.values()):
+            info = pb.getDynamicsInfo(self._robot, link, physicsClientId=c)
+            self._nominal[link] = (info[0], tuple(info[2]))
+        base_info = pb.getDynamicsInfo(self._robot, -1, physicsClientId=c)
+        self._base_inertial = (tuple(base_info[3]), tuple(base_info[4]))  # URDF base frame -> COM
+        self._base_inertial_inv = pb.invertTransform(*self._base_inertial)
+
+        # PyBullet starts every joint with a velocity motor that would fight the torques.
+        pb.setJointMotorControlArray(self._robot, self._joint_ids, pb.VELOCITY_CONTROL,
+                                     forces=[0.0] * self._n, physicsClientId=c)
+        # Bullet multiplies the two bodies' coefficients: with the robot at 1 the contact
+        # coefficient is exactly ground_friction.
+        for link in links.values():
+            pb.changeDynamics(self._robot, link, lateralFriction=1.0, physicsClientId=c)
+
+        self._actuator = Actuator(profile.effort_limits, self._dt, profile.damping_kd,
+                                  kp=profile.kp, kd=profile.kd)
+        self._gravity = (GravityCompensation(profile.urdf, profile.joint_names).torque
+                         if self.gravity_compensation else None)
+        self._q = np.zeros(self._n)
+        self._dq = np.zeros(self._n)
+        self._push_force = (0.0, 0.0, 0.0)
+        self._push_steps = 0
+        self._imu_velocity_before: tuple[float, ...] | None = None
+        self._imu_on_base = self._rigid_offset_from_base(self._imu_id)
+        # A bolted-down robot's IMU never accelerates: skip reading velocities for it.
+        self._fixed_base = bool(self.profile.fixed_base)
+        self._imu_at_com = self._imu_on_base is not None and max(map(abs, self._imu_on_base[0])) < 1e-9
+
+        self._appliers = {
+            "ground_friction": self._apply_ground_friction,
+            "mass_scale": self._apply_mass_scale,
+            "motor_strength": self._apply_motor_strength,
+            "latency": self._apply_latency,
+            "terrain_roughness": self._apply_terrain,
+            "battery_voltage": self._apply_battery,
+            "joint_friction": self._apply_joint_losses,
+            "joint_damping": self._apply_joint_losses,
+        }
+        self._ground.build(self._conditions.terrain_roughness, self._conditions.ground_friction)
+        for name in PhysicalConditions.names():
+            if name != "terrain_roughness":
+                self._appliers.get(name, _ignore)()
+        self.reset()
+
+    # -------------------------------------------------------------- conditions
+    @property
+    def conditions(self) -> PhysicalConditions:
+        """A copy of the conditions in effect (edit them through :meth:`set_condition`)."""
+        return replace(self._conditions)
+
+    def set_condition(self, name: str, value) -> None:
+        self.set_conditions(**{name: value})
+
+    def set_conditions(self, **values) -> None:
+        """Set conditions by name; all are validated before any is applied.
+
+        A terrain change rebuilds the ground under the robot where it stands: call
+        :meth:`reset` afterwards to spawn it above the new ground.
+        """
+        checked = {}
+        for name, value in values.items():
+            if name not in PhysicalConditions.names():
+                raise ValueError(f"unknown condition {name!r}; valid names: {', '.join(PhysicalConditions.names())}")
+            checked[name] = PhysicalConditions.check(name, value)
+        if "battery_voltage" in checked:
+            self._check_battery(checked["battery_voltage"])
+        changed = {name: v for name, v in checked.items() if getattr(self._conditions, name) != v}
+        for name, value in changed.items():
+            setattr(self._conditions, name, value)
+        # dict, not set: the order of PyBullet calls must not depend on object ids (determinism).
+        appliers = dict.fromkeys(self._appliers.get(name, _ignore) for name in changed)
+        for apply in appliers:
+            apply()
+
+    def _check_battery(self, voltage: float | None) -> None:
+        if voltage is not None and self.profile.battery_nominal_voltage is None:
+            raise ValueError(f"condition 'battery_voltage': robot {self.profile.name!r} has no "
+                             "battery_nominal_voltage in its profile; leave battery_voltage None")
+
+    def _apply_ground_friction(self) -> None:
+        self._ground.set_friction(self._conditions.ground_friction)
+
+    def _apply_mass_scale(self) -> None:
+        scale, c = self._conditions.mass_scale, self._client
+        for link, (mass, inertia) in self._nominal.items():
+            if mass <= 0:  # a fixed base reports mass 0: it has no dynamics to scale
+                continue
+            pb.changeDynamics(self._robot, link, mass=mass * scale,
+                              localInertiaDiagonal=[i * scale for i in inertia], physicsClientId=c)
+        self._apply_joint_losses()
+
+    def _apply_motor_strength(self) -> None:
+        self._actuator.strength = self._conditions.motor_strength
+
+    def _apply_latency(self) -> None:
+        self._actuator.latency = self._conditions.latency
+
+    def _apply_battery(self) -> None:
+        voltage = self._conditions.battery_voltage
+        nominal = self.profile.battery_nominal_voltage
+        self._actuator.torque_scale = 1.0 if voltage is None or nominal is None else voltage / nominal
+
+    def _apply_terrain(self) -> None:
+        self._ground.build(self._conditions.terrain_roughness, self._conditions.ground_friction)
+
+    def _apply_joint_losses(self) -> None:
+        self._actuator.set_joint_losses(self._conditions.joint_friction, self._conditions.joint_damping,
+                                        inertia=self._joint_inertia())
+
+    def _joint_inertia(self) -> np.ndarray:
+        """Each joint's effective inertia (mass-matrix diagonal) in the default pose."""
+        c = self._client
+        movable = [i for i in range(pb.getNumJoints(self._robot, physicsClientId=c))
+                   if pb.getJointInfo(self._robot, i, physicsClientId=c)[2] != pb.JOINT_FIXED]
+        pose = dict(zip(self._joint_ids, self.profile.default_positions))
+        matrix = np.array(pb.calculateMassMatrix(self._robot, [float(pose.get(i, 0.0)) for i in movable],
+                                                 physicsClientId=c))
+        offset = matrix.shape[0] - len(movable)  # 6 base coordinates on a floating base
+        diagonal = {joint: matrix[offset + k, offset + k] for k, joint in enumerate(movable)}
+        return np.array([max(diagonal[j], 1e-9) for j in self._joint_ids])
+
+    def _rigid_offset_from_base(self, link: int) -> tuple | None:
+        """The link's frame in the base's centre-of-mass frame, if only fixed joints lie
+        between them (None otherwise). getLinkState with velocities costs ~20 us, the base
+        queries ~2 us: this is what keeps the IMU off the step budget."""
+        c = self._client
+        if link < 0:
+            return self._base_inertial_inv
+        walker = link
+        while walker >= 0:
+            info = pb.getJointInfo(self._robot, walker, physicsClientId=c)
+            if info[2] != pb.JOINT_FIXED:
+                return None
+            walker = info[16]
+        com, com_orientation = pb.getBasePositionAndOrientation(self._robot, physicsClientId=c)
+        state = pb.getLinkState(self._robot, link, computeForwardKinematics=1, physicsClientId=c)
+        inverse = pb.invertTransform(com, com_orientation)
+        return pb.multiplyTransforms(*inverse, state[4], state[5])
+
+    # --------------------------------------------------------------- lifecycle
+    @property
+    def physics_period(self) -> float:
+        return self._dt
+
+    @property
+    def time(self) -> float:
+        """Seconds of simulated time since the last reset."""
+        return self._actuator.steps * self._dt
+
+    @property
+    def client(self) -> int:
+        """The PyBullet physics client id (for inspection; prefer the world's methods)."""
+        return self._client
+
+    @property
+    def robot(self) -> int:
+        """The robot's PyBullet body id."""
+        return self._robot
+
+    @property
+    def ground_bodies(self) -> tuple[int, ...]:
+        return self._ground.bodies
+
+    @property
+    def terrain_heights(self) -> np.ndarray | None:
+        """Height-field samples [y, x] in m (None on flat ground); cell TERRAIN_CELL, centred at
+        (0, 0). Samples [0, 0] and [0, 1], a far corner, are pinned (see ``_Ground``)."""
+        return None if self._ground.heights is None else self._ground.heights.copy()
+
+    def reset(self, joint_positions: Sequence[float] | None = None,
+              base_position: Sequence[float] | None = None,
+              base_orientation: Sequence[float] | None = None) -> None:
+        """Put the robot at rest in a pose, clear time, pushes and commands in flight.
+
+        Defaults: the profile's default joint positions; the base at ``spawn_height``
+        above the highest point of the ground (so it never starts inside the terrain),
+        upright.
+        """
+        c = self._client
+        q = self.profile.default_positions if joint_positions is None else joint_positions
+        self._actuator.reset(q)  # validates the length, and holds this pose from now on
+        q = np.array(q, dtype=float)
+        if base_position is None:
+            lift = 0.0 if self.profile.fixed_base else self._ground.top
+            base_position = (0.0, 0.0, self.profile.spawn_height + lift)
+        position = _vector3(base_position, "base_position")
+        orientation = (0.0, 0.0, 0.0, 1.0) if base_orientation is None else _quaternion(base_orientation)
+        com_position, com_orientation = pb.multiplyTransforms(position, orientation, *self._base_inertial)
+        pb.resetBasePositionAndOrientation(self._robot, com_position, com_orientation, physicsClientId=c)
+        pb.resetBaseVelocity(self._robot, (0, 0, 0), (0, 0, 0), physicsClientId=c)
+        for joint, angle in zip(self._joint_ids, q):
+            pb.resetJointState(self._robot, joint, float(angle), 0.0, physicsClientId=c)
+        self._push_steps = 0
+        self._imu_velocity_before = None
+
+    def close(self) -> None:
+        client, self._client = getattr(self, "_client", -1), -1
+        if client >= 0:
+            try:
+                pb.disconnect(physicsClientId=client)
+            except pb.error:
+                pass
+
+    def __enter__(self) -> "SimWorld":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown may already have torn down pybullet
+            pass
+
+    # ---------------------------------------------------------------- control
+    def command(self, position: Sequence[float], velocity: Sequence[float] | None = None,
+                effort: Sequence[float] | None = None, kp: Sequence[float] | float | None = None,
+                kd: Sequence[float] | float | None = None) -> None:
+        """PD command in profile joint order (rad, rad/s, N*m); kp/kd default to the profile's.
+
+        Takes effect ``latency`` after the current time and ends damping mode then.
+        """
+        self._actuator.command(position, velocity, effort, kp, kd)
+
+    def damp(self) -> None:
+        """Damping mode (tau = -damping_kd * dq, the gain capped per joint where explicit
+        integration could not follow it) from now until the next command takes effect."""
+        self._actuator.damp()
+
+    def apply_push(self, force: Sequence[float], duration: float) -> None:
+        """Push the base's centre of mass with a world-frame force (N) for ``duration`` s."""
+        vector = _vector3(force, "force")
+        try:
+            seconds = float(duration)
+        except (TypeError, ValueError):
+            seconds = math.nan
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise ValueError(f"push duration must be a finite number of seconds >= 0, got {duration!r}")
+        self._push_force = vector
+        self._push_steps = int(math.floor(seconds / self._dt + 0.5))
+
+    def step(self, n: int = 1) -> None:
+        """Advance ``n`` physics periods."""
+        if not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"step count must be an integer >= 0, got {n!r}")
+        c, robot, ids = self._client, self._robot, self._joint_ids
+        q, dq = self._q, self._dq
+        compute, gravity = self._actuator.compute, self._gravity
+        get_states, set_torques = pb.getJointStates, pb.setJointMotorControlArray
+        simulate, torque_mode = pb.stepSimulation, pb.TORQUE_CONTROL
+        for i in range(n):
+            states = get_states(robot, ids, physicsClientId=c)
+            q[:] = [s[0] for s in states]
+            dq[:] = [s[1] for s in states]
+            tau = compute(q, dq, None if gravity is None else gravity(q))
+            set_torques(robot, ids, torque_mode, forces=tau.tolist(), physicsClientId=c)
+            if self._push_steps:
+                self._push_steps -= 1
+                com = pb.getBasePositionAndOrientation(robot, physicsClientId=c)[0]
+                pb.applyExternalForce(robot, -1, self._push_force, com, pb.WORLD_FRAME, physicsClientId=c)
+            if i == n - 1 and not self._fixed_base:
+                # The IMU differentiates velocity over the last step only, so only the last
+                # step of a batch pays for reading it.
+                self._imu_velocity_before = (
+                    pb.getBaseVelocity(robot, physicsClientId=c)[0] if self._imu_at_com
+                    else self._imu_kinematics()[2])
+            simulate(physicsClientId=c)
+
+    # ---------------------------------------------------------------- sensing
+    def true_joint_state(self) -> JointState:
+        states = pb.getJointStates(self._robot, self._joint_ids, physicsClientId=self._client)
+        return JointState(np.array([s[0] for s in states]), np.array([s[1] for s in states]),
+                          self._actuator.motor_torque.copy())
+
+    def joint_state(self) -> JointState:
+        """Joint readings as an encoder would give them: with the configured noise."""
+        state = self.true_joint_state()
+        conditions, rng = self._conditions, self._noise_rng
+        position, velocity, _ = state
+        if conditions.joint_position_noise > 0:
+            position += rng.normal(0.0, conditions.joint_position_noise, self._n)
+        if conditions.joint_velocity_noise > 0:
+            velocity += rng.normal(0.0, conditions.joint_velocity_noise, self._n)
+        return state
+
+    def imu(self) -> ImuReading:
+        """IMU reading in the frame of ``profile.imu_link``, with the configured noise.
+
+        Linear acceleration is the proper acceleration (what an accelerometer measures:
+        +9.81 m/s^2 up at rest), from the IMU point's velocity change over the last
+        physics step; zero motion is assumed before the first step after a reset.
+        """
+        orientation, angular, linear = self._imu_kinematics()
+        rotation_t = quat_to_matrix(orientation).T
+        before = self._imu_velocity_before
+        acceleration = np.zeros(3) if before is None else np.subtract(linear, before) / self._dt
+        acceleration[2] += GRAVITY
+        gyro = rotation_t @ np.array(angular)
+        accel = rotation_t @ acceleration
+        conditions, rng = self._conditions, self._noise_rng
+        if conditions.gyro_noise > 0:
+            gyro += rng.normal(0.0, conditions.gyro_noise, 3)
+        if conditions.accelerometer_noise > 0:
+            accel += rng.normal(0.0, conditions.accelerometer_noise, 3)
+        return ImuReading(np.array(orientation), gyro, accel)
+
+    def _imu_kinematics(self) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+        """(orientation xyzw, angular velocity world, linear velocity world) of the IMU frame origin."""
+        c, robot = self._client, self._robot
+        if self._imu_on_base is not None:
+            com, com_orientation = pb.getBasePositionAndOrientation(robot, physicsClientId=c)
+            origin, orientation = pb.multiplyTransforms(com, com_orientation, *self._imu_on_base)
+            v, w = pb.getBaseVelocity(robot, physicsClientId=c)
+        else:
+            link = pb.getLinkState(robot, self._imu_id, computeLinkVelocity=1, computeForwardKinematics=1,
+                                   physicsClientId=c)
+            com, origin, orientation, v, w = link[0], link[4], link[5], link[6], link[7]
+        # PyBullet gives the centre-of-mass velocity; the sensor sits at the frame origin.
+        return orientation, w, _add(v, _cross(w, _sub(origin, com)))
+
+    def base_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """Ground truth (position m, orientation xyzw) of the base link frame in the world."""
+        com, orientation = pb.getBasePositionAndOrientation(self._robot, physicsClientId=self._client)
+        position, orientation = pb.multiplyTransforms(com, orientation, *self._base_inertial_inv)
+        return np.array(position), np.array(orientation)
+
+    def base_velocity(self) -> tuple[np.ndarray, np.ndarray]:
+        """Ground truth (linear m/s, angular rad/s) of the base link frame, both in world axes."""
+        c = self._client
+        com, orientation = pb.getBasePositionAndOrientation(self._robot, physicsClientId=c)
+        origin, _ = pb.multiplyTransforms(com, orientation, *self._base_inertial_inv)
+        v, w = pb.getBaseVelocity(self._robot, physicsClientId=c)
+        return np.array(_add(v, _cross(w, _sub(origin, com)))), np.array(w)
+
+    def foot_contacts(self) -> np.ndarray:
+        """Whether each of ``profile.foot_links`` touches the ground, in that order."""
+        ground = self._ground.bodies
+        touching = {point[3] for point in pb.getContactPoints(bodyA=self._robot, physicsClientId=self._client)
+                    if point[2] in ground}
+        return np.array([foot in touching for foot in self._foot_ids], dtype=bool)
+
+    def total_mass(self) -> float:
+        """Sum of the robot's link masses as PyBullet simulates them, kg."""
+        return float(sum(pb.getDynamicsInfo(self._robot, link, physicsClientId=self._client)[0]
+                         for link in self._links.values()))
+
+
+def _ignore() -> None:
+    """Conditions read at sensing time (noise) need nothing applied."""
+
+
+def _add(a, b) -> tuple[float, float, float]:
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
+
+
+def _sub(a, b) -> tuple[float, float, float]:
+    return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
+
+
+def _cross(a, b) -> tuple[float, float, float]:
+    # Plain floats: np.cross costs ~10 us on 3-vectors, more than the rest of the IMU read.
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+def _vector3(value, name: str) -> tuple[float, float, float]:
+    array = np.asarray(value, dtype=float)
+    if array.shape != (3,) or not np.all(np.isfinite(array)):
+        raise ValueError(f"{name}: expected 3 finite numbers (x, y, z), got {value!r}")
+    return tuple(float(v) for v in array)
+
+
+def _quaternion(value) -> tuple[float, float, float, float]:
+    array = np.asarray(value, dtype=float)
+    norm = float(np.linalg.norm(array)) if array.shape == (4,) else 0.0
+    if array.shape != (4,) or not math.isfinite(norm) or norm < 1e-6:
+        raise ValueError(f"base_orientation: expected a quaternion (x, y, z, w), got {value!r}")
+    return tuple(float(v) for v in array / norm)

@@ -1,0 +1,116 @@
+"""The node plan: which nodes run for a robot and a set of launch arguments.
+
+This is the ONE source of the node graph. ``launch/bringup.launch.py`` renders it
+with launch_ros for ``ros2 launch``; ``sim2real up`` renders it as processes. Sim and
+hardware differ only in the ``hardware`` argument, which changes the hardware part
+of the plan and nothing else.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from sim2real.core.robot_profile import load_profile
+
+
+@dataclass(frozen=True)
+class LaunchArgument:
+    name: str
+    default: str
+    description: str
+    choices: tuple[str, ...] = ()
+
+
+HARDWARE_CHOICES = ("sim", "topic")
+BOOL_CHOICES = ("true", "false")
+
+LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
+    LaunchArgument("robot", "go2", "Robot profile: a name under config/robots/ (go2, panda) or a path"),
+    LaunchArgument("hardware", "sim", "sim: PyBullet robot (sim_robot); topic: a real driver already speaks "
+                                      "the hardware contract (/joint_states, /imu/data in, /joint_commands out)",
+                   HARDWARE_CHOICES),
+    LaunchArgument("lockstep", "false", "sim only: publish /clock and advance only when the graph answers; "
+                                        "every node then uses sim time", BOOL_CHOICES),
+    LaunchArgument("seed", "0", "sim only: seed for terrain and sensor noise"),
+    LaunchArgument("conditions", "{}", "sim only: physical conditions as YAML, e.g. '{ground_friction: 0.5}'"),
+    LaunchArgument("demo", "false", "add pose_commander, which drives the joints through a hold-then-move "
+                                    "script and reports tracking", BOOL_CHOICES),
+)}
+
+
+class PlanError(ValueError):
+    """A launch argument that cannot make a plan; the message names it and the fix."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node of the plan, in the terms both launch_ros and `sim2real up` use."""
+
+    executable: str
+    name: str
+    role: str  # hardware | control | monitoring | demo
+    parameters: dict[str, Any] = field(default_factory=dict)
+    remappings: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class BringupPlan:
+    robot: str
+    hardware: str
+    use_sim_time: bool
+    nodes: tuple[NodeSpec, ...]
+
+    def node(self, name: str) -> NodeSpec:
+        for spec in self.nodes:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"no node {name!r} in the plan; nodes: {[n.name for n in self.nodes]}")
+
+
+def parse_arguments(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Launch arguments (strings from `ros2 launch`, or Python values) -> typed values."""
+    unknown = sorted(set(values) - set(LAUNCH_ARGUMENTS))
+    if unknown:
+        raise PlanError(f"unknown launch arguments {unknown}; known: {sorted(LAUNCH_ARGUMENTS)}")
+    merged = {name: values.get(name, arg.default) for name, arg in LAUNCH_ARGUMENTS.items()}
+    typed: dict[str, Any] = {}
+    for name, value in merged.items():
+        arg = LAUNCH_ARGUMENTS[name]
+        if arg.choices == BOOL_CHOICES:
+            text = str(value).strip().lower()
+            if text not in ("true", "false", "1", "0"):
+                raise PlanError(f"launch argument {name}:={value!r} must be true or false")
+            typed[name] = text in ("true", "1")
+        elif name == "seed":
+            try:
+                typed[name] = int(value)
+            except (TypeError, ValueError):
+                raise PlanError(f"launch argument seed:={value!r} must be an integer") from None
+        else:
+            typed[name] = str(value)
+            if arg.choices and typed[name] not in arg.choices:
+                raise PlanError(f"launch argument {name}:={value!r} is not one of {list(arg.choices)}")
+    return typed
+
+
+def make_plan(**arguments: Any) -> BringupPlan:
+    """The nodes for these launch arguments (see LAUNCH_ARGUMENTS for names and defaults)."""
+    args = parse_arguments(arguments)
+    profile = load_profile(args["robot"])  # fail here, before any process starts
+    robot = str(profile.source) if "/" in args["robot"] or args["robot"].endswith(".yaml") else profile.name
+    sim = args["hardware"] == "sim"
+    use_sim_time = sim and args["lockstep"]
+    if args["lockstep"] and not sim:
+        raise PlanError("lockstep:=true needs hardware:=sim (real hardware keeps its own time)")
+
+    nodes: list[NodeSpec] = []
+    if sim:
+        nodes.append(NodeSpec("sim_robot", "sim_robot", "hardware", {
+            "robot": robot, "lockstep": args["lockstep"], "seed": args["seed"],
+            "conditions": args["conditions"],
+        }))
+    if args["demo"]:
+        nodes.append(NodeSpec("pose_commander", "pose_commander", "demo", {"robot": robot}))
+    nodes = [NodeSpec(n.executable, n.name, n.role, {**n.parameters, "use_sim_time": use_sim_time}, n.remappings)
+             for n in nodes]
+    return BringupPlan(robot=robot, hardware=args["hardware"], use_sim_time=use_sim_time, nodes=tuple(nodes))

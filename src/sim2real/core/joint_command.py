@@ -1,0 +1,70 @@
+"""Joint commands matched by name: the hardware contract's /joint_commands, ROS-free.
+
+A command names some or all of the robot's joints, with a position target for each
+and optional velocity targets and feed-forward efforts (empty means zero). Joints a
+command does not name keep their previous targets. A command that cannot be applied
+exactly as sent is refused as a whole, so a half-applied command never reaches a motor.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+
+class CommandRefused(ValueError):
+    """A joint command that was not applied; the message says why and what to send instead."""
+
+
+@dataclass
+class JointTargets:
+    """Targets in profile joint order."""
+
+    position: np.ndarray
+    velocity: np.ndarray
+    effort: np.ndarray
+
+    def copy(self) -> "JointTargets":
+        return JointTargets(self.position.copy(), self.velocity.copy(), self.effort.copy())
+
+
+class JointCommandMapper:
+    """Maps name-addressed commands onto the profile's joint order, validating them."""
+
+    def __init__(self, joint_names: Sequence[str], initial_position: Sequence[float]):
+        self.joint_names = list(joint_names)
+        self._index = {name: i for i, name in enumerate(self.joint_names)}
+        n = len(self.joint_names)
+        if len(initial_position) != n:
+            raise ValueError(f"initial_position has {len(initial_position)} values for {n} joints")
+        self.targets = JointTargets(np.array(initial_position, dtype=float), np.zeros(n), np.zeros(n))
+
+    def apply(self, names: Sequence[str], position: Sequence[float],
+              velocity: Sequence[float] = (), effort: Sequence[float] = ()) -> JointTargets:
+        """Validate a command and merge it into the held targets; raise CommandRefused otherwise."""
+        names = list(names)
+        if not names:
+            raise CommandRefused("command names no joints; fill JointState.name with the joints to command")
+        unknown = [n for n in names if n not in self._index]
+        if unknown:
+            raise CommandRefused(f"unknown joint names {unknown}; this robot's joints are {self.joint_names}")
+        if len(set(names)) != len(names):
+            raise CommandRefused(f"joint names repeated in one command: {names}")
+        if len(position) != len(names):
+            raise CommandRefused(
+                f"position has {len(position)} values for {len(names)} names; send one target per named joint")
+        for field, values in (("velocity", velocity), ("effort", effort)):
+            if len(values) not in (0, len(names)):
+                raise CommandRefused(
+                    f"{field} has {len(values)} values for {len(names)} names; send none or one per named joint")
+        columns = [np.asarray(v, dtype=float) for v in (position, velocity, effort)]
+        for field, values in zip(("position", "velocity", "effort"), columns):
+            if values.size and not np.all(np.isfinite(values)):
+                raise CommandRefused(f"{field} contains non-finite values {values.tolist()}")
+        index = np.fromiter((self._index[n] for n in names), dtype=int, count=len(names))
+        position_arr, velocity_arr, effort_arr = columns
+        self.targets.position[index] = position_arr
+        self.targets.velocity[index] = velocity_arr if velocity_arr.size else 0.0
+        self.targets.effort[index] = effort_arr if effort_arr.size else 0.0
+        return self.targets

@@ -1,0 +1,45 @@
+"""Timing of a periodic loop: achieved rate, lateness and missed periods.
+
+Used by every loop that promises a rate (sim_robot's sensing loop, later the policy
+tick) so that "did we keep up?" is answered the same way everywhere.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class PeriodStats:
+    """Counts a period as missed when its work finished after the next period began."""
+
+    period: float
+    ticks: int = 0
+    missed: int = 0
+    lateness: list[float] = field(default_factory=list)
+    max_samples: int = 100_000
+
+    def record(self, deadline: float, finished: float) -> None:
+        """``deadline``: when this tick was due; ``finished``: when its work was done."""
+        self.ticks += 1
+        late = finished - deadline
+        if late > self.period:
+            self.missed += 1
+        if len(self.lateness) < self.max_samples:
+            self.lateness.append(late)
+
+    @property
+    def missed_fraction(self) -> float:
+        return self.missed / self.ticks if self.ticks else 0.0
+
+    def summary(self) -> dict[str, float]:
+        late = np.asarray(self.lateness) if self.lateness else np.zeros(1)
+        return {
+            "ticks": self.ticks,
+            "missed": self.missed,
+            "missed_fraction": self.missed_fraction,
+            "lateness_p50_ms": float(np.percentile(late, 50) * 1e3),
+            "lateness_p99_ms": float(np.percentile(late, 99) * 1e3),
+            "lateness_max_ms": float(late.max() * 1e3),
+        }

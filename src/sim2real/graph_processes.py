@@ -1,0 +1,104 @@
+"""Run a node plan as one OS process per node: what `sim2real up` does without `ros2 launch`.
+
+One process per node, like `ros2 launch`, so sim and launch behave the same: a node
+that crashes does not take the others down (the supervisor must outlive a crashed
+policy runtime), and PyBullet, ONNX inference and the supervisor do not share one
+GIL on a 2-core robot computer. Parameters go through a ROS 2 params file, as
+launch_ros passes them, so types arrive exactly as declared.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable, TextIO
+
+import yaml
+
+from sim2real.bringup import BringupPlan, NodeSpec
+
+NODE_PACKAGE = "sim2real.nodes"
+
+
+def node_command(spec: NodeSpec, params_file: Path) -> list[str]:
+    command = [sys.executable, "-m", f"{NODE_PACKAGE}.{spec.executable}",
+               "--ros-args", "-r", f"__node:={spec.name}", "--params-file", str(params_file)]
+    for source, target in spec.remappings:
+        command += ["-r", f"{source}:={target}"]
+    return command
+
+
+class GraphProcesses:
+    """Start, watch and stop the processes of a plan. Use as a context manager."""
+
+    def __init__(self, plan: BringupPlan, output: TextIO = sys.stdout, env: dict[str, str] | None = None):
+        self.plan = plan
+        self.output = output
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.processes: dict[str, subprocess.Popen] = {}
+        self._tmp = tempfile.TemporaryDirectory(prefix="sim2real-up-")
+        self._pumps: list[threading.Thread] = []
+        self._write_lock = threading.Lock()
+
+    def __enter__(self) -> "GraphProcesses":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        for spec in self.plan.nodes:
+            params_file = Path(self._tmp.name) / f"{spec.name}.yaml"
+            params_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": spec.parameters}}))
+            process = subprocess.Popen(node_command(spec, params_file), env=self.env, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True, bufsize=1)
+            self.processes[spec.name] = process
+            pump = threading.Thread(target=self._pump, args=(spec.name, process), daemon=True)
+            pump.start()
+            self._pumps.append(pump)
+
+    def _pump(self, name: str, process: subprocess.Popen) -> None:
+        for line in process.stdout:
+            with self._write_lock:
+                self.output.write(f"[{name}] {line}")
+                self.output.flush()
+
+    def exited(self) -> dict[str, int]:
+        """Nodes that have exited, with their return codes."""
+        return {name: p.returncode for name, p in self.processes.items() if p.poll() is not None}
+
+    def wait(self, duration: float | None = None, until: Callable[[], bool] | None = None,
+             poll: float = 0.1) -> str:
+        """Block until ``duration`` passes, ``until()`` is true or a node exits. Returns which."""
+        deadline = None if duration is None else time.monotonic() + duration
+        while True:
+            if until is not None and until():
+                return "until"
+            if self.exited():
+                return "exited"
+            if deadline is not None and time.monotonic() >= deadline:
+                return "duration"
+            time.sleep(poll)
+
+    def stop(self, timeout: float = 5.0) -> dict[str, int]:
+        """SIGINT every node (what Ctrl-C in `ros2 launch` does), then escalate."""
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + timeout
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for pump in self._pumps:
+            pump.join(timeout=1.0)
+        self._tmp.cleanup()
+        return {name: p.returncode for name, p in self.processes.items()}

@@ -1,0 +1,94 @@
+"""pose_commander: drives a robot through a scripted hold-then-move trajectory.
+
+The stand-in controller for the demo and the graph tests until a trained policy
+runs: it answers each ``/joint_states`` at the command period with a
+``/joint_commands`` stamped like the state it answers (so it works in real time and
+in lockstep), measures tracking, prints a report and exits when the script ends.
+
+    ros2 run sim2real pose_commander --ros-args -p robot:=panda -p report_path:=runs/demo.json
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+
+from sim2real.core.pose_script import PoseScript, TrackingReport
+from sim2real.core.robot_profile import load_profile
+from sim2real.nodes import lifecycle, qos
+from sim2real.nodes.params import declare
+
+NS_PER_S = 1_000_000_000
+
+
+class PoseCommanderNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("pose_commander", **kwargs)
+        robot = declare(self, "robot", "go2", "Robot profile name or path")
+        self.profile = load_profile(robot)
+        self.script = PoseScript(
+            self.profile.default_positions, self.profile.lower_limits, self.profile.upper_limits,
+            hold=declare(self, "hold_duration", 3.0, "Seconds holding the default pose"),
+            move=declare(self, "move_duration", 6.0, "Seconds of sinusoidal joint motion"),
+            settle=declare(self, "settle_duration", 1.0, "Seconds holding again at the end"),
+            amplitude=declare(self, "amplitude", 0.2, "Joint amplitude in rad (capped by the limits)"),
+            frequency=declare(self, "frequency", 0.5, "Motion frequency in Hz"),
+        )
+        self.report_path = declare(self, "report_path", "", "Write the tracking report as JSON here ('' = don't)")
+        period = declare(self, "command_period", 0.0, "Seconds between commands; 0 = the profile's policy period")
+        self.period_ns = round((period or self.profile.policy_period) * NS_PER_S)
+        self.report = TrackingReport(self.profile.sensing_period)
+        self.index = None  # profile order -> message order, from the first message
+        self.start_ns = None
+        self.next_command_ns = None
+        self.target = self.profile.default_positions
+        self.done = False
+        self.pub = self.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+        self.create_subscription(JointState, "/joint_states", self._on_state, qos.SENSOR_SUBSCRIBE)
+
+    def _on_state(self, msg: JointState) -> None:
+        if self.done:
+            return
+        stamp_ns = msg.header.stamp.sec * NS_PER_S + msg.header.stamp.nanosec
+        if self.index is None:
+            try:
+                self.index = [list(msg.name).index(n) for n in self.profile.joint_names]
+            except ValueError:
+                self.get_logger().error(f"/joint_states names {list(msg.name)} do not cover {self.profile.joint_names}")
+                return
+            self.start_ns = self.next_command_ns = stamp_ns
+        t = (stamp_ns - self.start_ns) / NS_PER_S
+        measured = np.asarray(msg.position)[self.index]
+        phase = self.script.phase(t)
+        self.report.add(phase, stamp_ns / NS_PER_S, measured, self.target)
+        if phase == "done":
+            self._finish()
+            return
+        if stamp_ns >= self.next_command_ns:
+            self.target = self.script.target(t)
+            command = JointState(name=self.profile.joint_names, position=self.target.tolist())
+            command.header.stamp = msg.header.stamp
+            self.pub.publish(command)
+            while self.next_command_ns <= stamp_ns:
+                self.next_command_ns += self.period_ns
+
+    def _finish(self) -> None:
+        self.done = True
+        summary = self.report.summary()
+        self.get_logger().info("tracking report: " + json.dumps(summary, indent=None))
+        if self.report_path:
+            path = Path(self.report_path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"robot": self.profile.name, **summary}, indent=2))
+            self.report.save_series(path.with_suffix(".npz"), self.profile.joint_names)
+
+
+def main(args=None) -> int:
+    return lifecycle.run("pose_commander", PoseCommanderNode, args, until=lambda node: node.done)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

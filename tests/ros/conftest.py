@@ -1,0 +1,99 @@
+"""Fixtures for real ROS 2 graphs: nodes run as processes exactly as `sim2real up` runs them,
+and the test talks to them over DDS from a probe node spinning in a background thread."""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+
+from sim2real.bringup import make_plan
+from sim2real.graph_processes import GraphProcesses
+
+
+def wait_for(predicate, timeout: float, poll: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(poll)
+    return predicate()
+
+
+class Probe:
+    """A node of the test's own, with helpers to record topics."""
+
+    def __init__(self):
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node(f"probe_{uuid.uuid4().hex[:8]}", context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+
+    def record(self, msg_type, topic: str, qos, callback=None) -> list:
+        """Subscribe and keep every message (optionally calling ``callback`` too)."""
+        messages: list = []
+
+        def on_message(msg):
+            with self.lock:
+                messages.append(msg)
+            if callback is not None:
+                callback(msg)
+
+        self.node.create_subscription(msg_type, topic, on_message, qos)
+        return messages
+
+    def close(self):
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+        self.thread.join(timeout=2.0)
+
+
+class GraphLog:
+    """Collects the node processes' output so tests can assert on what they said."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def write(self, text: str) -> None:
+        self.lines.append(text)
+        print(text, end="")
+
+    def flush(self) -> None:
+        pass
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+
+@pytest.fixture
+def probe():
+    p = Probe()
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def start_graph():
+    """start_graph(**launch_arguments) -> GraphProcesses (stopped at teardown)."""
+    graphs: list[GraphProcesses] = []
+
+    def start(**arguments) -> GraphProcesses:
+        log = GraphLog()
+        graph = GraphProcesses(make_plan(**arguments), output=log)
+        graph.log = log
+        graph.start()
+        graphs.append(graph)
+        return graph
+
+    yield start
+    for graph in graphs:
+        graph.stop()

@@ -1,0 +1,180 @@
+"""sim_robot as ROS 2 hardware, tested through a real graph: its own process, real DDS."""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray
+from nav_msgs.msg import Odometry
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import Imu, JointState
+
+from sim2real.core.robot_profile import load_profile
+from sim2real.nodes import qos
+from tests.ros.conftest import wait_for
+
+pytestmark = pytest.mark.ros
+
+PANDA = load_profile("panda")
+GO2 = load_profile("go2")
+STARTUP_S = 20.0  # process start, imports and PyBullet load on a busy 2-core machine
+
+
+def stamp_s(msg) -> float:
+    return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+
+
+def diagnostics_value(messages, key):
+    for array in reversed(messages):
+        for status in array.status:
+            if status.name.startswith("sim_robot"):
+                for kv in status.values:
+                    if kv.key == key:
+                        return kv.value
+    return None
+
+
+def command(names, position, stamp=None, velocity=(), effort=()) -> JointState:
+    msg = JointState(name=list(names), position=[float(p) for p in position],
+                     velocity=[float(v) for v in velocity], effort=[float(e) for e in effort])
+    if stamp is not None:
+        msg.header.stamp = stamp
+    return msg
+
+
+def test_commanded_pose_converges_on_joint_states(probe, start_graph):
+    start_graph(robot="panda")
+    states = probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
+    assert wait_for(lambda: len(states) > 10, STARTUP_S), "no /joint_states from sim_robot"
+    assert list(states[-1].name) == PANDA.joint_names
+    target = PANDA.default_positions + np.array([0.3, -0.2, 0.3, 0.3, -0.3, 0.2, 0.3])
+    publisher = probe.node.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+    # Send the joints in reverse order: the contract matches them by name.
+    reversed_names = PANDA.joint_names[::-1]
+    timer = probe.node.create_timer(0.02, lambda: publisher.publish(command(reversed_names, target[::-1])))
+    time.sleep(3.0)
+    window = [m for m in list(states) if stamp_s(m) > stamp_s(states[-1]) - 1.0]
+    timer.cancel()
+    error = np.abs(np.asarray(states[-1].position) - target)
+    assert error.max() < 0.02, f"joint errors {error.round(4)} after 3 s"
+    # Sensing rate in real time (the benchmark measures it properly; this catches a broken loop).
+    assert len(window) > 300, f"only {len(window)} /joint_states in the last second"
+
+
+def test_quadruped_publishes_imu_and_ground_truth_and_holds_its_pose_before_commands(probe, start_graph):
+    start_graph(robot="go2")
+    imu = probe.record(Imu, "/imu/data", qos.SENSOR_SUBSCRIBE)
+    truth = probe.record(Odometry, "/sim/ground_truth", qos.SENSOR_SUBSCRIBE)
+    assert wait_for(lambda: len(imu) > 10 and len(truth) > 10, STARTUP_S)
+    time.sleep(2.0)
+    last = imu[-1]
+    assert last.header.frame_id == GO2.imu_link
+    assert abs(last.linear_acceleration.z - 9.81) < 1.0
+    assert math.hypot(last.angular_velocity.x, last.angular_velocity.y) < 0.2
+    assert truth[-1].pose.pose.position.z > 0.2, "the Go2 should stand on its default-pose PD before any command"
+
+
+def test_command_timeout_damps_like_a_real_driver(probe, start_graph):
+    start_graph(robot="go2")
+    truth = probe.record(Odometry, "/sim/ground_truth", qos.SENSOR_SUBSCRIBE)
+    diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
+    assert wait_for(lambda: len(truth) > 10, STARTUP_S)
+    publisher = probe.node.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+    timer = probe.node.create_timer(0.02, lambda: publisher.publish(command(GO2.joint_names, GO2.default_positions)))
+    assert wait_for(lambda: diagnostics_value(diagnostics, "mode") == "COMMANDED", 5.0)
+    standing = truth[-1].pose.pose.position.z
+    timer.cancel()
+    stopped = time.monotonic()
+    assert wait_for(lambda: diagnostics_value(diagnostics, "mode") == "DAMPING", 3.0)
+    # Damped joints cannot carry the body: it sinks, as a real robot does when its controller dies.
+    assert wait_for(lambda: truth[-1].pose.pose.position.z < standing - 0.05, 3.0), \
+        f"base stayed at {truth[-1].pose.pose.position.z:.3f} m (standing {standing:.3f} m)"
+    assert time.monotonic() - stopped < 6.0
+
+
+def test_malformed_commands_are_refused_and_the_last_good_command_holds(probe, start_graph):
+    graph = start_graph(robot="panda")
+    states = probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
+    diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
+    assert wait_for(lambda: len(states) > 10, STARTUP_S)
+    good = PANDA.default_positions + 0.2
+    far = PANDA.default_positions - 0.5
+    names = PANDA.joint_names
+    bad_commands = [
+        command(names[:-1] + ["panda_joint99"], far),        # unknown joint
+        command(names, far[:-1]),                             # position shorter than names
+        command(names, far, velocity=[0.0, 1.0]),             # velocity of the wrong length
+        command(names, [math.nan] + list(far[1:])),           # non-finite target
+    ]
+    publisher = probe.node.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+    sent = {"n": 0}
+
+    def tick():
+        # Good commands keep the stream alive; bad ones are interleaved and must change nothing.
+        publisher.publish(command(names, good) if sent["n"] % 2 == 0 else bad_commands[sent["n"] // 2 % 4])
+        sent["n"] += 1
+
+    timer = probe.node.create_timer(0.01, tick)
+    time.sleep(3.0)
+    timer.cancel()
+    error = np.abs(np.asarray(states[-1].position) - good)
+    assert error.max() < 0.03, f"bad commands moved the robot: errors {error.round(3)}"
+    assert wait_for(lambda: int(diagnostics_value(diagnostics, "refused_commands") or 0) > 20, 3.0)
+    assert "sim_robot" not in graph.exited(), "a bad command must never crash the driver"
+    log = graph.log.text()
+    assert "refused /joint_commands: unknown joint names ['panda_joint99']" in log
+    assert "holding the last good command" in log
+    # Throttled: about one warning per 2 s, not one per bad command (150 were sent).
+    assert log.count("refused /joint_commands") < 10
+
+
+def test_lockstep_publishes_clock_and_advances_only_with_the_graph(probe, start_graph):
+    start_graph(robot="panda", lockstep=True)
+    clock = probe.record(Clock, "/clock", qos.CLOCK)
+    publisher = probe.node.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+    answering = {"on": False}
+    policy_ns = round(PANDA.policy_period * 1e9)
+
+    def answer(state: JointState):
+        stamp_ns = state.header.stamp.sec * 10**9 + state.header.stamp.nanosec
+        if answering["on"] and stamp_ns % policy_ns == 0:
+            publisher.publish(command(PANDA.joint_names, PANDA.default_positions, stamp=state.header.stamp))
+
+    probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE, callback=answer)
+    assert wait_for(lambda: len(clock) > 0, STARTUP_S), "no /clock in lockstep"
+
+    def now():
+        return clock[-1].clock.sec + clock[-1].clock.nanosec * 1e-9
+
+    time.sleep(1.5)
+    assert now() == 0.0, "the sim advanced although nobody answered"
+    answering["on"] = True
+    assert wait_for(lambda: now() >= 1.0, 30.0), f"sim time only reached {now():.3f} s"
+    answering["on"] = False
+    time.sleep(0.5)
+    paused_at = now()
+    time.sleep(1.5)
+    assert now() == paused_at, "the sim kept advancing after the graph stopped answering"
+    # Sim time moves in whole sensing periods.
+    assert round(paused_at / PANDA.sensing_period, 6) == round(paused_at / PANDA.sensing_period)
+
+
+def run_node(*ros_args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sim2real.nodes.sim_robot", "--ros-args", *ros_args],
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("ros_args, words", [
+    (["-p", "robot:=spot"], "no profile named 'spot'"),
+    (["-p", 'conditions:="{ground_fricton: 0.5}"'], "unknown names ['ground_fricton']"),
+    (["-p", 'conditions:="{ground_friction: -1.0}"'], "ground_friction"),
+])
+def test_bad_configuration_exits_with_a_clear_message(ros_args, words):
+    result = run_node(*ros_args)
+    assert result.returncode == 2
+    assert words in result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr

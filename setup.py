@@ -64,10 +64,19 @@ setup(
         "pin>=3",
         "tqdm>=4.60",
         "matplotlib>=3.7",
+        # Exactly this torch: its CPU build is on our machines' disk; any other version
+        # (or an open range) makes pip download a multi-GB CUDA build.
+        "torch==2.13.0",
+        "gymnasium>=1.0",
+        "rsl-rl-lib>=5.5,<6",
+        "tensorboard>=2.14",
+        "onnx>=1.16",
+        "onnxruntime>=1.18",
+        "scipy>=1.10",
     ],
     extras_require={
         "ros": ROS_WHEELS,
-        "test": ["pytest>=7", "colcon-common-extensions>=0.3", "scipy>=1.10"],
+        "test": ["pytest>=7", "colcon-common-extensions>=0.3"],
     },
     zip_safe=False,
     entry_points={

@@ -117,7 +117,7 @@ class SimWorld:
     """
 
     def __init__(self, profile: RobotProfile, conditions: PhysicalConditions | None = None, seed: int = 0,
-                 gravity_compensation: bool | None = None):
+                 gravity_compensation: bool | None = None, physics_period: float | None = None):
         """``gravity_compensation``: emulate a robot controller that adds gravity torques to
         every command (see :mod:`sim2real.sim.gravity_compensation`). None takes the
         profile's ``gravity_compensation``."""
@@ -134,7 +134,8 @@ class SimWorld:
         self.seed = int(seed)
         terrain_seed, noise_seed = np.random.SeedSequence(self.seed).spawn(2)
         self._noise_rng = np.random.default_rng(noise_seed)
-        self._dt = float(profile.physics_period)
+        # Training may step coarser than the driver (legged-gym style 5 ms); default: the profile's.
+        self._dt = float(physics_period or profile.physics_period)
         self._client = pb.connect(pb.DIRECT)
         if self._client < 0:
             raise RuntimeError("PyBullet could not open a DIRECT physics client")

@@ -1,0 +1,4 @@
+"""Training: gymnasium tasks, curricula, adaptive randomization, PPO, ONNX export.
+
+Imports flow train -> sim -> core; nothing here imports rclpy.
+"""

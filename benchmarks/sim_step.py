@@ -10,8 +10,10 @@ both alike. Target: SimWorld.step >= 0.8 x baseline.
 Example:
     PYTHONPATH=src python benchmarks/sim_step.py --robots go2 panda --steps 2000 --rounds 7
 
-To add a subject (e.g. the sim_robot node's loop), write a class with ``run(steps)`` and
-``close()`` whose constructor takes a RobotProfile, and add it to ``SUBJECTS``.
+Second part: the sensing rate the ``sim_robot`` node sustains in real time (Go2 at
+500 Hz), in its own process as `sim2real up` runs it, measured from its own loop
+statistics (/diagnostics) and from the /joint_states a subscriber receives. Target:
+< 5 % missed periods on 2 cores.
 """
 from __future__ import annotations
 
@@ -147,6 +149,73 @@ def print_report(result: dict, target: float) -> None:
               f"{row['ratio_to_baseline']:>8.2f}{row['real_time_factor']:>13.1f}{flag}")
 
 
+def measure_sim_robot(robot: str, seconds: float) -> dict:
+    """Run sim_robot in real time for ``seconds`` and report its loop timing and delivered rate."""
+    import os
+    import threading
+
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from sensor_msgs.msg import JointState
+
+    from sim2real.bringup import make_plan
+    from sim2real.graph_processes import GraphProcesses
+    from sim2real.nodes import qos
+
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    context = Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("sim_step_benchmark", context=context)
+    stamps: list[float] = []
+    diagnostics: list[dict[str, str]] = []
+    node.create_subscription(JointState, "/joint_states", lambda m: stamps.append(time.monotonic()),
+                             qos.SENSOR_SUBSCRIBE)
+    node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: diagnostics.extend(
+        {kv.key: kv.value for kv in s.values} for s in m.status if s.name.startswith("sim_robot")), 10)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    with open(os.devnull, "w") as quiet, GraphProcesses(make_plan(robot=robot), output=quiet) as graph:
+        deadline = time.monotonic() + 30
+        while not stamps and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # start-up transients (imports, first contacts) are not the steady state
+        start_count, start = len(stamps), time.monotonic()
+        first_diag = len(diagnostics)
+        time.sleep(seconds)
+        received = len(stamps) - start_count
+        elapsed = time.monotonic() - start
+        exited = graph.exited()
+    executor.shutdown()
+    node.destroy_node()
+    rclpy.shutdown(context=context)
+    if exited or not diagnostics[first_diag:]:
+        raise RuntimeError(f"sim_robot did not run (exited: {exited})")
+    last = diagnostics[-1]
+    profile = load_profile(robot)
+    return {
+        "robot": robot, "seconds": elapsed, "target_hz": 1 / profile.sensing_period,
+        "received_hz": received / elapsed,
+        "loop_missed_fraction": float(last["missed_fraction"]),
+        "loop_ticks": int(last["ticks"]),
+        "lateness_p50_ms": float(last["lateness_p50_ms"]),
+        "lateness_p99_ms": float(last["lateness_p99_ms"]),
+        "lateness_max_ms": float(last["lateness_max_ms"]),
+    }
+
+
+def print_node_report(result: dict) -> None:
+    verdict = "ok" if result["loop_missed_fraction"] < 0.05 else "ABOVE the 5 % target"
+    print(f"\nsim_robot ({result['robot']}) real time, {result['seconds']:.1f} s at {result['target_hz']:.0f} Hz:")
+    print(f"  /joint_states received       {result['received_hz']:8.1f} Hz")
+    print(f"  missed periods (loop)        {100 * result['loop_missed_fraction']:8.2f} %   ({verdict})")
+    print(f"  lateness p50 / p99 / max     {result['lateness_p50_ms']:.3f} / {result['lateness_p99_ms']:.3f} / "
+          f"{result['lateness_max_ms']:.3f} ms")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -158,14 +227,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--subjects", nargs="+", choices=list(SUBJECTS), default=None,
                         help=f"what to time besides the baseline (default: all of {list(SUBJECTS)})")
     parser.add_argument("--target", type=float, default=0.8, help="ratio to flag below (default 0.8)")
+    parser.add_argument("--node-robot", default="go2", help="robot for the sim_robot rate part (default go2)")
+    parser.add_argument("--node-seconds", type=float, default=10.0,
+                        help="seconds to run sim_robot in real time; 0 skips that part (default 10)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     args = parser.parse_args(argv)
     results = [benchmark_robot(robot, args.steps, args.rounds, args.subjects) for robot in args.robots]
+    node = measure_sim_robot(args.node_robot, args.node_seconds) if args.node_seconds > 0 else None
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps({"physics": results, "sim_robot": node}, indent=2))
     else:
         for result in results:
             print_report(result, args.target)
+        if node:
+            print_node_report(node)
     return 0
 
 

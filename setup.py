@@ -27,6 +27,7 @@ def tree(folder: str) -> list[tuple[str, list[str]]]:
 NODE_EXECUTABLES = {
     "sim_robot": "sim2real.nodes.sim_robot:main",
     "pose_commander": "sim2real.nodes.pose_commander:main",
+    "safety_supervisor": "sim2real.nodes.safety_supervisor:main",
 }
 
 # The ROS 2 client library and standard messages as PyPI wheels. An extra, so that a

@@ -33,6 +33,8 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
                                         "every node then uses sim time", BOOL_CHOICES),
     LaunchArgument("seed", "0", "sim only: seed for terrain and sensor noise"),
     LaunchArgument("conditions", "{}", "sim only: physical conditions as YAML, e.g. '{ground_friction: 0.5}'"),
+    LaunchArgument("autoengage", "false", "the supervisor engages by itself once a policy streams (sim and "
+                                          "demos; on a robot an operator calls ~/engage)", BOOL_CHOICES),
     LaunchArgument("demo", "false", "add pose_commander, which drives the joints through a hold-then-move "
                                     "script and reports tracking", BOOL_CHOICES),
 )}
@@ -48,7 +50,7 @@ class NodeSpec:
 
     executable: str
     name: str
-    role: str  # hardware | control | monitoring | demo
+    role: str  # hardware | safety | control | monitoring | demo
     parameters: dict[str, Any] = field(default_factory=dict)
     remappings: tuple[tuple[str, str], ...] = ()
 
@@ -109,8 +111,14 @@ def make_plan(**arguments: Any) -> BringupPlan:
             "robot": robot, "lockstep": args["lockstep"], "seed": args["seed"],
             "conditions": args["conditions"],
         }))
+    # The supervisor is the only publisher of /joint_commands, in sim as on hardware.
+    nodes.append(NodeSpec("safety_supervisor", "safety_supervisor", "safety", {
+        "robot": robot, "engage_on_start": args["autoengage"],
+    }))
     if args["demo"]:
-        nodes.append(NodeSpec("pose_commander", "pose_commander", "demo", {"robot": robot}))
+        # The scripted stand-in for a policy: its commands go through the supervisor too.
+        nodes.append(NodeSpec("pose_commander", "pose_commander", "demo", {"robot": robot},
+                              remappings=(("/joint_commands", "/policy/joint_commands"),)))
     nodes = [NodeSpec(n.executable, n.name, n.role, {**n.parameters, "use_sim_time": use_sim_time}, n.remappings)
              for n in nodes]
     return BringupPlan(robot=robot, hardware=args["hardware"], use_sim_time=use_sim_time, nodes=tuple(nodes))

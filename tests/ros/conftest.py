@@ -2,6 +2,7 @@
 and the test talks to them over DDS from a probe node spinning in a background thread."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -83,12 +84,17 @@ def probe():
 
 @pytest.fixture
 def start_graph():
-    """start_graph(**launch_arguments) -> GraphProcesses (stopped at teardown)."""
+    """start_graph(only=None, **launch_arguments) -> GraphProcesses (stopped at teardown).
+
+    ``only``: names of the plan's nodes to start (e.g. just sim_robot, to drive it directly)."""
     graphs: list[GraphProcesses] = []
 
-    def start(**arguments) -> GraphProcesses:
+    def start(only=None, **arguments) -> GraphProcesses:
         log = GraphLog()
-        graph = GraphProcesses(make_plan(**arguments), output=log)
+        plan = make_plan(**arguments)
+        if only is not None:
+            plan = dataclasses.replace(plan, nodes=tuple(n for n in plan.nodes if n.name in only))
+        graph = GraphProcesses(plan, output=log)
         graph.log = log
         graph.start()
         graphs.append(graph)

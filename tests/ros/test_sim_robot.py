@@ -47,7 +47,7 @@ def command(names, position, stamp=None, velocity=(), effort=()) -> JointState:
 
 
 def test_commanded_pose_converges_on_joint_states(probe, start_graph):
-    start_graph(robot="panda")
+    start_graph(only=["sim_robot"], robot="panda")
     states = probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
     assert wait_for(lambda: len(states) > 10, STARTUP_S), "no /joint_states from sim_robot"
     assert list(states[-1].name) == PANDA.joint_names
@@ -66,7 +66,7 @@ def test_commanded_pose_converges_on_joint_states(probe, start_graph):
 
 
 def test_quadruped_publishes_imu_and_ground_truth_and_holds_its_pose_before_commands(probe, start_graph):
-    start_graph(robot="go2")
+    start_graph(only=["sim_robot"], robot="go2")
     imu = probe.record(Imu, "/imu/data", qos.SENSOR_SUBSCRIBE)
     truth = probe.record(Odometry, "/sim/ground_truth", qos.SENSOR_SUBSCRIBE)
     assert wait_for(lambda: len(imu) > 10 and len(truth) > 10, STARTUP_S)
@@ -79,7 +79,7 @@ def test_quadruped_publishes_imu_and_ground_truth_and_holds_its_pose_before_comm
 
 
 def test_command_timeout_damps_like_a_real_driver(probe, start_graph):
-    start_graph(robot="go2")
+    start_graph(only=["sim_robot"], robot="go2")
     truth = probe.record(Odometry, "/sim/ground_truth", qos.SENSOR_SUBSCRIBE)
     diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
     assert wait_for(lambda: len(truth) > 10, STARTUP_S)
@@ -97,7 +97,7 @@ def test_command_timeout_damps_like_a_real_driver(probe, start_graph):
 
 
 def test_malformed_commands_are_refused_and_the_last_good_command_holds(probe, start_graph):
-    graph = start_graph(robot="panda")
+    graph = start_graph(only=["sim_robot"], robot="panda")
     states = probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
     diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
     assert wait_for(lambda: len(states) > 10, STARTUP_S)
@@ -133,7 +133,7 @@ def test_malformed_commands_are_refused_and_the_last_good_command_holds(probe, s
 
 
 def test_lockstep_publishes_clock_and_advances_only_with_the_graph(probe, start_graph):
-    start_graph(robot="panda", lockstep=True)
+    start_graph(only=["sim_robot"], robot="panda", lockstep=True)
     clock = probe.record(Clock, "/clock", qos.CLOCK)
     publisher = probe.node.create_publisher(JointState, "/joint_commands", qos.COMMAND)
     answering = {"on": False}

@@ -12,9 +12,10 @@ from sim2real.core.robot_profile import ProfileError
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_default_plan_runs_the_sim_robot_for_go2_in_real_time():
+def test_default_plan_runs_the_sim_robot_under_the_supervisor_for_go2_in_real_time():
     plan = make_plan()
-    assert [n.name for n in plan.nodes] == ["sim_robot"]
+    assert [n.name for n in plan.nodes] == ["sim_robot", "safety_supervisor"]
+    assert plan.node("safety_supervisor").parameters["engage_on_start"] is False  # an operator engages
     sim = plan.node("sim_robot")
     assert sim.role == "hardware"
     assert sim.parameters["robot"] == "go2" and sim.parameters["lockstep"] is False
@@ -27,14 +28,16 @@ def test_launch_strings_are_typed_like_python_values():
     assert from_launch == from_python
     assert from_launch.use_sim_time
     assert all(n.parameters["use_sim_time"] for n in from_launch.nodes)
-    assert [n.name for n in from_launch.nodes] == ["sim_robot", "pose_commander"]
+    assert [n.name for n in from_launch.nodes] == ["sim_robot", "safety_supervisor", "pose_commander"]
+    # The scripted commander stands in for a policy: it never reaches hardware directly.
+    assert from_launch.node("pose_commander").remappings == (("/joint_commands", "/policy/joint_commands"),)
 
 
 def test_hardware_topic_changes_only_the_hardware_part():
     sim = make_plan(hardware="sim", demo=True)
     real = make_plan(hardware="topic", demo=True)
     assert [n for n in sim.nodes if n.role != "hardware"] == [n for n in real.nodes if n.role != "hardware"]
-    assert [n.role for n in real.nodes] == ["demo"]
+    assert [n.role for n in real.nodes] == ["safety", "demo"]
 
 
 @pytest.mark.parametrize("arguments, words", [
@@ -57,7 +60,7 @@ def test_unknown_robot_lists_the_profiles():
 
 def test_parse_arguments_fills_defaults():
     assert parse_arguments({}) == {"robot": "go2", "hardware": "sim", "lockstep": False, "seed": 0,
-                                   "conditions": "{}", "demo": False}
+                                   "conditions": "{}", "autoengage": False, "demo": False}
 
 
 def test_launch_file_renders_the_plan_with_stable_launch_ros_api_only():

@@ -18,10 +18,10 @@ from sensor_msgs.msg import JointState
 
 from sim2real.core.pose_script import PoseScript, TrackingReport
 from sim2real.core.robot_profile import load_profile
-from sim2real.nodes import lifecycle, qos
+from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare
 
-NS_PER_S = 1_000_000_000
+NS_PER_S = stamps.NS_PER_S
 
 
 class PoseCommanderNode(Node):
@@ -52,7 +52,7 @@ class PoseCommanderNode(Node):
     def _on_state(self, msg: JointState) -> None:
         if self.done:
             return
-        stamp_ns = msg.header.stamp.sec * NS_PER_S + msg.header.stamp.nanosec
+        stamp_ns = stamps.to_ns(msg.header.stamp)
         if self.index is None:
             try:
                 self.index = [list(msg.name).index(n) for n in self.profile.joint_names]

@@ -36,23 +36,15 @@ from sim2real.core.joint_command import CommandRefused, JointCommandMapper
 from sim2real.core.period_stats import PeriodStats
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.rotations import world_to_body
-from sim2real.nodes import lifecycle, qos
+from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.world import SimWorld
 
-NS_PER_S = 1_000_000_000
+NS_PER_S = stamps.NS_PER_S
 LOCKSTEP_REPUBLISH_WALL_S = 0.5  # re-announce the current state while the graph is silent
 DIAGNOSTICS_PERIOD_S = 1.0
 WARN_THROTTLE_S = 2.0
-
-
-def _stamp(nanoseconds: int) -> TimeMsg:
-    return TimeMsg(sec=nanoseconds // NS_PER_S, nanosec=nanoseconds % NS_PER_S)
-
-
-def _stamp_ns(stamp: TimeMsg) -> int:
-    return stamp.sec * NS_PER_S + stamp.nanosec
 
 
 class SimRobotNode(Node):
@@ -117,7 +109,7 @@ class SimRobotNode(Node):
                                           throttle_duration_sec=WARN_THROTTLE_S)
                 return
             self._pending = targets.copy()
-            self._latest_command_stamp_ns = _stamp_ns(msg.header.stamp)
+            self._latest_command_stamp_ns = stamps.to_ns(msg.header.stamp)
             self._last_command_wall = time.monotonic()
             self._command_ready.notify_all()
 
@@ -163,7 +155,7 @@ class SimRobotNode(Node):
                 self._stop.wait(delay)
 
     def _lockstep_loop(self) -> None:
-        self._publish_state(_stamp(self.sim_ns))
+        self._publish_state(stamps.to_msg(self.sim_ns))
         while not self._stop.is_set():
             with self._lock:
                 answered = self._command_ready.wait_for(
@@ -173,7 +165,7 @@ class SimRobotNode(Node):
                 return
             if not answered:
                 # Nothing answered this sim time yet (controller starting, or gone): re-announce it.
-                self._publish_state(_stamp(self.sim_ns))
+                self._publish_state(stamps.to_msg(self.sim_ns))
                 self.get_logger().info(
                     f"lockstep: waiting for /joint_commands stamped at or after sim time "
                     f"{self.sim_ns / NS_PER_S:.3f} s (controllers must use use_sim_time)",
@@ -183,7 +175,7 @@ class SimRobotNode(Node):
             for _ in range(self.steps_per_command):
                 self.world.step(self.substeps)
                 self.sim_ns += self.sensing_ns
-                self._publish_state(_stamp(self.sim_ns))
+                self._publish_state(stamps.to_msg(self.sim_ns))
 
     # -- publishing ---------------------------------------------------------------------
     def _publish_state(self, stamp: TimeMsg) -> None:

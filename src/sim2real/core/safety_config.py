@@ -1,0 +1,147 @@
+"""Safety supervisor configuration: `config/safety/<robot>.yaml`, validated up front.
+
+Each check has a threshold and a response; responses are ordered by severity
+(clamp < hold < damp < estop) and the most severe one raised in a tick wins.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sim2real.core.paths import share_dir
+
+
+class Response(IntEnum):
+    """What a failed check makes the supervisor do, by increasing severity."""
+
+    NONE = 0
+    CLAMP = 1  # limit the command, carry on
+    HOLD = 2  # IEC 60204-1 category 2: controlled stop, power kept, hold a pose
+    DAMP = 3  # category 1: controlled stop, then joints damped only
+    ESTOP = 4  # damped and latched until reset
+
+
+class SafetyConfigError(ValueError):
+    def __init__(self, source: str | Path, field: str, problem: str, fix: str):
+        super().__init__(f"{source}: {field}: {problem}. Fix: {fix}")
+
+
+# Every check, the thresholds it takes (with defaults) and the responses that make sense for it.
+CHECKS: dict[str, dict[str, Any]] = {
+    "joint_states_stale": {"deadline": 0.05},
+    "imu_stale": {"deadline": 0.05},
+    "policy_stale": {"deadline": 0.1},
+    "non_finite_command": {},
+    "position_limit": {"margin": 0.05},
+    "velocity_limit": {"factor": 1.2},
+    "torque_limit": {"factor": 1.5},
+    "target_step": {"max_step": 0.35},
+    "base_tilt": {"max_angle": 1.0},
+    "estimator_divergence": {},
+    "deadman": {"deadline": 0.5},
+    "tick_overrun": {"max_age": 0.04},
+}
+# Checks that act as filters on every outgoing command rather than as trips.
+FILTERS = ("position_limit", "target_step")
+BUTTONS = ("deadman", "engage", "takeover", "damp", "estop", "reset")
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    name: str
+    response: Response
+    enabled: bool = True
+    thresholds: dict[str, float] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> float:
+        return self.thresholds[key]
+
+
+@dataclass(frozen=True)
+class SafetyConfig:
+    command_period: float  # 0 = the profile's policy period
+    stand_duration: float
+    blend_duration: float
+    checks: dict[str, CheckConfig]
+    buttons: dict[str, int]
+    source: Path | None = None
+
+
+def safety_config_path(name_or_path: str | Path) -> Path:
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    return share_dir() / "config" / "safety" / f"{name_or_path}.yaml"
+
+
+def load_safety_config(name_or_path: str | Path) -> SafetyConfig:
+    """Load ``config/safety/<name>.yaml`` (or a path); every problem names its field and fix."""
+    path = safety_config_path(name_or_path)
+    if not path.is_file():
+        known = sorted(p.stem for p in (share_dir() / "config" / "safety").glob("*.yaml"))
+        raise SafetyConfigError(path, "(file)", "not found", f"use one of {known} or a path to a safety YAML")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise SafetyConfigError(path, "(file)", f"not valid YAML ({exc})", "correct the YAML syntax") from exc
+    if not isinstance(data, dict):
+        raise SafetyConfigError(path, "(file)", "must be a mapping", "see config/safety/go2.yaml")
+    return parse_safety_config(data, path)
+
+
+def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety config>") -> SafetyConfig:
+    def fail(field: str, problem: str, fix: str) -> SafetyConfigError:
+        return SafetyConfigError(source, field, problem, fix)
+
+    def number(value: Any, field: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise fail(field, f"expected a number >= 0, got {value!r}", "write a non-negative number in SI units")
+        return float(value)
+
+    unknown = sorted(set(data) - {"command_period", "stand_duration", "blend_duration", "checks", "joystick"})
+    if unknown:
+        raise fail(", ".join(unknown), "unknown fields", "remove them (see config/safety/go2.yaml)")
+    checks_data = data.get("checks") or {}
+    if not isinstance(checks_data, dict):
+        raise fail("checks", "must be a mapping of check name -> settings", "see config/safety/go2.yaml")
+    checks: dict[str, CheckConfig] = {}
+    for name, entry in checks_data.items():
+        if name not in CHECKS:
+            raise fail(f"checks.{name}", "unknown check", f"use one of {sorted(CHECKS)}")
+        entry = dict(entry or {})
+        response_name = str(entry.pop("response", "")).upper()
+        if response_name not in Response.__members__ or response_name == "NONE":
+            raise fail(f"checks.{name}.response", f"unknown response {response_name.lower()!r}",
+                       "use clamp, hold, damp or estop")
+        if name in FILTERS and response_name != "CLAMP":
+            raise fail(f"checks.{name}.response", f"{name} limits every command, it cannot {response_name.lower()}",
+                       "use response: clamp")
+        enabled = entry.pop("enabled", True)
+        if not isinstance(enabled, bool):
+            raise fail(f"checks.{name}.enabled", f"expected true or false, got {enabled!r}", "write true or false")
+        extra = sorted(set(entry) - set(CHECKS[name]))
+        if extra:
+            raise fail(f"checks.{name}", f"unknown settings {extra}", f"this check takes {sorted(CHECKS[name])}")
+        thresholds = {key: number(entry.get(key, default), f"checks.{name}.{key}")
+                      for key, default in CHECKS[name].items()}
+        checks[name] = CheckConfig(name, Response[response_name], enabled, thresholds)
+    buttons_data = data.get("joystick") or {}
+    if not isinstance(buttons_data, dict):
+        raise fail("joystick", "must map actions to button indices", f"use keys {list(BUTTONS)}")
+    buttons: dict[str, int] = {}
+    for action, index in buttons_data.items():
+        if action not in BUTTONS:
+            raise fail(f"joystick.{action}", "unknown action", f"use one of {list(BUTTONS)}")
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise fail(f"joystick.{action}", f"expected a button index >= 0, got {index!r}", "write an integer")
+        buttons[action] = index
+    return SafetyConfig(
+        command_period=number(data.get("command_period", 0.0), "command_period"),
+        stand_duration=number(data.get("stand_duration", 2.0), "stand_duration"),
+        blend_duration=number(data.get("blend_duration", 0.5), "blend_duration"),
+        checks=checks, buttons=buttons, source=Path(source) if isinstance(source, (str, Path)) else None,
+    )

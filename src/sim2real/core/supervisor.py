@@ -1,0 +1,345 @@
+"""The safety supervisor's logic, ROS-free: modes, checks and the command it sends each tick.
+
+Modes::
+
+    STANDBY --engage--> ACTIVE (policy) <--takeover/engage--> TAKEOVER (human or hold)
+       any --damp--> DAMPING      any --estop--> ESTOP (latched)      DAMPING/ESTOP --reset--> STANDBY
+
+Every tick (:meth:`SupervisorCore.tick`) evaluates every enabled check, applies the most
+severe response raised (clamp < hold < damp < estop, see :mod:`safety_config`) and
+returns the command to publish. Once the first joint state has arrived, a command is
+returned every tick, whatever the inputs do:
+
+- STANDBY: interpolate from the pose found at entry to the stand (default) pose, then hold it.
+- ACTIVE: the policy's command, clamped to the position limits and the per-tick step limit;
+  cross-faded from the held pose over ``blend_duration`` after a takeover.
+- TAKEOVER: ``/teleop/joint_commands`` while fresh; otherwise a hold: the last targets sent
+  before a HOLD trip (a category-2 stop: stop where you are, with no jump in joint torque),
+  or the interpolated stand pose when an operator took over.
+- DAMPING / ESTOP: position target = measured position, velocity target 0: with the
+  profile's PD this is pure joint damping.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Optional
+
+import numpy as np
+
+from sim2real.core.joint_command import JointTargets
+from sim2real.core.robot_profile import RobotProfile
+from sim2real.core.rotations import quat_to_matrix
+from sim2real.core.safety_config import CheckConfig, Response, SafetyConfig
+
+TELEOP_FRESH_S = 0.2  # teleop older than this no longer steers; the hold pose takes over
+
+
+class Mode(str, Enum):
+    STANDBY = "STANDBY"
+    ACTIVE = "ACTIVE"
+    TAKEOVER = "TAKEOVER"
+    DAMPING = "DAMPING"
+    ESTOP = "ESTOP"
+
+
+@dataclass
+class SupervisorInputs:
+    """The newest message of each stream and when it arrived (node clock, s)."""
+
+    joint_position: Optional[np.ndarray] = None
+    joint_velocity: Optional[np.ndarray] = None
+    joint_effort: Optional[np.ndarray] = None
+    joint_states_time: Optional[float] = None
+    base_orientation: Optional[np.ndarray] = None  # x, y, z, w
+    imu_time: Optional[float] = None
+    policy_command: Optional[JointTargets] = None
+    policy_time: Optional[float] = None
+    policy_stamp: Optional[float] = None  # header.stamp: when the policy's input was measured
+    teleop_command: Optional[JointTargets] = None
+    teleop_time: Optional[float] = None
+    joy_buttons: Optional[list[int]] = None
+    joy_time: Optional[float] = None
+    estimator_diverged: bool = False
+
+
+@dataclass
+class CheckResult:
+    name: str
+    ok: bool
+    response: Response
+    detail: str = ""
+
+
+@dataclass
+class Decision:
+    mode: Mode
+    command: Optional[JointTargets]
+    checks: list[CheckResult]
+    events: list[str] = field(default_factory=list)
+
+
+class SupervisorCore:
+    def __init__(self, profile: RobotProfile, config: SafetyConfig, command_period: float):
+        self.profile = profile
+        self.config = config
+        self.period = command_period
+        self.mode = Mode.STANDBY
+        self.last_trip: str = ""
+        self.events: list[str] = []
+        n = profile.num_joints
+        margin = config.checks["position_limit"]["margin"] if "position_limit" in config.checks else 0.0
+        self._low = profile.lower_limits + margin
+        self._high = profile.upper_limits - margin
+        self._zeros = np.zeros(n)
+        self._last_sent: Optional[JointTargets] = None
+        self._segment_start: Optional[np.ndarray] = None  # pose a STANDBY/TAKEOVER trajectory starts from
+        self._segment_time = 0.0
+        self._hold_in_place = False  # TAKEOVER after a HOLD trip: stay where we stopped
+        self._following_teleop = False
+        self._blend_from: Optional[np.ndarray] = None
+        self._blend_time = 0.0
+        self._previous_buttons: list[int] = []
+
+    # -- operator requests (services, joystick) ---------------------------------------------
+    def request(self, action: str, inputs: SupervisorInputs, now: float) -> tuple[bool, str]:
+        """engage | takeover | damp | estop | reset. Returns (accepted, message)."""
+        mode = self.mode
+        if action == "estop":
+            self._enter(Mode.ESTOP, now, inputs, "operator: estop")
+            return True, "ESTOP (latched until reset)"
+        if action == "damp":
+            if mode == Mode.ESTOP:
+                return False, "ESTOP is latched: call reset first"
+            self._enter(Mode.DAMPING, now, inputs, "operator: damp")
+            return True, "DAMPING"
+        if action == "reset":
+            if mode not in (Mode.ESTOP, Mode.DAMPING):
+                return True, f"nothing to reset in {mode.value}"
+            if not self._fresh(inputs.joint_states_time, now, "joint_states_stale"):
+                return False, "refused: /joint_states are stale; reset needs a live robot"
+            self._enter(Mode.STANDBY, now, inputs, "operator: reset")
+            return True, "STANDBY"
+        if action == "takeover":
+            if mode in (Mode.ESTOP, Mode.DAMPING):
+                return False, f"refused in {mode.value}: reset first"
+            self._hold_in_place = False
+            if mode != Mode.TAKEOVER:
+                self._enter(Mode.TAKEOVER, now, inputs, "operator: takeover")
+            return True, "TAKEOVER"
+        if action == "engage":
+            if mode in (Mode.ESTOP, Mode.DAMPING):
+                return False, f"refused in {mode.value}: reset first"
+            if mode == Mode.ACTIVE:
+                return True, "already ACTIVE"
+            problem = self._engage_blocker(inputs, now)
+            if problem:
+                return False, f"refused: {problem}"
+            self._blend_from = (self._last_sent.position.copy() if self._last_sent is not None
+                                else inputs.joint_position.copy())
+            self._blend_time = now
+            self._enter(Mode.ACTIVE, now, inputs, "operator: engage")
+            return True, "ACTIVE"
+        return False, f"unknown request {action!r}; use engage, takeover, damp, estop or reset"
+
+    def _engage_blocker(self, inputs: SupervisorInputs, now: float) -> str:
+        if not self._fresh(inputs.joint_states_time, now, "joint_states_stale"):
+            return "/joint_states are stale"
+        if not self._fresh(inputs.policy_time, now, "policy_stale"):
+            return "no fresh /policy/joint_commands: is policy_runtime running?"
+        if not _finite(inputs.policy_command):
+            return "the policy's command is not finite"
+        return ""
+
+    # -- the tick ------------------------------------------------------------------------------
+    def tick(self, inputs: SupervisorInputs, now: float) -> Decision:
+        self.events = []
+        self._handle_buttons(inputs, now)
+        if inputs.joint_position is None:
+            # Nothing measured yet: no command can be safe. The driver's own start-up behaviour holds.
+            return Decision(self.mode, None, [CheckResult("joint_states_stale", False, Response.NONE,
+                                                          "waiting for the first /joint_states")], self.events)
+        if self._segment_start is None:  # first state: the stand-up starts from where the robot is
+            self._segment_start = np.array(inputs.joint_position, dtype=float)
+            self._segment_time = now
+        checks = self._evaluate(inputs, now)
+        worst = max((c for c in checks if not c.ok), key=lambda c: c.response, default=None)
+        if worst is not None and worst.response >= Response.HOLD:
+            self._respond(worst, inputs, now)
+        command = self._command(inputs, now)
+        command = self._filter(command, checks)
+        self._last_sent = command
+        return Decision(self.mode, command, checks, self.events)
+
+    def _respond(self, check: CheckResult, inputs: SupervisorInputs, now: float) -> None:
+        reason = f"{check.name}: {check.detail}"
+        if check.response == Response.ESTOP and self.mode != Mode.ESTOP:
+            self._enter(Mode.ESTOP, now, inputs, reason)
+        elif check.response == Response.DAMP and self.mode not in (Mode.DAMPING, Mode.ESTOP):
+            self._enter(Mode.DAMPING, now, inputs, reason)
+        elif check.response == Response.HOLD and self.mode == Mode.ACTIVE:
+            self._hold_in_place = True
+            self._enter(Mode.TAKEOVER, now, inputs, reason)
+
+    def _enter(self, mode: Mode, now: float, inputs: SupervisorInputs, reason: str) -> None:
+        event = f"{self.mode.value} -> {mode.value}: {reason}"
+        self.events.append(event)
+        if not reason.startswith("operator"):
+            self.last_trip = event
+        self.mode = mode
+        if mode != Mode.TAKEOVER:
+            self._hold_in_place = False
+        start = self._last_sent.position if self._last_sent is not None else inputs.joint_position
+        self._segment_start = None if start is None else np.array(start, dtype=float)
+        self._segment_time = now
+
+    def _handle_buttons(self, inputs: SupervisorInputs, now: float) -> None:
+        buttons = inputs.joy_buttons or []
+        previous, self._previous_buttons = self._previous_buttons, list(buttons)
+        for action in ("estop", "damp", "reset", "takeover", "engage"):  # most severe first
+            index = self.config.buttons.get(action)
+            if index is None or index >= len(buttons):
+                continue
+            pressed_now = buttons[index] == 1
+            pressed_before = index < len(previous) and previous[index] == 1
+            if pressed_now and not pressed_before:
+                accepted, message = self.request(action, inputs, now)
+                if not accepted:
+                    self.events.append(f"joystick {action}: {message}")
+
+    # -- checks --------------------------------------------------------------------------------
+    def _fresh(self, received: Optional[float], now: float, check: str) -> bool:
+        config = self.config.checks.get(check)
+        deadline = config["deadline"] if config else math.inf
+        return received is not None and now - received <= deadline
+
+    def _evaluate(self, inputs: SupervisorInputs, now: float) -> list[CheckResult]:
+        results: list[CheckResult] = []
+        active = self.mode == Mode.ACTIVE
+
+        def check(name: str, failed: bool, detail: str) -> None:
+            config: CheckConfig | None = self.config.checks.get(name)
+            if config is None or not config.enabled:
+                return
+            results.append(CheckResult(name, not failed, config.response, detail if failed else ""))
+
+        def age(received: Optional[float]) -> float:
+            return math.inf if received is None else now - received
+
+        for name, received, topic, applies in (
+                ("joint_states_stale", inputs.joint_states_time, "/joint_states", True),
+                ("imu_stale", inputs.imu_time, "/imu/data", not self.profile.fixed_base),
+                ("policy_stale", inputs.policy_time, "/policy/joint_commands", active)):
+            config = self.config.checks.get(name)
+            if config is not None and applies:
+                late = age(received)
+                check(name, late > config["deadline"],
+                      f"no {topic} for {late:.3f} s (deadline {config['deadline']:.3f} s)")
+        if active:
+            check("non_finite_command", not _finite(inputs.policy_command),
+                  "the policy's command has NaN or infinite values")
+            overrun = self.config.checks.get("tick_overrun")
+            if overrun is not None and inputs.policy_stamp is not None and inputs.policy_time is not None:
+                lag = inputs.policy_time - inputs.policy_stamp
+                check("tick_overrun", lag > overrun["max_age"],
+                      f"policy command computed on data {lag * 1e3:.1f} ms old (max {overrun['max_age'] * 1e3:.1f} ms)")
+            deadman = self.config.checks.get("deadman")
+            index = self.config.buttons.get("deadman")
+            if deadman is not None and index is not None:
+                held = (inputs.joy_buttons is not None and index < len(inputs.joy_buttons)
+                        and inputs.joy_buttons[index] == 1 and age(inputs.joy_time) <= deadman["deadline"])
+                check("deadman", not held, "the operator's deadman is not held (or /joy is silent)")
+        if inputs.joint_velocity is not None and len(inputs.joint_velocity):
+            self._limit_check(check, "velocity_limit", np.abs(inputs.joint_velocity), self.profile.velocity_limits,
+                              "velocity", "rad/s")
+        if inputs.joint_effort is not None and len(inputs.joint_effort):
+            self._limit_check(check, "torque_limit", np.abs(inputs.joint_effort), self.profile.effort_limits,
+                              "effort", "N*m")
+        if inputs.base_orientation is not None and "base_tilt" in self.config.checks:
+            tilt = _tilt(inputs.base_orientation)
+            limit = self.config.checks["base_tilt"]["max_angle"]
+            check("base_tilt", tilt > limit, f"base tilted {tilt:.2f} rad (max {limit:.2f} rad)")
+        check("estimator_divergence", inputs.estimator_diverged, "the state estimator reports divergence")
+        return results
+
+    def _limit_check(self, check, name: str, measured: np.ndarray, limits: np.ndarray, what: str, unit: str) -> None:
+        config = self.config.checks.get(name)
+        if config is None:
+            return
+        ratio = measured / (config["factor"] * limits)
+        worst = int(np.argmax(ratio))
+        check(name, bool(ratio[worst] > 1.0),
+              f"{self.profile.joint_names[worst]} {what} {measured[worst]:.2f} {unit} "
+              f"> {config['factor']:.2f} x limit {limits[worst]:.2f}")
+
+    # -- the command -------------------------------------------------------------------------------
+    def _command(self, inputs: SupervisorInputs, now: float) -> JointTargets:
+        q = np.asarray(inputs.joint_position, dtype=float)
+        if self.mode in (Mode.DAMPING, Mode.ESTOP):
+            return JointTargets(q.copy(), self._zeros.copy(), self._zeros.copy())
+        if self.mode == Mode.ACTIVE:
+            policy = inputs.policy_command
+            if not _finite(policy):  # even with its check disabled, a NaN never leaves here
+                held = self._last_sent.position if self._last_sent is not None else q
+                return JointTargets(held.copy(), self._zeros.copy(), self._zeros.copy())
+            command = policy.copy()
+            if self._blend_from is not None and self.config.blend_duration > 0:
+                alpha = min(1.0, (now - self._blend_time) / self.config.blend_duration)
+                command.position = (1 - alpha) * self._blend_from + alpha * policy.position
+                if alpha >= 1.0:
+                    self._blend_from = None
+            return command
+        teleop = (self.mode == Mode.TAKEOVER and inputs.teleop_command is not None
+                  and _finite(inputs.teleop_command) and inputs.teleop_time is not None
+                  and now - inputs.teleop_time <= TELEOP_FRESH_S)
+        if teleop:
+            self._following_teleop = True
+            return inputs.teleop_command.copy()
+        if self._following_teleop:  # teleop went silent: the hold starts where teleop left the joints
+            self._following_teleop = False
+            self._hold_in_place = False
+            self._segment_start = self._last_sent.position.copy()
+            self._segment_time = now
+        start = self._segment_start if self._segment_start is not None else q
+        if self._hold_in_place and self.mode == Mode.TAKEOVER:
+            return JointTargets(start.copy(), self._zeros.copy(), self._zeros.copy())
+        alpha = 1.0 if self.config.stand_duration <= 0 else min(1.0, (now - self._segment_time)
+                                                                   / self.config.stand_duration)
+        # Smoothstep: zero velocity at both ends of the stand-up motion.
+        s = alpha * alpha * (3 - 2 * alpha)
+        position = (1 - s) * start + s * self.profile.default_positions
+        return JointTargets(position, self._zeros.copy(), self._zeros.copy())
+
+    def _filter(self, command: JointTargets, checks: list[CheckResult]) -> JointTargets:
+        if self.mode in (Mode.DAMPING, Mode.ESTOP):
+            return command  # measured positions: clamping them would pull the joints
+        position = command.position
+        limited = np.clip(position, self._low, self._high)
+        if "position_limit" in self.config.checks and self.config.checks["position_limit"].enabled:
+            moved = np.abs(limited - position) > 1e-12
+            checks.append(CheckResult("position_limit", not moved.any(), Response.CLAMP,
+                                      f"targets clamped for {[self.profile.joint_names[i] for i in np.flatnonzero(moved)]}"
+                                      if moved.any() else ""))
+            position = limited
+        step = self.config.checks.get("target_step")
+        if step is not None and step.enabled and self._last_sent is not None:
+            max_step = step["max_step"]
+            delta = position - self._last_sent.position
+            too_far = np.abs(delta) > max_step
+            checks.append(CheckResult("target_step", not too_far.any(), Response.CLAMP,
+                                      f"target steps above {max_step:.2f} rad limited" if too_far.any() else ""))
+            position = self._last_sent.position + np.clip(delta, -max_step, max_step)
+        command.position = position
+        return command
+
+
+def _finite(command: Optional[JointTargets]) -> bool:
+    return command is not None and all(np.all(np.isfinite(a)) for a in (command.position, command.velocity,
+                                                                        command.effort))
+
+
+def _tilt(orientation) -> float:
+    """Angle between the body z axis and the world z axis."""
+    z_world = quat_to_matrix(orientation)[2, 2]
+    return float(math.acos(max(-1.0, min(1.0, z_world))))

@@ -1,0 +1,183 @@
+"""safety_supervisor: the only publisher of /joint_commands.
+
+Thin adapter around :class:`sim2real.core.supervisor.SupervisorCore`: it keeps the newest
+message of each input stream with its arrival time, ticks the core every command
+period and publishes the command it returns on ``/joint_commands`` and the mode, every
+check and the last trip reason on ``/safety/status``.
+
+Inputs: /joint_states, /imu/data, /policy/joint_commands, /teleop/joint_commands, /joy,
+/diagnostics (a state estimator reporting divergence). Services (std_srvs/Trigger):
+~/engage ~/takeover ~/damp ~/estop ~/reset.
+
+    ros2 run sim2real safety_supervisor --ros-args -p robot:=go2
+    ros2 service call /safety_supervisor/engage std_srvs/srv/Trigger
+"""
+from __future__ import annotations
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.node import Node
+from sensor_msgs.msg import Imu, JointState, Joy
+from std_srvs.srv import Trigger
+
+from sim2real.core.joint_command import CommandRefused, JointCommandMapper
+from sim2real.core.robot_profile import load_profile
+from sim2real.core.safety_config import load_safety_config
+from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
+from sim2real.nodes import lifecycle, qos, stamps
+from sim2real.nodes.params import declare
+
+ACTIONS = ("engage", "takeover", "damp", "estop", "reset")
+LEVELS = {Mode.STANDBY: DiagnosticStatus.OK, Mode.ACTIVE: DiagnosticStatus.OK, Mode.TAKEOVER: DiagnosticStatus.WARN,
+          Mode.DAMPING: DiagnosticStatus.ERROR, Mode.ESTOP: DiagnosticStatus.ERROR}
+WARN_THROTTLE_S = 2.0
+
+
+class SafetySupervisorNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("safety_supervisor", **kwargs)
+        robot = declare(self, "robot", "go2", "Robot profile name or path")
+        config_name = declare(self, "safety_config", "", "Safety config name under config/safety/ or a path; "
+                                                         "'' = the robot's name")
+        autostart = declare(self, "engage_on_start", False,
+                            "Engage as soon as the policy streams (sim and demos only; a real robot waits "
+                            "for an operator)")
+        self.profile = load_profile(robot)
+        self.config = load_safety_config(config_name or self.profile.name)
+        self.period = self.config.command_period or self.profile.policy_period
+        self.core = SupervisorCore(self.profile, self.config, self.period)
+        self.inputs = SupervisorInputs()
+        self.engage_on_start = autostart
+        self._state_index: list[int] | None = None
+        self._policy = JointCommandMapper(self.profile.joint_names, self.profile.default_positions)
+        self._teleop = JointCommandMapper(self.profile.joint_names, self.profile.default_positions)
+        self._next_tick_ns = 0
+        self._period_ns = round(self.period * 1e9)
+        self._latest_state_ns = 0
+        self.sim_time = self.get_parameter("use_sim_time").value
+
+        self._command_pub = self.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+        self._status_pub = self.create_publisher(DiagnosticArray, "/safety/status", 10)
+        self.create_subscription(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE)
+        self.create_subscription(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE)
+        self.create_subscription(JointState, "/policy/joint_commands", self._on_policy, qos.COMMAND)
+        self.create_subscription(JointState, "/teleop/joint_commands", self._on_teleop, qos.COMMAND)
+        self.create_subscription(Joy, "/joy", self._on_joy, qos.SENSOR_SUBSCRIBE)
+        self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
+        for action in ACTIONS:
+            self.create_service(Trigger, f"~/{action}", self._service(action))
+        self.create_timer(self.period, self._maybe_tick)
+        self.get_logger().info(f"{self.profile.name}: supervising at {1 / self.period:.0f} Hz with "
+                               f"{self.config.source}; mode STANDBY")
+
+    # -- inputs ------------------------------------------------------------------------------
+    def _now(self) -> float:
+        now = self.get_clock().now().nanoseconds
+        # In lockstep the clock message may trail the state it announces: never tick behind the state.
+        return max(now, self._latest_state_ns) * 1e-9 if self.sim_time else now * 1e-9
+
+    def _on_joint_states(self, msg: JointState) -> None:
+        if self._state_index is None:
+            try:
+                self._state_index = [list(msg.name).index(n) for n in self.profile.joint_names]
+            except ValueError:
+                self.get_logger().error(f"/joint_states names {list(msg.name)} lack joints of "
+                                        f"{self.profile.joint_names}", throttle_duration_sec=WARN_THROTTLE_S)
+                return
+        index = self._state_index
+        self.inputs.joint_position = np.asarray(msg.position)[index]
+        self.inputs.joint_velocity = np.asarray(msg.velocity)[index] if len(msg.velocity) else None
+        self.inputs.joint_effort = np.asarray(msg.effort)[index] if len(msg.effort) else None
+        self._latest_state_ns = stamps.to_ns(msg.header.stamp)
+        self.inputs.joint_states_time = self._now()
+        if self.sim_time:
+            self._maybe_tick()  # lockstep: the sim waits for us, so its states drive the ticks
+
+    def _on_imu(self, msg: Imu) -> None:
+        o = msg.orientation
+        self.inputs.base_orientation = np.array([o.x, o.y, o.z, o.w])
+        self.inputs.imu_time = self._now()
+
+    def _on_policy(self, msg: JointState) -> None:
+        try:
+            command = self._policy.apply(msg.name, msg.position, msg.velocity, msg.effort).copy()
+        except CommandRefused as exc:
+            if "non-finite" not in str(exc):
+                self.get_logger().warning(f"ignoring /policy/joint_commands: {exc}",
+                                          throttle_duration_sec=WARN_THROTTLE_S)
+                return
+            # A NaN from the policy is a fault the supervisor must see, not a message to drop.
+            command = self._policy.targets.copy()
+            command.position = np.full(self.profile.num_joints, np.nan)
+        self.inputs.policy_command = command
+        self.inputs.policy_time = self._now()
+        self.inputs.policy_stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        if self.engage_on_start and self.core.mode == Mode.STANDBY:
+            accepted, _ = self.core.request("engage", self.inputs, self._now())
+            if accepted:
+                self.engage_on_start = False
+                self.get_logger().info("engaged on start (engage_on_start)")
+
+    def _on_teleop(self, msg: JointState) -> None:
+        try:
+            self.inputs.teleop_command = self._teleop.apply(msg.name, msg.position, msg.velocity, msg.effort).copy()
+            self.inputs.teleop_time = self._now()
+        except CommandRefused as exc:
+            self.get_logger().warning(f"ignoring /teleop/joint_commands: {exc}", throttle_duration_sec=WARN_THROTTLE_S)
+
+    def _on_joy(self, msg: Joy) -> None:
+        self.inputs.joy_buttons = list(msg.buttons)
+        self.inputs.joy_time = self._now()
+
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if status.name.startswith("state_estimator") and "diverg" in status.message.lower():
+                self.inputs.estimator_diverged = status.level >= DiagnosticStatus.ERROR
+
+    def _service(self, action: str):
+        def handle(request, response):
+            before = self.core.mode
+            response.success, response.message = self.core.request(action, self.inputs, self._now())
+            self.get_logger().info(f"~/{action}: {before.value} -> {self.core.mode.value}: {response.message}")
+            return response
+        return handle
+
+    # -- the tick ------------------------------------------------------------------------------
+    def _maybe_tick(self) -> None:
+        now_ns = round(self._now() * 1e9)
+        if now_ns < self._next_tick_ns:
+            return
+        self._next_tick_ns = (now_ns // self._period_ns + 1) * self._period_ns
+        now = now_ns * 1e-9
+        decision = self.core.tick(self.inputs, now)
+        for event in decision.events:
+            log = self.get_logger().info if "operator" in event else self.get_logger().error
+            log(event)
+        stamp = self.get_clock().now().to_msg() if not self.sim_time else stamps.to_msg(now_ns)
+        if decision.command is not None:
+            command = decision.command
+            msg = JointState(name=self.profile.joint_names, position=command.position.tolist(),
+                             velocity=command.velocity.tolist(), effort=command.effort.tolist())
+            msg.header.stamp = stamp
+            self._command_pub.publish(msg)
+        self._publish_status(decision, stamp)
+
+    def _publish_status(self, decision, stamp) -> None:
+        values = [KeyValue(key="mode", value=decision.mode.value),
+                  KeyValue(key="last_trip", value=self.core.last_trip or "none")]
+        for check in decision.checks:
+            values.append(KeyValue(key=f"check/{check.name}",
+                                   value="ok" if check.ok else f"FAIL ({check.response.name.lower()}): {check.detail}"))
+        status = DiagnosticStatus(level=LEVELS[decision.mode], name="safety_supervisor: mode",
+                                  message=decision.mode.value, hardware_id=self.profile.name, values=values)
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = stamp
+        self._status_pub.publish(array)
+
+
+def main(args=None) -> int:
+    return lifecycle.run("safety_supervisor", SafetySupervisorNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

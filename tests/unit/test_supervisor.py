@@ -1,0 +1,258 @@
+"""The supervisor's logic without ROS: modes, every check, responses and the command it sends."""
+import math
+
+import numpy as np
+import pytest
+
+from sim2real.core.joint_command import JointTargets
+from sim2real.core.robot_profile import load_profile
+from sim2real.core.safety_config import Response, SafetyConfigError, load_safety_config, parse_safety_config
+from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
+
+GO2 = load_profile("go2")
+PERIOD = 0.02
+
+
+def targets(position) -> JointTargets:
+    n = len(position)
+    return JointTargets(np.array(position, dtype=float), np.zeros(n), np.zeros(n))
+
+
+class Rig:
+    """A supervisor with inputs that stay fresh unless a test lets one go stale."""
+
+    def __init__(self, config=None, profile=GO2):
+        self.profile = profile
+        self.core = SupervisorCore(profile, config or load_safety_config("go2"), PERIOD)
+        self.now = 0.0
+        n = profile.num_joints
+        self.inputs = SupervisorInputs(joint_position=profile.default_positions.copy(), joint_velocity=np.zeros(n),
+                                       joint_effort=np.zeros(n), base_orientation=np.array([0, 0, 0, 1.0]))
+        self.policy = profile.default_positions + 0.05
+        self.fresh = {"joint_states", "imu", "policy"}
+
+    def tick(self, n=1):
+        decision = None
+        for _ in range(n):
+            self.now += PERIOD
+            if "joint_states" in self.fresh:
+                self.inputs.joint_states_time = self.now
+            if "imu" in self.fresh:
+                self.inputs.imu_time = self.now
+            if "policy" in self.fresh:
+                self.inputs.policy_command = targets(self.policy)
+                self.inputs.policy_time = self.now
+                self.inputs.policy_stamp = self.now - 0.002
+            decision = self.core.tick(self.inputs, self.now)
+        return decision
+
+    def request(self, action):
+        return self.core.request(action, self.inputs, self.now)
+
+    def engaged(self):
+        self.tick(150)  # stand up fully
+        accepted, message = self.request("engage")
+        assert accepted, message
+        return self.tick(40)  # past the blend
+
+
+def failed(decision, name):
+    return [c for c in decision.checks if c.name == name and not c.ok]
+
+
+def test_no_command_before_the_first_joint_state():
+    core = SupervisorCore(GO2, load_safety_config("go2"), PERIOD)
+    decision = core.tick(SupervisorInputs(), 0.1)
+    assert decision.command is None and decision.mode == Mode.STANDBY
+
+
+def test_standby_stands_up_smoothly_from_where_the_robot_lies():
+    rig = Rig()
+    lying = GO2.default_positions + np.where(np.arange(12) % 3 == 2, -0.8, 0.0)  # calves folded
+    rig.inputs.joint_position = lying.copy()
+    first = rig.tick().command.position
+    assert np.allclose(first, lying, atol=0.01)
+    final = rig.tick(int(2.0 / PERIOD) + 5).command.position
+    np.testing.assert_allclose(final, GO2.default_positions, atol=1e-9)
+
+
+def test_engage_needs_a_fresh_policy_and_then_follows_it_after_a_blend():
+    rig = Rig()
+    rig.fresh.discard("policy")
+    rig.tick(10)
+    accepted, message = rig.request("engage")
+    assert not accepted and "policy_runtime" in message
+    decision = rig.engaged() if rig.fresh.add("policy") is None else None
+    assert decision.mode == Mode.ACTIVE
+    np.testing.assert_allclose(decision.command.position, rig.policy)
+
+
+def test_stale_policy_holds_in_place_within_two_periods_and_keeps_publishing():
+    rig = Rig()
+    rig.engaged()
+    rig.fresh.discard("policy")
+    modes = [rig.tick().mode for _ in range(8)]
+    deadline_ticks = math.ceil(0.1 / PERIOD)
+    assert modes[deadline_ticks + 1] == Mode.TAKEOVER
+    decision = rig.tick()
+    assert decision.command is not None and np.all(np.isfinite(decision.command.position))
+    assert "policy_stale" in rig.core.last_trip
+
+
+def test_nan_action_holds_the_last_safe_targets():
+    rig = Rig()
+    before = rig.engaged().command.position.copy()
+    rig.policy = rig.policy.copy()
+    rig.policy[3] = math.nan
+    decision = rig.tick()
+    assert decision.mode == Mode.TAKEOVER and "non_finite_command" in rig.core.last_trip
+    assert np.all(np.isfinite(decision.command.position))
+    np.testing.assert_allclose(decision.command.position, before, atol=1e-9)
+
+
+@pytest.mark.parametrize("stream, expected", [("joint_states", Mode.DAMPING), ("imu", Mode.DAMPING)])
+def test_stale_sensors_damp(stream, expected):
+    rig = Rig()
+    rig.engaged()
+    rig.fresh.discard(stream)
+    decision = rig.tick(4)
+    assert decision.mode == expected
+    np.testing.assert_allclose(decision.command.position, rig.inputs.joint_position)
+    assert np.all(decision.command.velocity == 0)
+
+
+def test_tilt_velocity_and_torque_limits_damp():
+    for mutate, name in [
+        (lambda i: setattr(i, "base_orientation", np.array([math.sin(0.6), 0, 0, math.cos(0.6)])), "base_tilt"),
+        (lambda i: i.joint_velocity.__setitem__(2, 30.0), "velocity_limit"),
+        (lambda i: i.joint_effort.__setitem__(5, -80.0), "torque_limit"),
+    ]:
+        rig = Rig()
+        rig.engaged()
+        mutate(rig.inputs)
+        decision = rig.tick()
+        assert decision.mode == Mode.DAMPING, name
+        assert rig.core.last_trip.split(": ", 1)[1].startswith(name)
+
+
+def test_targets_are_clamped_to_limits_and_step_limited():
+    rig = Rig()
+    rig.engaged()
+    rig.policy = GO2.upper_limits + 1.0
+    decision = rig.tick()
+    assert decision.mode == Mode.ACTIVE
+    step = rig.core.config.checks["target_step"]["max_step"]
+    assert failed(decision, "position_limit") and failed(decision, "target_step")
+    assert np.all(decision.command.position <= GO2.upper_limits - 0.05 + 1e-12)
+    for _ in range(40):
+        previous = decision.command.position
+        decision = rig.tick()
+        assert np.all(np.abs(decision.command.position - previous) <= step + 1e-12)
+    np.testing.assert_allclose(decision.command.position, GO2.upper_limits - 0.05)
+
+
+def test_tick_overrun_holds():
+    rig = Rig()
+    rig.engaged()
+    rig.inputs.policy_stamp = rig.now - 1.0
+    rig.fresh.discard("policy")
+    rig.inputs.policy_time = rig.now + PERIOD  # arrives on time, but computed on old data
+    decision = rig.tick()
+    assert decision.mode == Mode.TAKEOVER and "tick_overrun" in rig.core.last_trip
+
+
+def test_deadman_must_be_held_when_enabled():
+    config = load_safety_config("go2")
+    data = {"checks": {"deadman": {"deadline": 0.5, "response": "hold"},
+                       "policy_stale": {"deadline": 0.1, "response": "hold"}},
+            "joystick": dict(config.buttons)}
+    rig = Rig(parse_safety_config(data))
+    rig.inputs.joy_buttons = [0] * 8
+    rig.inputs.joy_buttons[config.buttons["deadman"]] = 1
+    rig.inputs.joy_time = 0.0
+    rig.tick(5)
+    rig.inputs.joy_time = rig.now
+    assert rig.request("engage")[0]
+    rig.inputs.joy_time = rig.now
+    assert rig.tick().mode == Mode.ACTIVE
+    rig.inputs.joy_buttons[config.buttons["deadman"]] = 0
+    assert rig.tick().mode == Mode.TAKEOVER and "deadman" in rig.core.last_trip
+
+
+def test_estimator_divergence_holds():
+    rig = Rig()
+    rig.engaged()
+    rig.inputs.estimator_diverged = True
+    assert rig.tick().mode == Mode.TAKEOVER
+
+
+def test_joystick_takeover_follows_teleop_and_engage_returns_smoothly():
+    rig = Rig()
+    rig.engaged()
+    buttons = rig.core.config.buttons
+    pad = [0] * 8
+    rig.inputs.joy_buttons, rig.inputs.joy_time = list(pad), rig.now
+    rig.tick()
+    pad[buttons["takeover"]] = 1
+    rig.inputs.joy_buttons = list(pad)
+    teleop = GO2.default_positions - 0.05
+    rig.inputs.teleop_command, rig.inputs.teleop_time = targets(teleop), rig.now + PERIOD
+    decision = rig.tick()
+    assert decision.mode == Mode.TAKEOVER
+    np.testing.assert_allclose(decision.command.position, teleop)
+    # Teleop stops: the built-in hold pose (stand) takes over without a jump.
+    rig.inputs.teleop_time = rig.now - 1.0
+    hold = rig.tick().command.position
+    assert np.max(np.abs(hold - teleop)) < 0.05
+    pad[buttons["takeover"]] = 0
+    pad[buttons["engage"]] = 1
+    rig.inputs.joy_buttons = list(pad)
+    positions = [rig.tick().command.position for _ in range(40)]
+    assert rig.core.mode == Mode.ACTIVE
+    jumps = np.max(np.abs(np.diff(positions, axis=0)), axis=1)
+    assert jumps.max() < 0.02, "the return to ACTIVE must be a blend, not a jump"
+    np.testing.assert_allclose(positions[-1], rig.policy)
+
+
+def test_estop_is_latched_until_reset():
+    rig = Rig()
+    rig.engaged()
+    assert rig.request("estop")[0]
+    assert rig.tick().mode == Mode.ESTOP
+    for action in ("engage", "takeover", "damp"):
+        accepted, message = rig.request(action)
+        assert not accepted and "reset" in message
+    assert rig.tick(20).mode == Mode.ESTOP
+    assert rig.request("reset")[0]
+    assert rig.tick().mode == Mode.STANDBY
+
+
+def test_reset_refused_without_live_joint_states():
+    rig = Rig()
+    rig.engaged()
+    rig.fresh.discard("joint_states")
+    assert rig.tick(5).mode == Mode.DAMPING
+    accepted, message = rig.request("reset")
+    assert not accepted and "stale" in message
+
+
+@pytest.mark.parametrize("data, words", [
+    ({"checks": {"tilt": {"response": "damp"}}}, "checks.tilt: unknown check"),
+    ({"checks": {"base_tilt": {"response": "explode"}}}, "unknown response 'explode'"),
+    ({"checks": {"base_tilt": {"response": "damp", "max_angel": 1}}}, "unknown settings ['max_angel']"),
+    ({"checks": {"base_tilt": {"response": "damp", "max_angle": -1}}}, "checks.base_tilt.max_angle"),
+    ({"checks": {"target_step": {"response": "estop"}}}, "use response: clamp"),
+    ({"joystick": {"jump": 1}}, "joystick.jump: unknown action"),
+    ({"speed": 1}, "unknown fields"),
+])
+def test_bad_safety_config_names_the_field_and_fix(data, words):
+    with pytest.raises(SafetyConfigError) as info:
+        parse_safety_config(data, "x.yaml")
+    assert words in str(info.value) and "Fix:" in str(info.value)
+
+
+def test_shipped_configs_load():
+    for robot in ("go2", "panda"):
+        config = load_safety_config(robot)
+        assert config.checks["joint_states_stale"].response == Response.DAMP
+    assert "base_tilt" not in load_safety_config("panda").checks

@@ -33,6 +33,8 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
                                         "every node then uses sim time", BOOL_CHOICES),
     LaunchArgument("seed", "0", "sim only: seed for terrain and sensor noise"),
     LaunchArgument("conditions", "{}", "sim only: physical conditions as YAML, e.g. '{ground_friction: 0.5}'"),
+    LaunchArgument("safety_config", "", "safety checks and joystick mapping: a name under config/safety/ or a "
+                                        "path; '' = the robot's name"),
     LaunchArgument("autoengage", "false", "the supervisor engages by itself once a policy streams (sim and "
                                           "demos; on a robot an operator calls ~/engage)", BOOL_CHOICES),
     LaunchArgument("demo", "false", "add pose_commander, which drives the joints through a hold-then-move "
@@ -113,7 +115,7 @@ def make_plan(**arguments: Any) -> BringupPlan:
         }))
     # The supervisor is the only publisher of /joint_commands, in sim as on hardware.
     nodes.append(NodeSpec("safety_supervisor", "safety_supervisor", "safety", {
-        "robot": robot, "engage_on_start": args["autoengage"],
+        "robot": robot, "engage_on_start": args["autoengage"], "safety_config": args["safety_config"],
     }))
     if args["demo"]:
         # The scripted stand-in for a policy: its commands go through the supervisor too.

@@ -60,7 +60,8 @@ def test_unknown_robot_lists_the_profiles():
 
 def test_parse_arguments_fills_defaults():
     assert parse_arguments({}) == {"robot": "go2", "hardware": "sim", "lockstep": False, "seed": 0,
-                                   "conditions": "{}", "autoengage": False, "demo": False}
+                                   "conditions": "{}", "safety_config": "", "autoengage": False,
+                                   "demo": False}
 
 
 def test_launch_file_renders_the_plan_with_stable_launch_ros_api_only():

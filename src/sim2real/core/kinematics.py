@@ -1,0 +1,99 @@
+"""Forward kinematics of a robot profile's URDF, in the robot's base frame (pinocchio).
+
+The training envs and the ROS policy runtime both compute end-effector (arm) and foot
+(quadruped) positions here, from joint positions alone: the base's pose in the world
+does not enter, so an arm's goal and a foot's position mean the same thing in
+simulation and on hardware. The URDF is parsed once per process and shared; each
+:class:`Kinematics` owns its pinocchio ``Data`` (not thread-safe across threads).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from sim2real.core.robot_profile import RobotProfile
+
+
+@lru_cache(maxsize=None)
+def _model(urdf: str):
+    import pinocchio as pin
+
+    # No root joint: the URDF's root link (the base) is the fixed reference frame, which
+    # is exactly "positions in the base frame".
+    return pin.buildModelFromUrdf(urdf)
+
+
+class Kinematics:
+    """Positions of named links in the base frame, for joint positions in profile order."""
+
+    def __init__(self, profile: RobotProfile):
+        import pinocchio as pin
+
+        self._pin = pin
+        self.profile = profile
+        self._model = _model(str(profile.urdf))
+        self._data = self._model.createData()
+        model = self._model
+        index = []
+        for name in profile.joint_names:
+            if not model.existJointName(name):
+                raise ValueError(f"kinematics: joint {name!r} of profile {profile.name!r} is not in {profile.urdf}")
+            joint = model.joints[model.getJointId(name)]
+            if joint.nq != 1:
+                raise ValueError(f"kinematics: joint {name!r} has {joint.nq} coordinates; only single-axis "
+                                 "joints are supported")
+            index.append(joint.idx_q)
+        if len(index) != model.nq:
+            raise ValueError(f"kinematics: {profile.urdf} has {model.nq} joint coordinates, the profile "
+                             f"names {len(index)}")
+        # Profile order is URDF order, which pinocchio usually keeps: skip the scatter then.
+        self._index = None if index == list(range(model.nq)) else np.array(index)
+        self._q = np.zeros(model.nq)
+        self._base = self._frame_id(profile.base_link)
+        if model.frames[self._base].parentJoint != 0:
+            raise ValueError(f"kinematics: base link {profile.base_link!r} is not the root of {profile.urdf}")
+        # The root link's frame is fixed to pinocchio's world; it is the identity unless
+        # the URDF offsets it, and then every position is brought back into it.
+        base = model.frames[self._base].placement
+        self._base_rotation = np.array(base.rotation)
+        self._base_translation = np.array(base.translation)
+        self._base_is_world = bool(np.allclose(self._base_rotation, np.eye(3)) and not self._base_translation.any())
+        self._ee = None if profile.end_effector_link is None else self._frame_id(profile.end_effector_link)
+        self._feet = [self._frame_id(link) for link in profile.foot_links]
+
+    def _frame_id(self, link: str) -> int:
+        if not self._model.existFrame(link):
+            raise ValueError(f"kinematics: link {link!r} is not in {self.profile.urdf}")
+        return self._model.getFrameId(link)
+
+    def frame_id(self, link: str) -> int:
+        return self._frame_id(link)
+
+    def positions(self, q: Sequence[float], frames: Sequence[int]) -> np.ndarray:
+        """(len(frames), 3) positions in the base frame, m; frames from :meth:`frame_id`."""
+        pin, model, data = self._pin, self._model, self._data
+        if self._index is None:
+            self._q[:] = q
+        else:
+            self._q[self._index] = q
+        pin.forwardKinematics(model, data, self._q)
+        out = np.empty((len(frames), 3))
+        for row, frame in enumerate(frames):
+            out[row] = pin.updateFramePlacement(model, data, frame).translation
+        if not self._base_is_world:
+            out = (out - self._base_translation) @ self._base_rotation
+        return out
+
+    def end_effector_position(self, q: Sequence[float]) -> np.ndarray:
+        """Position (3,) of ``profile.end_effector_link`` in the base frame, m."""
+        if self._ee is None:
+            raise ValueError(f"kinematics: robot {self.profile.name!r} has no end_effector_link")
+        return self.positions(q, (self._ee,))[0]
+
+    def foot_positions(self, q: Sequence[float]) -> np.ndarray:
+        """(number of feet, 3) positions of ``profile.foot_links`` in the base frame, m."""
+        if not self._feet:
+            raise ValueError(f"kinematics: robot {self.profile.name!r} has no foot_links")
+        return self.positions(q, self._feet)

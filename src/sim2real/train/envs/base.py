@@ -1,0 +1,271 @@
+"""Machinery every robot task shares: the simulated world, the action mapping, the
+episode loop, randomization, pushes and the per-term reward breakdown.
+
+A task (:mod:`.go2_walk`, :mod:`.panda_reach`) adds what is specific to it: what the
+episode is about (command, goal), its reward terms, termination and success. The
+attributes listed in :class:`RobotTaskEnv` are what the PPO runner and the ONNX
+exporter read: keep their names.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+from typing import Any, Callable
+
+import gymnasium
+import numpy as np
+
+from sim2real.core.observation import ObservationSpec, RobotSignals
+from sim2real.core.robot_profile import RobotProfile
+from sim2real.sim.conditions import PhysicalConditions
+from sim2real.sim.world import SimWorld
+
+_NOMINAL = {name: getattr(PhysicalConditions(), name) for name in PhysicalConditions.names()}
+_NOISE_CONDITIONS = ("joint_position_noise", "joint_velocity_noise")
+
+
+class RobotTaskEnv(gymnasium.Env):
+    """A robot task in PyBullet, one policy step per :meth:`step`.
+
+    Action (every task): ``a`` in profile joint order, clipped to ``[-action_clip,
+    action_clip]``; joint position target ``q* = action_offset + action_scale * a``
+    (``action_offset`` is the profile's default pose), optionally clipped to the joint
+    limits (``action.clip_to_joint_limits``). The target is sent as a PD command with the
+    profile's kp/kd and held for ``decimation`` physics steps of ``physics_period``
+    (``policy_period = decimation * physics_period`` is the profile's policy period).
+
+    Observation: ``observation_spec.observe(signals)``, with the signals a robot would
+    report (joint readings with the randomized sensor noise, the IMU).
+
+    Reward: ``sum_k w_k * dt * r_k`` over the task's reward terms with non-zero weight
+    (legged_gym convention: weights are per second, ``dt`` is the policy period);
+    ``info["reward_terms"]`` holds every weighted term of the step and they sum to the
+    reward. With ``rewards.only_positive`` the sum of the other terms is clipped at zero
+    (the clip shows up as the term ``positive_clip``) before ``termination`` is added.
+
+    Episode: at most ``max_episode_steps`` steps (then ``truncated``); at its end
+    ``info["episode"]`` holds ``return``, ``length``, ``success`` and the task's metrics.
+    Every random draw (randomization, pushes, commands, goals, the world's terrain and
+    sensor noise) follows from ``reset(seed=...)``; a seeded reset rebuilds the world, so
+    the same seed and actions give the same observations bit for bit.
+
+    Randomization (:meth:`set_randomization`) is sampled once per episode at reset;
+    conditions it does not list are nominal. Pushes follow its ``pushes`` spec.
+    Difficulty (:meth:`set_difficulty`, in [0, 1]) is read by the task at each reset.
+    """
+
+    metadata = {"render_modes": []}
+    task_name = ""
+    #: reward terms the task implements, as methods ``_reward_<name>``; ``termination``
+    #: (1 on a fall, added after the positive clip) is computed here for tasks that list it
+    REWARD_TERMS: tuple[str, ...] = ()
+
+    def __init__(self, profile: RobotProfile, config: dict[str, Any], randomization=None,
+                 seed: int | None = None):
+        super().__init__()
+        try:
+            self.task_config: dict[str, Any] = json.loads(json.dumps(config))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"task config must be JSON-serialisable (numbers, strings, lists, dicts): {exc}") from None
+        self.profile = profile
+        cfg = self.task_config
+        self.policy_period = float(profile.policy_period)
+        self.physics_period = float(cfg.get("physics_period") or profile.physics_period)
+        ratio = self.policy_period / self.physics_period
+        if abs(ratio - round(ratio)) > 1e-6 or round(ratio) < 1:
+            raise ValueError(f"physics_period {self.physics_period} s does not divide the policy period "
+                             f"{self.policy_period} s of robot {profile.name!r}")
+        self.decimation = int(round(ratio))
+        self.max_episode_steps = int(round(float(cfg["episode_length"]) / self.policy_period))
+
+        action = cfg["action"]
+        n = profile.num_joints
+        self.action_scale = float(action["scale"])
+        self.action_clip = float(action["clip"])
+        self.action_offset = profile.default_positions.copy()
+        self._clip_targets = bool(action.get("clip_to_joint_limits", False))
+        self._lower, self._upper = profile.lower_limits, profile.upper_limits
+
+        self.observation_spec = ObservationSpec.from_config(cfg["observation"], n)
+        self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (self.observation_spec.size,), np.float32)
+        self.action_space = gymnasium.spaces.Box(-self.action_clip, self.action_clip, (n,), np.float32)
+
+        rewards = cfg["rewards"]
+        unknown = sorted(set(rewards["weights"]) - set(self.REWARD_TERMS))
+        if unknown:
+            raise ValueError(f"task {self.task_name!r}: unknown reward terms {unknown}; "
+                             f"known: {list(self.REWARD_TERMS)}")
+        dt = self.policy_period
+        # Zero weights cost nothing: only weighted terms are computed each step.
+        self._reward_fns: list[tuple[str, float, Callable[[], float]]] = [
+            (name, float(w) * dt, getattr(self, f"_reward_{name}"))
+            for name, w in rewards["weights"].items() if float(w) != 0.0 and name != "termination"]
+        self._termination_weight = float(rewards["weights"].get("termination", 0.0)) * dt
+        self._only_positive = bool(rewards.get("only_positive", False))
+
+        self.randomization = None
+        self.set_randomization(randomization)
+        self.difficulty = 1.0
+        self.set_difficulty(float(cfg.get("difficulty", 1.0)))
+
+        self._world: SimWorld | None = None
+        self._world_fresh = False
+        self._pending_seed = seed
+        self._action = np.zeros(n)
+        self._previous_action = np.zeros(n)
+        self._target = self.action_offset.copy()
+        self._noisy = False
+        self._next_push: float | None = None
+        self._steps = 0
+        self._return = 0.0
+        self._fell = False
+        self._episode_open = False
+
+    # ------------------------------------------------------------ configuration
+    @property
+    def world(self) -> SimWorld:
+        if self._world is None:
+            self._build_world(0 if self._pending_seed is None else int(self._pending_seed))
+        return self._world
+
+    def _build_world(self, seed: int) -> None:
+        if self._world is not None:
+            self._world.close()
+        self._world = SimWorld(self.profile, seed=seed, physics_period=self.physics_period)
+        self._world_fresh = True
+        self._on_world_built()
+
+    def set_randomization(self, randomization) -> None:
+        """Per-episode physical conditions from now on (next reset); None: nominal world."""
+        if randomization is not None and not (hasattr(randomization, "sample") and hasattr(randomization, "pushes")):
+            raise TypeError(f"expected a Randomization (sim2real.sim.randomization) or None, got {randomization!r}")
+        self.randomization = randomization
+
+    def set_difficulty(self, difficulty: float) -> None:
+        """Task difficulty in [0, 1] (what it changes: the task's docstring); from the next reset
+        for episode-level draws, immediately for draws made during an episode."""
+        d = float(difficulty)
+        if not 0.0 <= d <= 1.0:
+            raise ValueError(f"difficulty must be in [0, 1], got {difficulty!r}")
+        self.difficulty = d
+
+    # ------------------------------------------------------------------ episode
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is None and self._pending_seed is not None:
+            seed = self._pending_seed
+        self._pending_seed = None
+        super().reset(seed=seed)
+        rng = self.np_random
+        if seed is not None:
+            world_seed = int(rng.integers(2**31 - 1))
+            if not (self._world_fresh and self._world is not None and self._world.seed == world_seed):
+                self._build_world(world_seed)
+        world = self.world
+        self._world_fresh = False
+
+        conditions = dict(_NOMINAL)
+        if self.randomization is not None:
+            conditions.update(self.randomization.sample(rng))
+        conditions = self._episode_conditions(conditions)
+        world.set_conditions(**conditions)
+        self._noisy = any(conditions[name] > 0 for name in _NOISE_CONDITIONS)
+        world.reset(joint_positions=self._initial_joint_positions(rng))
+        pushes = None if self.randomization is None else self.randomization.pushes
+        self._next_push = None if pushes is None else pushes.sample_interval(rng)
+
+        self._action[:] = 0.0
+        self._previous_action[:] = 0.0
+        self._target[:] = self.action_offset
+        self._steps = 0
+        self._return = 0.0
+        self._fell = False
+        self._episode_open = True
+        self._read_state()
+        self._start_episode(rng, options or {})
+        return self._observe(), {}
+
+    def step(self, action):
+        if not self._episode_open:
+            raise RuntimeError("step() called before reset() or after the episode ended; call reset()")
+        a = np.asarray(action, dtype=float).reshape(-1)
+        if a.shape != self._action.shape:
+            raise ValueError(f"action must have {self._action.size} values (one per joint), got shape {np.shape(action)}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"action contains non-finite values: {a}")
+        self._previous_action, self._action = self._action, self._previous_action
+        np.clip(a, -self.action_clip, self.action_clip, out=self._action)
+        np.multiply(self._action, self.action_scale, out=self._target)
+        self._target += self.action_offset
+        if self._clip_targets:
+            np.clip(self._target, self._lower, self._upper, out=self._target)
+        world = self.world
+        world.command(self._target)
+        if self._next_push is not None and world.time >= self._next_push:
+            pushes = self.randomization.pushes
+            world.apply_push(pushes.sample_force(self.np_random), pushes.duration)
+            self._next_push = world.time + pushes.sample_interval(self.np_random)
+        world.step(self.decimation)
+        self._steps += 1
+        self._read_state()
+
+        terms = {name: weight * fn() for name, weight, fn in self._reward_fns}
+        reward = math.fsum(terms.values())
+        if self._only_positive:
+            terms["positive_clip"] = max(0.0, -reward)
+            reward = max(reward, 0.0)
+        self._fell = self._check_fall()
+        terminated = self._fell
+        if self._termination_weight != 0.0:
+            terms["termination"] = self._termination_weight * float(terminated)
+            reward += terms["termination"]
+        truncated = not terminated and self._steps >= self.max_episode_steps
+        self._return += reward
+        self._after_step()
+        info: dict[str, Any] = {"reward_terms": terms}
+        if terminated or truncated:
+            self._episode_open = False
+            info["episode"] = {"return": self._return, "length": self._steps,
+                               "success": bool(self._success()), **self._episode_metrics()}
+        return self._observe(), float(reward), terminated, truncated, info
+
+    def close(self) -> None:
+        if self._world is not None:
+            self._world.close()
+            self._world = None
+
+    # -------------------------------------------------------------- task hooks
+    def _on_world_built(self) -> None:
+        """A new world exists (first use or seeded reset): cache anything derived from it."""
+
+    def _episode_conditions(self, conditions: dict[str, Any]) -> dict[str, Any]:
+        """The conditions to apply this episode, given the sampled ones (all names present)."""
+        return conditions
+
+    def _initial_joint_positions(self, rng: np.random.Generator) -> np.ndarray:
+        return self.profile.default_positions
+
+    def _start_episode(self, rng: np.random.Generator, options: dict) -> None:
+        """Draw what the episode is about (command, goal); the state is already read."""
+
+    def _read_state(self) -> None:
+        """Read the world once per policy step; rewards and observations use what it stored."""
+        raise NotImplementedError
+
+    def _signals(self) -> RobotSignals:
+        raise NotImplementedError
+
+    def _observe(self) -> np.ndarray:
+        return self.observation_spec.observe(self._signals())
+
+    def _check_fall(self) -> bool:
+        return False
+
+    def _after_step(self) -> None:
+        """Per-step bookkeeping after the reward (metrics, command resampling)."""
+
+    def _success(self) -> bool:
+        raise NotImplementedError
+
+    def _episode_metrics(self) -> dict[str, Any]:
+        return {}

@@ -1,0 +1,308 @@
+"""Evaluate a policy file in simulation under sets of worlds, and measure the domain gap.
+
+A *world set* is a distribution of physical conditions an episode is drawn from:
+``nominal`` (no randomization), ``dr`` (the randomization stored in the policy file,
+i.e. what it was trained on at the end), or a randomization YAML (a name under
+``config/randomization/`` or a path). Per world set, over N episodes:
+
+- success rate ``SR = (1/N) sum_i 1(success_i)``, success as the task defines it
+  (reach: within 2 cm of the goal for 1 s; walk: no fall and mean velocity error below
+  the task's threshold at the evaluation command 0.5 m/s forward);
+- mean return (under a randomized world set, the "DR mean"), its standard deviation, and
+  the worst-5 % return: the mean of the ``ceil(0.05 N)`` lowest episode returns;
+- the means of the task's episode metrics (reach: final and minimum distance; walk:
+  velocity and yaw-rate errors, fall rate).
+
+With two or more world sets, each later set ``b`` is compared with the first ``a``:
+``Delta = R_b - R_a`` and ``GapRatio = |R_b - R_a| / |R_a| x 100 %``.
+
+Episode ``k`` of every world set starts from ``reset(seed=seed + k)`` at difficulty 1,
+so a report is reproducible bit for bit for a seed, whatever the number of worker
+processes. The policy runs through onnxruntime exactly as the robot will run it
+(:func:`sim2real.core.policy_file.load_policy`).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from sim2real.core.policy_file import PolicyFile, load_policy
+from sim2real.sim.randomization import Randomization, load_randomization
+
+# Per task, the fixed situation an evaluation scores (keys are applied only where the
+# task config declares them). Walk: the issue's evaluation command, 0.5 m/s forward.
+EVAL_TASK_OVERRIDES: dict[str, dict[str, Any]] = {"walk": {"eval_command": [0.5, 0.0, 0.0]}}
+_EPISODE_FIELDS = ("return", "length", "success", "reward_terms")
+
+
+class EvaluationError(ValueError):
+    """An evaluation that cannot run as asked, with the reason and the fix."""
+
+
+@dataclass(frozen=True)
+class WorldSet:
+    name: str
+    randomization: Randomization | None
+
+
+@dataclass
+class WorldResult:
+    name: str
+    randomization: str | None
+    episodes: int
+    success_rate: float
+    mean_return: float
+    std_return: float
+    worst5_return: float
+    mean_length: float
+    metrics: dict[str, float]
+    returns: list[float] = field(repr=False)
+
+
+@dataclass
+class Gap:
+    a: str
+    b: str
+    delta: float                 # R_b - R_a
+    gap_ratio_percent: float | None  # |R_b - R_a| / |R_a| x 100; None when R_a == 0
+
+
+@dataclass
+class EvalReport:
+    policy: str
+    sha256: str
+    robot: str
+    task: str
+    seed: int
+    episodes: int
+    difficulty: float
+    worlds: list[WorldResult]
+    gaps: list[Gap]
+
+    def to_dict(self) -> dict[str, Any]:
+        return _json_safe(asdict(self))
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def table(self) -> str:
+        metric_names = sorted({k for w in self.worlds for k in w.metrics})
+        header = ["world set", "SR", "mean return", "std", "worst-5%", "length", *metric_names]
+        rows = [[w.name, f"{100 * w.success_rate:.1f}%", f"{w.mean_return:.3f}", f"{w.std_return:.3f}",
+                 f"{w.worst5_return:.3f}", f"{w.mean_length:.0f}",
+                 *(_fmt(w.metrics.get(m)) for m in metric_names)] for w in self.worlds]
+        widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+        lines = [f"policy {self.policy} (sha256 {self.sha256[:12]}): {self.robot} {self.task}, "
+                 f"{self.episodes} episodes per world set, seed {self.seed}, difficulty {self.difficulty:g}",
+                 "  ".join(h.ljust(w) for h, w in zip(header, widths))]
+        lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
+        for gap in self.gaps:
+            ratio = "undefined (R_a = 0)" if gap.gap_ratio_percent is None else f"{gap.gap_ratio_percent:.1f} %"
+            lines.append(f"domain gap {gap.b} vs {gap.a}: Delta = R_b - R_a = {gap.delta:+.3f}, GapRatio = {ratio}")
+        return "\n".join(lines)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.4g}"
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def resolve_worlds(specs: list[str], policy: PolicyFile) -> list[WorldSet]:
+    """``nominal`` | ``dr`` | a randomization name or YAML path -> world sets (names unique)."""
+    worlds: list[WorldSet] = []
+    for spec in specs:
+        if spec == "nominal":
+            world = WorldSet("nominal", None)
+        elif spec == "dr":
+            stored = policy.metadata.randomization
+            if stored is None:
+                raise EvaluationError(f"{policy.path} was trained without randomization, so there is no 'dr' "
+                                      "world set. Fix: use --worlds nominal or a randomization YAML")
+            world = WorldSet("dr", Randomization.from_dict(stored, source=f"{policy.path} (sim2real.randomization)"))
+        else:
+            randomization = load_randomization(spec)
+            world = WorldSet(Path(spec).stem if Path(spec).suffix else spec, randomization)
+        name, n = world.name, 2
+        while any(w.name == name for w in worlds):
+            name, n = f"{world.name}#{n}", n + 1
+        worlds.append(WorldSet(name, world.randomization))
+    if not worlds:
+        raise EvaluationError("no world sets given. Fix: --worlds nominal dr")
+    return worlds
+
+
+def eval_task_config(task: str, task_config: dict[str, Any]) -> dict[str, Any]:
+    config = json.loads(json.dumps(task_config))
+    for key, value in EVAL_TASK_OVERRIDES.get(task, {}).items():
+        if key in config:
+            config[key] = value
+    return config
+
+
+# ------------------------------------------------------------------ episodes
+_SESSIONS: dict[str, PolicyFile] = {}
+
+
+def run_episodes(env: Any, policy_path: str, sha256: str, seeds: list[int], difficulty: float) -> list[dict]:
+    """Run one episode per seed with the policy; returns each episode's summary. Module
+    level, so worker processes can run it (each loads the policy once)."""
+    policy = _SESSIONS.get(policy_path)
+    if policy is None or policy.sha256 != sha256:
+        policy = _SESSIONS[policy_path] = load_policy(policy_path)
+        if policy.sha256 != sha256:
+            raise EvaluationError(f"{policy_path} changed while evaluating (sha256 {policy.sha256[:12]}, "
+                                  f"expected {sha256[:12]})")
+    env.set_difficulty(difficulty)
+    results = []
+    for seed in seeds:
+        obs, _ = env.reset(seed=int(seed))
+        total, length, info = 0.0, 0, {}
+        done = False
+        while not done:
+            obs, reward, terminated, truncated, info = env.step(policy.act(obs))
+            total += float(reward)
+            length += 1
+            done = terminated or truncated
+        episode = {"return": total, "length": length, "success": False}
+        episode.update(info.get("episode", {}))
+        results.append({k: (float(v) if isinstance(v, (bool, int, float, np.number)) else v)
+                        for k, v in episode.items() if k != "reward_terms"})
+    return results
+
+
+def _default_make_env(*args: Any, **kwargs: Any):
+    from sim2real.train.tasks import make_env
+
+    return make_env(*args, **kwargs)
+
+
+def evaluate_policy(policy: PolicyFile | str | Path, worlds: list[str], episodes: int, seed: int = 0,
+                    workers: int = 2, difficulty: float = 1.0, make_env: Callable[..., Any] = _default_make_env,
+                    progress: bool = True) -> EvalReport:
+    """Run ``episodes`` episodes of the policy per world set; see the module docstring.
+
+    ``workers``: processes that run episodes in parallel (0: in this process).
+    ``make_env(robot, task, seed=, randomization=, config=)``: must be picklable.
+    """
+    from tqdm import tqdm
+
+    if episodes < 1:
+        raise EvaluationError(f"--episodes must be >= 1, got {episodes}")
+    if not isinstance(policy, PolicyFile):
+        policy = load_policy(policy)
+    meta = policy.metadata
+    world_sets = resolve_worlds(list(worlds), policy)
+    config = eval_task_config(meta.task, meta.task_config)
+    seeds = [seed + k for k in range(episodes)]
+    bar = tqdm(total=episodes * len(world_sets), desc=f"eval {meta.robot} {meta.task}", unit="ep",
+               dynamic_ncols=True, disable=not progress)
+    results = []
+    try:
+        for world in world_sets:
+            bar.set_postfix_str(world.name)
+            env_fn = partial(make_env, meta.robot, meta.task, seed=seed, randomization=world.randomization,
+                             config=config)
+            summaries = _run_world(env_fn, policy, seeds, difficulty, workers, bar)
+            results.append(_world_result(world, summaries))
+    finally:
+        bar.close()
+    reference = results[0]
+    gaps = [Gap(reference.name, other.name, other.mean_return - reference.mean_return,
+                abs(other.mean_return - reference.mean_return) / abs(reference.mean_return) * 100.0
+                if reference.mean_return != 0 else None)
+            for other in results[1:]]
+    return EvalReport(policy=str(policy.path), sha256=policy.sha256, robot=meta.robot, task=meta.task, seed=seed,
+                      episodes=episodes, difficulty=difficulty, worlds=results, gaps=gaps)
+
+
+def _run_world(env_fn: Callable[[], Any], policy: PolicyFile, seeds: list[int], difficulty: float, workers: int,
+               bar) -> list[dict]:
+    path, digest = str(Path(policy.path).resolve()), policy.sha256
+    if workers <= 0:
+        env = env_fn()
+        _SESSIONS[path] = policy
+        try:
+            summaries = []
+            for seed in seeds:
+                summaries += run_episodes(env, path, digest, [seed], difficulty)
+                bar.update(1)
+            return summaries
+        finally:
+            env.close()
+    from sim2real.train.vec_env import ProcessVecEnv
+
+    workers = min(workers, len(seeds))
+    summaries: list[dict] = []
+    with ProcessVecEnv([env_fn] * workers, workers=workers) as vec:
+        # Rounds of one episode per worker: the bar moves, and episode k keeps its seed.
+        for start in range(0, len(seeds), workers):
+            chunk = seeds[start:start + workers]
+            args = [(path, digest, [s], difficulty) for s in chunk] + [None] * (workers - len(chunk))
+            for part in vec.run(run_episodes, args):
+                if part is not None:
+                    summaries += part
+            bar.update(len(chunk))
+    return summaries
+
+
+def _world_result(world: WorldSet, summaries: list[dict]) -> WorldResult:
+    returns = np.array([s["return"] for s in summaries], dtype=float)
+    worst = np.sort(returns)[:max(1, math.ceil(0.05 * len(returns)))]
+    metrics: dict[str, float] = {}
+    for key in sorted({k for s in summaries for k in s if k not in _EPISODE_FIELDS}):
+        values = np.array([s.get(key, np.nan) for s in summaries if isinstance(s.get(key), (int, float))], float)
+        if values.size:
+            metrics[key] = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
+    return WorldResult(
+        name=world.name, randomization=None if world.randomization is None else world.randomization.name,
+        episodes=len(summaries), success_rate=float(np.mean([bool(s["success"]) for s in summaries])),
+        mean_return=float(returns.mean()), std_return=float(returns.std()), worst5_return=float(worst.mean()),
+        mean_length=float(np.mean([s["length"] for s in summaries])), metrics=metrics, returns=returns.tolist(),
+    )
+
+
+def plot_returns(report: EvalReport, png_path: str | Path) -> Path:
+    """Histogram and box plot of the episode returns per world set."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # headless: evaluation runs on servers and CI
+    import matplotlib.pyplot as plt
+
+    png_path = Path(png_path)
+    fig, (hist, box) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [3, 2]})
+    all_returns = np.concatenate([w.returns for w in report.worlds])
+    bins = np.histogram_bin_edges(all_returns, bins=min(30, max(5, len(all_returns) // 4)))
+    for world in report.worlds:
+        hist.hist(world.returns, bins=bins, alpha=0.5,
+                  label=f"{world.name}: SR {100 * world.success_rate:.0f}%, mean {world.mean_return:.2f}")
+        hist.axvline(world.worst5_return, ls="--", lw=0.8, color=hist.patches[-1].get_facecolor()[:3])
+    hist.set_xlabel("episode return")
+    hist.set_ylabel("episodes")
+    hist.legend(fontsize=8)
+    hist.set_title("returns (dashed: worst-5 % mean)", fontsize=9)
+    box.boxplot([w.returns for w in report.worlds], tick_labels=[w.name for w in report.worlds])
+    box.set_ylabel("episode return")
+    title = f"{report.robot} {report.task}, {report.episodes} episodes per world set"
+    if report.gaps and report.gaps[0].gap_ratio_percent is not None:
+        title += f", GapRatio {report.gaps[0].b} vs {report.gaps[0].a}: {report.gaps[0].gap_ratio_percent:.1f} %"
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+    return png_path

@@ -1,0 +1,148 @@
+"""Training checkpoints: rsl_rl's state plus what resuming a run and exporting its policy need.
+
+A checkpoint ``model_<iteration>.pt`` is a dict that rsl_rl's own
+``OnPolicyRunner.load`` also reads (``actor_state_dict``, ``critic_state_dict``,
+``optimizer_state_dict``, ``iter``, ``infos``), with these keys beside them:
+
+``format``            ``sim2real.checkpoint/1``
+``iteration``         training iterations completed
+``robot``, ``task``   what was trained
+``training_config``   the resolved training config (our YAML, after defaults and CLI overrides)
+``rsl_rl_config``     the config dict rsl_rl was built from (rebuilds the actor at export)
+``interface``         how the policy meets the robot (:func:`describe_env`): joints, gains,
+                      action mapping, observation layout, control period, task config
+``randomization``     the current randomization (after adaptive DR) as ``Randomization.to_dict``
+``adr``, ``curriculum``  their ``state_dict()`` (``adr`` None when off)
+``source``            ``{"commit", "dirty"}`` of the code that trained it
+``torch_rng``         the learner's torch RNG state, so a resumed run samples on
+
+Everything is plain Python, numbers, strings and tensors, so it loads with
+``torch.load(weights_only=True)``: opening a checkpoint never runs code from it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMAT = "sim2real.checkpoint/1"
+REQUIRED = ("format", "actor_state_dict", "critic_state_dict", "optimizer_state_dict", "iteration",
+            "robot", "task", "training_config", "rsl_rl_config", "interface")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used, with the file and the reason in the message."""
+
+    def __init__(self, path: str | Path, problem: str, fix: str):
+        super().__init__(f"{path}: {problem}. Fix: {fix}")
+
+
+def _per_joint(value: Any, n: int, what: str) -> list[float]:
+    array = np.asarray(value, dtype=float)
+    if array.ndim > 1 or array.size not in (1, n):
+        raise ValueError(f"{what} must be a number or {n} numbers (one per joint), got shape {array.shape}")
+    return [float(v) for v in np.broadcast_to(array.reshape(-1), (n,))]
+
+
+def describe_env(env: Any) -> dict[str, Any]:
+    """How a task env's policy meets the robot, as JSON-friendly values (for an env in a
+    worker: ``ProcessVecEnv.run_on_first(describe_env)``)."""
+    profile, spec = env.profile, env.observation_spec
+    names = list(profile.joint_names)
+    n = len(names)
+    clip = env.action_clip
+
+    def get(name: str) -> Any:
+        return getattr(env, name)
+
+    return {
+        "robot": profile.name, "task": get("task_name"), "joint_names": names,
+        "observation_terms": spec.to_metadata(), "observation_size": int(spec.size),
+        "num_actions": n,
+        "action_scale": _per_joint(get("action_scale"), n, "action_scale"),
+        "action_offset": _per_joint(get("action_offset"), n, "action_offset"),
+        "action_clip": None if clip is None or math.isinf(float(clip)) else float(clip),
+        "default_joint_positions": _per_joint(profile.default_positions, n, "default_positions"),
+        "control_period": float(get("policy_period")), "physics_period": float(get("physics_period")),
+        "kp": _per_joint(profile.kp, n, "kp"), "kd": _per_joint(profile.kd, n, "kd"),
+        "max_episode_steps": int(get("max_episode_steps")),
+        "task_config": json.loads(json.dumps(get("task_config"))),
+    }
+
+
+def source_revision(where: Path | None = None) -> dict[str, str]:
+    """The git commit of the code that runs (``unknown`` outside a git checkout) and
+    whether it has uncommitted changes."""
+    where = where or Path(__file__).resolve().parent
+
+    def git(*args: str) -> str | None:
+        try:
+            result = subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return result.stdout.strip() if result.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return {"commit": "unknown", "dirty": "unknown"}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": "unknown" if status is None else ("true" if status else "false")}
+
+
+def save_checkpoint(path: str | Path, checkpoint: dict[str, Any]) -> Path:
+    """Write atomically: a run killed mid-save leaves the previous checkpoint intact."""
+    import torch
+
+    missing = [key for key in REQUIRED if key not in checkpoint]
+    if missing:
+        raise ValueError(f"checkpoint lacks {missing}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    torch.save(checkpoint, partial)
+    os.replace(partial, path)
+    return path
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(path, "no such file", "give the path to a model_<iteration>.pt of a training run")
+    with path.open("rb") as handle:
+        is_zip = handle.read(4) == b"PK\x03\x04"  # torch.save writes a zip archive
+    if not is_zip:
+        raise CheckpointError(path, "not a PyTorch checkpoint file",
+                              "give a model_<iteration>.pt written by `sim2real train`")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        if "weights_only" in str(exc):
+            problem = "holds Python objects beyond tensors and plain data, so it was not written by sim2real"
+        else:
+            problem = f"unreadable ({str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__})"
+        raise CheckpointError(path, problem, "give a model_<iteration>.pt written by `sim2real train`") from None
+    if not isinstance(checkpoint, dict) or checkpoint.get("format") != FORMAT:
+        found = checkpoint.get("format") if isinstance(checkpoint, dict) else type(checkpoint).__name__
+        raise CheckpointError(path, f"not a {FORMAT} checkpoint (format: {found!r})",
+                              "give a model_<iteration>.pt written by `sim2real train`")
+    missing = [key for key in REQUIRED if key not in checkpoint]
+    if missing:
+        raise CheckpointError(path, f"incomplete checkpoint, missing {missing}", "use another checkpoint of the run")
+    return checkpoint
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The ``model_<n>.pt`` with the highest ``n`` in a run folder."""
+    found = []
+    for candidate in Path(run_dir).glob("model_*.pt"):
+        stem = candidate.stem.split("_", 1)[1]
+        if stem.isdigit():
+            found.append((int(stem), candidate))
+    return max(found)[1] if found else None

@@ -1,0 +1,189 @@
+"""Training configs: ``config/train/<robot>_<task>.yaml`` over built-in defaults.
+
+Precedence: :data:`DEFAULTS` < the YAML file < command-line overrides. Every section
+and key is checked, so a typo fails the run before any env starts, with the file, the
+field and the fix (:class:`TrainConfigError`). Commented example:
+``config/train/go2_walk.yaml``.
+
+The PPO defaults are chosen for CPU training: a fixed learning rate of 3e-4 (rsl_rl's
+KL-adaptive schedule collapsed the learning rate on the Panda reach task here), and
+few, large mini-batches because a CPU learner pays per mini-batch.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from sim2real.core.paths import share_dir
+
+DEFAULTS: dict[str, Any] = {
+    "robot": None,
+    "task": None,
+    "seed": 0,
+    "iterations": 300,
+    "num_envs": 16,
+    "workers": 2,
+    "num_steps_per_env": 24,
+    "save_interval": 50,
+    # Curriculum and ADR decide from at least this many episodes finished since their last update.
+    "min_episodes_per_update": 16,
+    "task_config": {},
+    "randomization": None,
+    "adr": {"enabled": False, "target_return": 0.0, "rate": 0.1, "widen_above": 0.1, "narrow_below": 0.2,
+            "parameters": None, "warmup_iterations": 0},
+    "curriculum": None,
+    "policy": {"actor_hidden_dims": [256, 128, 64], "critic_hidden_dims": [256, 128, 64], "activation": "elu",
+               "init_noise_std": 1.0, "obs_normalization": True},
+    "ppo": {"learning_rate": 3.0e-4, "schedule": "fixed", "desired_kl": 0.01, "num_learning_epochs": 5,
+            "num_mini_batches": 4, "clip_param": 0.2, "gamma": 0.99, "lam": 0.95, "value_loss_coef": 1.0,
+            "entropy_coef": 0.005, "max_grad_norm": 1.0},
+}
+# Sections whose content another module validates (make_env, make_curriculum).
+_FREE_FORM = ("task_config", "curriculum")
+_INTEGERS = {"seed": 0, "iterations": 1, "num_envs": 1, "workers": 1, "num_steps_per_env": 1, "save_interval": 1,
+             "min_episodes_per_update": 1, "ppo.num_learning_epochs": 1, "ppo.num_mini_batches": 1,
+             "adr.warmup_iterations": 0}
+_POSITIVE = ("ppo.learning_rate", "ppo.clip_param", "ppo.max_grad_norm", "policy.init_noise_std", "adr.rate")
+_EXAMPLE = "config/train/go2_walk.yaml"
+
+
+class TrainConfigError(ValueError):
+    def __init__(self, source: str | Path, field: str, problem: str, fix: str):
+        self.source, self.field = str(source), field
+        super().__init__(f"{source}: {field}: {problem}. Fix: {fix}")
+
+
+def config_path(robot: str, task: str) -> Path:
+    return share_dir() / "config" / "train" / f"{robot}_{task}.yaml"
+
+
+def available_configs() -> list[str]:
+    return sorted(p.stem for p in (share_dir() / "config" / "train").glob("*.yaml"))
+
+
+def load_train_config(robot: str, task: str, path: str | Path | None = None,
+                      overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The resolved config for ``robot``/``task``: defaults, then ``path`` (default:
+    ``config/train/<robot>_<task>.yaml``), then ``overrides`` (dotted keys allowed:
+    ``{"ppo.learning_rate": 1e-3}``; None values are ignored)."""
+    source = Path(path) if path is not None else config_path(robot, task)
+    if not source.is_file():
+        raise TrainConfigError(source, "(file)", "not found",
+                               f"give --config FILE, or use a robot/task with a config ({available_configs()})")
+    try:
+        data = yaml.safe_load(source.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise TrainConfigError(source, "(file)", f"not valid YAML ({exc})", "correct the YAML syntax") from None
+    if not isinstance(data, dict):
+        raise TrainConfigError(source, "(file)", "expected a mapping", f"see {_EXAMPLE}")
+    config = copy.deepcopy(DEFAULTS)
+    _merge(config, data, source, "")
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _merge(config, _nest(key, value), "command line", "")
+    for key, expected in (("robot", robot), ("task", task)):
+        if config[key] is None:
+            config[key] = expected
+        elif config[key] != expected:
+            raise TrainConfigError(source, key, f"the file is for {key} {config[key]!r}, not {expected!r}",
+                                   f"use --{key} {config[key]} or another --config")
+    _validate(config, source)
+    return config
+
+
+def override_config(config: Mapping[str, Any], overrides: Mapping[str, Any] | None,
+                    source: str | Path = "command line") -> dict[str, Any]:
+    """A resolved config (e.g. a checkpoint's) with ``overrides`` applied and checked again."""
+    result = copy.deepcopy(dict(config))
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _merge(result, _nest(key, value), source, "")
+    _validate(result, source)
+    return result
+
+
+def _nest(dotted: str, value: Any) -> dict[str, Any]:
+    head, _, rest = dotted.partition(".")
+    return {head: _nest(rest, value) if rest else value}
+
+
+def _merge(into: dict[str, Any], data: Mapping[str, Any], source: str | Path, prefix: str) -> None:
+    for key, value in data.items():
+        field = f"{prefix}{key}"
+        if key not in into:
+            allowed = sorted(into)
+            raise TrainConfigError(source, field, "unknown field", f"remove it or use one of {allowed}")
+        if isinstance(into[key], dict) and key not in _FREE_FORM and prefix == "":
+            if not isinstance(value, dict):
+                raise TrainConfigError(source, field, f"expected a mapping, got {value!r}", f"see {_EXAMPLE}")
+            _merge(into[key], value, source, f"{field}.")
+        else:
+            into[key] = copy.deepcopy(value)
+
+
+def _validate(config: dict[str, Any], source: str | Path) -> None:
+    def get(field: str) -> Any:
+        value: Any = config
+        for part in field.split("."):
+            value = value[part]
+        return value
+
+    for field, minimum in _INTEGERS.items():
+        value = get(field)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise TrainConfigError(source, field, f"expected an integer >= {minimum}, got {value!r}",
+                                   "write a whole number")
+    for section in ("ppo", "policy", "adr"):
+        for key, value in config[section].items():
+            if key in ("parameters", "activation", "schedule", "enabled") or key.endswith("hidden_dims") \
+                    or key == "obs_normalization":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise TrainConfigError(source, f"{section}.{key}", f"expected a finite number, got {value!r}",
+                                       "write a number")
+    for field in _POSITIVE:
+        if get(field) <= 0:
+            raise TrainConfigError(source, field, f"must be > 0, got {get(field)}", "use a positive value")
+    if config["ppo"]["schedule"] not in ("fixed", "adaptive"):
+        raise TrainConfigError(source, "ppo.schedule", f"unknown schedule {config['ppo']['schedule']!r}",
+                               "use fixed (CPU default) or adaptive (KL-driven)")
+    for key in ("actor_hidden_dims", "critic_hidden_dims"):
+        dims = config["policy"][key]
+        if not isinstance(dims, list) or not dims or not all(isinstance(d, int) and d > 0 for d in dims):
+            raise TrainConfigError(source, f"policy.{key}", f"expected a list of layer widths, got {dims!r}",
+                                   "write e.g. [256, 128, 64]")
+    if not isinstance(config["adr"]["enabled"], bool):
+        raise TrainConfigError(source, "adr.enabled", f"expected true or false, got {config['adr']['enabled']!r}",
+                               "write true or false")
+    if config["adr"]["enabled"] and config["randomization"] is None:
+        raise TrainConfigError(source, "adr.enabled", "adaptive DR needs a randomization to adapt",
+                               "set randomization: <name> or adr.enabled: false")
+    if not isinstance(config["task_config"], dict):
+        raise TrainConfigError(source, "task_config", "expected a mapping", "write task_config: {} or a mapping")
+    if config["num_envs"] * config["num_steps_per_env"] < config["ppo"]["num_mini_batches"]:
+        raise TrainConfigError(source, "ppo.num_mini_batches", "more mini-batches than samples per iteration",
+                               "lower num_mini_batches or raise num_envs * num_steps_per_env")
+
+
+def rsl_rl_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The dict rsl_rl 5.x builds PPO and its actor/critic from."""
+    from sim2real.train.rsl_rl_env import OBS_GROUPS
+
+    policy, ppo = config["policy"], dict(config["ppo"])
+    model = {"class_name": "rsl_rl.models:MLPModel", "activation": policy["activation"],
+             "obs_normalization": bool(policy["obs_normalization"])}
+    return {
+        "num_steps_per_env": config["num_steps_per_env"],
+        "save_interval": config["save_interval"],
+        "obs_groups": copy.deepcopy(OBS_GROUPS),
+        "algorithm": {"class_name": "rsl_rl.algorithms:PPO", **ppo},
+        "actor": {**model, "hidden_dims": list(policy["actor_hidden_dims"]),
+                  "distribution_cfg": {"class_name": "rsl_rl.modules.distribution:GaussianDistribution",
+                                       "init_std": float(policy["init_noise_std"]), "std_type": "scalar"}},
+        "critic": {**model, "hidden_dims": list(policy["critic_hidden_dims"])},
+        "check_for_nan": True,
+    }

@@ -1,0 +1,143 @@
+"""The PPO runner on the toy task: checkpoints, resume, curriculum/ADR state, the rsl_rl contract."""
+from __future__ import annotations
+
+import io
+import contextlib
+from functools import partial
+
+import pytest
+import torch
+
+from sim2real.train.checkpoint import FORMAT, latest_checkpoint, load_checkpoint
+from sim2real.train.rsl_rl_env import RslRlVecEnv
+from sim2real.train.runner import Trainer, TrainingError, summary
+from sim2real.train.train_config import (TrainConfigError, load_train_config, override_config,
+                                         rsl_rl_config)
+from sim2real.train.vec_env import ProcessVecEnv
+from tests.unit.toy_env import TOY_TRAIN_CONFIG, make_toy, make_toy_task, write_toy_randomization
+
+
+@pytest.fixture
+def toy_config(tmp_path):
+    randomization = write_toy_randomization(tmp_path / "toy_dr.yaml", 0.9, 1.1)
+    path = tmp_path / "toy_reach.yaml"
+    path.write_text(TOY_TRAIN_CONFIG + f"randomization: {randomization}\n"
+                    "adr: {enabled: true, target_return: -100.0, rate: 0.1}\n"
+                    "curriculum: {kind: linear, d_min: 0.5, d_max: 1.0, total_iterations: 2}\n")
+    return load_train_config("toy", "reach", path)
+
+
+def test_run_writes_checkpoints_with_everything_export_and_resume_need(toy_config, tmp_path):
+    result = Trainer(toy_config, tmp_path / "run", make_env=make_toy_task, progress=False).run()
+    assert result.iterations == 3 and not result.interrupted
+    assert sorted(p.name for p in (tmp_path / "run").glob("model_*.pt")) == ["model_1.pt", "model_2.pt",
+                                                                             "model_3.pt"]
+    assert list((tmp_path / "run").glob("events.out.tfevents.*"))
+    checkpoint = load_checkpoint(result.checkpoint)
+    assert checkpoint["format"] == FORMAT and checkpoint["iteration"] == checkpoint["iter"] == 3
+    assert (checkpoint["robot"], checkpoint["task"]) == ("toy", "reach")
+    interface = checkpoint["interface"]
+    assert interface["joint_names"] == ["slider"] and interface["observation_size"] == 2
+    assert interface["action_scale"] == [0.1] and interface["control_period"] == 0.02
+    assert interface["task_config"]["goal"] == 1.0 and interface["max_episode_steps"] == 20
+    assert checkpoint["training_config"]["num_envs"] == 4
+    assert checkpoint["rsl_rl_config"]["algorithm"]["learning_rate"] == 3e-4
+    # 4 envs x 8 steps x 3 iterations: the 4 first episodes (20 steps) end in iteration 3, at
+    # full difficulty, so ADR decides once (widen: any return beats -100).
+    low, high = checkpoint["randomization"]["parameters"]["motor_strength"]["uniform"]
+    assert low < 0.9 and high > 1.1
+    assert checkpoint["adr"]["decisions"] == ["widen"]
+    assert checkpoint["curriculum"] == {"kind": "linear", "difficulty": 1.0, "iteration": 3}
+    assert checkpoint["source"]["commit"] != ""
+    assert "checkpoint:" in summary(result) and "sim2real export" in summary(result)
+
+
+def test_adr_holds_until_the_curriculum_is_at_its_hardest(toy_config, tmp_path):
+    toy_config["curriculum"]["total_iterations"] = 10
+    checkpoint = load_checkpoint(Trainer(toy_config, tmp_path / "run", make_env=make_toy_task,
+                                         progress=False).run().checkpoint)
+    assert checkpoint["adr"]["decisions"] == []
+    assert checkpoint["randomization"]["parameters"]["motor_strength"]["uniform"] == [0.9, 1.1]
+
+
+def test_resume_continues_the_run_and_its_state(toy_config, tmp_path):
+    out = tmp_path / "run"
+    Trainer(toy_config, out, make_env=make_toy_task, progress=False).run()
+    first = load_checkpoint(out / "model_3.pt")
+    more = override_config(first["training_config"], {"iterations": 6})
+    result = Trainer(more, out, resume=out / "model_3.pt", make_env=make_toy_task, progress=False).run()
+    assert (result.start_iteration, result.iterations) == (3, 6)
+    assert latest_checkpoint(out).name == "model_6.pt"
+    resumed = load_checkpoint(out / "model_6.pt")
+    assert resumed["curriculum"]["iteration"] == 6
+    assert resumed["adr"]["history"][:2] == first["adr"]["history"]  # continued, not restarted
+    assert len(resumed["adr"]["decisions"]) == 2
+    assert not torch.equal(resumed["actor_state_dict"]["mlp.0.weight"], first["actor_state_dict"]["mlp.0.weight"])
+
+
+def test_refuses_to_overwrite_a_run_or_to_resume_past_its_end(toy_config, tmp_path):
+    out = tmp_path / "run"
+    Trainer(toy_config, out, make_env=make_toy_task, progress=False).run()
+    with pytest.raises(TrainingError, match="already holds a training run"):
+        Trainer(toy_config, out, make_env=make_toy_task, progress=False).run()
+    with pytest.raises(TrainingError, match="already run 3 iterations"):
+        Trainer(toy_config, out, resume=out / "model_3.pt", make_env=make_toy_task, progress=False).run()
+
+
+def test_config_errors_name_the_field(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("ppo: {learning_rat: 0.001}\n")
+    with pytest.raises(TrainConfigError, match=r"ppo.learning_rat: unknown field"):
+        load_train_config("toy", "reach", bad)
+    bad.write_text("num_envs: 0\n")
+    with pytest.raises(TrainConfigError, match=r"num_envs: expected an integer >= 1"):
+        load_train_config("toy", "reach", bad)
+    bad.write_text("robot: go2\n")
+    with pytest.raises(TrainConfigError, match="the file is for robot 'go2'"):
+        load_train_config("toy", "reach", bad)
+    bad.write_text("adr: {enabled: true}\n")
+    with pytest.raises(TrainConfigError, match="adaptive DR needs a randomization"):
+        load_train_config("toy", "reach", bad)
+
+
+@pytest.mark.parametrize("robot,task", [("go2", "walk"), ("panda", "reach")])
+def test_shipped_configs_load(robot, task):
+    config = load_train_config(robot, task, overrides={"num_envs": 8})
+    assert config["num_envs"] == 8 and config["ppo"]["schedule"] == "fixed"
+    assert config["ppo"]["learning_rate"] == 3e-4 and config["policy"]["obs_normalization"] is True
+
+
+def test_adapter_satisfies_rsl_rl_on_policy_runner(tmp_path, toy_config):
+    """The contract check: rsl_rl's own learn() runs on the adapter, bootstrapping time-outs
+    and logging the episodes' extras."""
+    from rsl_rl.runners import OnPolicyRunner
+
+    vec = ProcessVecEnv([partial(make_toy) for _ in range(4)], workers=2)
+    env = RslRlVecEnv(vec, max_episode_length=20)
+    try:
+        obs, rewards, dones, extras = env.step(torch.zeros(4, 1))
+        assert obs["policy"].shape == (4, 2) and rewards.shape == (4,) and dones.shape == (4,)
+        assert extras["time_outs"].shape == (4,)
+        for _ in range(19):
+            obs, rewards, dones, extras = env.step(torch.zeros(4, 1))
+        assert dones.all() and extras["time_outs"].all() and "Episode/success" in extras["log"]
+        assert env.episode_length_buf.eq(0).all() and len(env.pop_episodes()) == 4
+        with contextlib.redirect_stdout(io.StringIO()):
+            runner = OnPolicyRunner(env, rsl_rl_config(toy_config), log_dir=str(tmp_path / "rsl"), device="cpu")
+            runner.learn(num_learning_iterations=2)
+        assert list((tmp_path / "rsl").glob("model_*.pt"))
+    finally:
+        env.close()
+
+
+def test_cli_train_usage_errors(tmp_path, capsys):
+    from sim2real.cli import main
+
+    assert main(["train", "--robot", "panda", "--task", "reach"]) == 2
+    assert "--robot, --task and --out are required" in capsys.readouterr().err
+    assert main(["train", "--robot", "panda", "--task", "fly", "--out", str(tmp_path / "x")]) == 2
+    assert "no task 'fly' for robot 'panda'" in capsys.readouterr().err
+    assert main(["train", "--resume", str(tmp_path / "missing.pt")]) == 2
+    assert "missing.pt: no such file" in capsys.readouterr().err
+    assert main(["train", "--resume", str(tmp_path / "missing.pt"), "--config", "x.yaml"]) == 2
+    assert "--config cannot be combined with --resume" in capsys.readouterr().err

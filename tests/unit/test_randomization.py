@@ -279,8 +279,8 @@ BAD = {
     "normal mean outside bounds": ({"parameters": {"motor_strength": {"normal": {"mean": 2.0, "std": 0.1},
                                                                       "bounds": [0.5, 1.5]}}},
                                    "parameters.motor_strength.normal.mean", "outside the bounds"),
-    "normal std zero": ({"parameters": {"motor_strength": {"normal": {"mean": 1.0, "std": 0.0}}}},
-                        "parameters.motor_strength.normal.std", "must be > 0"),
+    "normal std negative": ({"parameters": {"motor_strength": {"normal": {"mean": 1.0, "std": -0.1}}}},
+                            "parameters.motor_strength.normal.std", "must be >= 0"),
     "normal missing std": ({"parameters": {"motor_strength": {"normal": {"mean": 1.0}}}},
                            "parameters.motor_strength.normal.std", "missing"),
     "loguniform from zero": ({"parameters": {"latency": {"loguniform": [0.0, 0.01]}}},
@@ -348,3 +348,12 @@ def test_reference_yaml_comments_every_field():
             stripped = line.strip()
             if stripped and not stripped.startswith("#") and stripped != "parameters:":
                 assert "#" in line, f"{path.name}: uncommented line {line!r}"
+
+
+def test_a_normal_narrowed_to_its_centre_round_trips():
+    """Adaptive randomization can collapse a range onto its centre: std 0 must save and load."""
+    from sim2real.sim.randomization import Distribution, Randomization
+
+    collapsed = Randomization("r", {"motor_strength": Distribution.normal(1.0, 0.0, (0.7, 1.3))}, None, None)
+    again = Randomization.from_dict(collapsed.to_dict())
+    assert again.sample(np.random.default_rng(0)) == {"motor_strength": 1.0}

@@ -358,8 +358,9 @@ class _Reader:
                     raise self.fail(f"{field}.{key}", "missing", "write normal: {mean: m, std: s}")
             mean = self._number(spec["mean"], f"{field}.mean")
             std = self._number(spec["std"], f"{field}.std")
-            if std <= 0:
-                raise self.fail(f"{field}.std", f"must be > 0, got {std:g}", "use a positive std, or constant: value")
+            if std < 0:
+                raise self.fail(f"{field}.std", f"must be >= 0, got {std:g}", "use a std >= 0, or constant: value")
+            # std 0 is what adaptive randomization writes when it narrows a range to its centre.
             self._inside(f"{field}.mean", (mean, mean), bounds)
             return Distribution.normal(mean, std, bounds)
         value = self._number(spec, field)

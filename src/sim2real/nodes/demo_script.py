@@ -1,0 +1,124 @@
+"""demo_script: the operator of the main job. Plays a scripted /cmd_vel (quadruped) or
+/goal_pose (arm) sequence, records what the robot did, writes a report and exits.
+
+The script clock is the /joint_states stamps, so it plays the same in real time and
+in lockstep. The report holds the motion figures (core/demo_script.py), the safety
+supervisor's mode changes and the policy runtime's last diagnostics.
+
+    ros2 run sim2real demo_script --ros-args -p robot:=go2 -p report_path:=runs/demo/report.json
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped, Twist
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+from sensor_msgs.msg import JointState
+
+from sim2real.core import demo_script
+from sim2real.core.kinematics import Kinematics
+from sim2real.core.robot_profile import load_profile
+from sim2real.nodes import lifecycle, qos, stamps
+from sim2real.nodes.params import declare
+
+PUBLISH_PERIOD_S = 0.1
+
+
+class DemoScriptNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("demo_script", **kwargs)
+        self.profile = load_profile(declare(self, "robot", "go2", "Robot profile name or path"))
+        self.report_path = declare(self, "report_path", "", "Write the report (JSON, + .npz motion) here")
+        self.quadruped = self.profile.kind == "quadruped"
+        self.script = demo_script.WALK_SCRIPT if self.quadruped else demo_script.REACH_SCRIPT
+        self.duration = declare(self, "duration", demo_script.WALK_DURATION if self.quadruped
+                                else demo_script.REACH_DURATION, "Seconds the script runs")
+        self.recorder = demo_script.DemoRecorder(self.profile.kind)
+        self.kinematics = None if self.quadruped else Kinematics(self.profile)
+        self.start_ns = None
+        self.t = 0.0
+        self.q = None
+        self.index = None
+        self.events: list[dict] = []
+        self.runtime_diagnostics: dict[str, str] = {}
+        self.done = False
+        self._last_mode = None
+        self._cmd_pub = self.create_publisher(Twist, "/cmd_vel", 10)
+        self._goal_pub = self.create_publisher(PoseStamped, "/goal_pose", 10)
+        self.create_subscription(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE)
+        self.create_subscription(Odometry, "/sim/ground_truth", self._on_truth, qos.SENSOR_SUBSCRIBE)
+        self.create_subscription(DiagnosticArray, "/safety/status", self._on_safety, 10)
+        self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
+        self.create_timer(PUBLISH_PERIOD_S, self._publish_command)
+
+    def _on_joint_states(self, msg: JointState) -> None:
+        if self.index is None:
+            self.index = [list(msg.name).index(n) for n in self.profile.joint_names]
+        now = stamps.to_ns(msg.header.stamp)
+        self.start_ns = now if self.start_ns is None else self.start_ns
+        self.t = (now - self.start_ns) * 1e-9
+        self.q = np.asarray(msg.position)[self.index]
+        if not self.quadruped and not self.done:
+            segment, goal = demo_script.segment_at(self.script, self.t)
+            self.recorder.add(self.t, segment, self.q, goal, self.kinematics.end_effector_position(self.q))
+        if self.t >= self.duration and not self.done:
+            self._finish()
+
+    def _on_truth(self, msg: Odometry) -> None:
+        if not self.quadruped or self.q is None or self.done:
+            return
+        segment, command = demo_script.segment_at(self.script, self.t)
+        p, o, v, w = msg.pose.pose.position, msg.pose.pose.orientation, msg.twist.twist.linear, msg.twist.twist.angular
+        self.recorder.add(self.t, segment, self.q, command, (v.x, v.y, w.z),  # twist: body frame
+                          base_position=(p.x, p.y, p.z), base_orientation=(o.x, o.y, o.z, o.w))
+
+    def _on_safety(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if status.message != self._last_mode:
+                trip = next((kv.value for kv in status.values if kv.key == "last_trip"), "")
+                self.events.append({"t": round(self.t, 3), "mode": status.message, "last_trip": trip})
+                self._last_mode = status.message
+
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if status.name.startswith("policy_runtime"):
+                self.runtime_diagnostics = {kv.key: kv.value for kv in status.values}
+
+    def _publish_command(self) -> None:
+        if self.start_ns is None or self.done:
+            return
+        _, values = demo_script.segment_at(self.script, self.t)
+        if self.quadruped:
+            twist = Twist()
+            twist.linear.x, twist.linear.y, twist.angular.z = values
+            self._cmd_pub.publish(twist)
+        else:
+            goal = PoseStamped()
+            goal.header.frame_id = self.profile.base_link
+            goal.header.stamp = self.get_clock().now().to_msg()
+            goal.pose.position.x, goal.pose.position.y, goal.pose.position.z = values
+            goal.pose.orientation.w = 1.0
+            self._goal_pub.publish(goal)
+
+    def _finish(self) -> None:
+        self.done = True
+        report = {"robot": self.profile.name, "summary": self.recorder.summary(),
+                  "supervisor_modes": self.events, "policy_runtime": self.runtime_diagnostics}
+        self.get_logger().info("demo report: " + json.dumps(report["summary"]))
+        if self.report_path:
+            path = Path(self.report_path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(report, indent=2))
+            self.recorder.save(path.with_suffix(".npz"))
+
+
+def main(args=None) -> int:
+    return lifecycle.run("demo_script", DemoScriptNode, args, until=lambda node: node.done)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -28,6 +28,7 @@ NODE_EXECUTABLES = {
     "sim_robot": "sim2real.nodes.sim_robot:main",
     "pose_commander": "sim2real.nodes.pose_commander:main",
     "safety_supervisor": "sim2real.nodes.safety_supervisor:main",
+    "policy_runtime": "sim2real.nodes.policy_runtime:main",
 }
 
 # The ROS 2 client library and standard messages as PyPI wheels. An extra, so that a

@@ -8,6 +8,7 @@ of the plan and nothing else.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from sim2real.core.robot_profile import load_profile
@@ -39,6 +40,8 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
                                           "demos; on a robot an operator calls ~/engage)", BOOL_CHOICES),
     LaunchArgument("demo", "false", "add pose_commander, which drives the joints through a hold-then-move "
                                     "script and reports tracking", BOOL_CHOICES),
+    LaunchArgument("policy", "", "ONNX policy file (sim2real export) for policy_runtime; '' = no policy. "
+                                 "Hot-swap later with: sim2real policy swap FILE"),
 )}
 
 
@@ -117,6 +120,16 @@ def make_plan(**arguments: Any) -> BringupPlan:
     nodes.append(NodeSpec("safety_supervisor", "safety_supervisor", "safety", {
         "robot": robot, "engage_on_start": args["autoengage"], "safety_config": args["safety_config"],
     }))
+    if args["policy"]:
+        if args["demo"]:
+            raise PlanError("policy:=... and demo:=true both command /policy/joint_commands; choose one")
+        policy = Path(args["policy"]).expanduser()
+        if not policy.is_file():
+            raise PlanError(f"launch argument policy:={args['policy']!r}: no such file")
+        # Absolute: the node's working directory need not be the caller's.
+        nodes.append(NodeSpec("policy_runtime", "policy_runtime", "control", {
+            "robot": robot, "policy_path": str(policy.absolute()),
+        }))
     if args["demo"]:
         # The scripted stand-in for a policy: its commands go through the supervisor too.
         nodes.append(NodeSpec("pose_commander", "pose_commander", "demo", {"robot": robot},

@@ -61,7 +61,29 @@ def test_unknown_robot_lists_the_profiles():
 def test_parse_arguments_fills_defaults():
     assert parse_arguments({}) == {"robot": "go2", "hardware": "sim", "lockstep": False, "seed": 0,
                                    "conditions": "{}", "safety_config": "", "autoengage": False,
-                                   "demo": False}
+                                   "demo": False, "policy": ""}
+
+
+def test_a_policy_adds_the_runtime_as_the_control_node_with_an_absolute_path(tmp_path, monkeypatch):
+    (tmp_path / "walk.onnx").write_bytes(b"onnx")
+    monkeypatch.chdir(tmp_path)
+    plan = make_plan(robot="go2", policy="walk.onnx", lockstep="true")
+    assert [n.name for n in plan.nodes] == ["sim_robot", "safety_supervisor", "policy_runtime"]
+    runtime = plan.node("policy_runtime")
+    assert runtime.executable == "policy_runtime" and runtime.role == "control"
+    assert runtime.parameters == {"robot": "go2", "policy_path": str(tmp_path / "walk.onnx"), "use_sim_time": True}
+    assert runtime.remappings == ()  # it publishes /policy/joint_commands itself, never /joint_commands
+    real = make_plan(hardware="topic", policy=str(tmp_path / "walk.onnx"))
+    assert [n.role for n in real.nodes] == ["safety", "control"]
+
+
+@pytest.mark.parametrize("arguments, words", [
+    ({"policy": "/no/such/policy.onnx"}, "policy:='/no/such/policy.onnx': no such file"),
+    ({"policy": __file__, "demo": "true"}, "both command /policy/joint_commands"),
+])
+def test_bad_policy_arguments_fail_before_any_process_starts(arguments, words):
+    with pytest.raises(PlanError, match=words):
+        make_plan(**arguments)
 
 
 def test_launch_file_renders_the_plan_with_stable_launch_ros_api_only():
@@ -87,7 +109,7 @@ def test_launch_file_renders_the_plan_with_stable_launch_ros_api_only():
 def test_every_planned_executable_is_installed_by_setup_py():
     setup_source = (ROOT / "setup.py").read_text()
     executables = ast.literal_eval(setup_source.split("NODE_EXECUTABLES = ", 1)[1].split("\n}\n", 1)[0] + "\n}")
-    planned = {n.executable for n in make_plan(demo=True).nodes}
+    planned = {n.executable for plan in (make_plan(demo=True), make_plan(policy=__file__)) for n in plan.nodes}
     assert planned <= set(executables)
     for name, target in executables.items():
         module = target.split(":")[0]

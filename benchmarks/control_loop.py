@@ -1,0 +1,369 @@
+#!/usr/bin/env python3
+"""Policy tick latency, observation in -> command out, from the bare ONNX call to the ROS graph.
+
+The policy is an MLP of the size that ships for the Go2 (45 -> 512-256-128 -> 12, ELU), in
+a sim2real policy file. Rows, from the inside out:
+
+  onnxruntime          session.run on one observation: the floor
+  PolicyFile.act       the same call through the policy file wrapper
+  core tick            RobotInputs -> observation -> onnxruntime -> joint targets
+                       (sim2real.core.policy_runtime), no ROS
+  node tick, direct    the runtime node's /joint_states callback called in a loop: message in,
+                       command published (the node's CPU cost, no executor, no waiting)
+  in-process graph     a feeder publishing /joint_states + /imu/data at 500 Hz, the runtime
+                       node and a listener in ONE process (three DDS participants, one GIL);
+                       per rclpy executor of the runtime node:
+                         node tick: from its /joint_states callback to the published command
+                         stamp -> received: from the state's stamp to the listener's callback
+  across nodes         sim_robot (500 Hz, real time) and policy_runtime as processes, as
+                       `sim2real up` runs them (executor chosen by the node's `executor`
+                       parameter); the listener here: from the state's stamp (taken when
+                       sim_robot published it) to the command's arrival
+
+Targets: p99 <= 1 ms for the runtime's own tick in one process, <= 3 ms across nodes.
+The load average is printed: on a shared machine other work shows in the tails (a tick of
+0.1 ms of CPU work stretches over a scheduler time slice when the cores are oversubscribed).
+
+Examples:
+    .venv/bin/python benchmarks/control_loop.py                     # everything, ~2 minutes
+    .venv/bin/python benchmarks/control_loop.py --only core         # no ROS, a few seconds
+    .venv/bin/python benchmarks/control_loop.py --executors single events --seconds 20 --json
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import io
+import json
+import os
+import tempfile
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from sim2real.core.observation import ObservationSpec
+from sim2real.core.paths import share_dir
+from sim2real.core.policy_file import INPUT_NAME, OUTPUT_NAME, PolicyMetadata, load_policy
+from sim2real.core.policy_runtime import PolicyRuntime
+from sim2real.core.policy_slot import PolicySlot
+from sim2real.core.robot_inputs import RobotInputs
+from sim2real.core.robot_profile import load_profile
+
+HIDDEN = (512, 256, 128)
+EXECUTORS = ("single", "multi", "events")
+IN_PROCESS_TARGET_MS = 1.0
+ACROSS_NODES_TARGET_MS = 3.0
+
+
+# -- the policy ----------------------------------------------------------------------------------
+def write_shipped_size_policy(folder: Path, profile) -> Path:
+    """A go2 walk policy file of the shipped network size, random weights (latency does not care)."""
+    import onnx
+    import torch
+    import yaml
+
+    torch.manual_seed(0)
+    task = yaml.safe_load((share_dir() / "config" / "tasks" / "go2_walk.yaml").read_text())
+    spec = ObservationSpec.from_config(task["observation"], profile.num_joints)
+    sizes = [spec.size, *HIDDEN]
+    layers = []
+    for a, b in zip(sizes, sizes[1:]):
+        layers += [torch.nn.Linear(a, b), torch.nn.ELU()]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(sizes[-1], profile.num_joints)).eval()
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.zeros(1, spec.size),), buffer, dynamo=False, opset_version=17,
+                          input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
+                          dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}})
+    proto = onnx.load_from_string(buffer.getvalue())
+    n = profile.num_joints
+    meta = PolicyMetadata(robot=profile.name, task="walk", joint_names=tuple(profile.joint_names),
+                          observation_spec=spec, action_scale=np.full(n, 0.25), action_offset=profile.default_positions,
+                          action_clip=100.0, default_joint_positions=profile.default_positions,
+                          control_period=profile.policy_period, kp=profile.kp, kd=profile.kd,
+                          source_commit="benchmark")
+    for key, value in meta.to_props().items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
+    path = folder / "go2_benchmark.onnx"
+    path.write_bytes(proto.SerializeToString())
+    return path
+
+
+# -- statistics ----------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Row:
+    name: str
+    samples: np.ndarray  # seconds
+    target_ms: float | None = None
+    note: str = ""
+
+    def figures(self) -> dict:
+        ms = self.samples * 1e3
+        if ms.size == 0:
+            return {"name": self.name, "n": 0, "note": self.note or "no samples"}
+        p50, p99 = np.percentile(ms, (50, 99))
+        return {"name": self.name, "n": int(ms.size), "p50_ms": float(p50), "p99_ms": float(p99),
+                "max_ms": float(ms.max()), "target_p99_ms": self.target_ms,
+                "meets_target": None if self.target_ms is None else bool(p99 <= self.target_ms), "note": self.note}
+
+
+def timed(function, repeats: int) -> np.ndarray:
+    samples = np.empty(repeats)
+    for i in range(repeats):
+        start = time.perf_counter()
+        function()
+        samples[i] = time.perf_counter() - start
+    return samples
+
+
+# -- without ROS ---------------------------------------------------------------------------------
+def core_rows(path: Path, profile, repeats: int) -> list[Row]:
+    policy = load_policy(path)
+    obs = np.zeros((1, policy.metadata.observation_size), dtype=np.float32)
+    session = policy.session
+    for _ in range(200):
+        session.run([OUTPUT_NAME], {INPUT_NAME: obs})  # warm caches and the CPU clock
+    raw = timed(lambda: session.run([OUTPUT_NAME], {INPUT_NAME: obs}), repeats)
+    act = timed(lambda: policy.act(obs[0]), repeats)
+
+    slot = PolicySlot(profile, [path.parent])
+    slot.start(path)
+    inputs = RobotInputs(profile)
+    runtime = PolicyRuntime(slot, inputs)
+    rng = np.random.default_rng(0)
+    names, zeros = profile.joint_names, np.zeros(profile.num_joints)
+    samples = np.empty(repeats)
+    for i in range(repeats):
+        q = profile.default_positions + 0.05 * rng.standard_normal(profile.num_joints)
+        start = time.perf_counter()
+        inputs.set_joint_states(names, q, zeros, i * 20_000_000)
+        inputs.set_imu((0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0))
+        runtime.tick(i * 0.02, i * 20_000_000)
+        samples[i] = time.perf_counter() - start
+    return [Row("onnxruntime session.run", raw), Row("PolicyFile.act", act),
+            Row("core tick (inputs -> targets)", samples, IN_PROCESS_TARGET_MS)]
+
+
+# -- the node's callback, called directly -------------------------------------------------------------
+def node_direct_rows(path: Path, profile, repeats: int) -> list[Row]:
+    """The runtime node's whole tick (message in, ROS message published) as CPU work: its
+    /joint_states callback called in a loop, no executor, no waiting, no other process."""
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import Imu, JointState
+
+    from sim2real.nodes.policy_runtime import PolicyRuntimeNode
+
+    context = Context()
+    rclpy.init(context=context)
+    node = PolicyRuntimeNode(context=context, parameter_overrides=[
+        Parameter("robot", value=profile.name), Parameter("policy_path", value=str(path))])
+    imu = Imu()
+    imu.orientation.w = 1.0
+    node._on_imu(imu)
+    msg = JointState(name=profile.joint_names, position=profile.default_positions.tolist(),
+                     velocity=[0.0] * profile.num_joints, effort=[0.0] * profile.num_joints)
+    samples = np.empty(repeats)
+    for i in range(repeats + 200):
+        msg.header.stamp = node.get_clock().now().to_msg()
+        node._next_tick_ns = 0  # every call is a tick boundary
+        start = time.perf_counter()
+        node._on_joint_states(msg)
+        if i >= 200:
+            samples[i - 200] = time.perf_counter() - start
+    node.stop()
+    node.destroy_node()
+    rclpy.shutdown(context=context)
+    return [Row("node tick, callback called directly", samples, IN_PROCESS_TARGET_MS,
+                "JointState in -> command published; CPU cost without executor or scheduling")]
+
+
+# -- one process, three participants --------------------------------------------------------------
+def in_process_rows(path: Path, profile, kind: str, seconds: float) -> list[Row]:
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import Imu, JointState
+
+    from sim2real.nodes import qos
+    from sim2real.nodes.policy_runtime import PolicyRuntimeNode, make_executor
+
+    runtime_context, io_context = Context(), Context()
+    rclpy.init(context=runtime_context)
+    rclpy.init(context=io_context)
+    node = PolicyRuntimeNode(context=runtime_context, parameter_overrides=[
+        Parameter("robot", value=profile.name), Parameter("policy_path", value=str(path))])
+    executor = make_executor(kind, context=runtime_context)
+    executor.add_node(node)
+    io_node = rclpy.create_node("benchmark_io", context=io_context)
+    io_executor = SingleThreadedExecutor(context=io_context)
+    io_executor.add_node(io_node)
+    latencies: list[float] = []
+
+    def on_command(msg):
+        now = io_node.get_clock().now().nanoseconds
+        latencies.append((now - (msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec)) * 1e-9)
+
+    io_node.create_subscription(JointState, "/policy/joint_commands", on_command, qos.COMMAND)
+    state_pub = io_node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
+    imu_pub = io_node.create_publisher(Imu, "/imu/data", qos.SENSOR_PUBLISH)
+    stop = threading.Event()
+
+    def feed():
+        state = JointState(name=profile.joint_names, position=profile.default_positions.tolist(),
+                           velocity=[0.0] * profile.num_joints, effort=[0.0] * profile.num_joints)
+        imu = Imu()
+        imu.orientation.w = 1.0
+        deadline = time.monotonic()
+        while not stop.is_set():
+            stamp = io_node.get_clock().now().to_msg()
+            state.header.stamp = imu.header.stamp = stamp
+            state_pub.publish(state)
+            imu_pub.publish(imu)
+            deadline += profile.sensing_period
+            stop.wait(max(0.0, deadline - time.monotonic()))
+
+    threads = [threading.Thread(target=io_executor.spin, daemon=True), threading.Thread(target=feed, daemon=True)]
+    for thread in threads:
+        thread.start()
+
+    def spin(duration: float) -> None:
+        # The runtime's executor on the main thread, as in its own process: rclpy's EventsExecutor
+        # does not run from a background thread (it keeps the GIL while it waits).
+        end = time.monotonic() + duration
+        while time.monotonic() < end:
+            executor.spin_once(timeout_sec=0.1)
+
+    spin(2.0)  # discovery and the first ticks
+    node.runtime.latency = type(node.runtime.latency)()  # measure the steady state only
+    del latencies[:]
+    spin(seconds)
+    stop.set()
+    own = np.array(node.runtime.latency._samples)
+    summary = node.runtime.summary()
+    executor.shutdown()
+    io_executor.shutdown()
+    node.stop()
+    node.destroy_node()
+    io_node.destroy_node()
+    rclpy.shutdown(context=runtime_context)
+    rclpy.shutdown(context=io_context)
+    note = f"ticks {summary['ticks']}, stale inputs {summary['stale_observations']}, late {summary['ticks_late']}"
+    return [Row(f"in-process graph, {kind}: node tick", own, IN_PROCESS_TARGET_MS, note),
+            Row(f"in-process graph, {kind}: stamp -> received", np.array(latencies))]
+
+
+# -- across processes ------------------------------------------------------------------------------
+def across_nodes_rows(path: Path, profile, kind: str, seconds: float) -> list[Row]:
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from sensor_msgs.msg import JointState
+
+    from sim2real.bringup import NodeSpec, make_plan
+    from sim2real.graph_processes import GraphProcesses
+    from sim2real.nodes import qos
+
+    plan = make_plan(robot=profile.name, policy=str(path))
+    nodes = tuple(NodeSpec(n.executable, n.name, n.role, {**n.parameters, "executor": kind})
+                  if n.name == "policy_runtime" else n for n in plan.nodes if n.name != "safety_supervisor")
+    plan = dataclasses.replace(plan, nodes=nodes)
+    context = Context()
+    rclpy.init(context=context)
+    listener = rclpy.create_node("benchmark_listener", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(listener)
+    latencies: list[float] = []
+    diagnostics: list[dict] = []
+
+    def on_command(msg):
+        now = time.time_ns()
+        latencies.append((now - (msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec)) * 1e-9)
+
+    def on_diagnostics(msg):
+        diagnostics.extend({kv.key: kv.value for kv in s.values} for s in msg.status
+                           if s.name == "policy_runtime: policy")
+
+    listener.create_subscription(JointState, "/policy/joint_commands", on_command, qos.COMMAND)
+    listener.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    with GraphProcesses(plan, output=io.StringIO()) as graph:
+        deadline = time.monotonic() + 30.0
+        while not latencies and time.monotonic() < deadline and not graph.exited():
+            time.sleep(0.1)
+        time.sleep(2.0)
+        del latencies[:]
+        time.sleep(seconds)
+        samples = np.array(latencies)
+    executor.shutdown()
+    listener.destroy_node()
+    rclpy.shutdown(context=context)
+    last = diagnostics[-1] if diagnostics else {}
+    own = (f"runtime's own tick p50/p99/max {last.get('tick_latency_p50_ms', '?')}/"
+           f"{last.get('tick_latency_p99_ms', '?')}/{last.get('tick_latency_max_ms', '?')} ms, "
+           f"stale inputs {last.get('stale_observations', '?')}")
+    return [Row(f"across nodes, {kind}: sim stamp -> command received", samples, ACROSS_NODES_TARGET_MS, own)]
+
+
+# -- main ------------------------------------------------------------------------------------------
+def print_table(rows: list[dict]) -> None:
+    print(f"{'':48s} {'n':>6s} {'p50 ms':>8s} {'p99 ms':>8s} {'max ms':>8s}  target p99")
+    for row in rows:
+        if not row["n"]:
+            print(f"{row['name']:48s} {'-':>6s}  {row['note']}")
+            continue
+        target = "" if row["target_p99_ms"] is None else \
+            f"<= {row['target_p99_ms']:g} {'ok' if row['meets_target'] else 'MISSED'}"
+        figures = f"{row['n']:6d} {row['p50_ms']:8.3f} {row['p99_ms']:8.3f} {row['max_ms']:8.3f}"
+        print(f"{row['name']:48s} {figures}  {target}")
+        if row["note"]:
+            print(f"{'':50s}{row['note']}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=("core", "in-process", "across"), action="append",
+                        help="run only these parts (repeatable); default: all")
+    parser.add_argument("--executors", nargs="+", choices=EXECUTORS, default=list(EXECUTORS),
+                        help="rclpy executors to compare for the runtime node (default: all)")
+    parser.add_argument("--seconds", type=float, default=12.0, help="measured seconds per graph run (default 12)")
+    parser.add_argument("--repeats", type=int, default=5000, help="calls per row without ROS (default 5000)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
+    args = parser.parse_args(argv)
+    parts = set(args.only or ("core", "in-process", "across"))
+    profile = load_profile("go2")
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="sim2real-bench-") as folder:
+        path = write_shipped_size_policy(Path(folder), profile)
+        if "core" in parts:
+            rows += core_rows(path, profile, args.repeats)
+            rows += node_direct_rows(path, profile, args.repeats)
+        if "in-process" in parts:
+            for kind in args.executors:
+                rows += in_process_rows(path, profile, kind, args.seconds)
+        if "across" in parts:
+            for kind in args.executors:
+                rows += across_nodes_rows(path, profile, kind, args.seconds)
+    figures = [row.figures() for row in rows]
+    load = os.getloadavg()
+    if args.json:
+        print(json.dumps({"policy": f"{45} -> {'-'.join(map(str, HIDDEN))} -> 12", "load_average": load,
+                          "cpus": os.cpu_count(), "rows": figures}, indent=2))
+    else:
+        print(f"policy tick latency, go2 MLP 45 -> {'-'.join(map(str, HIDDEN))} -> 12, 50 Hz policy / 500 Hz "
+              f"sensing; {os.cpu_count()} CPUs, load average {load[0]:.1f}")
+        print_table(figures)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,166 @@
+"""The robot's newest inputs, assembled into :class:`RobotSignals` for a policy tick.
+
+A node hands every message it receives to a :class:`RobotInputs` (joint states, IMU,
+state estimate, velocity command, goal) and asks it for :meth:`RobotInputs.signals`
+once per tick. Each signal has one source, named after its topic, so that a policy
+which cannot run yet is told *why* in the operator's terms
+(``policy needs base_lin_vel: no /state_estimate received``) instead of being fed a
+made-up value. The one deliberate default is the velocity command: with no fresh
+``/cmd_vel`` it is zero (stand still), the command a walking policy is trained to
+answer by standing, and the only safe meaning of "nobody is steering".
+
+Two signals belong to each policy, not to the robot: ``last_action`` (its own previous
+action) and ``default_joint_position`` (the pose it was trained around). The policy
+slot fills them per policy, so two policies running side by side during a cross-fade
+never see each other's actions.
+
+Not thread-safe: the setters and :meth:`signals` are meant for one control thread.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from sim2real.core.observation import ObservationSpec, RobotSignals, VOCABULARY
+from sim2real.core.robot_profile import RobotProfile
+
+# Where each robot signal comes from, as the operator would look for it.
+SOURCES = {
+    "joint_position": "/joint_states",
+    "joint_velocity": "/joint_states velocity",
+    "base_orientation": "/imu/data",
+    "base_angular_velocity": "/imu/data",
+    "base_linear_velocity": "/state_estimate",
+    "velocity_command": "/cmd_vel",
+    "goal_position": "/goal_pose",
+    "end_effector_position": "/joint_states (for forward kinematics)",
+}
+PER_POLICY = ("last_action", "default_joint_position")
+CMD_VEL_TIMEOUT_S = 0.5  # teleop tools repeat /cmd_vel at >= 10 Hz; silence this long means nobody steers
+
+
+def missing_inputs(spec: ObservationSpec, signals: RobotSignals) -> list[str]:
+    """Why ``signals`` cannot fill ``spec`` (empty: it can), one line per observation term."""
+    reasons = []
+    for term in spec.terms:
+        absent = [name for name in VOCABULARY[term.name].signals
+                  if name not in PER_POLICY and getattr(signals, name) is None]
+        sources = list(dict.fromkeys(SOURCES[name] for name in absent))
+        if sources:
+            reasons.append(f"policy needs {term.name}: no {' and no '.join(sources)} received")
+    return reasons
+
+
+def unbuildable_terms(spec: ObservationSpec, profile: RobotProfile) -> list[str]:
+    """Observation terms this robot can never supply, whatever arrives (empty: all can be built)."""
+    never = {}
+    if profile.end_effector_link is None:
+        never["end_effector_position"] = f"robot {profile.name!r} has no end_effector_link for forward kinematics"
+    if profile.fixed_base:
+        reason = f"robot {profile.name!r} has a fixed base: it publishes no /imu/data and has no /state_estimate"
+        for name in ("base_orientation", "base_angular_velocity", "base_linear_velocity"):
+            never[name] = reason
+    problems = []
+    for term in spec.terms:
+        definition = VOCABULARY[term.name]
+        for name in definition.signals:
+            if name in never:
+                problems.append(f"observation term {term.name!r} cannot be built: {never[name]}")
+                break
+        else:
+            if definition.per_joint and term.size != profile.num_joints:
+                problems.append(f"observation term {term.name!r} has {term.size} values, robot "
+                                f"{profile.name!r} has {profile.num_joints} joints")
+    return problems
+
+
+class RobotInputs:
+    """Newest value of each robot input, in profile joint order and SI units."""
+
+    def __init__(self, profile: RobotProfile, cmd_vel_timeout: float = CMD_VEL_TIMEOUT_S):
+        self.profile = profile
+        self.cmd_vel_timeout = cmd_vel_timeout
+        self._names: Optional[tuple] = None
+        self._index: Optional[np.ndarray] = None
+        self._position = None
+        self._velocity = None
+        self.joint_states_stamp_ns: Optional[int] = None
+        self._orientation = None
+        self._angular_velocity = None
+        self._linear_velocity = None
+        self._command = np.zeros(3)
+        self._command_time: Optional[float] = None
+        self._goal = None
+        self._kinematics = None  # built on first use: pinocchio only loads for arms
+
+    # -- messages in ------------------------------------------------------------------------
+    def set_joint_states(self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float],
+                         stamp_ns: int) -> None:
+        """A /joint_states message; raises ValueError (and keeps the previous state) if it
+        lacks a joint of the profile or its arrays do not match its names."""
+        key = tuple(names)
+        if key != self._names:
+            # Drivers keep one name order; the index is rebuilt only when it changes.
+            lookup = {name: i for i, name in enumerate(key)}
+            absent = [n for n in self.profile.joint_names if n not in lookup]
+            if absent:
+                raise ValueError(f"/joint_states lack joints {absent} of robot {self.profile.name!r} "
+                                 f"(names: {list(key)})")
+            self._index = np.array([lookup[n] for n in self.profile.joint_names])
+            self._names = key
+        if len(position) != len(key) or len(velocity) not in (0, len(key)):
+            raise ValueError(f"/joint_states has {len(key)} names, {len(position)} positions and "
+                             f"{len(velocity)} velocities")
+        # Stored raw: this runs at the sensing rate, the conversion only once per tick.
+        self._position = position
+        self._velocity = velocity if len(velocity) else None
+        self.joint_states_stamp_ns = int(stamp_ns)
+
+    def set_imu(self, orientation_xyzw: Sequence[float], angular_velocity: Sequence[float]) -> None:
+        self._orientation = orientation_xyzw
+        self._angular_velocity = angular_velocity
+
+    def set_state_estimate(self, linear_velocity_body: Sequence[float]) -> None:
+        """Base linear velocity in the body frame (nav_msgs/Odometry twist, child frame)."""
+        self._linear_velocity = linear_velocity_body
+
+    def set_velocity_command(self, vx: float, vy: float, yaw_rate: float, now: float) -> None:
+        self._command = np.array([vx, vy, yaw_rate], dtype=float)
+        self._command_time = now
+
+    def set_goal(self, position: Sequence[float], frame_id: str = "") -> None:
+        """The arm's target position; only the base frame is accepted (there is no tf here)."""
+        if frame_id not in ("", self.profile.base_link):
+            raise ValueError(f"/goal_pose in frame {frame_id!r} ignored: give it in the base frame "
+                             f"{self.profile.base_link!r} (or leave frame_id empty)")
+        self._goal = np.array(position, dtype=float)
+
+    # -- signals out --------------------------------------------------------------------------
+    def signals(self, now: float) -> RobotSignals:
+        """Everything available now (fields never received are None), new arrays each call, so a
+        returned snapshot stays valid after later messages."""
+        s = RobotSignals()
+        if self._position is not None:
+            s.joint_position = np.asarray(self._position, dtype=float)[self._index]
+            if self._velocity is not None:
+                s.joint_velocity = np.asarray(self._velocity, dtype=float)[self._index]
+            if self.profile.end_effector_link is not None:
+                if self._kinematics is None:
+                    from sim2real.core.kinematics import Kinematics
+
+                    self._kinematics = Kinematics(self.profile)
+                s.end_effector_position = self._kinematics.end_effector_position(s.joint_position)
+        if self._orientation is not None:
+            s.base_orientation = np.array(self._orientation, dtype=float)
+            s.base_angular_velocity = np.array(self._angular_velocity, dtype=float)
+        if self._linear_velocity is not None:
+            s.base_linear_velocity = np.array(self._linear_velocity, dtype=float)
+        fresh = self._command_time is not None and now - self._command_time <= self.cmd_vel_timeout
+        s.velocity_command = self._command.copy() if fresh else np.zeros(3)
+        if self._goal is not None:
+            s.goal_position = self._goal.copy()
+        return s
+
+    def missing(self, spec: ObservationSpec, now: float) -> list[str]:
+        return missing_inputs(spec, self.signals(now))

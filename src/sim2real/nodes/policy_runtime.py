@@ -1,0 +1,342 @@
+"""policy_runtime: runs the ONNX policy and publishes its joint targets for the supervisor.
+
+Thin adapter around :mod:`sim2real.core.policy_runtime` (the tick),
+:mod:`sim2real.core.policy_slot` (the running policy and hot-swap) and
+:mod:`sim2real.core.robot_inputs` (messages -> RobotSignals).
+
+Inputs: /joint_states, /imu/data, /state_estimate (nav_msgs/Odometry), /cmd_vel
+(geometry_msgs/Twist), /goal_pose (geometry_msgs/PoseStamped, base frame); a policy
+waits, with the reason in /diagnostics, until every input its observation needs has
+arrived. Output: /policy/joint_commands (names + position targets), stamped with the
+/joint_states stamp the targets were computed from, so the supervisor's tick_overrun
+check measures the data's age.
+
+Ticks are driven by /joint_states: the first state at or after each policy-period
+boundary of its stamps is computed on at once, in real time and in lockstep alike.
+A free-running timer would compute on a state up to one sensing period old and drift
+against the driver's clock; here the command leaves as soon as the observation allows.
+
+Hot-swap: ``ros2 param set /policy_runtime policy_path new.onnx`` (or ``sim2real policy
+swap``). The node's SetParameters service answers asynchronously: the model is loaded,
+validated and dry-run on a loader thread while the executor keeps running the control
+callbacks (their own callback group); the answer is sent when the loader is done. A
+refused model is reported in the SetParameters result and the running policy keeps
+running. One executor thread rather than rclpy's MultiThreadedExecutor: at 1 kHz of
+sensor messages (joint states + IMU) its per-callback thread hand-off cannot keep up on
+a 2-core robot computer (measured: most states arrived too late to compute on).
+
+    ros2 run sim2real policy_runtime --ros-args -p robot:=go2 -p policy_path:=policies/go2_walk.onnx
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import PoseStamped, Twist
+from nav_msgs.msg import Odometry
+from rcl_interfaces.msg import ParameterType, SetParametersResult
+from rcl_interfaces.srv import SetParameters
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
+from rclpy.task import Future
+from sensor_msgs.msg import Imu, JointState
+
+from sim2real.core.paths import share_dir
+from sim2real.core.policy_runtime import STALE, PolicyRuntime
+from sim2real.core.policy_slot import DEFAULT_ACTION_BOUND, DEFAULT_CROSSFADE, DEFAULT_MAX_JUMP, PolicySlot
+from sim2real.core.robot_inputs import CMD_VEL_TIMEOUT_S, RobotInputs
+from sim2real.core.robot_profile import ProfileError, load_profile
+from sim2real.nodes import lifecycle, qos, stamps
+from sim2real.nodes.params import declare
+
+EXECUTORS = ("single", "multi", "events")
+DIAGNOSTICS_PERIOD_S = 1.0
+LOADER_SWITCH_INTERVAL_S = 0.0005
+WARN_THROTTLE_S = 2.0
+
+
+class PolicyRuntimeNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("policy_runtime", **kwargs)
+        robot = declare(self, "robot", "go2", "Robot profile name or path")
+        policy_path = declare(self, "policy_path", "", "ONNX policy file (sim2real export). Set it while running "
+                              "to hot-swap: refused with the reason, or swapped at a tick boundary", read_only=False)
+        policy_dirs = declare(self, "policy_dirs", [str(share_dir() / "policies")],
+                              "Directories policies may be loaded from (symlinks resolved); the initial "
+                              "policy's directory is always allowed")
+        crossfade = declare(self, "crossfade", DEFAULT_CROSSFADE,
+                            "s over which a swap moves the joint targets from the old policy to the new one")
+        max_jump = declare(self, "max_jump", DEFAULT_MAX_JUMP,
+                           "rad: a new policy whose targets differ more from the running one's (dry run on the "
+                           "newest input) is refused")
+        action_bound = declare(self, "action_bound", DEFAULT_ACTION_BOUND,
+                               "|action| allowed in the dry run of a policy exported without an action_clip")
+        cmd_vel_timeout = declare(self, "cmd_vel_timeout", CMD_VEL_TIMEOUT_S,
+                                  "s: an older /cmd_vel counts as zero (stand still)")
+        self.executor_kind = declare(self, "executor", "single",
+                                     "rclpy executor: single (SingleThreadedExecutor), multi (MultiThreadedExecutor) "
+                                     "or events (rclpy.experimental.EventsExecutor); see benchmarks/control_loop.py")
+        if self.executor_kind not in EXECUTORS:
+            raise ValueError(f"parameter executor:={self.executor_kind!r} must be one of {list(EXECUTORS)}")
+        if not policy_path:
+            raise ValueError("parameter policy_path is empty: give the ONNX policy to run "
+                             "(-p policy_path:=policies/<robot>_<task>.onnx)")
+
+        self.profile = load_profile(robot)
+        self.inputs = RobotInputs(self.profile, cmd_vel_timeout)
+        self.slot = PolicySlot(self.profile, [*policy_dirs, Path(policy_path).expanduser().resolve().parent],
+                               max_jump=max_jump, crossfade=crossfade, action_bound=action_bound)
+        policy = self.slot.start(policy_path)  # PolicyRefused (a ValueError): exit 2 with every difference
+        self.runtime = PolicyRuntime(self.slot, self.inputs)
+        self.sim_time = self.get_parameter("use_sim_time").value
+        self._period_ns = round(self.profile.policy_period * stamps.NS_PER_S)
+        self._next_tick_ns = 0
+        self._last_state_wall = None
+        self._last_waiting = None
+        self._logged_until = 0.0  # requested_at of the last swap logged as done
+        self._command = JointState(name=self.profile.joint_names)
+
+        # The control callbacks in their own group: the SetParameters coroutine holds the default
+        # group while it awaits the loader, and the executor must keep running these meanwhile.
+        control = MutuallyExclusiveCallbackGroup()
+        self._command_pub = self.create_publisher(JointState, "/policy/joint_commands", qos.COMMAND)
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_subscription(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE,
+                                 callback_group=control)
+        self.create_subscription(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE, callback_group=control)
+        self.create_subscription(Odometry, "/state_estimate", self._on_state_estimate, qos.SENSOR_SUBSCRIBE,
+                                 callback_group=control)
+        self.create_subscription(Twist, "/cmd_vel", self._on_cmd_vel, qos.COMMAND, callback_group=control)
+        self.create_subscription(PoseStamped, "/goal_pose", self._on_goal, qos.COMMAND, callback_group=control)
+        self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy_loader")
+        # While a model loads (Python-heavy: metadata, dry run), the control callbacks wait for the
+        # GIL up to the switch interval: 5 ms by default (measured: tick p99 2 ms, max 12 ms), 0.5 ms
+        # here (p99 0.3 ms, max 2 ms). Process-wide, and harmless in a process that is mostly idle.
+        # The loader is deliberately not niced: preempted on a busy machine while holding the GIL,
+        # a niced loader stalled the ticks for over 0.1 s (priority inversion).
+        sys.setswitchinterval(LOADER_SWITCH_INTERVAL_S)
+        self._preapproved: str | None = None
+        service = next(s for s in self.services if s.srv_type is SetParameters)
+        self._set_parameters_now = service.callback
+        service.callback = self._set_parameters_service
+        meta = policy.metadata
+        self.get_logger().info(f"{self.profile.name}: running {policy_path} (sha256 {policy.sha256}, task "
+                               f"{meta.task}, commit {meta.source_commit}) at {1 / self.profile.policy_period:.0f} Hz; "
+                               f"policy directories {[str(d) for d in self.slot.policy_dirs]}")
+
+    # -- inputs (control group) ---------------------------------------------------------------
+    def _now(self) -> float:
+        now = self.get_clock().now().nanoseconds
+        stamp = self.inputs.joint_states_stamp_ns or 0
+        # In lockstep the clock message may trail the state it announces (as in the supervisor).
+        return max(now, stamp) * 1e-9 if self.sim_time else now * 1e-9
+
+    def _on_joint_states(self, msg: JointState) -> None:
+        received = time.perf_counter()
+        try:
+            self.inputs.set_joint_states(msg.name, msg.position, msg.velocity, stamps.to_ns(msg.header.stamp))
+        except ValueError as exc:
+            self.get_logger().error(str(exc), throttle_duration_sec=WARN_THROTTLE_S)
+            return
+        self._last_state_wall = time.monotonic()
+        self._maybe_tick(received)
+
+    def _on_imu(self, msg: Imu) -> None:
+        o, w = msg.orientation, msg.angular_velocity
+        self.inputs.set_imu((o.x, o.y, o.z, o.w), (w.x, w.y, w.z))
+
+    def _on_state_estimate(self, msg: Odometry) -> None:
+        v = msg.twist.twist.linear  # nav_msgs/Odometry: twist in the child (body) frame
+        self.inputs.set_state_estimate((v.x, v.y, v.z))
+
+    def _on_cmd_vel(self, msg: Twist) -> None:
+        self.inputs.set_velocity_command(msg.linear.x, msg.linear.y, msg.angular.z, self._now())
+
+    def _on_goal(self, msg: PoseStamped) -> None:
+        p = msg.pose.position
+        try:
+            self.inputs.set_goal((p.x, p.y, p.z), msg.header.frame_id)
+        except ValueError as exc:
+            self.get_logger().warning(str(exc), throttle_duration_sec=WARN_THROTTLE_S)
+
+    # -- the tick (control group) -----------------------------------------------------------------
+    def _maybe_tick(self, received: float) -> None:
+        stamp = self.inputs.joint_states_stamp_ns
+        if stamp < self._next_tick_ns:
+            if stamp >= self._next_tick_ns - 2 * self._period_ns:
+                return
+            self.get_logger().warning("/joint_states stamps jumped back (robot or sim restarted?): ticking on "
+                                      "the new time line")
+        now = self._now()
+        age = None if self.sim_time else now - stamp * 1e-9
+        tick = self.runtime.tick(now, stamp, age)
+        if tick.waiting == STALE:
+            return  # the next, fresher state of this period may still tick
+        self._next_tick_ns = (stamp // self._period_ns + 1) * self._period_ns
+        if tick.targets is None:
+            if tick.waiting != self._last_waiting:
+                self.get_logger().info(f"waiting: {tick.waiting}")
+                self._last_waiting = tick.waiting
+            return
+        if self._last_waiting:
+            self.get_logger().info("all inputs present: policy running")
+            self._last_waiting = ""
+        msg = self._command
+        msg.header.stamp = stamps.to_msg(stamp)
+        msg.position = tick.targets.tolist()
+        self._command_pub.publish(msg)
+        self.runtime.published(received, time.perf_counter())
+        if not np.all(np.isfinite(tick.targets)):
+            # Published anyway: the supervisor must see the fault (it holds), not a silent gap.
+            self.get_logger().error("policy output is not finite", throttle_duration_sec=WARN_THROTTLE_S)
+
+    # -- hot-swap (default group; the model loads on the loader thread) ------------------------------
+    async def _set_parameters_service(self, request: SetParameters.Request,
+                                      response: SetParameters.Response) -> SetParameters.Response:
+        for parameter in request.parameters:
+            if parameter.name == "policy_path" and parameter.value.type == ParameterType.PARAMETER_STRING:
+                path = parameter.value.string_value
+                event = await self._on_loader(self.slot.propose, path)
+                self._log_proposal(event)
+                if not event.accepted:
+                    response.results.append(SetParametersResult(successful=False, reason=event.reason))
+                    continue
+                self._preapproved = path  # already validated and staged: the on-set callback lets it through
+            response.results.append(self._set_parameters_now(SetParameters.Request(parameters=[parameter]),
+                                                             SetParameters.Response()).results[0])
+        return response
+
+    async def _on_loader(self, function, *args):
+        """``function(*args)`` on the loader thread; the executor runs other callbacks meanwhile."""
+        done = Future()
+        executor = self.executor
+
+        def work():
+            try:
+                done.set_result(function(*args))
+            except Exception as exc:  # handed to the awaiting coroutine, which re-raises it
+                done.set_exception(exc)
+            if executor is not None:
+                executor.wake()  # resume the awaiting coroutine now, not at the next message
+
+        self._loader.submit(work)
+        return await done
+
+    def _on_set_parameters(self, parameters) -> SetParametersResult:
+        for parameter in parameters:
+            if parameter.name != "policy_path":
+                continue
+            if not isinstance(parameter.value, str):
+                return SetParametersResult(successful=False, reason="policy_path must be a string (a file path)")
+            if parameter.value == self._preapproved:
+                self._preapproved = None
+                continue
+            # Not through the SetParameters service (set_parameters_atomically, or in-process): the
+            # model loads on the caller's thread, which for a service is the control path's thread.
+            event = self.slot.propose(parameter.value)
+            self._log_proposal(event)
+            if not event.accepted:
+                return SetParametersResult(successful=False, reason=event.reason)
+        return SetParametersResult(successful=True)
+
+    def _log_proposal(self, event) -> None:
+        if event.accepted:
+            self.get_logger().info(f"hot-swap staged: {event.describe()}")
+        else:
+            self.get_logger().warning(f"hot-swap {event.describe()}")
+
+    # -- diagnostics (default group) ------------------------------------------------------------
+    def _publish_diagnostics(self) -> None:
+        events = list(self.slot.events)
+        for event in events:
+            if event.completed and event.requested_at > self._logged_until:
+                # Logged here, not by the control thread that finished the cross-fade.
+                self.get_logger().info(f"hot-swap done: {event.describe()} (now running sha256 {event.sha256_new})")
+                self._logged_until = event.requested_at
+        summary = self.runtime.summary()
+        active = self.slot.active.policy
+        waiting = self.runtime.waiting
+        silent = self._last_state_wall is None or time.monotonic() - self._last_state_wall > 0.5
+        if silent:
+            waiting = waiting or "no /joint_states for more than 0.5 s"
+        values = {"state": f"waiting: {waiting}" if waiting else "running",
+                  "policy_path": str(active.path), "sha256": active.sha256,
+                  "task": active.metadata.task, "source_commit": active.metadata.source_commit,
+                  "executor": self.executor_kind,
+                  **{k: f"{v:.3f}" if isinstance(v, float) else str(v) for k, v in summary.items()},
+                  "swaps": str(self.slot.swaps), "refused_swaps": str(self.slot.refused)}
+        swaps = [e for e in events if e.accepted]
+        refusals = [e for e in events if not e.accepted]
+        if swaps:
+            values["last_swap"] = swaps[-1].describe()
+        if refusals:
+            values["last_refusal"] = refusals[-1].describe()
+        level = DiagnosticStatus.WARN if waiting else DiagnosticStatus.OK
+        if summary["non_finite_ticks"]:
+            level = DiagnosticStatus.ERROR
+        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: policy", hardware_id=self.profile.name,
+                                  message=values["state"],
+                                  values=[KeyValue(key=k, value=v) for k, v in values.items()])
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._diag_pub.publish(array)
+
+    def stop(self) -> None:
+        self._loader.shutdown(wait=True, cancel_futures=True)
+
+
+def make_executor(kind: str, context=None):
+    if kind == "multi":
+        return MultiThreadedExecutor(num_threads=2, context=context)
+    if kind == "events":
+        from rclpy.experimental import EventsExecutor
+
+        return EventsExecutor(context=context)
+    return SingleThreadedExecutor(context=context)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(args=None) -> int:
+    """lifecycle.run's contract (clean stop on SIGINT/SIGTERM, exit 2 on a configuration error)
+    with a chosen executor; lifecycle.run always spins rclpy's global SingleThreadedExecutor."""
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    signal.signal(signal.SIGTERM, _interrupt)
+    node = executor = None
+    try:
+        node = PolicyRuntimeNode()
+        executor = make_executor(node.executor_kind)
+        executor.add_node(node)
+        # spin_once, not spin(): rclpy's EventsExecutor.spin() keeps the GIL while it waits, which
+        # starves the loader thread (seen with rclpy 9.1); returning to Python every 0.1 s does not.
+        while rclpy.ok():
+            executor.spin_once(timeout_sec=0.1)
+    except (ProfileError, ValueError) as exc:
+        print(f"[policy_runtime] error: {exc}", flush=True)
+        return lifecycle.CONFIG_ERROR_EXIT
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if executor is not None:
+            executor.shutdown()
+        if node is not None:
+            node.stop()
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -29,6 +29,7 @@ NODE_EXECUTABLES = {
     "pose_commander": "sim2real.nodes.pose_commander:main",
     "safety_supervisor": "sim2real.nodes.safety_supervisor:main",
     "policy_runtime": "sim2real.nodes.policy_runtime:main",
+    "demo_script": "sim2real.nodes.demo_script:main",
 }
 
 # The ROS 2 client library and standard messages as PyPI wheels. An extra, so that a
@@ -58,6 +59,7 @@ setup(
         *tree("launch"),
         *tree("config"),
         *tree("urdf"),
+        *tree("policies"),
     ],
     install_requires=[
         "numpy>=1.24",

@@ -38,7 +38,8 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
                                         "path; '' = the robot's name"),
     LaunchArgument("autoengage", "false", "the supervisor engages by itself once a policy streams (sim and "
                                           "demos; on a robot an operator calls ~/engage)", BOOL_CHOICES),
-    LaunchArgument("demo", "false", "add pose_commander, which drives the joints through a hold-then-move "
+    LaunchArgument("demo", "false", "with a policy: add demo_script (scripted /cmd_vel or /goal_pose and a "
+                                    "report); without: add pose_commander, which drives the joints through a hold-then-move "
                                     "script and reports tracking", BOOL_CHOICES),
     LaunchArgument("policy", "", "ONNX policy file (sim2real export) for policy_runtime; '' = no policy. "
                                  "Hot-swap later with: sim2real policy swap FILE"),
@@ -121,8 +122,6 @@ def make_plan(**arguments: Any) -> BringupPlan:
         "robot": robot, "engage_on_start": args["autoengage"], "safety_config": args["safety_config"],
     }))
     if args["policy"]:
-        if args["demo"]:
-            raise PlanError("policy:=... and demo:=true both command /policy/joint_commands; choose one")
         policy = Path(args["policy"]).expanduser()
         if not policy.is_file():
             raise PlanError(f"launch argument policy:={args['policy']!r}: no such file")
@@ -130,8 +129,11 @@ def make_plan(**arguments: Any) -> BringupPlan:
         nodes.append(NodeSpec("policy_runtime", "policy_runtime", "control", {
             "robot": robot, "policy_path": str(policy.absolute()),
         }))
-    if args["demo"]:
-        # The scripted stand-in for a policy: its commands go through the supervisor too.
+    if args["demo"] and args["policy"]:
+        # The operator of the main job: scripted /cmd_vel or /goal_pose, and a report.
+        nodes.append(NodeSpec("demo_script", "demo_script", "demo", {"robot": robot}))
+    elif args["demo"]:
+        # No policy yet: a scripted stand-in for one; its commands go through the supervisor too.
         nodes.append(NodeSpec("pose_commander", "pose_commander", "demo", {"robot": robot},
                               remappings=(("/joint_commands", "/policy/joint_commands"),)))
     nodes = [NodeSpec(n.executable, n.name, n.role, {**n.parameters, "use_sim_time": use_sim_time}, n.remappings)

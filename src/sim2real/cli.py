@@ -48,7 +48,7 @@ def _add_graph_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _plan_from(args: argparse.Namespace, demo: bool):
     return make_plan(robot=args.robot, hardware=getattr(args, "hardware", "sim"), lockstep=args.lockstep,
-                     seed=args.seed, conditions=args.conditions, demo=demo,
+                     seed=args.seed, conditions=args.conditions, demo=demo, policy=args.policy,
                      autoengage=demo or getattr(args, "autoengage", False))
 
 
@@ -79,35 +79,27 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from sim2real.evaluate.tracking_plot import plot_tracking
-    from sim2real.graph_processes import GraphProcesses
+    from sim2real import demo
 
-    plan = _plan_from(args, demo=True)
+    policy = args.policy or (None if args.no_policy else demo.shipped_policy(args.robot))
+    plan = make_plan(robot=args.robot, lockstep=args.lockstep, seed=args.seed, conditions=args.conditions,
+                     demo=True, autoengage=True, policy=str(policy) if policy else "")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    report_path = out / "tracking.json"
-    report_path.unlink(missing_ok=True)
-    commander = plan.node("pose_commander")
-    commander.parameters["report_path"] = str(report_path.resolve())
-    print(f"demo: {plan.robot} in sim ({'lockstep' if args.lockstep else 'real time'}): holding the default pose, "
-          f"then moving every joint; output in {out}/", flush=True)
-    started = time.monotonic()
-    with GraphProcesses(plan) as graph:
-        graph.wait(duration=args.timeout, until=lambda: "pose_commander" in graph.exited())
-    wall = time.monotonic() - started
-    if not report_path.exists():
-        print(f"error: the demo produced no report within {args.timeout:.0f} s; see the node output above",
-              file=sys.stderr)
-        return 1
-    report = json.loads(report_path.read_text())
-    png = plot_tracking(report_path.with_suffix(".npz"), out / "tracking.png")
-    print(f"\n=== sim2real demo: {report['robot']} ===")
-    for key, value in report.items():
-        if key != "robot":
-            print(f"  {key:38s} {value:.4g}" if isinstance(value, float) else f"  {key:38s} {value}")
-    print(f"  {'wall time [s]':38s} {wall:.1f}")
-    print(f"  plot: {png}\n  report: {report_path}")
-    return 0
+    clock = "lockstep" if args.lockstep else "real time"
+    if policy:
+        print(f"demo: {plan.robot} in sim ({clock}) with {policy}: scripted commands for ~30 s; "
+              f"output in {out}/", flush=True)
+        return demo.run_policy_demo(plan, out, args.timeout, video=not args.no_video)
+    print(f"demo: {plan.robot} in sim ({clock}), no policy: holding the default pose, then moving every joint; "
+          f"output in {out}/", flush=True)
+    return demo.run_joint_demo(plan, out, args.timeout)
+
+
+def cmd_policy_swap(args: argparse.Namespace) -> int:
+    from sim2real.nodes.policy_swap import main_swap
+
+    return main_swap([args.file, "--node", args.node, *(["--json"] if args.json else [])])
 
 
 def _single_threaded_learner() -> None:
@@ -234,22 +226,44 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--hardware", default="sim", choices=HARDWARE_CHOICES,
                     help="sim: PyBullet robot; topic: a real driver speaks the hardware contract")
     up.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: run until Ctrl-C)")
-    up.add_argument("--demo", action="store_true", help="add pose_commander (hold, then move the joints)")
+    up.add_argument("--policy", default="", help="ONNX policy for policy_runtime (sim2real export)")
+    up.add_argument("--demo", action="store_true", help="add the demo operator (demo_script with a policy, "
+                                                        "pose_commander without)")
     up.add_argument("--autoengage", action="store_true",
                     help="the supervisor engages once a policy streams (otherwise: ros2 service call "
                          "/safety_supervisor/engage std_srvs/srv/Trigger)")
     up.add_argument("--print-plan", action="store_true", help="print the node plan as JSON and exit")
     up.set_defaults(func=cmd_up)
 
-    demo = sub.add_parser("demo", formatter_class=_Formatter, help="run the simulated robot through the ROS 2 graph "
-                                                                   "and print what was measured",
-                          description="Bring up the sim graph with pose_commander: hold the default pose, move every "
-                                      "joint, then report tracking error and the /joint_states rate, and plot it.",
-                          epilog="examples:\n  sim2real demo --robot go2\n  sim2real demo --robot panda --lockstep\n")
+    demo = sub.add_parser("demo", formatter_class=_Formatter, help="the main job: the whole graph in sim, "
+                                                                   "with what it measured",
+                          description="Bring up sim_robot -> policy_runtime -> safety_supervisor in sim with the "
+                                      "shipped policy (policies/<robot>_<task>.onnx) for ~30 s of scripted\n"
+                                      "/cmd_vel (go2) or /goal_pose (panda); print distance, velocity or reach error, "
+                                      "supervisor events and tick latency;\nwrite a plot and a GIF. Without a policy "
+                                      "it holds and moves the joints through the supervisor instead.",
+                          epilog="examples:\n  sim2real demo --robot go2\n  sim2real demo --robot panda --lockstep\n"
+                                 "  sim2real demo --robot go2 --policy runs/walk/policy.onnx\n")
     _add_graph_arguments(demo)
-    demo.add_argument("--out", default="runs/demo", help="folder for the report and the plot")
-    demo.add_argument("--timeout", type=float, default=90.0, help="give up after this many wall seconds")
+    demo.add_argument("--policy", default=None, help="policy file (default: the shipped one for the robot)")
+    demo.add_argument("--no-policy", action="store_true", help="run the joint script without any policy")
+    demo.add_argument("--no-video", action="store_true", help="skip the GIF (it takes a few seconds to render)")
+    demo.add_argument("--out", default="runs/demo", help="folder for the report, the plot and the video")
+    demo.add_argument("--timeout", type=float, default=120.0, help="give up after this many wall seconds")
     demo.set_defaults(func=cmd_demo)
+
+    policy = sub.add_parser("policy", formatter_class=_Formatter, help="act on a running policy_runtime",
+                            description="Hot-swap the running policy: the runtime validates the file, dry-runs it on "
+                                        "recent observations and cross-fades to it,\nor refuses it with the reason "
+                                        "while the running policy keeps running.",
+                            epilog="examples:\n  sim2real policy swap policies/go2_walk.onnx\n"
+                                   "  sim2real policy swap new.onnx --node /robot1/policy_runtime --json\n")
+    policy_sub = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
+    swap = policy_sub.add_parser("swap", formatter_class=_Formatter, help="swap in a new policy file")
+    swap.add_argument("file", help="the new .onnx policy (must sit in one of the runtime's policy_dirs)")
+    swap.add_argument("--node", default="/policy_runtime", help="the policy_runtime node")
+    swap.add_argument("--json", action="store_true", help="print the result as JSON")
+    swap.set_defaults(func=cmd_policy_swap)
 
     train = sub.add_parser(
         "train", formatter_class=_Formatter, help="train a policy with PPO in PyBullet (domain randomization, "

@@ -77,13 +77,16 @@ def test_a_policy_adds_the_runtime_as_the_control_node_with_an_absolute_path(tmp
     assert [n.role for n in real.nodes] == ["safety", "control"]
 
 
-@pytest.mark.parametrize("arguments, words", [
-    ({"policy": "/no/such/policy.onnx"}, "policy:='/no/such/policy.onnx': no such file"),
-    ({"policy": __file__, "demo": "true"}, "both command /policy/joint_commands"),
-])
-def test_bad_policy_arguments_fail_before_any_process_starts(arguments, words):
-    with pytest.raises(PlanError, match=words):
-        make_plan(**arguments)
+def test_bad_policy_argument_fails_before_any_process_starts():
+    with pytest.raises(PlanError, match="policy:='/no/such/policy.onnx': no such file"):
+        make_plan(policy="/no/such/policy.onnx")
+
+
+def test_demo_with_a_policy_is_driven_by_the_demo_script(tmp_path):
+    (tmp_path / "walk.onnx").write_bytes(b"")
+    plan = make_plan(policy=str(tmp_path / "walk.onnx"), demo=True, autoengage=True)
+    assert [n.name for n in plan.nodes] == ["sim_robot", "safety_supervisor", "policy_runtime", "demo_script"]
+    assert plan.node("demo_script").remappings == ()  # it speaks /cmd_vel, never joint commands
 
 
 def test_launch_file_renders_the_plan_with_stable_launch_ros_api_only():

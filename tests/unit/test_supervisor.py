@@ -256,3 +256,30 @@ def test_shipped_configs_load():
         config = load_safety_config(robot)
         assert config.checks["joint_states_stale"].response == Response.DAMP
     assert "base_tilt" not in load_safety_config("panda").checks
+
+
+def test_inputs_that_never_arrived_wait_in_standby_and_block_engage():
+    rig = Rig()
+    rig.fresh.discard("imu")
+    rig.inputs.imu_time = None
+    decision = rig.tick(5)
+    assert decision.mode == Mode.STANDBY, "a missing IMU before engage is waiting, not a fault"
+    assert [c.detail for c in decision.checks if c.name == "imu_stale"] == ["waiting for the first /imu/data"]
+    accepted, message = rig.request("engage")
+    assert not accepted and "/imu/data" in message
+
+
+def test_engage_refuses_a_policy_that_is_behind():
+    rig = Rig()
+    rig.tick(5)
+    rig.inputs.policy_stamp = rig.now - 0.2
+    accepted, message = rig.request("engage")
+    assert not accepted and "behind" in message
+
+
+def test_lockstep_missed_policy_counts_as_stale():
+    rig = Rig()
+    rig.engaged()
+    rig.inputs.policy_missed = True
+    decision = rig.tick()
+    assert decision.mode == Mode.TAKEOVER and "lockstep" in rig.core.last_trip

@@ -62,6 +62,9 @@ class SupervisorInputs:
     joy_buttons: Optional[list[int]] = None
     joy_time: Optional[float] = None
     estimator_diverged: bool = False
+    # Lockstep: sim time stands still while the supervisor waits for the policy, so a dead
+    # policy never looks stale by the clock; the node sets this after a wall-clock wait.
+    policy_missed: bool = False
 
 
 @dataclass
@@ -146,10 +149,18 @@ class SupervisorCore:
     def _engage_blocker(self, inputs: SupervisorInputs, now: float) -> str:
         if not self._fresh(inputs.joint_states_time, now, "joint_states_stale"):
             return "/joint_states are stale"
+        if not self.profile.fixed_base and "imu_stale" in self.config.checks \
+                and not self._fresh(inputs.imu_time, now, "imu_stale"):
+            return "/imu/data is stale"
         if not self._fresh(inputs.policy_time, now, "policy_stale"):
             return "no fresh /policy/joint_commands: is policy_runtime running?"
         if not _finite(inputs.policy_command):
             return "the policy's command is not finite"
+        overrun = self.config.checks.get("tick_overrun")
+        if overrun is not None and inputs.policy_stamp is not None and inputs.policy_time is not None:
+            lag = inputs.policy_time - inputs.policy_stamp
+            if lag > overrun["max_age"]:
+                return f"the policy is behind: its command was computed on data {lag * 1e3:.0f} ms old"
         return ""
 
     # -- the tick ------------------------------------------------------------------------------
@@ -232,10 +243,17 @@ class SupervisorCore:
                 ("imu_stale", inputs.imu_time, "/imu/data", not self.profile.fixed_base),
                 ("policy_stale", inputs.policy_time, "/policy/joint_commands", active)):
             config = self.config.checks.get(name)
-            if config is not None and applies:
-                late = age(received)
-                check(name, late > config["deadline"],
-                      f"no {topic} for {late:.3f} s (deadline {config['deadline']:.3f} s)")
+            if config is None or not applies:
+                continue
+            if received is None and self.mode == Mode.STANDBY:
+                # Never arrived yet, nothing engaged: waiting, not a fault (engage checks freshness).
+                results.append(CheckResult(name, False, Response.NONE, f"waiting for the first {topic}"))
+                continue
+            late = age(received)
+            check(name, late > config["deadline"],
+                  f"no {topic} for {late:.3f} s (deadline {config['deadline']:.3f} s)")
+        if active and inputs.policy_missed:
+            check("policy_stale", True, "lockstep: no /policy/joint_commands for this tick within the wall-clock wait")
         if active:
             check("non_finite_command", not _finite(inputs.policy_command),
                   "the policy's command has NaN or infinite values")

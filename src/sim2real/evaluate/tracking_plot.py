@@ -34,3 +34,35 @@ def plot_tracking(series_path: Path, png_path: Path, max_joints: int = 12) -> Pa
     fig.savefig(png_path, dpi=110)
     plt.close(fig)
     return png_path
+
+
+def plot_demo(series_path: Path, png_path: Path, kind: str) -> Path:
+    """The main job's motion: commanded vs measured body velocity (quadruped) or goal vs
+    end-effector position (arm) over time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = np.load(series_path)
+    t, command, measured = data["t"], data["command"], data["measured"]
+    labels = ("vx [m/s]", "vy [m/s]", "yaw rate [rad/s]") if kind == "quadruped" else ("x [m]", "y [m]", "z [m]")
+    rows = 4 if kind == "quadruped" else 3
+    fig, axes = plt.subplots(rows, 1, figsize=(8, 1.8 * rows), sharex=True)
+    for i, label in enumerate(labels):
+        axes[i].plot(t, command[:, i], label="command" if kind == "quadruped" else "goal", lw=1.3)
+        axes[i].plot(t, measured[:, i], label="measured", lw=0.9, alpha=0.85)
+        axes[i].set_ylabel(label, fontsize=8)
+        axes[i].tick_params(labelsize=7)
+    if kind == "quadruped":
+        base = data["base_positions"]
+        axes[3].plot(t, base[:, 2], lw=1.0)
+        axes[3].set_ylabel("base height [m]", fontsize=8)
+        axes[3].tick_params(labelsize=7)
+    axes[0].legend(fontsize=7)
+    axes[-1].set_xlabel("time [s]", fontsize=8)
+    fig.tight_layout()
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+    return png_path

@@ -14,7 +14,10 @@ Inputs: /joint_states, /imu/data, /policy/joint_commands, /teleop/joint_commands
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
+import rclpy.clock
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState, Joy
@@ -31,6 +34,7 @@ ACTIONS = ("engage", "takeover", "damp", "estop", "reset")
 LEVELS = {Mode.STANDBY: DiagnosticStatus.OK, Mode.ACTIVE: DiagnosticStatus.OK, Mode.TAKEOVER: DiagnosticStatus.WARN,
           Mode.DAMPING: DiagnosticStatus.ERROR, Mode.ESTOP: DiagnosticStatus.ERROR}
 WARN_THROTTLE_S = 2.0
+LOCKSTEP_POLICY_WAIT_S = 0.5  # wall seconds to wait for the policy's command of a lockstep tick
 
 
 class SafetySupervisorNode(Node):
@@ -67,6 +71,11 @@ class SafetySupervisorNode(Node):
         for action in ACTIONS:
             self.create_service(Trigger, f"~/{action}", self._service(action))
         self.create_timer(self.period, self._maybe_tick)
+        self._awaiting_policy_since = None  # lockstep: wall time since this tick's state arrived
+        self._policy_alive = False  # lockstep: a policy answers ticks, so ticks wait for it
+        if self.sim_time:
+            self._wall_timer = self.create_timer(0.05, self._lockstep_watchdog,
+                                                 clock=rclpy.clock.Clock(clock_type=rclpy.clock.ClockType.STEADY_TIME))
         self.get_logger().info(f"{self.profile.name}: supervising at {1 / self.period:.0f} Hz with "
                                f"{self.config.source}; mode STANDBY")
 
@@ -91,7 +100,13 @@ class SafetySupervisorNode(Node):
         self._latest_state_ns = stamps.to_ns(msg.header.stamp)
         self.inputs.joint_states_time = self._now()
         if self.sim_time:
-            self._maybe_tick()  # lockstep: the sim waits for us, so its states drive the ticks
+            # Lockstep: the sim waits for us, so its states drive the ticks. While a policy is
+            # alive, the tick also waits for the policy's answer to this state: otherwise the
+            # sim would run ahead of the policy and every command would carry stale actions.
+            if not self._policy_alive:
+                self._maybe_tick()
+            elif self._latest_state_ns >= self._next_tick_ns and self._awaiting_policy_since is None:
+                self._awaiting_policy_since = time.monotonic()
 
     def _on_imu(self, msg: Imu) -> None:
         o = msg.orientation
@@ -112,6 +127,10 @@ class SafetySupervisorNode(Node):
         self.inputs.policy_command = command
         self.inputs.policy_time = self._now()
         self.inputs.policy_stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        self._policy_alive = True
+        if self.sim_time and stamps.to_ns(msg.header.stamp) >= self._next_tick_ns:
+            self._awaiting_policy_since = None
+            self._maybe_tick()
         if self.engage_on_start and self.core.mode == Mode.STANDBY:
             accepted, _ = self.core.request("engage", self.inputs, self._now())
             if accepted:
@@ -141,6 +160,17 @@ class SafetySupervisorNode(Node):
             self.get_logger().info(f"~/{action}: {before.value} -> {self.core.mode.value}: {response.message}")
             return response
         return handle
+
+    def _lockstep_watchdog(self) -> None:
+        """Lockstep: a policy that does not answer within the wall-clock wait counts as stale."""
+        since = self._awaiting_policy_since
+        if since is None or time.monotonic() - since < LOCKSTEP_POLICY_WAIT_S:
+            return
+        self._awaiting_policy_since = None
+        self._policy_alive = False  # stop waiting for it until it speaks again
+        self.inputs.policy_missed = True
+        self._maybe_tick()
+        self.inputs.policy_missed = False
 
     # -- the tick ------------------------------------------------------------------------------
     def _maybe_tick(self) -> None:

@@ -1,4 +1,4 @@
-"""The README's main job, `sim2real demo`, on the shipped defaults (shortened script)."""
+"""The README's main job, `sim2real demo`: without a policy (joint script) and with the shipped ones."""
 import json
 import os
 import subprocess
@@ -15,11 +15,12 @@ SIM2REAL = Path(sys.executable).parent / "sim2real"
 # Hold error: the Panda's controller compensates gravity, so it holds tightly; the Go2's
 # legged-gym gains (kp 20) let its knees give ~0.3 rad under its own 15 kg.
 @pytest.mark.parametrize("robot, lockstep, hold_error", [("go2", False, 0.5), ("panda", True, 0.02)])
-def test_demo_moves_the_robot_through_the_graph_and_reports(tmp_path, robot, lockstep, hold_error):
-    command = [str(SIM2REAL), "demo", "--robot", robot, "--out", str(tmp_path)] + (["--lockstep"] if lockstep else [])
+def test_joint_demo_moves_the_robot_through_the_supervisor_and_reports(tmp_path, robot, lockstep, hold_error):
+    command = [str(SIM2REAL), "demo", "--robot", robot, "--no-policy", "--out", str(tmp_path)] + \
+        (["--lockstep"] if lockstep else [])
     result = subprocess.run(command, capture_output=True, text=True, timeout=240, env=os.environ.copy())
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert f"=== sim2real demo: {robot} ===" in result.stdout
+    assert f"=== sim2real demo: {robot} (joint script, no policy) ===" in result.stdout
     report = json.loads((tmp_path / "tracking.json").read_text())
     assert report["robot"] == robot
     assert 450 <= report["joint_states_rate_hz"] <= 550

@@ -5,7 +5,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 from sim2real.bringup import HARDWARE_CHOICES, PlanError, make_plan

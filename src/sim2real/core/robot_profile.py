@@ -16,21 +16,15 @@ from typing import Any
 import numpy as np
 import yaml
 
-from sim2real.core.paths import resolve, share_dir
+from sim2real.core.config_files import ConfigError, available_configs, config_path
+from sim2real.core.paths import resolve
 
 KINDS = ("quadruped", "arm")
 MOVABLE_URDF_JOINT_TYPES = ("revolute", "continuous", "prismatic")
 
 
-class ProfileError(ValueError):
+class ProfileError(ConfigError):
     """A robot profile that cannot be used, with the file, field and fix in the message."""
-
-    def __init__(self, source: str | Path, field: str, problem: str, fix: str):
-        self.source = str(source)
-        self.field = field
-        self.problem = problem
-        self.fix = fix
-        super().__init__(f"{source}: {field}: {problem}. Fix: {fix}")
 
 
 @dataclass(frozen=True)
@@ -113,14 +107,11 @@ class RobotProfile:
 
 def profile_path(name_or_path: str | Path) -> Path:
     """``go2`` -> ``<share>/config/robots/go2.yaml``; an existing path is returned as is."""
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
-        return candidate
-    return share_dir() / "config" / "robots" / f"{name_or_path}.yaml"
+    return config_path("robots", name_or_path)
 
 
 def available_profiles() -> list[str]:
-    return sorted(p.stem for p in (share_dir() / "config" / "robots").glob("*.yaml"))
+    return available_configs("robots")
 
 
 def load_profile(name_or_path: str | Path) -> RobotProfile:

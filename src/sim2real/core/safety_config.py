@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from sim2real.core.paths import share_dir
+from sim2real.core.config_files import ConfigError, available_configs, config_path
 
 
 class Response(IntEnum):
@@ -25,9 +25,8 @@ class Response(IntEnum):
     ESTOP = 4  # damped and latched until reset
 
 
-class SafetyConfigError(ValueError):
-    def __init__(self, source: str | Path, field: str, problem: str, fix: str):
-        super().__init__(f"{source}: {field}: {problem}. Fix: {fix}")
+class SafetyConfigError(ConfigError):
+    """A safety config that cannot be used, with the file, field and fix in the message."""
 
 
 # Every check, the thresholds it takes (with defaults) and the responses that make sense for it.
@@ -72,17 +71,14 @@ class SafetyConfig:
 
 
 def safety_config_path(name_or_path: str | Path) -> Path:
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or path.exists():
-        return path
-    return share_dir() / "config" / "safety" / f"{name_or_path}.yaml"
+    return config_path("safety", name_or_path)
 
 
 def load_safety_config(name_or_path: str | Path) -> SafetyConfig:
     """Load ``config/safety/<name>.yaml`` (or a path); every problem names its field and fix."""
     path = safety_config_path(name_or_path)
     if not path.is_file():
-        known = sorted(p.stem for p in (share_dir() / "config" / "safety").glob("*.yaml"))
+        known = available_configs("safety")
         raise SafetyConfigError(path, "(file)", "not found", f"use one of {known} or a path to a safety YAML")
     try:
         data = yaml.safe_load(path.read_text())

@@ -31,7 +31,7 @@ from typing import Any, Mapping
 import numpy as np
 import yaml
 
-from sim2real.core.paths import share_dir
+from sim2real.core.config_files import ConfigError, available_configs, config_path
 from sim2real.sim.conditions import PhysicalConditions
 
 KINDS = ("uniform", "loguniform", "normal", "constant")
@@ -39,15 +39,8 @@ PUSH_FIELDS = ("interval", "force", "duration")
 _EXAMPLE = "config/randomization/go2_reference.yaml"
 
 
-class RandomizationError(ValueError):
+class RandomizationError(ConfigError):
     """A randomization config that cannot be used, with the file, field and fix in the message."""
-
-    def __init__(self, source: str | Path, field: str, problem: str, fix: str):
-        self.source = str(source)
-        self.field = field
-        self.problem = problem
-        self.fix = fix
-        super().__init__(f"{source}: {field}: {problem}. Fix: {fix}")
 
 
 def physical_bounds(name: str) -> tuple[float, float]:
@@ -225,14 +218,11 @@ NOMINAL = Randomization("nominal", {}, None, None)
 
 def randomization_path(name_or_path: str | Path) -> Path:
     """``go2_reference`` -> ``<share>/config/randomization/go2_reference.yaml``; a path stays."""
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
-        return candidate
-    return share_dir() / "config" / "randomization" / f"{name_or_path}.yaml"
+    return config_path("randomization", name_or_path)
 
 
 def available_randomizations() -> list[str]:
-    return sorted(p.stem for p in (share_dir() / "config" / "randomization").glob("*.yaml"))
+    return available_configs("randomization")
 
 
 def load_randomization(name_or_path: str | Path) -> Randomization:

@@ -20,16 +20,11 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
+from sim2real.core.config_files import ConfigError
 
-class CurriculumError(ValueError):
+
+class CurriculumError(ConfigError):
     """A curriculum config that cannot be used, with the field and fix in the message."""
-
-    def __init__(self, source: str | Path, field: str, problem: str, fix: str):
-        self.source = str(source)
-        self.field = field
-        self.problem = problem
-        self.fix = fix
-        super().__init__(f"{source}: {field}: {problem}. Fix: {fix}")
 
 
 def _check_range(d_min: float, d_max: float) -> tuple[float, float]:

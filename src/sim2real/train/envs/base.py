@@ -8,7 +8,6 @@ exporter read: keep their names.
 """
 from __future__ import annotations
 
-import copy
 import json
 import math
 from typing import Any, Callable

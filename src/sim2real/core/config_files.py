@@ -1,0 +1,35 @@
+"""What every YAML config of the project shares: finding it by name, and failing clearly.
+
+A config is named (``go2``) or given as a path; a named one lives in
+``<share>/config/<folder>/<name>.yaml``. Every problem with one is a :class:`ConfigError`
+whose message names the file, the field, the problem and the fix.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from sim2real.core.paths import share_dir
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used: ``<file>: <field>: <problem>. Fix: <fix>``."""
+
+    def __init__(self, source: str | Path, field: str, problem: str, fix: str):
+        self.source = str(source)
+        self.field = field
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{source}: {field}: {problem}. Fix: {fix}")
+
+
+def config_path(folder: str, name_or_path: str | Path) -> Path:
+    """``("robots", "go2")`` -> ``<share>/config/robots/go2.yaml``; a path (or a .yaml name) stays."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
+        return candidate
+    return share_dir() / "config" / folder / f"{name_or_path}.yaml"
+
+
+def available_configs(folder: str) -> list[str]:
+    """The names of the shipped configs in ``config/<folder>/``."""
+    return sorted(p.stem for p in (share_dir() / "config" / folder).glob("*.yaml"))

@@ -34,7 +34,7 @@ ACTIONS = ("engage", "takeover", "damp", "estop", "reset")
 LEVELS = {Mode.STANDBY: DiagnosticStatus.OK, Mode.ACTIVE: DiagnosticStatus.OK, Mode.TAKEOVER: DiagnosticStatus.WARN,
           Mode.DAMPING: DiagnosticStatus.ERROR, Mode.ESTOP: DiagnosticStatus.ERROR}
 WARN_THROTTLE_S = 2.0
-LOCKSTEP_POLICY_WAIT_S = 0.5  # wall seconds to wait for the policy's command of a lockstep tick
+LOCKSTEP_POLICY_WAIT_S = 2.0  # wall seconds to wait for the policy's command of a lockstep tick
 
 
 class SafetySupervisorNode(Node):
@@ -70,7 +70,11 @@ class SafetySupervisorNode(Node):
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
         for action in ACTIONS:
             self.create_service(Trigger, f"~/{action}", self._service(action))
-        self.create_timer(self.period, self._maybe_tick)
+        if not self.sim_time:
+            # Real time: a timer ticks every period whatever the inputs do. In lockstep the sim's
+            # states (and the policy's answers) drive the ticks: a sim-time timer would tick
+            # without waiting for the policy.
+            self.create_timer(self.period, self._maybe_tick)
         self._awaiting_policy_since = None  # lockstep: wall time since this tick's state arrived
         self._policy_alive = False  # lockstep: a policy answers ticks, so ticks wait for it
         if self.sim_time:

@@ -275,3 +275,16 @@ def test_randomization_object_and_gymnasium_registration():
     wrapped = gymnasium.make("sim2real/Go2Walk-v0", seed=1)
     assert wrapped.reset()[0].shape == (45,)
     wrapped.close()
+
+
+def test_reach_penalizes_joint_speed_above_the_soft_velocity_limit():
+    """The supervisor damps the arm above 1.2x a velocity limit, so training must see the limit."""
+    env = make_env("panda", "reach", seed=0)
+    env.reset(seed=0)
+    soft = 0.8 * env.profile.velocity_limits
+    env._dq = 0.5 * soft
+    assert env._reward_joint_vel_limits() == 0.0
+    env._dq = soft.copy()
+    env._dq[6] += 2.0
+    assert abs(env._reward_joint_vel_limits() - 2.0) < 1e-9
+    env.close()

@@ -39,6 +39,7 @@ class PandaReachEnv(RobotTaskEnv):
         reached       1 while |goal - ee| < success radius     +1.0
         action_rate   |a - a_prev|^2                           -0.01
         joint_vel     |dq|^2                                   -0.001
+        joint_vel_limits  sum(max(|dq| - 0.8 x limit, 0))      -1.0
 
     No termination: only the time limit (6 s) ends an episode.
 
@@ -54,7 +55,7 @@ class PandaReachEnv(RobotTaskEnv):
     """
 
     task_name = "reach"
-    REWARD_TERMS = ("distance", "distance_fine", "reached", "action_rate", "joint_vel")
+    REWARD_TERMS = ("distance", "distance_fine", "reached", "action_rate", "joint_vel", "joint_vel_limits")
 
     def __init__(self, profile: RobotProfile, config: dict[str, Any], randomization=None,
                  seed: int | None = None):
@@ -75,6 +76,8 @@ class PandaReachEnv(RobotTaskEnv):
         if cfg.get("eval_goal") is not None:
             self.set_fixed_goal(cfg["eval_goal"])
         self._fine_std = float(cfg["rewards"]["fine_std"])
+        # The supervisor damps the arm above 1.2x a velocity limit: teach the policy the limit.
+        self._soft_velocity = float(cfg["rewards"]["soft_velocity_limit"]) * self.profile.velocity_limits
         success = cfg["success"]
         self._radius = float(success["radius"])
         self._hold_steps = max(1, int(round(float(success["hold_time"]) / self.policy_period)))
@@ -174,3 +177,6 @@ class PandaReachEnv(RobotTaskEnv):
 
     def _reward_joint_vel(self) -> float:
         return float(np.dot(self._dq, self._dq))
+
+    def _reward_joint_vel_limits(self) -> float:
+        return float(np.sum(np.clip(np.abs(self._dq) - self._soft_velocity, 0.0, None)))

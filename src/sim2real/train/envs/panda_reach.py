@@ -39,7 +39,7 @@ class PandaReachEnv(RobotTaskEnv):
         reached       1 while |goal - ee| < success radius     +1.0
         action_rate   |a - a_prev|^2                           -0.01
         joint_vel     |dq|^2                                   -0.001
-        joint_vel_limits  sum(max(|dq| - 0.8 x limit, 0))      -1.0
+        joint_vel_limits  sum(max(|dq| - 0.8 x limit, 0))      0 (off, see the task config)
 
     No termination: only the time limit (6 s) ends an episode.
 

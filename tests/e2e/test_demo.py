@@ -29,7 +29,8 @@ def test_joint_demo_moves_the_robot_through_the_supervisor_and_reports(tmp_path,
     assert (tmp_path / "tracking.png").stat().st_size > 10_000
 
 
-@pytest.mark.parametrize("robot", ["go2", "panda"])
+# Only the Panda has a shipped policy so far (policies/README.md says why not the Go2).
+@pytest.mark.parametrize("robot", ["panda"])
 def test_policy_demo_runs_the_shipped_policy_through_the_whole_chain_in_lockstep(tmp_path, robot):
     """sim_robot -> policy_runtime -> safety_supervisor -> sim_robot with the shipped policy:
     the supervisor engages, the script plays to its end, and the report, plot and video are
@@ -44,13 +45,9 @@ def test_policy_demo_runs_the_shipped_policy_through_the_whole_chain_in_lockstep
     assert "ACTIVE" in modes, report["supervisor_modes"]
     summary = report["summary"]
     assert summary["duration_s"] >= 29.0
-    if robot == "go2":
-        assert modes[-1] == "ACTIVE", report["supervisor_modes"]
-        assert summary["fell"] is False
-    else:
-        assert summary["goals"] == 6
-        trips = [event["last_trip"] for event in report["supervisor_modes"] if event["mode"] == "DAMPING"]
-        assert all("velocity_limit" in trip for trip in trips), trips
+    assert summary["goals"] == 6
+    trips = [event["last_trip"] for event in report["supervisor_modes"] if event["mode"] == "DAMPING"]
+    assert all("velocity_limit" in trip for trip in trips), trips
     assert float(report["policy_runtime"]["tick_latency_p50_ms"]) > 0
     for name in ("motion.png", "demo.gif", "report.npz"):
         assert (tmp_path / name).stat().st_size > 5_000

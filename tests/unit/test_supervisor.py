@@ -283,3 +283,11 @@ def test_lockstep_missed_policy_counts_as_stale():
     rig.inputs.policy_missed = True
     decision = rig.tick()
     assert decision.mode == Mode.TAKEOVER and "lockstep" in rig.core.last_trip
+
+
+def test_stood_up_after_the_stand_duration():
+    rig = Rig()
+    rig.tick()
+    assert not rig.core.stood_up(rig.now)
+    rig.tick(int(rig.core.config.stand_duration / PERIOD) + 1)
+    assert rig.core.stood_up(rig.now)

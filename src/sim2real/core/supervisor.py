@@ -146,6 +146,10 @@ class SupervisorCore:
             return True, "ACTIVE"
         return False, f"unknown request {action!r}; use engage, takeover, damp, estop or reset"
 
+    def stood_up(self, now: float) -> bool:
+        """STANDBY's stand-up motion has finished: the robot holds its stand pose."""
+        return self.mode == Mode.STANDBY and now - self._segment_time >= self.config.stand_duration
+
     def _engage_blocker(self, inputs: SupervisorInputs, now: float) -> str:
         if not self._fresh(inputs.joint_states_time, now, "joint_states_stale"):
             return "/joint_states are stale"

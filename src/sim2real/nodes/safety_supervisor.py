@@ -135,7 +135,9 @@ class SafetySupervisorNode(Node):
         if self.sim_time and stamps.to_ns(msg.header.stamp) >= self._next_tick_ns:
             self._awaiting_policy_since = None
             self._maybe_tick()
-        if self.engage_on_start and self.core.mode == Mode.STANDBY:
+        # Auto-engage only once the robot stands: engaging mid stand-up (or while a quadruped
+        # still settles onto its feet) hands the policy a state it never trained on.
+        if self.engage_on_start and self.core.stood_up(self._now()):
             accepted, _ = self.core.request("engage", self.inputs, self._now())
             if accepted:
                 self.engage_on_start = False

@@ -59,7 +59,10 @@ class PoseCommanderNode(Node):
             except ValueError:
                 self.get_logger().error(f"/joint_states names {list(msg.name)} do not cover {self.profile.joint_names}")
                 return
-            self.start_ns = self.next_command_ns = stamp_ns
+            self.start_ns = stamp_ns
+            # Command on the period grid of sim time (as policy_runtime does): the supervisor ticks on
+            # that grid and, in lockstep, waits for this node's answer to each tick's state.
+            self.next_command_ns = -(-stamp_ns // self.period_ns) * self.period_ns
         t = (stamp_ns - self.start_ns) / NS_PER_S
         measured = np.asarray(msg.position)[self.index]
         phase = self.script.phase(t)

@@ -80,7 +80,7 @@ setup(
     ],
     extras_require={
         "ros": ROS_WHEELS,
-        "test": ["pytest>=7", "colcon-common-extensions>=0.3"],
+        "test": ["pytest>=7", "pytest-rerunfailures>=12", "colcon-common-extensions>=0.3"],
     },
     zip_safe=False,
     entry_points={

@@ -188,7 +188,8 @@ def test_constant_policy_drives_the_arm_through_the_chain(probe, start_graph, tm
     assert not watch.arrivals and watch.mode() != "ACTIVE"
     publish_goal(probe)
     watch.active()
-    assert wait_for(lambda: np.allclose(np.asarray(watch.states[-1].position), ARM_TARGETS, atol=0.01), 15.0), \
+    assert wait_for(lambda: watch.states and np.allclose(np.asarray(watch.states[-1].position), ARM_TARGETS,
+                                                         atol=0.01), 15.0), \
         f"joints {np.round(watch.states[-1].position, 3)} never reached {np.round(ARM_TARGETS, 3)}"
     np.testing.assert_allclose(watch.commands[-1].position, ARM_TARGETS, atol=1e-6)
     assert watch.runtime()["state"] == "running"

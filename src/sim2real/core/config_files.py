@@ -33,3 +33,22 @@ def config_path(folder: str, name_or_path: str | Path) -> Path:
 def available_configs(folder: str) -> list[str]:
     """The names of the shipped configs in ``config/<folder>/``."""
     return sorted(p.stem for p in (share_dir() / "config" / folder).glob("*.yaml"))
+
+
+def read_config(folder: str, name_or_path: str | Path, error: type[ConfigError], what: str) -> tuple[Path, dict]:
+    """Find a config by name or path, read its YAML and require a mapping, raising ``error``
+    (a ConfigError subclass) that names the file and the fix for each way this can fail."""
+    import yaml
+
+    path = config_path(folder, name_or_path)
+    if not path.is_file():
+        raise error(path, "(file)", f"no {what} named {str(name_or_path)!r}",
+                    f"use one of {available_configs(folder)} or give the path to a YAML file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise error(path, "(file)", f"not valid YAML ({exc})", "correct the YAML syntax") from exc
+    if not isinstance(data, dict):
+        raise error(path, "(file)", f"expected a mapping of settings, got {type(data).__name__}",
+                    f"write the {what} as a YAML mapping, like the shipped files in config/{folder}/")
+    return path, data

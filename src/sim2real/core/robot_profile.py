@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
-from sim2real.core.config_files import ConfigError, available_configs, config_path
+from sim2real.core.config_files import ConfigError, available_configs, config_path, read_config
 from sim2real.core.paths import resolve
 
 KINDS = ("quadruped", "arm")
@@ -116,18 +115,7 @@ def available_profiles() -> list[str]:
 
 def load_profile(name_or_path: str | Path) -> RobotProfile:
     """Load and validate a robot profile by name (``go2``) or by path."""
-    path = profile_path(name_or_path)
-    if not path.exists():
-        raise ProfileError(
-            path, "robot", f"no profile named {str(name_or_path)!r}",
-            f"use one of {available_profiles()} or give the path to a profile YAML",
-        )
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ProfileError(path, "(file)", f"not valid YAML ({exc})", "correct the YAML syntax") from exc
-    if not isinstance(data, dict):
-        raise ProfileError(path, "(file)", "the profile must be a YAML mapping", "see config/robots/go2.yaml")
+    path, data = read_config("robots", name_or_path, ProfileError, "profile")
     return _ProfileReader(path, data).read()
 
 

@@ -10,9 +10,8 @@ from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
-import yaml
 
-from sim2real.core.config_files import ConfigError, available_configs, config_path
+from sim2real.core.config_files import ConfigError, config_path, read_config
 
 
 class Response(IntEnum):
@@ -76,16 +75,7 @@ def safety_config_path(name_or_path: str | Path) -> Path:
 
 def load_safety_config(name_or_path: str | Path) -> SafetyConfig:
     """Load ``config/safety/<name>.yaml`` (or a path); every problem names its field and fix."""
-    path = safety_config_path(name_or_path)
-    if not path.is_file():
-        known = available_configs("safety")
-        raise SafetyConfigError(path, "(file)", "not found", f"use one of {known} or a path to a safety YAML")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise SafetyConfigError(path, "(file)", f"not valid YAML ({exc})", "correct the YAML syntax") from exc
-    if not isinstance(data, dict):
-        raise SafetyConfigError(path, "(file)", "must be a mapping", "see config/safety/go2.yaml")
+    path, data = read_config("safety", name_or_path, SafetyConfigError, "safety config")
     return parse_safety_config(data, path)
 
 

@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
-import yaml
 
-from sim2real.core.config_files import ConfigError, available_configs, config_path
+from sim2real.core.config_files import ConfigError, available_configs, config_path, read_config
 from sim2real.sim.conditions import PhysicalConditions
 
 KINDS = ("uniform", "loguniform", "normal", "constant")
@@ -227,14 +226,7 @@ def available_randomizations() -> list[str]:
 
 def load_randomization(name_or_path: str | Path) -> Randomization:
     """Load and validate a randomization by name (``go2_reference``) or by path."""
-    path = randomization_path(name_or_path)
-    if not path.is_file():
-        raise RandomizationError(path, "randomization", f"no randomization named {str(name_or_path)!r}",
-                                 f"use one of {available_randomizations()} or give the path to a YAML file")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise RandomizationError(path, "(file)", f"not valid YAML ({exc})", "correct the YAML syntax") from exc
+    path, data = read_config("randomization", name_or_path, RandomizationError, "randomization")
     return _Reader(path, data, path).read()
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from sim2real.core.controller_joints import ControllerJointOrder, ControllerJointsError, parse_joint_list
 from sim2real.core.robot_profile import load_profile
 
 
@@ -22,14 +23,21 @@ class LaunchArgument:
     choices: tuple[str, ...] = ()
 
 
-HARDWARE_CHOICES = ("sim", "topic")
+HARDWARE_CHOICES = ("sim", "topic", "ros2_control")
 BOOL_CHOICES = ("true", "false")
 
 LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
     LaunchArgument("robot", "go2", "Robot profile: a name under config/robots/ (go2, panda) or a path"),
     LaunchArgument("hardware", "sim", "sim: PyBullet robot (sim_robot); topic: a real driver already speaks "
-                                      "the hardware contract (/joint_states, /imu/data in, /joint_commands out)",
+                                      "the hardware contract (/joint_states, /imu/data in, /joint_commands out); "
+                                      "ros2_control: joint_state_broadcaster in, a forward_command_controller "
+                                      "out (ros2_control_bridge maps the joint order)",
                    HARDWARE_CHOICES),
+    LaunchArgument("controller", "forward_position_controller",
+                   "ros2_control only: the forward_command_controller (position interface) taking the commands"),
+    LaunchArgument("controller_joints", "",
+                   "ros2_control only: that controller's `joints`, in its order, comma-separated; '' = the "
+                   "profile's joint order"),
     LaunchArgument("lockstep", "false", "sim only: publish /clock and advance only when the graph answers; "
                                         "every node then uses sim time", BOOL_CHOICES),
     LaunchArgument("seed", "0", "sim only: seed for terrain and sensor noise"),
@@ -112,6 +120,17 @@ def make_plan(**arguments: Any) -> BringupPlan:
         raise PlanError("lockstep:=true needs hardware:=sim (real hardware keeps its own time)")
 
     nodes: list[NodeSpec] = []
+    if args["hardware"] == "ros2_control":
+        controller_joints = parse_joint_list(args["controller_joints"])
+        try:
+            ControllerJointOrder(profile.joint_names, controller_joints)
+        except ControllerJointsError as exc:
+            raise PlanError(f"launch argument controller_joints: {exc}") from None
+        nodes.append(NodeSpec("ros2_control_bridge", "ros2_control_bridge", "hardware", {
+            "robot": robot, "controller": args["controller"],
+            # An empty list has no parameter type in ROS 2: leave the node's default (profile order).
+            **({"controller_joints": controller_joints} if controller_joints else {}),
+        }))
     if sim:
         nodes.append(NodeSpec("sim_robot", "sim_robot", "hardware", {
             "robot": robot, "lockstep": args["lockstep"], "seed": args["seed"],

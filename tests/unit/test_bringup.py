@@ -7,7 +7,7 @@ import pytest
 
 from sim2real.bringup import LAUNCH_ARGUMENTS, PlanError, make_plan, parse_arguments
 from sim2real.core.paths import share_dir
-from sim2real.core.robot_profile import ProfileError
+from sim2real.core.robot_profile import ProfileError, load_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,9 @@ def test_hardware_topic_changes_only_the_hardware_part():
 
 
 @pytest.mark.parametrize("arguments, words", [
-    ({"hardware": "gazebo"}, "not one of ['sim', 'topic']"),
+    ({"hardware": "gazebo"}, "not one of ['sim', 'topic', 'ros2_control']"),
+    ({"robot": "panda", "hardware": "ros2_control", "controller_joints": "panda_joint1,panda_joint2"},
+     "missing profile joints ['panda_joint3'"),
     ({"lockstep": "maybe"}, "must be true or false"),
     ({"seed": "x"}, "must be an integer"),
     ({"robto": "go2"}, "unknown launch arguments ['robto']"),
@@ -61,7 +63,8 @@ def test_unknown_robot_lists_the_profiles():
 def test_parse_arguments_fills_defaults():
     assert parse_arguments({}) == {"robot": "go2", "hardware": "sim", "lockstep": False, "seed": 0,
                                    "conditions": "{}", "safety_config": "", "autoengage": False,
-                                   "demo": False, "policy": ""}
+                                   "demo": False, "policy": "", "controller": "forward_position_controller",
+                                   "controller_joints": ""}
 
 
 def test_a_policy_adds_the_runtime_as_the_control_node_with_an_absolute_path(tmp_path, monkeypatch):
@@ -130,3 +133,18 @@ def test_setup_cfg_sends_executables_to_lib_for_ros2_run():
 def test_launch_arguments_documented():
     assert all(arg.description for arg in LAUNCH_ARGUMENTS.values())
     assert (share_dir() / "launch" / "bringup.launch.py").is_file()
+
+
+def test_ros2_control_swaps_only_the_hardware_part_for_the_bridge():
+    joints = ",".join(reversed(load_profile("panda").joint_names))
+    sim = make_plan(robot="panda", hardware="sim", demo=True)
+    arm = make_plan(robot="panda", hardware="ros2_control", demo=True, controller="arm_controller",
+                    controller_joints=f"[{joints}]")
+    assert [n for n in sim.nodes if n.role != "hardware"] == [n for n in arm.nodes if n.role != "hardware"]
+    bridge = arm.node("ros2_control_bridge")
+    assert bridge.role == "hardware"
+    assert bridge.parameters["controller"] == "arm_controller"
+    assert bridge.parameters["controller_joints"] == joints.split(",")
+    # No joints given: the node's default (the profile's order), not an untyped empty list.
+    assert "controller_joints" not in make_plan(robot="panda", hardware="ros2_control").node(
+        "ros2_control_bridge").parameters

@@ -23,7 +23,10 @@ callbacks (their own callback group); the answer is sent when the loader is done
 refused model is reported in the SetParameters result and the running policy keeps
 running. One executor thread rather than rclpy's MultiThreadedExecutor: at 1 kHz of
 sensor messages (joint states + IMU) its per-callback thread hand-off cannot keep up on
-a 2-core robot computer (measured: most states arrived too late to compute on).
+a 2-core robot computer (measured: most states arrived too late to compute on). The
+default is rclpy's EventsExecutor: across nodes its p99 tick latency met the 3 ms target
+where the SingleThreadedExecutor's did not (benchmarks/control_loop.py); `-p executor:=single`
+keeps the stable one.
 
     ros2 run sim2real policy_runtime --ros-args -p robot:=go2 -p policy_path:=policies/go2_walk.onnx
 """
@@ -81,7 +84,7 @@ class PolicyRuntimeNode(Node):
                                "|action| allowed in the dry run of a policy exported without an action_clip")
         cmd_vel_timeout = declare(self, "cmd_vel_timeout", CMD_VEL_TIMEOUT_S,
                                   "s: an older /cmd_vel counts as zero (stand still)")
-        self.executor_kind = declare(self, "executor", "single",
+        self.executor_kind = declare(self, "executor", "events",
                                      "rclpy executor: single (SingleThreadedExecutor), multi (MultiThreadedExecutor) "
                                      "or events (rclpy.experimental.EventsExecutor); see benchmarks/control_loop.py")
         if self.executor_kind not in EXECUTORS:

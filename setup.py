@@ -30,6 +30,7 @@ NODE_EXECUTABLES = {
     "safety_supervisor": "sim2real.nodes.safety_supervisor:main",
     "policy_runtime": "sim2real.nodes.policy_runtime:main",
     "demo_script": "sim2real.nodes.demo_script:main",
+    "failure_collector": "sim2real.nodes.failure_collector:main",
 }
 
 # The ROS 2 client library and standard messages as PyPI wheels. An extra, so that a
@@ -77,6 +78,8 @@ setup(
         "onnx>=1.16",
         "onnxruntime>=1.18",
         "scipy>=1.10",
+        "rosbags>=0.10",
+        "mcap>=1.1",
     ],
     extras_require={
         "ros": ROS_WHEELS,

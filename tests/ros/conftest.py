@@ -92,7 +92,7 @@ def probe():
 
 
 @pytest.fixture
-def start_graph():
+def start_graph(tmp_path_factory):
     """start_graph(only=None, **launch_arguments) -> GraphProcesses (stopped at teardown).
 
     ``only``: names of the plan's nodes to start (e.g. just sim_robot, to drive it directly)."""
@@ -100,6 +100,8 @@ def start_graph():
 
     def start(only=None, **arguments) -> GraphProcesses:
         log = GraphLog()
+        # The failure collector runs in every default plan: its bundles belong to the test, not ~/.
+        arguments.setdefault("failures_dir", str(tmp_path_factory.mktemp("failures")))
         plan = make_plan(**arguments)
         if only is not None:
             plan = dataclasses.replace(plan, nodes=tuple(n for n in plan.nodes if n.name in only))

@@ -1,0 +1,131 @@
+"""failure_collector in real graphs: injected faults produce bundles rosbags reads back.
+
+Faults: the supervisor damped by its service, a NaN action from the policy (the probe
+plays the policy), a frozen robot driver (stale sensors), and an operator's snapshot.
+The bundle must hold the window around the event (pre_event_s before, post_event_s after)
+with the robot's topics, and failure.json must say why.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+from std_srvs.srv import Trigger
+
+from sim2real.core.bags import bag_topics, read_bag
+from sim2real.core.failure_bundle import list_bundles
+from sim2real.core.failure_config import load_failure_config
+from tests.ros.conftest import wait_for
+from tests.ros.test_safety_supervisor import GO2, Operator
+
+pytestmark = pytest.mark.ros
+
+CONFIG = load_failure_config("default")
+WRITE_S = CONFIG.post_event_s + 15.0   # post window, then the write (a loaded 2-core machine)
+NS = 10**9
+
+
+@pytest.fixture
+def go2_graph(probe, start_graph, tmp_path):
+    out = tmp_path / "bundles"
+    graph = start_graph(robot="go2", only=["sim_robot", "safety_supervisor", "failure_collector"],
+                        failures_dir=str(out))
+    operator = Operator(probe, GO2)
+    operator.out = out
+    operator.graph = graph
+    assert wait_for(lambda: operator.mode() is not None, 25.0), "no /safety/status"
+    return operator
+
+
+def wait_bundle(out, kind, timeout=WRITE_S):
+    found = []
+
+    def ready():
+        # A loaded machine can stall the sim first (a stale_sensor event the fault then joins).
+        found[:] = [b for b in list_bundles(out) if kind in {t["kind"] for t in b.info.get("triggers", [])}]
+        return bool(found)
+
+    assert wait_for(ready, timeout, poll=0.2), f"no {kind} bundle in {out}: {[b.name for b in list_bundles(out)]}"
+    return found[0]
+
+
+def check_window(bundle, topics):
+    """The bag holds the event window (nothing outside it), with messages of every topic
+    and sensing on both sides of the event. Sensing density is not asserted here: on a
+    loaded 2-core machine the sim itself misses periods (its /diagnostics, also in the
+    bundle, counts them); benchmarks/failure_collector.py measures the collector's losses."""
+    info = bundle.info
+    start, end = info["window"]["start_ns"], info["window"]["end_ns"]
+    assert end - start == int((CONFIG.pre_event_s + CONFIG.post_event_s) * NS)
+    counts = bag_topics(bundle.path)
+    assert set(topics) <= set(counts), f"bag topics {sorted(counts)}"
+    assert info["topics"] == {t: {"type": counts[t][0], "messages": counts[t][1]} for t in counts}
+    stamps = {}
+    for topic, t, msg in read_bag(bundle.path, topics):
+        stamps.setdefault(topic, []).append(t)
+        assert start <= t <= end
+    sensing = np.array(stamps["/joint_states"])
+    assert sensing[0] < info["time_ns"] < sensing[-1] + CONFIG.triggers.stale_s * NS
+    return stamps
+
+
+def test_supervisor_damp_and_a_manual_snapshot_each_write_a_bundle(go2_graph, probe):
+    time.sleep(CONFIG.pre_event_s + 0.5)  # let the rings fill the pre-event window
+    client = probe.node.create_client(Trigger, "/failure_collector/snapshot")
+    assert client.wait_for_service(timeout_sec=10.0)
+    future = client.call_async(Trigger.Request())
+    assert wait_for(future.done, 5.0) and future.result().success
+    manual = wait_bundle(go2_graph.out, "manual")
+    assert future.result().message.endswith(manual.name)
+    check_window(manual, ["/joint_states", "/imu/data", "/safety/status"])
+
+    time.sleep(CONFIG.cooldown_s)  # a separate event, not a continuation of the snapshot
+    if go2_graph.mode() != "STANDBY":  # a start-up stall on a loaded machine damps by itself
+        go2_graph.call("reset")
+        assert go2_graph.wait_mode("STANDBY", 5.0)
+        time.sleep(0.5)
+    assert go2_graph.call("damp").success
+    bundle = wait_bundle(go2_graph.out, "supervisor_damping")
+    stamps = check_window(bundle, ["/joint_states", "/imu/data", "/joint_commands", "/safety/status"])
+    info = json.loads((bundle.path / "failure.json").read_text())
+    reasons = [t["reason"] for t in info["triggers"]]
+    assert info["robot"] == "go2" and any("-> DAMPING" in r for r in reasons)
+    assert info["supervisor"]["checks"] and "base_tilt" in info["supervisor"]["checks"]
+    assert info["hardware"] == "sim" and info["conditions"] == {}
+    assert "sim_robot" in info["latency"]  # the sensing loop's timing from /diagnostics
+    # The supervisor's status says DAMPING only after the event.
+    modes = [(t, m.status[0].message) for _, t, m in read_bag(bundle.path, ["/safety/status"])]
+    assert all(mode != "DAMPING" for t, mode in modes if t < info["time_ns"] - NS // 10)
+    assert any(mode == "DAMPING" for t, mode in modes if t >= info["time_ns"])
+    assert stamps["/joint_states"][0] < info["time_ns"] - (CONFIG.pre_event_s - 1.0) * NS
+
+
+def test_a_nan_action_writes_a_bundle_with_the_nan_command(go2_graph):
+    go2_graph.start()  # engaged: the probe is the policy
+    time.sleep(1.0)
+    go2_graph.action = GO2.default_positions.copy()
+    go2_graph.action[4] = math.nan
+    bundle = wait_bundle(go2_graph.out, "non_finite_command")
+    check_window(bundle, ["/joint_states", "/policy/joint_commands", "/joint_commands"])
+    commands = [m for _, t, m in read_bag(bundle.path, ["/policy/joint_commands"]) if t >= bundle.info["time_ns"]]
+    assert commands and math.isnan(commands[0].position[4])
+    assert all(np.all(np.isfinite(m.position)) for _, _, m in read_bag(bundle.path, ["/joint_commands"]))
+
+
+def test_a_frozen_driver_writes_a_stale_sensor_bundle(go2_graph):
+    time.sleep(2.0)
+    sim = go2_graph.graph.processes["sim_robot"]
+    os.kill(sim.pid, signal.SIGSTOP)  # the robot's driver freezes: no more /joint_states
+    try:
+        bundle = wait_bundle(go2_graph.out, "stale_sensor")
+    finally:
+        os.kill(sim.pid, signal.SIGCONT)
+    assert any("silent" in t["reason"] for t in bundle.info["triggers"])
+    states = [t for _, t, _ in read_bag(bundle.path, ["/joint_states"])]
+    stale_at = next(t for t in bundle.info["triggers"] if t["kind"] == "stale_sensor")
+    assert states, stale_at

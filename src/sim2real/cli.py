@@ -8,9 +8,12 @@ import sys
 from pathlib import Path
 
 from sim2real.bringup import HARDWARE_CHOICES, PlanError, make_plan
+from sim2real.core.failure_bundle import BundleError
+from sim2real.core.failure_config import FailureConfigError
 from sim2real.core.policy_file import PolicyFileError
 from sim2real.core.robot_profile import ProfileError, available_profiles
 from sim2real.evaluate.evaluate import EvaluationError
+from sim2real.evaluate.failure_replay import ReplayError
 from sim2real.sim.randomization import RandomizationError
 from sim2real.train.checkpoint import CheckpointError
 from sim2real.train.curriculum import CurriculumError
@@ -21,7 +24,7 @@ from sim2real.train.vec_env import WorkerError
 
 # Bad input: the user can fix it from the message (exit 2).
 _INPUT_ERRORS = (ProfileError, PlanError, PolicyFileError, EvaluationError, RandomizationError, CheckpointError,
-                 CurriculumError, TrainingError, TrainConfigError)
+                 CurriculumError, TrainingError, TrainConfigError, BundleError, FailureConfigError, ReplayError)
 
 
 class _UsageError(ValueError):
@@ -321,6 +324,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--plot", metavar="PNG", help="write a histogram and box plot of the returns")
     evaluate.add_argument("--no-progress", action="store_true", help="no progress bar")
     evaluate.set_defaults(func=cmd_eval)
+
+    from sim2real import failures
+
+    failures.add_parser(sub)
     return parser
 
 

@@ -28,6 +28,10 @@ FAILURE_FILE = "failure.json"
 PARTIAL_PREFIX = ".partial-"
 
 
+class BundleError(ValueError):
+    """No such bundle, or an ambiguous name; the message lists what is there."""
+
+
 @dataclass(frozen=True)
 class Bundle:
     path: Path
@@ -142,9 +146,9 @@ def find_bundle(root: str | Path, name_or_path: str | Path) -> Bundle:
         return matches[0]
     names = [b.name for b in bundles]
     if not matches:
-        raise FileNotFoundError(f"no failure bundle {str(name_or_path)!r} in {root}; bundles there: "
+        raise BundleError(f"no failure bundle {str(name_or_path)!r} in {root}; bundles there: "
                                 f"{names or 'none'}. Fix: `sim2real failures list --dir DIR` shows them")
-    raise FileNotFoundError(f"{str(name_or_path)!r} matches {len(matches)} bundles in {root} "
+    raise BundleError(f"{str(name_or_path)!r} matches {len(matches)} bundles in {root} "
                             f"({[b.name for b in matches]}). Fix: give more of the name")
 
 

@@ -9,8 +9,9 @@ writes the bundle atomically and rotates old ones. The node's callbacks only app
 and compare numbers; nothing on their path touches the disk.
 
 Times are the collector's receive times in ns (the node's clock: wall time, or sim time
-in lockstep). Triggers within ``cooldown_s`` of a pending or just written event join that
-event (a trip to DAMPING followed by an ESTOP is one failure with two reasons).
+in lockstep). Triggers within ``cooldown_s`` of an event that is still waiting for its
+post-event window join it (a trip to DAMPING followed by an ESTOP is one failure with
+two reasons).
 """
 from __future__ import annotations
 
@@ -104,7 +105,9 @@ class FailureDetector:
                            "checks": {k[len("check/"):]: v for k, v in values.items() if k.startswith("check/")}}
         if mode in self.config.supervisor_modes and previous != mode and previous is not None:
             trip = values.get("last_trip") or "no reason given"
-            return Trigger(f"supervisor_{mode.lower()}", f"supervisor {previous} -> {mode}: {trip}")
+            # The supervisor's last_trip already reads "ACTIVE -> DAMPING: <check>: <detail>".
+            reason = f"supervisor {trip}" if f"-> {mode}" in trip else f"supervisor {previous} -> {mode}: {trip}"
+            return Trigger(f"supervisor_{mode.lower()}", reason)
         return None
 
     def imu(self, orientation_xyzw: Sequence[float]) -> Trigger | None:

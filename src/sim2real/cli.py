@@ -14,6 +14,7 @@ from sim2real.core.policy_file import PolicyFileError
 from sim2real.core.robot_profile import ProfileError, available_profiles
 from sim2real.evaluate.evaluate import EvaluationError
 from sim2real.evaluate.failure_replay import ReplayError
+from sim2real.pipeline import PipelineError
 from sim2real.sim.randomization import RandomizationError
 from sim2real.train.checkpoint import CheckpointError
 from sim2real.train.curriculum import CurriculumError
@@ -24,7 +25,8 @@ from sim2real.train.vec_env import WorkerError
 
 # Bad input: the user can fix it from the message (exit 2).
 _INPUT_ERRORS = (ProfileError, PlanError, PolicyFileError, EvaluationError, RandomizationError, CheckpointError,
-                 CurriculumError, TrainingError, TrainConfigError, BundleError, FailureConfigError, ReplayError)
+                 CurriculumError, TrainingError, TrainConfigError, BundleError, FailureConfigError, ReplayError,
+                 PipelineError)
 
 
 class _UsageError(ValueError):
@@ -325,9 +327,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--no-progress", action="store_true", help="no progress bar")
     evaluate.set_defaults(func=cmd_eval)
 
-    from sim2real import failures
+    from sim2real import failures, pipeline
 
     failures.add_parser(sub)
+    pipeline.add_parser(sub)
     return parser
 
 

@@ -326,9 +326,17 @@ def stage_push(args: argparse.Namespace, out: Path) -> dict[str, Any]:
 
     policy_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy2(candidate, target)
-    swapped, reason = swap_policy(target, args.node, timeout=args.timeout)
-    print(f"  {'swapped' if swapped else 'refused by the runtime'}: {reason}")
-    return _save(out, pushed=swapped, pushed_path=str(target), push_reason=reason)
+    accepted, reason = swap_policy(target, args.node, timeout=args.timeout)
+    # Accepted is not running: the runtime's /diagnostics must report the swap to this sha256.
+    confirmed = accepted and "swapped" in reason and f"-> {sha[:12]}" in reason
+    if confirmed:
+        print(f"  running on the robot, confirmed by its /diagnostics: {reason}")
+    elif accepted:
+        print(f"  accepted by the runtime but not confirmed running ({reason}). Check: the runtime ticks only "
+              f"with all its inputs (`ros2 topic echo /diagnostics` says what it waits for)")
+    else:
+        print(f"  refused by the runtime: {reason}")
+    return _save(out, pushed=confirmed, accepted=accepted, pushed_path=str(target), push_reason=reason)
 
 
 RUNNERS = {"adapt": stage_adapt, "retrain": stage_retrain, "validate": stage_validate, "push": stage_push}

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim2real.core.bags import bag_topics, read_bag, typestore
+from sim2real.core.bags import bag_topics, imu_orientation, read_bag, typestore
 from sim2real.core.failure_bundle import PARTIAL_PREFIX, list_bundles, rotate, write_bundle
 from sim2real.core.failure_collector import NS, FailureCollector, FailureDetector, TopicRing, Trigger
 from sim2real.core.failure_config import (FailureConfigError, TopicBuffer, TriggerConfig, load_failure_config,
@@ -182,3 +182,19 @@ def test_collector_applies_the_quota_after_each_bundle(tmp_path):
     bundles = list_bundles(tmp_path)
     assert len(bundles) < 4 and bundles[-1].info["reason"] == "event 3"
     assert sum(b.size_bytes() for b in bundles) <= 0.8 * 1024 * 1024
+
+
+@pytest.mark.parametrize("frame_id", ["", "imu", "base_imu_link", "a" * 13])
+def test_imu_orientation_is_read_in_place_from_the_cdr_bytes(frame_id):
+    store = typestore()
+    Imu = store.types["sensor_msgs/msg/Imu"]
+    Header, Time = store.types["std_msgs/msg/Header"], store.types["builtin_interfaces/msg/Time"]
+    Quaternion, Vector3 = store.types["geometry_msgs/msg/Quaternion"], store.types["geometry_msgs/msg/Vector3"]
+    q = (0.1, -0.2, 0.3, math.sqrt(1 - 0.14))
+    msg = Imu(header=Header(stamp=Time(sec=3, nanosec=7), frame_id=frame_id),
+              orientation=Quaternion(x=q[0], y=q[1], z=q[2], w=q[3]), orientation_covariance=np.zeros(9),
+              angular_velocity=Vector3(x=1, y=2, z=3), angular_velocity_covariance=np.zeros(9),
+              linear_acceleration=Vector3(x=4, y=5, z=6), linear_acceleration_covariance=np.zeros(9))
+    data = bytes(store.serialize_cdr(msg, "sensor_msgs/msg/Imu"))
+    assert imu_orientation(data) == pytest.approx(q)
+    assert imu_orientation(b"\x00\x00" + data[2:]) is None  # big-endian: the caller deserializes

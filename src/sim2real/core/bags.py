@@ -8,6 +8,7 @@ from rosbags' bundled ROS 2 type store, so MCAP files carry their schemas and op
 """
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -61,3 +62,23 @@ def bag_topics(path: str | Path) -> dict[str, tuple[str, int]]:
 
     with Reader(Path(path)) as reader:
         return {c.topic: (c.msgtype, c.msgcount) for c in reader.connections}
+
+
+_CDR_LE = (0x00, 0x01)  # encapsulation header: plain CDR, little endian
+
+
+def imu_orientation(data: bytes) -> tuple[float, float, float, float] | None:
+    """The orientation (x, y, z, w) of a serialized sensor_msgs/Imu, read in place.
+
+    Deserializing a whole Imu builds three covariance arrays and cost ~150 us a message; the
+    orientation sits right after the header: 4-byte encapsulation, stamp (8), frame_id (uint32
+    length with its NUL, then the characters), padding to 8, four float64. None for an
+    encoding other than little-endian CDR (the caller then deserializes the message)."""
+    if len(data) < 12 or (data[0], data[1]) != _CDR_LE:
+        return None
+    (length,) = struct.unpack_from("<I", data, 12)
+    offset = 8 + 4 + length             # stamp, length, characters: from the data start
+    offset = (offset + 7) & ~7          # float64 alignment, relative to the data start
+    if 4 + offset + 32 > len(data):
+        return None
+    return struct.unpack_from("<4d", data, 4 + offset)

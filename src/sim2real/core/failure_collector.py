@@ -332,4 +332,5 @@ class FailureCollector:
                 "buffered_bytes": sum(r.bytes for r in self.rings.values()),
                 "received": sum(r.received for r in self.rings.values()),
                 "bundles_written": len(self.written), "write_errors": len(self.errors),
-                "pending": len(self.pending)}
+                "pending": len(self.pending),
+                **{f"received{topic}": ring.received for topic, ring in self.rings.items()}}

@@ -23,5 +23,6 @@ def world_to_body(q, vector) -> np.ndarray:
 
 def tilt_angle(q) -> float:
     """Angle (rad) between the body z axis and the world z axis: 0 upright, pi upside down."""
-    z_world = quat_to_matrix(q)[2, 2]
-    return float(math.acos(max(-1.0, min(1.0, z_world))))
+    x, y = float(q[0]), float(q[1])
+    z_world = 1.0 - 2.0 * (x * x + y * y)  # quat_to_matrix(q)[2, 2], without building the matrix
+    return math.acos(max(-1.0, min(1.0, z_world)))

@@ -1,7 +1,8 @@
 """failure_collector in real graphs: injected faults produce bundles rosbags reads back.
 
 Faults: the supervisor damped by its service, a NaN action from the policy (the probe
-plays the policy), a frozen robot driver (stale sensors), and an operator's snapshot.
+plays the policy), a policy pose that rolls the Go2 over (a fall), a frozen robot driver
+(stale sensors), and an operator's snapshot.
 The bundle must hold the window around the event (pre_event_s before, post_event_s after)
 with the robot's topics, and failure.json must say why.
 """
@@ -20,6 +21,7 @@ from std_srvs.srv import Trigger
 from sim2real.core.bags import bag_topics, read_bag
 from sim2real.core.failure_bundle import list_bundles
 from sim2real.core.failure_config import load_failure_config
+from sim2real.core.rotations import tilt_angle
 from tests.ros.conftest import wait_for
 from tests.ros.test_safety_supervisor import GO2, Operator
 
@@ -129,3 +131,23 @@ def test_a_frozen_driver_writes_a_stale_sensor_bundle(go2_graph):
     states = [t for _, t, _ in read_bag(bundle.path, ["/joint_states"])]
     stale_at = next(t for t in bundle.info["triggers"] if t["kind"] == "stale_sensor")
     assert states, stale_at
+
+
+def test_a_policy_that_tips_the_robot_over_writes_a_fall_bundle(go2_graph):
+    go2_graph.start()  # engaged: the probe is the policy
+    time.sleep(1.0)
+    # Left legs straight and out, right legs folded: the Go2 rolls over (about 180 deg in sim).
+    pose = GO2.default_positions.copy()
+    pose[[0, 6]], pose[[1, 7]], pose[[2, 8]] = -1.0, 0.0, -0.9
+    pose[[3, 9]], pose[[4, 10]], pose[[5, 11]] = 1.0, 3.0, -2.7
+    go2_graph.action = pose
+    bundle = wait_bundle(go2_graph.out, "fall")
+    check_window(bundle, ["/joint_states", "/imu/data", "/policy/joint_commands", "/safety/status"])
+    fall = next(t for t in bundle.info["triggers"] if t["kind"] == "fall")
+    assert "tilt" in fall["reason"] and bundle.info["max_tilt_deg"] > 0
+    tilts = []
+    for _, t, msg in read_bag(bundle.path, ["/imu/data"]):
+        o = msg.orientation
+        tilts.append((t, math.degrees(tilt_angle((o.x, o.y, o.z, o.w)))))
+    assert max(tilt for _, tilt in tilts) > CONFIG.triggers.fall_tilt_deg
+    assert tilts[0][1] < 20.0  # the window starts with the robot still standing

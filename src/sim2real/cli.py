@@ -53,7 +53,8 @@ def _add_graph_arguments(parser: argparse.ArgumentParser) -> None:
 def _plan_from(args: argparse.Namespace, demo: bool):
     return make_plan(robot=args.robot, hardware=getattr(args, "hardware", "sim"), lockstep=args.lockstep,
                      seed=args.seed, conditions=args.conditions, demo=demo, policy=args.policy,
-                     autoengage=demo or getattr(args, "autoengage", False))
+                     autoengage=demo or getattr(args, "autoengage", False),
+                     failures_dir=getattr(args, "failures_dir", ""))
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -236,6 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--autoengage", action="store_true",
                     help="the supervisor engages once a policy streams (otherwise: ros2 service call "
                          "/safety_supervisor/engage std_srvs/srv/Trigger)")
+    up.add_argument("--failures-dir", default="", help="folder for failure bundles (default: output_dir of "
+                                                       "config/failures/default.yaml); sim2real failures list")
     up.add_argument("--print-plan", action="store_true", help="print the node plan as JSON and exit")
     up.set_defaults(func=cmd_up)
 

@@ -35,6 +35,7 @@ import yaml
 
 from sim2real.core.failure_bundle import Bundle, list_bundles
 from sim2real.core.policy_file import load_policy
+from sim2real.evaluate.failure_replay import identified_conditions
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.randomization import Randomization, load_randomization, physical_bounds
 
@@ -78,7 +79,7 @@ def adapt_randomization(base: Randomization, bundles: list[Bundle], margin: floa
     ranges = base.ranges()
     seen: dict[str, list[float]] = {}
     for bundle in bundles:
-        for name, value in (bundle.info.get("conditions") or {}).items():
+        for name, value in (bundle.info.get("conditions") or identified_conditions(bundle.info) or {}).items():
             if value is not None and name in PhysicalConditions.names():
                 seen.setdefault(name, []).append(float(value))
         for stats in (bundle.info.get("policy_runtime") or {}).values():

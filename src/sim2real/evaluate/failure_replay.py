@@ -68,6 +68,18 @@ class _Start:
     notes: list[str]
 
 
+def identified_conditions(info: dict[str, Any]) -> dict[str, float] | None:
+    """Condition values of an identified config in failure.json: its top level or its
+    ``conditions`` mapping, keeping the names PhysicalConditions knows."""
+    content = (info.get("identified_config") or {}).get("content")
+    if not isinstance(content, dict):
+        return None
+    source = content.get("conditions") if isinstance(content.get("conditions"), dict) else content
+    found = {k: float(v) for k, v in source.items()
+             if k in PhysicalConditions.names() and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return found or None
+
+
 def recorded_policy(bundle: Bundle) -> str | None:
     policy = bundle.info.get("policy") or {}
     return policy.get("path")
@@ -115,6 +127,10 @@ def replay_failure(bundle: Bundle, policy_path: str | Path | None = None, lead_s
     start = _start_state(bundle, event_ns - int(lead_s * NS))
     notes = list(start.notes)
     recorded = conditions if conditions is not None else info.get("conditions")
+    if recorded is None:
+        recorded = identified_conditions(info)
+        if recorded is not None:
+            notes.append("conditions from the identified config (sysid), not measured at the event")
     if recorded is None:
         notes.append("conditions unknown (no sim_robot, no identified config): nominal conditions")
         recorded = {}

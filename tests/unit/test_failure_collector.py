@@ -3,13 +3,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -31,6 +31,7 @@ NODE_EXECUTABLES = {
     "policy_runtime": "sim2real.nodes.policy_runtime:main",
     "demo_script": "sim2real.nodes.demo_script:main",
     "ros2_control_bridge": "sim2real.nodes.ros2_control_bridge:main",
+    "failure_collector": "sim2real.nodes.failure_collector:main",
 }
 
 # The ROS 2 client library and standard messages as PyPI wheels. An extra, so that a
@@ -78,6 +79,8 @@ setup(
         "onnx>=1.16",
         "onnxruntime>=1.18",
         "scipy>=1.10",
+        "rosbags>=0.10",
+        "mcap>=1.1",
     ],
     extras_require={
         "ros": ROS_WHEELS,

@@ -51,6 +51,9 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
                                     "script and reports tracking", BOOL_CHOICES),
     LaunchArgument("policy", "", "ONNX policy file (sim2real export) for policy_runtime; '' = no policy. "
                                  "Hot-swap later with: sim2real policy swap FILE"),
+    LaunchArgument("failure_collector", "true", "buffer the robot's topics and write a bundle on every failure "
+                                                "(sim2real failures list)", BOOL_CHOICES),
+    LaunchArgument("failures_dir", "", "folder for failure bundles; '' = output_dir of config/failures/default.yaml"),
 )}
 
 
@@ -155,6 +158,12 @@ def make_plan(**arguments: Any) -> BringupPlan:
         # No policy yet: a scripted stand-in for one; its commands go through the supervisor too.
         nodes.append(NodeSpec("pose_commander", "pose_commander", "demo", {"robot": robot},
                               remappings=(("/joint_commands", "/policy/joint_commands"),)))
+    if args["failure_collector"]:
+        # Same parameters in sim and on hardware: it asks sim_robot for its conditions itself.
+        nodes.append(NodeSpec("failure_collector", "failure_collector", "monitoring", {
+            "robot": robot, "output_dir": str(Path(args["failures_dir"]).expanduser().absolute())
+            if args["failures_dir"] else "",
+        }))
     nodes = [NodeSpec(n.executable, n.name, n.role, {**n.parameters, "use_sim_time": use_sim_time}, n.remappings)
              for n in nodes]
     return BringupPlan(robot=robot, hardware=args["hardware"], use_sim_time=use_sim_time, nodes=tuple(nodes))

@@ -8,9 +8,13 @@ import sys
 from pathlib import Path
 
 from sim2real.bringup import HARDWARE_CHOICES, PlanError, make_plan
+from sim2real.core.failure_bundle import BundleError
+from sim2real.core.failure_config import FailureConfigError
 from sim2real.core.policy_file import PolicyFileError
 from sim2real.core.robot_profile import ProfileError, available_profiles
 from sim2real.evaluate.evaluate import EvaluationError
+from sim2real.evaluate.failure_replay import ReplayError
+from sim2real.pipeline import PipelineError
 from sim2real.sim.randomization import RandomizationError
 from sim2real.train.checkpoint import CheckpointError
 from sim2real.train.curriculum import CurriculumError
@@ -21,7 +25,8 @@ from sim2real.train.vec_env import WorkerError
 
 # Bad input: the user can fix it from the message (exit 2).
 _INPUT_ERRORS = (ProfileError, PlanError, PolicyFileError, EvaluationError, RandomizationError, CheckpointError,
-                 CurriculumError, TrainingError, TrainConfigError)
+                 CurriculumError, TrainingError, TrainConfigError, BundleError, FailureConfigError, ReplayError,
+                 PipelineError)
 
 
 class _UsageError(ValueError):
@@ -48,7 +53,8 @@ def _add_graph_arguments(parser: argparse.ArgumentParser) -> None:
 def _plan_from(args: argparse.Namespace, demo: bool):
     return make_plan(robot=args.robot, hardware=getattr(args, "hardware", "sim"), lockstep=args.lockstep,
                      seed=args.seed, conditions=args.conditions, demo=demo, policy=args.policy,
-                     autoengage=demo or getattr(args, "autoengage", False))
+                     autoengage=demo or getattr(args, "autoengage", False),
+                     failures_dir=getattr(args, "failures_dir", ""))
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -231,6 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--autoengage", action="store_true",
                     help="the supervisor engages once a policy streams (otherwise: ros2 service call "
                          "/safety_supervisor/engage std_srvs/srv/Trigger)")
+    up.add_argument("--failures-dir", default="", help="folder for failure bundles (default: output_dir of "
+                                                       "config/failures/default.yaml); sim2real failures list")
     up.add_argument("--print-plan", action="store_true", help="print the node plan as JSON and exit")
     up.set_defaults(func=cmd_up)
 
@@ -321,6 +329,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--plot", metavar="PNG", help="write a histogram and box plot of the returns")
     evaluate.add_argument("--no-progress", action="store_true", help="no progress bar")
     evaluate.set_defaults(func=cmd_eval)
+
+    from sim2real import failures, pipeline
+
+    failures.add_parser(sub)
+    pipeline.add_parser(sub)
     return parser
 
 

@@ -92,7 +92,7 @@ def probe():
 
 
 @pytest.fixture
-def start_graph():
+def start_graph(tmp_path_factory):
     """start_graph(only=None, **launch_arguments) -> GraphProcesses (stopped at teardown).
 
     ``only``: names of the plan's nodes to start (e.g. just sim_robot, to drive it directly)."""
@@ -100,6 +100,12 @@ def start_graph():
 
     def start(only=None, **arguments) -> GraphProcesses:
         log = GraphLog()
+        # The failure collector (in every default plan) runs where a test asks for it (failures_dir,
+        # or by name in `only`): elsewhere its ~20 % of a core only adds sensing stalls on a loaded
+        # 2-core machine to tests of other nodes. Its bundles belong to the test, never to ~/.
+        wanted = "failures_dir" in arguments or (only is not None and "failure_collector" in only)
+        arguments.setdefault("failure_collector", "true" if wanted else "false")
+        arguments.setdefault("failures_dir", str(tmp_path_factory.mktemp("failures")))
         plan = make_plan(**arguments)
         if only is not None:
             plan = dataclasses.replace(plan, nodes=tuple(n for n in plan.nodes if n.name in only))

@@ -30,7 +30,7 @@ import numpy as np
 
 from sim2real.core.joint_command import JointTargets
 from sim2real.core.robot_profile import RobotProfile
-from sim2real.core.rotations import quat_to_matrix
+from sim2real.core.rotations import tilt_angle
 from sim2real.core.safety_config import CheckConfig, Response, SafetyConfig
 
 TELEOP_FRESH_S = 0.2  # teleop older than this no longer steers; the hold pose takes over
@@ -279,7 +279,7 @@ class SupervisorCore:
             self._limit_check(check, "torque_limit", np.abs(inputs.joint_effort), self.profile.effort_limits,
                               "effort", "N*m")
         if inputs.base_orientation is not None and "base_tilt" in self.config.checks:
-            tilt = _tilt(inputs.base_orientation)
+            tilt = tilt_angle(inputs.base_orientation)
             limit = self.config.checks["base_tilt"]["max_angle"]
             check("base_tilt", tilt > limit, f"base tilted {tilt:.2f} rad (max {limit:.2f} rad)")
         check("estimator_divergence", inputs.estimator_diverged, "the state estimator reports divergence")
@@ -359,9 +359,3 @@ class SupervisorCore:
 def _finite(command: Optional[JointTargets]) -> bool:
     return command is not None and all(np.all(np.isfinite(a)) for a in (command.position, command.velocity,
                                                                         command.effort))
-
-
-def _tilt(orientation) -> float:
-    """Angle between the body z axis and the world z axis."""
-    z_world = quat_to_matrix(orientation)[2, 2]
-    return float(math.acos(max(-1.0, min(1.0, z_world))))

@@ -8,7 +8,7 @@ so a node stops its worker threads first and then leaves ROS. A configuration er
 from __future__ import annotations
 
 import signal
-from typing import Callable
+from typing import Any, Callable
 
 import rclpy
 from rclpy.executors import ExternalShutdownException
@@ -25,10 +25,11 @@ def _interrupt(signum, frame):
 
 
 def run(name: str, make_node: Callable[[], Node], args=None,
-        until: Callable[[Node], bool] | None = None) -> int:
+        until: Callable[[Node], bool] | None = None, executor: Callable[[], Any] | None = None) -> int:
     """Create the node and spin it until shutdown, or until ``until(node)`` is true.
 
     A node with worker threads exposes ``start()`` and ``stop()``; they are called here.
+    ``executor``: a factory for the executor to spin (default: rclpy's global one).
     """
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     signal.signal(signal.SIGTERM, _interrupt)
@@ -37,8 +38,13 @@ def run(name: str, make_node: Callable[[], Node], args=None,
         node = make_node()
         if hasattr(node, "start"):
             node.start()
+        spin = (lambda: rclpy.spin_once(node, timeout_sec=0.1)) if executor is None else None
+        if executor is not None:
+            own = executor()
+            own.add_node(node)
+            spin = lambda: own.spin_once(timeout_sec=0.1)  # noqa: E731
         while rclpy.ok() and not (until and until(node)):
-            rclpy.spin_once(node, timeout_sec=0.1)
+            spin()
     except (ProfileError, ValueError) as exc:
         print(f"[{name}] error: {exc}", flush=True)
         return CONFIG_ERROR_EXIT

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""failure_collector: CPU, messages lost at 500 Hz sensing, and trigger-to-bundle time.
+
+A feeder process publishes the robot's topics of config/failures/default.yaml at robot rates:
+/joint_states and /imu/data at 500 Hz (Go2: 12 joints), /joint_commands,
+/policy/joint_commands and /safety/status at 50 Hz, /diagnostics at 1 Hz. The collector
+runs as its own process, exactly as `sim2real up` starts it. Measured:
+
+  CPU       the collector process's user+system time over the measuring window, as % of one core
+  lost      per topic: published by the feeder after the collector matched it, minus what the
+            collector's /diagnostics says it received (targets: CPU < 5 %, none lost)
+  bundle    ~/snapshot (called mid-stream) -> the bundle's directory appears; minus
+            post_event_s (the collector waits that long on purpose) this is the write time
+            of a full 7 s bundle of every topic
+
+The load average is printed: on a shared 2-core machine other work inflates every figure.
+
+    .venv/bin/python benchmarks/failure_collector.py --seconds 20
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import yaml
+
+from sim2real.core.failure_bundle import list_bundles
+from sim2real.core.failure_config import load_failure_config
+
+FEEDER = textwrap.dedent('''
+    import json, sys, time
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+    from sensor_msgs.msg import Imu, JointState
+    from sim2real.core.robot_profile import load_profile
+    from sim2real.nodes import qos
+
+    seconds = float(sys.argv[1])
+    rclpy.init()
+    node = rclpy.create_node("feeder")
+    profile = load_profile("go2")
+    names = list(profile.joint_names)
+    pubs = {
+        "/joint_states": node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH),
+        "/imu/data": node.create_publisher(Imu, "/imu/data", qos.SENSOR_PUBLISH),
+        "/joint_commands": node.create_publisher(JointState, "/joint_commands", qos.COMMAND),
+        "/policy/joint_commands": node.create_publisher(JointState, "/policy/joint_commands", qos.COMMAND),
+        "/safety/status": node.create_publisher(DiagnosticArray, "/safety/status", 10),
+        "/diagnostics": node.create_publisher(DiagnosticArray, "/diagnostics", 10),
+    }
+    deadline = time.monotonic() + 30
+    while any(p.get_subscription_count() == 0 for p in pubs.values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)
+    print("matched", flush=True)
+    sent = {t: 0 for t in pubs}
+    state = JointState(name=names, position=[0.1] * 12, velocity=[0.0] * 12, effort=[0.0] * 12)
+    imu = Imu()
+    imu.orientation.w = 1.0
+    status = DiagnosticArray(status=[DiagnosticStatus(name="safety_supervisor: mode", message="ACTIVE",
+                                                      values=[KeyValue(key="mode", value="ACTIVE")])])
+    diag = DiagnosticArray(status=[DiagnosticStatus(name="sim_robot: sensing loop", message="ok")])
+    period, k = 0.002, 0
+    start = time.monotonic()
+    next_t = start
+    while time.monotonic() - start < seconds:
+        now = node.get_clock().now().to_msg()
+        state.header.stamp = imu.header.stamp = now
+        for topic, msg in (("/joint_states", state), ("/imu/data", imu)):
+            pubs[topic].publish(msg); sent[topic] += 1
+        if k % 10 == 0:
+            for topic, msg in (("/joint_commands", state), ("/policy/joint_commands", state),
+                               ("/safety/status", status)):
+                pubs[topic].publish(msg); sent[topic] += 1
+        if k % 500 == 0:
+            pubs["/diagnostics"].publish(diag); sent["/diagnostics"] += 1
+        k += 1
+        next_t += period
+        delay = next_t - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+    elapsed = time.monotonic() - start
+    print(json.dumps({"sent": sent, "elapsed": elapsed}), flush=True)
+    node.destroy_node()
+    rclpy.shutdown()
+''')
+
+LISTENER = textwrap.dedent('''
+    import json, sys, time
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+    from std_srvs.srv import Trigger
+    rclpy.init()
+    node = rclpy.create_node("bench_listener")
+    latest = {}
+    def on_diag(msg):
+        for s in msg.status:
+            if s.name.startswith("failure_collector"):
+                latest.update({kv.key: kv.value for kv in s.values})
+    node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
+    mode = sys.argv[1]
+    if mode == "snapshot":
+        client = node.create_client(Trigger, "/failure_collector/snapshot")
+        client.wait_for_service(timeout_sec=10)
+        t0 = time.time()
+        future = client.call_async(Trigger.Request())
+        rclpy.spin_until_future_complete(node, future, timeout_sec=10)
+        print(json.dumps({"called_at": t0, "answered_at": time.time(), "message": future.result().message}))
+    else:
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:
+            rclpy.spin_once(node, timeout_sec=0.1)
+        print(json.dumps(latest))
+    node.destroy_node()
+    rclpy.shutdown()
+''')
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=20.0, help="publishing time at 500 Hz")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--domain", type=int, default=77, help="ROS_DOMAIN_ID for the benchmark's processes")
+    args = parser.parse_args()
+    config = load_failure_config("default")
+    # A domain of its own: other graphs on this machine (tests, demos) must not feed the collector.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+           "ROS_DOMAIN_ID": str(args.domain)}
+    with tempfile.TemporaryDirectory(prefix="failure-bench-") as tmp:
+        out = Path(tmp) / "bundles"
+        params = Path(tmp) / "params.yaml"
+        params.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"robot": "go2", "output_dir": str(out),
+                                                                      "conditions": "{}"}}}))
+        collector = subprocess.Popen([sys.executable, "-m", "sim2real.nodes.failure_collector", "--ros-args",
+                                      "-r", "__node:=failure_collector", "--params-file", str(params)],
+                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        try:
+            time.sleep(3.0)
+            feeder = subprocess.Popen([sys.executable, "-c", FEEDER, str(args.seconds)], env=env,
+                                      stdout=subprocess.PIPE, text=True)
+            assert feeder.stdout.readline().strip() == "matched", "the feeder never matched the collector"
+            cpu0, wall0 = cpu_seconds(collector.pid), time.monotonic()
+            # Mid-stream, with a full pre-event window: the bundle is written while sensing goes on.
+            time.sleep(min(config.pre_event_s + 1.0, args.seconds / 2))
+            snapshotter = subprocess.Popen([sys.executable, "-c", LISTENER, "snapshot"], env=env,
+                                           stdout=subprocess.PIPE, text=True)
+            result = json.loads(feeder.stdout.readline())
+            cpu1, wall1 = cpu_seconds(collector.pid), time.monotonic()
+            feeder.wait(timeout=10)
+            snapshot = json.loads(snapshotter.communicate(timeout=60)[0])
+            time.sleep(1.5)  # the collector's 1 Hz /diagnostics reports the final counts
+            received = json.loads(subprocess.run([sys.executable, "-c", LISTENER, "count"], env=env,
+                                                 capture_output=True, text=True, timeout=60).stdout)
+            called = snapshot["called_at"]
+            bundle_s = None
+            for bundle in list_bundles(out):
+                if snapshot["message"].endswith(bundle.name):
+                    # The directory's mtime: the rename that published it.
+                    bundle_s = bundle.path.stat().st_mtime - called
+                    size = bundle.size_bytes()
+        finally:
+            collector.terminate()
+            collector.wait(timeout=10)
+    cpu_pct = 100.0 * (cpu1 - cpu0) / (wall1 - wall0)
+    # /diagnostics also carries the collector's own status, which it records too: not a loss.
+    lost = {t: max(0, n - int(received.get(f"received{t}", 0))) for t, n in result["sent"].items()}
+    report = {"seconds": round(result["elapsed"], 2), "sent": result["sent"], "lost": lost,
+              "sensing_hz": round(result["sent"]["/joint_states"] / result["elapsed"], 1),
+              "collector_cpu_percent_of_one_core": round(cpu_pct, 2),
+              "snapshot_to_bundle_s": None if bundle_s is None else round(bundle_s, 3),
+              "write_s": None if bundle_s is None else round(bundle_s - config.post_event_s, 3),
+              "bundle_mb": None if bundle_s is None else round(size / 1e6, 2),
+              "load_average": os.getloadavg()}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"feeder: {report['seconds']} s at {report['sensing_hz']} Hz sensing (/joint_states, /imu/data), "
+          f"50 Hz commands and status, 1 Hz diagnostics")
+    print(f"collector CPU: {report['collector_cpu_percent_of_one_core']} % of one core (target < 5 %)")
+    print("messages lost (target none): " + ", ".join(f"{t} {n} of {result['sent'][t]}" for t, n in lost.items()))
+    print(f"~/snapshot -> bundle on disk: {report['snapshot_to_bundle_s']} s (post_event_s "
+          f"{config.post_event_s:g} s by design + {report['write_s']} s writing {report['bundle_mb']} MB)")
+    print(f"load average {report['load_average']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

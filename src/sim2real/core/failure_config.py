@@ -1,0 +1,140 @@
+"""The failure collector's configuration (``config/failures/*.yaml``), validated up front.
+
+What is buffered (topic, message type, how many seconds and megabytes), when a failure
+is declared (the triggers and their thresholds) and where bundles go, with their quota.
+Every problem is a :class:`FailureConfigError` naming the file, the field and the fix.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sim2real.core.config_files import ConfigError, read_config
+
+MB = 1024 * 1024
+_TOP_KEYS = ("output_dir", "pre_event_s", "post_event_s", "cooldown_s", "quota_mb", "min_free_mb", "topics",
+             "triggers")
+_TRIGGER_KEYS = ("supervisor_modes", "fall_tilt_deg", "non_finite_command", "saturation_margin",
+                 "saturation_streak", "latency_p99_ms", "stale_s", "stale_topics")
+SUPERVISOR_MODES = ("STANDBY", "ACTIVE", "TAKEOVER", "DAMPING", "ESTOP")
+
+
+class FailureConfigError(ConfigError):
+    """A failure collector config that cannot be used."""
+
+
+@dataclass(frozen=True)
+class TopicBuffer:
+    topic: str
+    msgtype: str          # ROS 2 interface name, e.g. sensor_msgs/msg/JointState
+    seconds: float
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class TriggerConfig:
+    supervisor_modes: tuple[str, ...] = ("DAMPING", "ESTOP")
+    fall_tilt_deg: float | None = 60.0        # None: no fall trigger
+    non_finite_command: bool = True
+    saturation_margin: float = 0.01
+    saturation_streak: int = 25               # 0: no saturation trigger
+    latency_p99_ms: float | None = 15.0       # None: no latency trigger
+    stale_s: float | None = 0.5               # None: no stale-sensor trigger
+    stale_topics: tuple[str, ...] = ("/joint_states", "/imu/data")
+
+
+@dataclass(frozen=True)
+class FailureConfig:
+    source: str
+    output_dir: str
+    pre_event_s: float
+    post_event_s: float
+    cooldown_s: float
+    quota_bytes: int
+    min_free_bytes: int
+    topics: tuple[TopicBuffer, ...]
+    triggers: TriggerConfig
+
+    def topic(self, name: str) -> TopicBuffer | None:
+        return next((t for t in self.topics if t.topic == name), None)
+
+
+def load_failure_config(name_or_path: str | Path = "default") -> FailureConfig:
+    path, data = read_config("failures", name_or_path, FailureConfigError, "failure collector config")
+    return parse_failure_config(data, path)
+
+
+def parse_failure_config(data: dict[str, Any], source: str | Path = "<failure config>") -> FailureConfig:
+    def fail(field: str, problem: str, fix: str) -> FailureConfigError:
+        return FailureConfigError(source, field, problem, fix)
+
+    def number(mapping: dict, key: str, field: str, default: Any = None, positive: bool = False,
+               optional: bool = False) -> float | None:
+        value = mapping.get(key, default)
+        if value is None and optional:
+            return None
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            x = math.nan
+        if not math.isfinite(x) or x < 0 or (positive and x == 0):
+            raise fail(field, f"{value!r} is not a {'positive' if positive else 'non-negative'} number",
+                       "write a finite number in SI units" + (" (or null to switch it off)" if optional else ""))
+        return x
+
+    unknown = sorted(set(data) - set(_TOP_KEYS))
+    if unknown:
+        raise fail(unknown[0], "unknown setting", f"use only {list(_TOP_KEYS)}")
+    pre = number(data, "pre_event_s", "pre_event_s", 5.0)
+    post = number(data, "post_event_s", "post_event_s", 2.0)
+    topics_data = data.get("topics")
+    if not isinstance(topics_data, dict) or not topics_data:
+        raise fail("topics", "no topics to buffer", "list topics as '/name: {type: pkg/msg/Type, seconds: S, "
+                                                    "max_mb: M}'")
+    topics = []
+    for name, entry in topics_data.items():
+        field = f"topics.{name}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("type"), str) or entry["type"].count("/") != 2:
+            raise fail(field, f"{entry!r} has no message type like sensor_msgs/msg/JointState",
+                       "write {type: pkg/msg/Type, seconds: S, max_mb: M}")
+        seconds = number(entry, "seconds", f"{field}.seconds", pre + post, positive=True)
+        if seconds < pre + post:
+            raise fail(f"{field}.seconds", f"{seconds:g} s cannot hold the event window "
+                                           f"pre_event_s + post_event_s = {pre + post:g} s",
+                       f"buffer at least {pre + post:g} s or shorten the window")
+        max_mb = number(entry, "max_mb", f"{field}.max_mb", 8, positive=True)
+        topics.append(TopicBuffer(str(name), entry["type"], seconds, int(max_mb * MB)))
+
+    trig = data.get("triggers") or {}
+    if not isinstance(trig, dict):
+        raise fail("triggers", f"expected a mapping, got {trig!r}", "write the triggers as a YAML mapping")
+    unknown = sorted(set(trig) - set(_TRIGGER_KEYS))
+    if unknown:
+        raise fail(f"triggers.{unknown[0]}", "unknown trigger setting", f"use only {list(_TRIGGER_KEYS)}")
+    modes = tuple(str(m).upper() for m in trig.get("supervisor_modes", ("DAMPING", "ESTOP")) or ())
+    bad = [m for m in modes if m not in SUPERVISOR_MODES]
+    if bad:
+        raise fail("triggers.supervisor_modes", f"unknown modes {bad}", f"use modes of {list(SUPERVISOR_MODES)}")
+    stale_topics = tuple(trig.get("stale_topics", ("/joint_states", "/imu/data")) or ())
+    missing = [t for t in stale_topics if t not in topics_data]
+    if missing:
+        raise fail("triggers.stale_topics", f"{missing} are not buffered, so their silence cannot be seen",
+                   "add them under topics: or remove them here")
+    triggers = TriggerConfig(
+        supervisor_modes=modes,
+        fall_tilt_deg=number(trig, "fall_tilt_deg", "triggers.fall_tilt_deg", 60.0, positive=True, optional=True),
+        non_finite_command=bool(trig.get("non_finite_command", True)),
+        saturation_margin=number(trig, "saturation_margin", "triggers.saturation_margin", 0.01),
+        saturation_streak=int(number(trig, "saturation_streak", "triggers.saturation_streak", 25)),
+        latency_p99_ms=number(trig, "latency_p99_ms", "triggers.latency_p99_ms", 15.0, positive=True,
+                              optional=True),
+        stale_s=number(trig, "stale_s", "triggers.stale_s", 0.5, positive=True, optional=True),
+        stale_topics=stale_topics)
+    return FailureConfig(
+        source=str(source), output_dir=str(data.get("output_dir") or "~/.sim2real/failures"),
+        pre_event_s=pre, post_event_s=post, cooldown_s=number(data, "cooldown_s", "cooldown_s", 5.0),
+        quota_bytes=int(number(data, "quota_mb", "quota_mb", 500, positive=True) * MB),
+        min_free_bytes=int(number(data, "min_free_mb", "min_free_mb", 200) * MB),
+        topics=tuple(topics), triggers=triggers)

@@ -1,0 +1,197 @@
+"""Failure collector core: ring bounds, triggers, atomic bundles, quota rotation, bag read-back."""
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from sim2real.core.bags import bag_topics, imu_orientation, read_bag, typestore
+from sim2real.core.failure_bundle import PARTIAL_PREFIX, list_bundles, rotate, write_bundle
+from sim2real.core.failure_collector import NS, FailureCollector, FailureDetector, TopicRing, Trigger
+from sim2real.core.failure_config import (FailureConfigError, TopicBuffer, TriggerConfig, load_failure_config,
+                                          parse_failure_config)
+from sim2real.core.robot_profile import load_profile
+
+
+def joint_state_cdr(t_ns: int, position) -> bytes:
+    store = typestore()
+    JointState = store.types["sensor_msgs/msg/JointState"]
+    Header = store.types["std_msgs/msg/Header"]
+    Time = store.types["builtin_interfaces/msg/Time"]
+    msg = JointState(header=Header(stamp=Time(sec=t_ns // NS, nanosec=t_ns % NS), frame_id=""),
+                     name=[f"j{i}" for i in range(len(position))], position=np.asarray(position, float),
+                     velocity=np.zeros(len(position)), effort=np.zeros(len(position)))
+    return bytes(store.serialize_cdr(msg, "sensor_msgs/msg/JointState"))
+
+
+def small_config(**changes):
+    data = {"pre_event_s": 1.0, "post_event_s": 0.5, "cooldown_s": 0.2, "quota_mb": 10,
+            "topics": {"/joint_states": {"type": "sensor_msgs/msg/JointState", "seconds": 3, "max_mb": 1}},
+            "triggers": {"stale_topics": ["/joint_states"]}}
+    data.update(changes)
+    return parse_failure_config(data, "test")
+
+
+def test_default_config_loads_and_bad_configs_name_the_fix():
+    config = load_failure_config("default")
+    assert config.topic("/joint_states").msgtype == "sensor_msgs/msg/JointState"
+    assert {"DAMPING", "ESTOP"} <= set(config.triggers.supervisor_modes)
+    with pytest.raises(FailureConfigError, match="cannot hold the event window"):
+        small_config(topics={"/x": {"type": "std_msgs/msg/String", "seconds": 1}})
+    with pytest.raises(FailureConfigError, match="Fix: add them under topics"):
+        small_config(triggers={"stale_topics": ["/imu/data"]})
+    with pytest.raises(FailureConfigError, match="unknown setting"):
+        small_config(pre_event=3)
+
+
+def test_ring_keeps_its_duration_and_byte_bounds():
+    ring = TopicRing(TopicBuffer("/t", "std_msgs/msg/String", seconds=1.0, max_bytes=10_000))
+    for k in range(300):  # 3 s at 100 Hz, 10 bytes each
+        ring.append(k * NS // 100, b"x" * 10)
+    assert ring.oldest_ns() >= 2 * NS - NS // 100 and len(ring) <= 101
+    assert ring.received == 300 and ring.evicted == 300 - len(ring)
+    tight = TopicRing(TopicBuffer("/t", "std_msgs/msg/String", seconds=10.0, max_bytes=1000))
+    for k in range(300):
+        tight.append(k * NS // 100, b"x" * 100)
+    assert tight.bytes <= 1000 and len(tight) == 10
+    assert [t for t, _ in ring.window(2 * NS, int(2.5 * NS))] == [k * NS // 100 for k in range(200, 251)]
+
+
+def test_detector_triggers_on_each_failure_kind_once_per_episode():
+    profile = load_profile("go2")
+    d = FailureDetector(TriggerConfig(saturation_streak=3, latency_p99_ms=10.0, stale_s=0.2,
+                                      stale_topics=("/joint_states",)),
+                        profile.joint_names, profile.lower_limits, profile.upper_limits)
+    assert d.safety_status("ACTIVE", {}) is None
+    fired = d.safety_status("DAMPING", {"last_trip": "base_tilt: base tilted 1.2 rad", "check/base_tilt": "FAIL"})
+    assert fired.kind == "supervisor_damping" and "base_tilt" in fired.reason
+    assert d.safety_status("DAMPING", {}) is None  # no new transition
+    assert d.context()["supervisor"]["checks"] == {}
+    upright, side = (0, 0, 0, 1), (math.sin(math.pi / 4), 0, 0, math.cos(math.pi / 4))
+    assert d.imu(upright) is None
+    assert d.imu(side).kind == "fall" and d.imu(side) is None
+    names = profile.joint_names
+    nan = np.full(len(names), np.nan)
+    assert d.policy_command(names, nan).kind == "non_finite_command"
+    assert d.policy_command(names, nan) is None
+    at_limit = profile.upper_limits.copy()
+    kinds = [d.policy_command(names, at_limit) for _ in range(4)]
+    assert [k.kind if k else None for k in kinds] == [None, None, "saturation", None]
+    assert d.policy_command(names, profile.default_positions) is None
+    assert d.diagnostics_status("policy_runtime: policy", {"tick_latency_p99_ms": "25.0"}).kind == "latency_overrun"
+    assert d.diagnostics_status("policy_runtime: policy", {"tick_latency_p99_ms": "26.0"}) is None
+    assert d.stale(NS, {"/joint_states": None}) is None  # never streamed
+    assert d.stale(NS, {"/joint_states": NS // 2}).kind == "stale_sensor"
+    assert "latency" in d.context() and d.context()["latency"]["policy_runtime"]["tick_latency_p99_ms"] == "26.0"
+
+
+def test_collector_writes_the_window_as_a_rosbag2_bundle_that_rosbags_and_mcap_read(tmp_path):
+    config = small_config()
+    collector = FailureCollector(config, tmp_path, {"robot": "go2"})
+    try:
+        for k in range(300):  # 3 s at 100 Hz
+            t = k * NS // 100
+            collector.record("/joint_states", t, joint_state_cdr(t, [k, 0.0]))
+            if k == 200:
+                name = collector.trigger(Trigger("manual", "test"), t)
+                assert collector.trigger(Trigger("fall", "joins"), t + NS // 10) == name  # within cooldown
+            collector.poll(t)
+        assert collector.wait_idle(20.0), collector.errors
+    finally:
+        collector.stop()
+    (bundle,) = list_bundles(tmp_path)
+    info = json.loads((bundle.path / "failure.json").read_text())
+    assert info["reason"] == "test" and [t["kind"] for t in info["triggers"]] == ["manual", "fall"]
+    assert info["robot"] == "go2" and info["window"]["start_ns"] == NS
+    assert bag_topics(bundle.path) == {"/joint_states": ("sensor_msgs/msg/JointState", 151)}
+    stamps = [(t, msg.position[0]) for _, t, msg in read_bag(bundle.path)]
+    assert stamps[0] == (NS, 100.0) and stamps[-1] == (int(2.5 * NS), 250.0)
+    from mcap.reader import make_reader
+
+    (mcap_file,) = bundle.path.glob("*.mcap")
+    with open(mcap_file, "rb") as handle:
+        reader = make_reader(handle)
+        summary = reader.get_summary()
+        assert {c.topic for c in summary.channels.values()} == {"/joint_states"}
+        assert sum(summary.statistics.channel_message_counts.values()) == 151
+        assert {s.encoding for s in summary.schemas.values()} == {"ros2msg"}
+
+
+def test_a_crash_while_writing_leaves_no_bundle_visible_and_the_next_start_cleans_it(tmp_path):
+    # A writer process killed mid-bag: only the hidden partial directory may remain.
+    script = textwrap.dedent(f"""
+        import time
+        from sim2real.core.failure_bundle import write_bundle
+        def messages():
+            for k in range(1000):
+                yield "/x", k, b"\\x00\\x01\\x00\\x00" + b"\\x00" * 8
+                if k == 10:
+                    print("writing", flush=True)
+                    time.sleep(60)
+        write_bundle({str(tmp_path)!r}, "b1", {{"/x": "std_msgs/msg/String"}}, messages(), {{"reason": "x"}})
+    """)
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "writing"
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert list_bundles(tmp_path) == []
+    assert [p.name for p in tmp_path.iterdir()] == [f"{PARTIAL_PREFIX}b1"]
+    collector = FailureCollector(small_config(), tmp_path)
+    collector.stop()
+    assert collector.cleaned and list(tmp_path.iterdir()) == []
+
+
+def test_quota_rotates_the_oldest_bundles(tmp_path):
+    data = b"\x00\x01\x00\x00" + b"\x00" * 100_000
+    for k in range(5):
+        write_bundle(tmp_path, f"b{k}", {"/x": "std_msgs/msg/String"}, [("/x", k, data)] * 3,
+                     {"reason": "x", "time_ns": k})
+    sizes = [b.size_bytes() for b in list_bundles(tmp_path)]
+    deleted = rotate(tmp_path, quota_bytes=int(sum(sizes[:2]) + 1000))
+    assert [p.name for p in deleted] == ["b0", "b1", "b2"]
+    assert [b.name for b in list_bundles(tmp_path)] == ["b3", "b4"]
+
+
+def test_collector_applies_the_quota_after_each_bundle(tmp_path):
+    config = small_config(quota_mb=0.8)  # each bundle ~0.36 MB: two fit
+    collector = FailureCollector(config, tmp_path)
+    try:
+        t = 0
+        for event in range(4):
+            for k in range(100):
+                t += NS // 100
+                collector.record("/joint_states", t, joint_state_cdr(t, np.zeros(200)))
+            collector.trigger(Trigger("manual", f"event {event}"), t - NS)
+            collector.poll(t)
+            assert collector.wait_idle(20.0), collector.errors
+    finally:
+        collector.stop()
+    bundles = list_bundles(tmp_path)
+    assert len(bundles) < 4 and bundles[-1].info["reason"] == "event 3"
+    assert sum(b.size_bytes() for b in bundles) <= 0.8 * 1024 * 1024
+
+
+@pytest.mark.parametrize("frame_id", ["", "imu", "base_imu_link", "a" * 13])
+def test_imu_orientation_is_read_in_place_from_the_cdr_bytes(frame_id):
+    store = typestore()
+    Imu = store.types["sensor_msgs/msg/Imu"]
+    Header, Time = store.types["std_msgs/msg/Header"], store.types["builtin_interfaces/msg/Time"]
+    Quaternion, Vector3 = store.types["geometry_msgs/msg/Quaternion"], store.types["geometry_msgs/msg/Vector3"]
+    q = (0.1, -0.2, 0.3, math.sqrt(1 - 0.14))
+    msg = Imu(header=Header(stamp=Time(sec=3, nanosec=7), frame_id=frame_id),
+              orientation=Quaternion(x=q[0], y=q[1], z=q[2], w=q[3]), orientation_covariance=np.zeros(9),
+              angular_velocity=Vector3(x=1, y=2, z=3), angular_velocity_covariance=np.zeros(9),
+              linear_acceleration=Vector3(x=4, y=5, z=6), linear_acceleration_covariance=np.zeros(9))
+    data = bytes(store.serialize_cdr(msg, "sensor_msgs/msg/Imu"))
+    assert imu_orientation(data) == pytest.approx(q)
+    assert imu_orientation(b"\x00\x00" + data[2:]) is None  # big-endian: the caller deserializes

@@ -1,0 +1,104 @@
+"""`sim2real pipeline`: adapting the randomization to failures, and refusing a candidate that
+does not pass validation (it never reaches the push)."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from sim2real.cli import main
+from sim2real.core.failure_bundle import list_bundles
+from sim2real.core.paths import share_dir
+from sim2real.core.robot_profile import load_profile
+from sim2real.pipeline import adapt_randomization
+from sim2real.sim.randomization import load_randomization
+from tests.policy_models import write_target_policy
+from tests.unit.failure_bundles import write_arm_bundle
+
+PANDA = load_profile("panda")
+SHIPPED = share_dir() / "policies" / "panda_reach.onnx"
+
+
+def test_adapt_widens_what_the_failures_fall_outside_of_and_adds_what_was_not_randomized(tmp_path):
+    write_arm_bundle(tmp_path, "a", PANDA, SHIPPED, conditions={"latency": 0.03, "joint_friction": 0.2})
+    write_arm_bundle(tmp_path, "b", PANDA, SHIPPED, conditions={"mass_scale": 1.3, "ground_friction": 0.4})
+    base = load_randomization("panda_reference")
+    adapted, changes = adapt_randomization(base, list_bundles(tmp_path), margin=0.1)
+    by_name = {c.name: c for c in changes}
+    assert set(by_name) == {"latency", "mass_scale", "ground_friction"}  # joint_friction 0.2 is covered
+    low, high = adapted.ranges()["latency"]
+    assert low == 0.0 and high >= 0.03
+    assert adapted.ranges()["mass_scale"][1] >= 1.3
+    assert by_name["ground_friction"].before is None  # not randomized for the arm before
+    assert adapted.ranges()["ground_friction"][0] <= 0.4 <= adapted.ranges()["ground_friction"][1]
+    assert adapted.ranges()["joint_friction"] == base.ranges()["joint_friction"]
+    assert adapted.name == "panda_reference+failures"
+    same, none = adapt_randomization(base, [], margin=0.1)
+    assert none == [] and same.ranges() == base.ranges()
+
+
+def test_a_candidate_that_fails_the_replays_is_refused_and_never_pushed(tmp_path, capsys):
+    failures = tmp_path / "failures"
+    write_arm_bundle(failures, "20261130T000000.000Z_supervisor_damping", PANDA, SHIPPED)
+    current = write_target_policy(tmp_path / "robot" / "hold.onnx", PANDA, PANDA.default_positions)
+    out = tmp_path / "pipe"
+    # The shipped reach policy trips the velocity limit from the recorded state; holding does not.
+    args = ["pipeline", "validate", "--robot", "panda", "--policy", str(current), "--failures", str(failures),
+            "--out", str(out), "--candidate", str(SHIPPED), "--episodes", "1", "--eval-workers", "0",
+            "--randomization", "panda_reference"]
+    assert main(args) == 1
+    printed = capsys.readouterr().out
+    assert "current fails 0, candidate fails 1" in printed and "validation REFUSED" in printed
+    assert "nominal" in printed and "SR cur" in printed
+    result = json.loads((out / "validation.json").read_text())
+    assert not result["passed"] and result["replay"]["candidate"]["failed"] == 1
+    push = ["pipeline", "push", "--robot", "panda", "--policy", str(current), "--failures", str(failures),
+            "--out", str(out), "--candidate", str(SHIPPED), "--node", "/no_such_runtime", "--timeout", "1"]
+    assert main(push) == 1
+    assert "[push] refused" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "robot").iterdir()) == ["hold.onnx"]  # nothing copied
+
+
+def test_push_refuses_a_candidate_that_was_never_validated(tmp_path, capsys):
+    current = write_target_policy(tmp_path / "hold.onnx", PANDA, PANDA.default_positions)
+    assert main(["pipeline", "push", "--robot", "panda", "--policy", str(current), "--out", str(tmp_path / "p"),
+                 "--candidate", str(current), "--failures", str(tmp_path)]) == 2
+    assert "an unvalidated policy is never pushed" in capsys.readouterr().err
+
+
+def test_dry_run_writes_nothing(tmp_path, capsys):
+    failures = tmp_path / "failures"
+    write_arm_bundle(failures, "x", PANDA, SHIPPED, conditions={"latency": 0.03})
+    out = tmp_path / "pipe"
+    assert main(["pipeline", "run", "--robot", "panda", "--policy", str(SHIPPED), "--failures", str(failures),
+                 "--out", str(out), "--checkpoint", "none.pt", "--dry-run"]) == 0
+    printed = capsys.readouterr()
+    # The shipped policy's stored ranges (ADR moved them) widened to 0.03 s plus a 10 % margin.
+    assert re.search(r"latency: \[0, [0-9.]+\] -> \[0, 0.033\]", printed.out), printed.out
+    assert "dry run: would write" in printed.out
+    assert "[push] dry run" in printed.out
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_the_pipeline_runs_end_to_end_on_a_tiny_budget(tmp_path, capsys):
+    """Train 2 iterations, export as the 'current' policy, then adapt -> retrain 2 more ->
+    validate; the push goes to a runtime that is not there, so the run ends without a swap."""
+    failures = tmp_path / "failures"
+    write_arm_bundle(failures, "x", PANDA, SHIPPED, conditions={"latency": 0.03})
+    run = tmp_path / "run"
+    assert main(["train", "--robot", "panda", "--task", "reach", "--out", str(run), "--iterations", "2",
+                 "--num-envs", "2", "--workers", "1", "--no-progress"]) == 0
+    assert main(["export", str(run / "model_2.pt"), "-o", str(tmp_path / "current.onnx")]) == 0
+    out = tmp_path / "pipe"
+    code = main(["pipeline", "run", "--robot", "panda", "--policy", str(tmp_path / "current.onnx"),
+                 "--failures", str(failures), "--out", str(out), "--checkpoint", str(run / "model_2.pt"),
+                 "--iterations", "2", "--num-envs", "2", "--workers", "1", "--episodes", "2", "--eval-workers", "0",
+                 "--no-progress", "--node", "/no_such_runtime", "--timeout", "1"])
+    printed = capsys.readouterr().out
+    state = json.loads((out / "pipeline.json").read_text())
+    assert (out / "randomization.yaml").is_file() and (out / "train" / "model_4.pt").is_file()
+    assert load_randomization(out / "randomization.yaml").ranges()["latency"][1] >= 0.03
+    assert "[validate]" in printed and "SR cand" in printed
+    assert code == 1 and not state.get("pushed")  # refused by validation, or no runtime answered

@@ -30,6 +30,7 @@ NODE_EXECUTABLES = {
     "safety_supervisor": "sim2real.nodes.safety_supervisor:main",
     "policy_runtime": "sim2real.nodes.policy_runtime:main",
     "demo_script": "sim2real.nodes.demo_script:main",
+    "sysid_logger": "sim2real.nodes.sysid_logger:main",
 }
 
 # The ROS 2 client library and standard messages as PyPI wheels. An extra, so that a
@@ -77,6 +78,9 @@ setup(
         "onnx>=1.16",
         "onnxruntime>=1.18",
         "scipy>=1.10",
+        "cma>=3.3",  # sysid: CMA-ES global search of the simulator parameters
+        "rosbags>=0.10",  # sysid/failure bags: rosbag2 + MCAP read/write without a ROS install
+        "mcap>=1.1",  # sysid: tests check every bag opens with the reference MCAP reader
     ],
     extras_require={
         "ros": ROS_WHEELS,

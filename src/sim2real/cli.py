@@ -12,6 +12,7 @@ from sim2real.core.policy_file import PolicyFileError
 from sim2real.core.robot_profile import ProfileError, available_profiles
 from sim2real.evaluate.evaluate import EvaluationError
 from sim2real.sim.randomization import RandomizationError
+from sim2real.sysid_cli import add_sysid_commands
 from sim2real.train.checkpoint import CheckpointError
 from sim2real.train.curriculum import CurriculumError
 from sim2real.train.export import ExportError
@@ -321,6 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--plot", metavar="PNG", help="write a histogram and box plot of the returns")
     evaluate.add_argument("--no-progress", action="store_true", help="no progress bar")
     evaluate.set_defaults(func=cmd_eval)
+
+    add_sysid_commands(sub, _Formatter)  # sysid record|fit|simulate, dr from-sysid
     return parser
 
 

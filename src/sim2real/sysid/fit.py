@@ -31,6 +31,10 @@ from sim2real.sysid.dataset import Dataset
 from sim2real.sysid.replay import Replayer, Window, windows
 
 VELOCITY_WEIGHT = 0.05  # s: 1 rad/s of velocity error costs as much as 0.05 rad of position error
+# rad/(N*m): 1 N*m of effort error costs as much as 1 mrad. Positions alone cannot separate
+# motor strength from mass, friction and damping (scaling every torque leaves the motion
+# unchanged); the measured motor effort fixes the absolute torque scale.
+EFFORT_WEIGHT = 1e-3
 SKIP_S = 0.04  # s at the start of each window not scored: commands in flight at the start are approximated
 
 
@@ -66,9 +70,10 @@ class FitOptions:
     train_fraction: float = 0.7
     train_seconds: float = 16.0  # s of training windows replayed per cost evaluation
     heldout_seconds: float = 12.0
-    popsize: int = 10
-    max_iterations: int = 60
-    tolerance: float = 1e-3  # relative change of the best cost that counts as converged
+    popsize: int = 8
+    cma_iterations: int = 10  # CMA-ES only finds the basin; least squares converges
+    max_iterations: int = 30  # least-squares steps before the fit counts as not converged
+    tolerance: float = 1e-4  # relative change of the cost that counts as converged
     max_rmse: float = 0.05  # rad: a fit whose training RMSE stays above this does not explain the data
     workers: int = 2
     seed: int = 0
@@ -128,37 +133,40 @@ def _init_worker(profile: RobotProfile, dataset: Dataset, window_sets: dict[str,
     _STRIDE = stride
 
 
-def _residuals(conditions: dict[str, float], which: str) -> tuple[np.ndarray, np.ndarray]:
-    """Position and velocity errors [samples, joints] over a window set."""
+def _residuals(conditions: dict[str, float], which: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Position, velocity and effort errors [samples, joints] over a window set (effort
+    errors are zero when the recordings carry no effort)."""
     replayer = _REPLAYER
-    q_err, dq_err = [], []
+    errors: tuple[list, list, list] = ([], [], [])
     for window in _WINDOWS[which]:
         seg = replayer.segments[window.segment]
-        q, dq = replayer.run(window, conditions, _STRIDE)
+        simulated = replayer.run(window, conditions, _STRIDE)
         measured = replayer.compared(window, _STRIDE)
         keep = seg.t[measured] >= seg.t[window.start] + SKIP_S
-        q_err.append((q - seg.q[measured])[keep])
-        dq_err.append((dq - seg.dq[measured])[keep])
-    return np.concatenate(q_err), np.concatenate(dq_err)
+        has_effort = bool(np.any(seg.effort))
+        for out, sim, real in zip(errors, simulated, (seg.q, seg.dq, seg.effort)):
+            error = (sim - real[measured])[keep]
+            out.append(error if has_effort or real is not seg.effort else np.zeros_like(error))
+    return tuple(np.concatenate(e) for e in errors)  # type: ignore[return-value]
+
+
+def _residual_vector(job: tuple[dict[str, float], str]) -> np.ndarray:
+    q_err, dq_err, effort_err = _residuals(*job)
+    return np.concatenate([q_err.ravel(), VELOCITY_WEIGHT * dq_err.ravel(), EFFORT_WEIGHT * effort_err.ravel()])
 
 
 def _cost(job: tuple[dict[str, float], str]) -> float:
     try:
-        q_err, dq_err = _residuals(*job)
+        r = _residual_vector(job)
     except ValueError:  # conditions the world refuses: worst cost, never a crash of the search
         return math.inf
-    value = float(np.mean(q_err ** 2) + VELOCITY_WEIGHT ** 2 * np.mean(dq_err ** 2))
+    value = float(np.mean(r ** 2)) * 3.0  # the three terms have equal sizes: this sums their mean squares
     return value if math.isfinite(value) else math.inf
 
 
 def _rmse(job: tuple[dict[str, float], str]) -> np.ndarray:
-    q_err, _ = _residuals(*job)
+    q_err, _, _ = _residuals(*job)
     return np.sqrt(np.mean(q_err ** 2, axis=0))
-
-
-def _residual_vector(job: tuple[dict[str, float], str]) -> np.ndarray:
-    q_err, dq_err = _residuals(*job)
-    return np.concatenate([q_err.ravel(), VELOCITY_WEIGHT * dq_err.ravel()])
 
 
 class _Pool:
@@ -192,7 +200,11 @@ def _spread(items: list[Window], seconds: float, window: float) -> list[Window]:
 
 def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions | None = None,
                    log: Callable[[str], None] = lambda _: None) -> FitResult:
+    """CMA-ES finds the basin (latency included), least squares polishes the continuous
+    parameters: CMA-ES alone needs hundreds of replays to converge tightly, which this
+    problem (smooth in everything but latency) does not justify."""
     import cma
+    from scipy.optimize import least_squares
 
     options = options or FitOptions()
     started = time.monotonic()
@@ -206,94 +218,117 @@ def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions 
                        "in both the training and the held-out part: record at least 20 s of excitation")
     lows = np.array([p.low for p in space])
     spans = np.array([p.high - p.low for p in space])
+    names = [p.name for p in space]
+    smooth = [i for i, name in enumerate(names) if name != "latency"]
 
     def conditions(x: np.ndarray) -> dict[str, float]:
         values = lows + spans * np.clip(x, 0.0, 1.0)
-        return {p.name: float(v) for p, v in zip(space, values)}
+        return {name: float(v) for name, v in zip(names, values)}
 
-    x0 = np.array([(p.nominal - p.low) / (p.high - p.low) for p in space])
+    def normalised(values: dict[str, float]) -> np.ndarray:
+        return np.array([(values[n] - lo) / span for n, lo, span in zip(names, lows, spans)])
+
+    x0 = normalised({p.name: p.nominal for p in space})
     stride = max(1, int(round(options.compare_period / dataset.segments[0].sample_period)))
     pool = _Pool(options.workers, (profile, dataset, {"train": train, "heldout": heldout}, stride))
+    evaluations = 0
     try:
         nominal = conditions(x0)
         before_train, before_heldout = pool.map(_rmse, [(nominal, "train"), (nominal, "heldout")])
+        log(f"nominal simulator: training position RMSE {_mean_rmse(before_train) * 1e3:.2f} mrad; "
+            f"CMA-ES over {names} ({len(train)} training windows of {options.window:g} s)")
         es = cma.CMAEvolutionStrategy(np.clip(x0, 0.05, 0.95), 0.3, {
-            "bounds": [0.0, 1.0], "popsize": options.popsize, "maxiter": options.max_iterations,
-            "tolfun": 0.0, "tolx": 1e-4, "seed": options.seed + 1, "verbose": -9,
-            "tolflatfitness": 10})
-        best_history: list[float] = []
-        stop_reason = ""
+            "bounds": [0.0, 1.0], "popsize": options.popsize, "maxiter": options.cma_iterations,
+            "seed": options.seed + 1, "verbose": -9})
         while not es.stop():
             xs = es.ask()
             costs = pool.map(_cost, [(conditions(x), "train") for x in xs])
             es.tell(xs, costs)
-            best_history.append(float(es.result.fbest))
-            log(f"  iteration {es.countiter:3d}: best cost {es.result.fbest:.3e} "
-                f"(position RMSE ~{math.sqrt(es.result.fbest) * 1e3:.2f} mrad)")
-            if len(best_history) > 8:
-                old, new = best_history[-9], best_history[-1]
-                if old - new <= options.tolerance * old:
-                    stop_reason = f"best cost changed < {options.tolerance:g} (relative) in 8 iterations"
-                    break
-        if not stop_reason:
-            reasons = es.stop()
-            stop_reason = ", ".join(f"{k}" for k in reasons) or "stopped"
-            if "maxiter" in reasons or "maxfevals" in reasons:
-                raise FitError(f"the fit did not converge within {options.max_iterations} iterations "
-                               f"(best cost still changing: {best_history[-9:] if best_history else []}); "
-                               "record a longer or richer excitation, or raise --max-iterations")
-        best = np.array(es.result.xbest)
-        values = conditions(best)
-        values["latency"] = _settle_latency(pool, values, profile.physics_period)
+            log(f"  CMA-ES iteration {es.countiter:3d}: best cost {es.result.fbest:.3e} (weighted mean square, rad^2)")
+        evaluations += es.countevals
+        values = conditions(np.array(es.result.xbest))
+        values["latency"], n = _settle_latency(pool, values, profile.physics_period)
+        evaluations += n
+
+        def residuals_at(xs: list[np.ndarray]) -> list[np.ndarray]:
+            jobs = []
+            for x in xs:
+                full = normalised(values)
+                full[smooth] = x
+                jobs.append((conditions(full), "train"))
+            return pool.map(_residual_vector, jobs)
+
+        cache: dict[bytes, np.ndarray] = {}
+
+        def fun(x: np.ndarray) -> np.ndarray:
+            key = np.asarray(x).tobytes()
+            if key not in cache:
+                cache[key] = residuals_at([x])[0]
+            return cache[key]
+
+        def jac(x: np.ndarray) -> np.ndarray:
+            h = 1e-3
+            points = []
+            for k in range(len(x)):
+                up, down = x.copy(), x.copy()
+                up[k] = min(1.0, x[k] + h)
+                down[k] = max(0.0, x[k] - h)
+                points += [up, down]
+            r = residuals_at(points)
+            return np.stack([(r[2 * k] - r[2 * k + 1]) / (points[2 * k][k] - points[2 * k + 1][k])
+                             for k in range(len(x))], axis=1)
+
+        start = normalised(values)[smooth]
+        polished = least_squares(fun, start, jac=jac, bounds=(0.0, 1.0), method="trf",
+                                 ftol=options.tolerance, xtol=1e-6, max_nfev=options.max_iterations)
+        evaluations += polished.nfev + polished.njev * 2 * len(smooth)
+        log(f"least squares: {polished.message} after {polished.nfev} steps; position RMSE "
+            f"~{math.sqrt(2 * polished.cost / polished.fun.size) * 1e3:.2f} mrad (velocity-weighted)")
+        if polished.status <= 0:
+            raise FitError(f"the fit did not converge: least squares stopped with '{polished.message}' after "
+                           f"{polished.nfev} steps. Record a longer or richer excitation (all joints moving, "
+                           "tens of seconds), or raise --max-iterations")
+        full = normalised(values)
+        full[smooth] = polished.x
+        values = conditions(full)
+        values["latency"], n = _settle_latency(pool, values, profile.physics_period)
+        evaluations += n
         after_train, after_heldout = pool.map(_rmse, [(values, "train"), (values, "heldout")])
-        if float(np.sqrt(np.mean(after_train ** 2))) > options.max_rmse:
+        if _mean_rmse(after_train) > options.max_rmse:
             raise FitError(f"the fit did not converge to a model that explains the data: training position RMSE "
-                           f"{np.sqrt(np.mean(after_train ** 2)):.3f} rad > {options.max_rmse:g} rad. Check that "
-                           "the bag matches the robot profile (gains, URDF) and that the robot did not touch anything")
-        at_edge = [p.name for p, x in zip(space, best) if p.low != 0.0 and (x < 0.005 or x > 0.995)]
+                           f"{_mean_rmse(after_train):.3f} rad > {options.max_rmse:g} rad. Check that the bag "
+                           "matches the robot profile (gains, URDF) and that the robot touched nothing")
+        at_edge = [name for name, x in zip(names, full) if lows[names.index(name)] != 0.0 and (x < 1e-3 or x > 1 - 1e-3)]
         if at_edge:
             raise FitError(f"the fit did not converge inside the search range: {at_edge} ended at a bound "
-                           f"({ {n: round(values[n], 4) for n in at_edge} }); the simulator model cannot match this "
-                           "robot (check the profile's gains and limits)")
-        std = _uncertainty(pool, values, space, profile.physics_period)
-        evaluations = es.countevals
-        iterations = es.countiter
+                           f"({ {n: round(values[n], 4) for n in at_edge} }); the simulator model cannot match "
+                           "this robot (check the profile's gains and limits)")
+        std = _uncertainty(polished, [space[i] for i in smooth], spans[smooth], profile.physics_period)
     finally:
         pool.close()
     return FitResult(values, std, space, before_train, after_train, before_heldout, after_heldout,
-                     evaluations, iterations, stop_reason, time.monotonic() - started, heldout)
+                     evaluations, es.countiter, f"CMA-ES {es.countiter} iterations; least squares: {polished.message}",
+                     time.monotonic() - started, heldout)
 
 
-def _settle_latency(pool: _Pool, values: dict[str, float], step: float) -> float:
+def _mean_rmse(per_joint: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.asarray(per_joint) ** 2)))
+
+
+def _settle_latency(pool: _Pool, values: dict[str, float], step: float) -> tuple[float, int]:
     """The whole number of physics steps nearest the fit, or a neighbour if that fits better."""
     centre = int(round(values["latency"] / step))
     candidates = [k for k in (centre - 1, centre, centre + 1) if k >= 0]
     costs = pool.map(_cost, [({**values, "latency": k * step}, "train") for k in candidates])
-    return candidates[int(np.argmin(costs))] * step
+    return candidates[int(np.argmin(costs))] * step, len(candidates)
 
 
-def _uncertainty(pool: _Pool, values: dict[str, float], space: list[Parameter], step: float) -> dict[str, float]:
-    continuous = [p for p in space if p.name != "latency"]
-    jobs = [(values, "train")]
-    deltas = []
-    for p in continuous:
-        h = 1e-3 * (p.high - p.low)
-        deltas.append(h)
-        centre = values[p.name]
-        up = min(centre + h, p.high) if centre + h <= p.high else centre
-        down = max(centre - h, p.low)
-        jobs += [({**values, p.name: up}, "train"), ({**values, p.name: down}, "train")]
-    results = pool.map(_residual_vector, jobs)
-    r0 = results[0]
-    columns = []
-    for k, p in enumerate(continuous):
-        up_value = min(values[p.name] + deltas[k], p.high)
-        down_value = max(values[p.name] - deltas[k], p.low)
-        columns.append((results[1 + 2 * k] - results[2 + 2 * k]) / max(up_value - down_value, 1e-12))
-    J = np.stack(columns, axis=1)
-    dof = max(1, r0.size - J.shape[1])
-    sigma2 = float(r0 @ r0) / dof
+def _uncertainty(polished, parameters: list[Parameter], spans: np.ndarray, step: float) -> dict[str, float]:
+    J = polished.jac / spans  # d residual / d value
+    r = polished.fun
+    dof = max(1, r.size - J.shape[1])
+    sigma2 = float(r @ r) / dof
     covariance = sigma2 * np.linalg.pinv(J.T @ J)
-    std = {p.name: float(math.sqrt(max(covariance[k, k], 0.0))) for k, p in enumerate(continuous)}
+    std = {p.name: float(math.sqrt(max(covariance[k, k], 0.0))) for k, p in enumerate(parameters)}
     std["latency"] = step / math.sqrt(12.0)
     return std

@@ -68,8 +68,10 @@ class Replayer:
         """Indices of the states :meth:`run` returns for this window and stride."""
         return np.arange(window.start + stride, window.stop, stride)
 
-    def run(self, window: Window, conditions: dict[str, float], stride: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """Simulated (q, dq) at the states :meth:`compared` lists (every ``stride``-th after the first)."""
+    def run(self, window: Window, conditions: dict[str, float], stride: int = 1
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Simulated (q, dq, motor effort) at the states :meth:`compared` lists (every
+        ``stride``-th after the first)."""
         seg = self.segments[window.segment]
         newest, steps = self._newest[window.segment], self._steps[window.segment]
         world = self.world
@@ -86,6 +88,7 @@ class Replayer:
         indices = self.compared(window, stride)
         q_out = np.empty((len(indices), self.profile.num_joints))
         dq_out = np.empty_like(q_out)
+        effort_out = np.empty_like(q_out)
         owed = -1  # the physics step already taken counts against the first interval
         k = 0
         for i in range(i0, indices[-1] if len(indices) else i0):
@@ -101,9 +104,9 @@ class Replayer:
                     world.step(owed)
                 owed = 0
                 state = world.true_joint_state()
-                q_out[k], dq_out[k] = state.position, state.velocity
+                q_out[k], dq_out[k], effort_out[k] = state
                 k += 1
-        return q_out, dq_out
+        return q_out, dq_out, effort_out
 
     def _give(self, seg: Segment, index: int) -> None:
         if index < 0:

@@ -133,25 +133,32 @@ def derivatives(t: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return dq, ddq
 
 
-def identify(model: RegressorModel, t: np.ndarray, q: np.ndarray, effort: np.ndarray,
-             train: np.ndarray, heldout: np.ndarray, stride: int = 5) -> RigidBodyResult:
-    """Fit base parameters and friction to measured joint torques (``effort``).
-
-    ``train`` / ``heldout`` are boolean masks over samples; every ``stride``-th sample is used.
-    """
-    dq, ddq = derivatives(t, q)
+def identify(model: RegressorModel, segments, train_fraction: float = 0.7, stride: int = 5) -> RigidBodyResult:
+    """Fit base parameters and friction to the measured joint torques (``effort``) of
+    ``segments`` (:class:`sim2real.sysid.dataset.Segment`): the first ``train_fraction``
+    of each recording trains, the rest is held out. Every ``stride``-th sample is used."""
     n = model.n
+    parts = {"train": [], "heldout": []}
+    for seg in segments:
+        if not np.any(seg.effort):
+            raise ValueError(f"{seg.source}: /joint_states carry no effort; rigid-body identification needs "
+                             "measured joint torques (skip it with --no-rigid-body)")
+        dq, ddq = derivatives(seg.t, seg.q)
+        split = seg.t[0] + train_fraction * seg.duration
+        for name, mask in (("train", seg.t < split), ("heldout", seg.t >= split)):
+            index = np.flatnonzero(mask)[::stride]
+            parts[name].append((seg.q[index], dq[index], ddq[index], seg.effort[index]))
 
-    def rows(mask):
-        index = np.flatnonzero(mask)[::stride]
-        Y = model.stacked(q[index], dq[index], ddq[index])
-        friction = np.zeros((len(index) * n, 2 * n))
-        for k, i in enumerate(index):
-            friction[k * n:(k + 1) * n, :n] = np.diag(np.sign(dq[i]))
-            friction[k * n:(k + 1) * n, n:] = np.diag(dq[i])
-        return Y, friction, effort[index].reshape(-1)
+    def rows(name):
+        q, dq, ddq, tau = (np.concatenate(a) for a in zip(*parts[name]))
+        Y = model.stacked(q, dq, ddq)
+        friction = np.zeros((len(q) * n, 2 * n))
+        for k in range(len(q)):
+            friction[k * n:(k + 1) * n, :n] = np.diag(np.sign(dq[k]))
+            friction[k * n:(k + 1) * n, n:] = np.diag(dq[k])
+        return Y, friction, tau.reshape(-1)
 
-    Y, F, tau = rows(train)
+    Y, F, tau = rows("train")
     A = np.hstack([Y[:, model.base_columns], F])
     scale = np.linalg.norm(A, axis=0)
     scale[scale == 0] = 1.0
@@ -165,7 +172,7 @@ def identify(model: RegressorModel, t: np.ndarray, q: np.ndarray, effort: np.nda
     nb = model.base_columns.size
     beta = solution[:nb]
 
-    Yh, Fh, tauh = rows(heldout)
+    Yh, Fh, tauh = rows("heldout")
     predicted = np.hstack([Yh[:, model.base_columns], Fh]) @ solution
     heldout_rmse = np.sqrt(((tauh - predicted).reshape(-1, n) ** 2).mean(0))
     nominal_rmse = np.sqrt(((tauh - Yh @ model.nominal).reshape(-1, n) ** 2).mean(0))

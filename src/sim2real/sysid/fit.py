@@ -7,14 +7,15 @@ touches the ground. Friction and damping are one value for all joints because th
 the simulator's conditions express. Armature (rotor inertia) is not fitted: PyBullet loads
 no armature from a URDF and SimWorld has no condition for it.
 
-Cost: mean squared error between measured and replayed joint positions (plus velocities
-weighted by ``VELOCITY_WEIGHT`` s) over windows of the *training* part of each recording
-(the first ``train_fraction`` of its time); the rest is held out and only scored.
-Uncertainty: Gauss-Newton covariance ``s^2 (J^T J)^-1`` from a finite-difference Jacobian
-of the residuals at the optimum. The residuals of a trajectory are correlated in time,
-so read these standard deviations as lower bounds. Latency moves in whole physics steps:
-after CMA-ES it is settled by comparing the neighbouring steps, and its std is at least
-the step's quantisation std (step / sqrt(12)).
+Cost: squared errors between measured and replayed joint positions, velocities (weighted
+by ``VELOCITY_WEIGHT`` s) and motor efforts (``EFFORT_WEIGHT`` rad/(N*m)) over windows of
+the *training* part of each recording (its first ``train_fraction``); the rest is held out
+and only scored. Search: a short CMA-ES run over all parameters finds the basin, least
+squares (trust-region reflective, finite-difference Jacobian computed in parallel) polishes
+the continuous ones. Uncertainty: Gauss-Newton covariance ``s^2 (J^T J)^-1`` at the
+optimum. The residuals of a trajectory are correlated in time, so read these standard
+deviations as lower bounds. Latency moves in whole physics steps: it is settled by
+comparing the neighbouring steps, and its std is the step's quantisation std (step / sqrt(12)).
 """
 from __future__ import annotations
 

@@ -62,7 +62,8 @@ def recentred(identified_path: str | Path, base: str | Path | None = None, name:
             spec = {"uniform": [round(low, 6), round(high, 6)]}
         # The base's bounds widen to include the new range: measurement beats a prior estimate.
         bounds = [min(bounds[0], max(low, physical[0])), max(bounds[1], min(high, physical[1]))]
-        spec["bounds"] = [None if b == float("inf") else round(b, 6) for b in bounds]
+        # null = the physical limit (an open limit like mass_scale > 0 has no finite number to write).
+        spec["bounds"] = [None if b in physical else round(b, 6) for b in bounds]
         parameters[key] = spec
     data = {"name": name or f"{robot}_identified", "parameters": parameters,
             "pushes": base_randomization.to_dict()["pushes"] if base_randomization is not None else None}

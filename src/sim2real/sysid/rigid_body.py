@@ -26,7 +26,7 @@ import numpy as np
 from sim2real.core.robot_profile import RobotProfile
 
 RANK_TOLERANCE = 1e-6  # relative to the largest pivot of the QR
-SAVGOL_WINDOW_S = 0.05  # s, derivative filter window: > noise correlation, < excitation period / 10
+SAVGOL_WINDOW_S = 0.15  # s, derivative filter window: averages encoder noise, short against a 1 Hz excitation
 
 
 @lru_cache(maxsize=None)
@@ -192,10 +192,13 @@ def identify(model: RegressorModel, segments, train_fraction: float = 0.7, strid
 
 
 def _closest_full_parameters(model: RegressorModel, Y: np.ndarray, beta: np.ndarray) -> np.ndarray:
-    """Full parameters nearest the nominal ones whose torques equal the identified model's."""
+    """Full parameters nearest the nominal ones, *relatively* (each parameter's change measured
+    against its own nominal size, so a 1 g change of a small inertia is not "cheaper" than a
+    1 kg change of a mass), whose torques equal the identified model's."""
     target = Y[:, model.base_columns] @ beta
-    correction, *_ = np.linalg.lstsq(Y, target - Y @ model.nominal, rcond=None)
-    return model.nominal + correction
+    size = np.abs(model.nominal) + 1e-3 * np.abs(model.nominal).max()
+    relative, *_ = np.linalg.lstsq(Y * size, target - Y @ model.nominal, rcond=None)
+    return model.nominal + size * relative
 
 
 def _realisable(p: np.ndarray) -> bool:

@@ -36,6 +36,7 @@ VELOCITY_WEIGHT = 0.05  # s: 1 rad/s of velocity error costs as much as 0.05 rad
 # motor strength from mass, friction and damping (scaling every torque leaves the motion
 # unchanged); the measured motor effort fixes the absolute torque scale.
 EFFORT_WEIGHT = 1e-3
+LATENCY_ROUNDS = 3
 SKIP_S = 0.04  # s at the start of each window not scored: commands in flight at the start are approximated
 
 
@@ -279,21 +280,29 @@ def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions 
             return np.stack([(r[2 * k] - r[2 * k + 1]) / (points[2 * k][k] - points[2 * k + 1][k])
                              for k in range(len(x))], axis=1)
 
-        start = normalised(values)[smooth]
-        polished = least_squares(fun, start, jac=jac, bounds=(0.0, 1.0), method="trf",
-                                 ftol=options.tolerance, xtol=1e-6, max_nfev=options.max_iterations)
-        evaluations += polished.nfev + polished.njev * 2 * len(smooth)
-        log(f"least squares: {polished.message} after {polished.nfev} steps; position RMSE "
-            f"~{math.sqrt(2 * polished.cost / polished.fun.size) * 1e3:.2f} mrad (velocity-weighted)")
-        if polished.status <= 0:
-            raise FitError(f"the fit did not converge: least squares stopped with '{polished.message}' after "
-                           f"{polished.nfev} steps. Record a longer or richer excitation (all joints moving, "
-                           "tens of seconds), or raise --max-iterations")
+        # Latency trades off against damping and friction: alternate polishing the continuous
+        # parameters with re-settling the latency until the latency stays put.
+        for _ in range(LATENCY_ROUNDS):
+            cache.clear()  # residuals depend on the latency held fixed in `values`
+            polished = least_squares(fun, normalised(values)[smooth], jac=jac, bounds=(0.0, 1.0), method="trf",
+                                     ftol=options.tolerance, xtol=1e-6, max_nfev=options.max_iterations)
+            evaluations += polished.nfev + polished.njev * 2 * len(smooth)
+            log(f"least squares (latency {values['latency'] * 1e3:.0f} ms): {polished.message} after "
+                f"{polished.nfev} steps; cost {2 * polished.cost / polished.fun.size * 3:.3e}")
+            if polished.status <= 0:
+                raise FitError(f"the fit did not converge: least squares stopped with '{polished.message}' after "
+                               f"{polished.nfev} steps. Record a longer or richer excitation (all joints moving, "
+                               "tens of seconds), or raise --max-iterations")
+            full = normalised(values)
+            full[smooth] = polished.x
+            values = conditions(full)
+            latency, n = _settle_latency(pool, values, profile.physics_period, reach=3)
+            evaluations += n
+            if abs(latency - values["latency"]) < 0.5 * profile.physics_period:
+                break
+            values["latency"] = latency
+        values["latency"] = latency
         full = normalised(values)
-        full[smooth] = polished.x
-        values = conditions(full)
-        values["latency"], n = _settle_latency(pool, values, profile.physics_period)
-        evaluations += n
         after_train, after_heldout = pool.map(_rmse, [(values, "train"), (values, "heldout")])
         if _mean_rmse(after_train) > options.max_rmse:
             raise FitError(f"the fit did not converge to a model that explains the data: training position RMSE "
@@ -316,10 +325,10 @@ def _mean_rmse(per_joint: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.asarray(per_joint) ** 2)))
 
 
-def _settle_latency(pool: _Pool, values: dict[str, float], step: float) -> tuple[float, int]:
-    """The whole number of physics steps nearest the fit, or a neighbour if that fits better."""
+def _settle_latency(pool: _Pool, values: dict[str, float], step: float, reach: int = 1) -> tuple[float, int]:
+    """The whole number of physics steps within ``reach`` of the fit that fits best."""
     centre = int(round(values["latency"] / step))
-    candidates = [k for k in (centre - 1, centre, centre + 1) if k >= 0]
+    candidates = [k for k in range(centre - reach, centre + reach + 1) if k >= 0]
     costs = pool.map(_cost, [({**values, "latency": k * step}, "train") for k in candidates])
     return candidates[int(np.argmin(costs))] * step, len(candidates)
 

@@ -32,6 +32,7 @@ NODE_EXECUTABLES = {
     "demo_script": "sim2real.nodes.demo_script:main",
     "ros2_control_bridge": "sim2real.nodes.ros2_control_bridge:main",
     "failure_collector": "sim2real.nodes.failure_collector:main",
+    "sysid_logger": "sim2real.nodes.sysid_logger:main",
 }
 
 # The ROS 2 client library and standard messages as PyPI wheels. An extra, so that a
@@ -79,8 +80,9 @@ setup(
         "onnx>=1.16",
         "onnxruntime>=1.18",
         "scipy>=1.10",
-        "rosbags>=0.10",
-        "mcap>=1.1",
+        "cma>=3.3",  # sysid: CMA-ES global search of the simulator parameters
+        "rosbags>=0.10",  # sysid bags and failure bundles: rosbag2 + MCAP read/write without a ROS install
+        "mcap>=1.1",  # tests check every bag opens with the reference MCAP reader
     ],
     extras_require={
         "ros": ROS_WHEELS,

@@ -16,6 +16,7 @@ from sim2real.evaluate.evaluate import EvaluationError
 from sim2real.evaluate.failure_replay import ReplayError
 from sim2real.pipeline import PipelineError
 from sim2real.sim.randomization import RandomizationError
+from sim2real.sysid_cli import add_sysid_commands
 from sim2real.train.checkpoint import CheckpointError
 from sim2real.train.curriculum import CurriculumError
 from sim2real.train.export import ExportError
@@ -334,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     failures.add_parser(sub)
     pipeline.add_parser(sub)
+    add_sysid_commands(sub, _Formatter)  # sysid record|fit|simulate, dr from-sysid
     return parser
 
 

@@ -1,10 +1,12 @@
-"""rosbag2 bags (metadata.yaml + MCAP) written and read through ``rosbags``, without a ROS install.
+"""rosbag2 bags (metadata.yaml + one MCAP file) written and read through ``rosbags``, ROS-free.
 
-The one place the project touches the bag format: failure bundles write here, and a
-sysid logger can too. Messages go in as serialized CDR bytes (what a raw rclpy
-subscription hands over), so writing never deserializes. The message definitions come
-from rosbags' bundled ROS 2 type store, so MCAP files carry their schemas and open in
-``ros2 bag``, Foxglove and the ``mcap`` library.
+The one place the project touches the bag format: sysid recordings and failure bundles
+both write here, so every bag has the same layout: rosbag2 format version 8 with the MCAP
+storage plugin, CDR messages, message definitions embedded (so ``ros2 bag``, Foxglove,
+``rosbags`` and the ``mcap`` readers all open it without our code), and free-form
+``custom_data`` strings in metadata.yaml. Messages go in as serialized CDR bytes (what a
+raw rclpy subscription hands over), so recording never deserializes, or as ``rosbags``
+message objects, serialized here.
 """
 from __future__ import annotations
 
@@ -12,19 +14,97 @@ import struct
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-# Humble's definitions: every message the project records (sensor_msgs, nav_msgs,
-# diagnostic_msgs, geometry_msgs) is unchanged since, so newer distros read them too.
-_STORE = "ROS2_HUMBLE"
-_typestore = None
+from rosbags.rosbag2 import Reader, StoragePlugin, Writer, WriterError
+from rosbags.typesys import Stores, get_typestore
+
+# Version 8 rather than the newest 9: the rosbag2 of Humble reads up to 8 (rosbags writes both).
+BAG_VERSION = 8
+# Humble's definitions of the standard messages; they are identical in later distros for
+# every type this project records.
+TYPESTORE = get_typestore(Stores.ROS2_HUMBLE)
+
+
+class BagWriteError(RuntimeError):
+    """A bag that cannot be written; the message names the path and what to do."""
+
+
+class BagWriter:
+    """A new rosbag2 directory. Use as a context manager; the bag is complete on exit.
+
+    >>> with BagWriter("runs/sysid_1", {"robot": "panda"}) as bag:
+    ...     bag.add_topic("/joint_states", "sensor_msgs/msg/JointState")
+    ...     bag.write_raw("/joint_states", stamp_ns, cdr_bytes)
+    """
+
+    def __init__(self, path: str | Path, custom_data: Mapping[str, str] | None = None):
+        self.path = Path(path)
+        if self.path.exists():
+            raise BagWriteError(f"{self.path} exists already; a bag is never overwritten: "
+                                "choose a new output directory or delete the old one")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = Writer(self.path, version=BAG_VERSION, storage_plugin=StoragePlugin.MCAP)
+        for key, value in (custom_data or {}).items():
+            self.set_custom_data(key, value)
+        self._connections: dict[str, Any] = {}
+        self._types: dict[str, str] = {}
+        self._open = False
+
+    def set_custom_data(self, key: str, value: str) -> None:
+        """A string stored under ``custom_data`` in metadata.yaml (settable until close)."""
+        if not isinstance(value, str):
+            raise BagWriteError(f"custom_data {key!r}: values must be strings (serialize to YAML/JSON first)")
+        self._writer.set_custom_data(key, value)
+
+    def open(self) -> "BagWriter":
+        self._writer.open()
+        self._open = True
+        return self
+
+    def add_topic(self, topic: str, msgtype: str) -> None:
+        """Register a topic before writing to it; ``msgtype`` like ``sensor_msgs/msg/JointState``."""
+        if not self._open:
+            self.open()
+        if msgtype not in TYPESTORE.types:
+            raise BagWriteError(f"topic {topic}: message type {msgtype!r} is unknown to the bag writer; "
+                                "record standard ROS 2 message types only")
+        self._connections[topic] = self._writer.add_connection(topic, msgtype, typestore=TYPESTORE)
+        self._types[topic] = msgtype
+
+    @property
+    def topics(self) -> dict[str, str]:
+        return dict(self._types)
+
+    def write_raw(self, topic: str, stamp_ns: int, data: bytes | memoryview) -> None:
+        """CDR-serialized message (as rclpy delivers with ``raw=True``) received at ``stamp_ns``."""
+        connection = self._connections.get(topic)
+        if connection is None:
+            raise BagWriteError(f"topic {topic} was not added to the bag; call add_topic first")
+        self._writer.write(connection, int(stamp_ns), bytes(data))
+
+    def write(self, topic: str, stamp_ns: int, message: Any) -> None:
+        """A ``rosbags`` message object (``TYPESTORE.types[msgtype](...)``)."""
+        self.write_raw(topic, stamp_ns, TYPESTORE.serialize_cdr(message, self._types[topic]))
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            try:
+                self._writer.close()
+            except WriterError as exc:
+                raise BagWriteError(f"{self.path}: could not finish the bag ({exc})") from exc
+
+    def __enter__(self) -> "BagWriter":
+        if not self._open:
+            self.open()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def typestore():
-    global _typestore
-    if _typestore is None:
-        from rosbags.typesys import Stores, get_typestore
-
-        _typestore = get_typestore(getattr(Stores, _STORE))
-    return _typestore
+    """The message definitions bags are written with (rosbags' Humble store)."""
+    return TYPESTORE
 
 
 def write_bag(path: str | Path, connections: Mapping[str, str],
@@ -32,23 +112,17 @@ def write_bag(path: str | Path, connections: Mapping[str, str],
     """Write a new rosbag2 directory at ``path`` (it must not exist): ``connections`` maps
     topic -> message type (``sensor_msgs/msg/JointState``); ``messages`` are
     (topic, receive time in ns, serialized CDR) in any order of topics, time-ordered per topic."""
-    from rosbags.rosbag2 import StoragePlugin, Writer
-
-    store = typestore()
-    path = Path(path)
-    with Writer(path, version=8, storage_plugin=StoragePlugin.MCAP) as writer:
-        handles = {topic: writer.add_connection(topic, msgtype, typestore=store)
-                   for topic, msgtype in connections.items()}
+    with BagWriter(path) as bag:
+        for topic, msgtype in connections.items():
+            bag.add_topic(topic, msgtype)
         for topic, stamp_ns, data in messages:
-            writer.write(handles[topic], int(stamp_ns), data)
-    return path
+            bag.write_raw(topic, stamp_ns, data)
+    return Path(path)
 
 
 def read_bag(path: str | Path, topics: Iterable[str] | None = None) -> Iterator[tuple[str, int, Any]]:
     """(topic, receive time ns, decoded message) in time order; ``topics`` narrows them."""
-    from rosbags.rosbag2 import Reader
-
-    store = typestore()
+    store = TYPESTORE
     wanted = None if topics is None else set(topics)
     with Reader(Path(path)) as reader:
         selected = [c for c in reader.connections if wanted is None or c.topic in wanted]
@@ -58,8 +132,6 @@ def read_bag(path: str | Path, topics: Iterable[str] | None = None) -> Iterator[
 
 def bag_topics(path: str | Path) -> dict[str, tuple[str, int]]:
     """topic -> (message type, message count), from the bag's metadata."""
-    from rosbags.rosbag2 import Reader
-
     with Reader(Path(path)) as reader:
         return {c.topic: (c.msgtype, c.msgcount) for c in reader.connections}
 

@@ -346,8 +346,12 @@ class SimWorld:
 
     def reset(self, joint_positions: Sequence[float] | None = None,
               base_position: Sequence[float] | None = None,
-              base_orientation: Sequence[float] | None = None) -> None:
+              base_orientation: Sequence[float] | None = None,
+              joint_velocities: Sequence[float] | None = None) -> None:
         """Put the robot at rest in a pose, clear time, pushes and commands in flight.
+
+        ``joint_velocities`` (rad/s, default 0) starts the joints moving instead: replaying a
+        recording from a state taken mid-motion (system identification) needs that.
 
         Defaults: the profile's default joint positions; the base at ``spawn_height``
         above the highest point of the ground (so it never starts inside the terrain),
@@ -365,8 +369,11 @@ class SimWorld:
         com_position, com_orientation = pb.multiplyTransforms(position, orientation, *self._base_inertial)
         pb.resetBasePositionAndOrientation(self._robot, com_position, com_orientation, physicsClientId=c)
         pb.resetBaseVelocity(self._robot, (0, 0, 0), (0, 0, 0), physicsClientId=c)
-        for joint, angle in zip(self._joint_ids, q):
-            pb.resetJointState(self._robot, joint, float(angle), 0.0, physicsClientId=c)
+        velocities = np.zeros(len(q)) if joint_velocities is None else np.asarray(joint_velocities, dtype=float)
+        if velocities.shape != q.shape or not np.all(np.isfinite(velocities)):
+            raise ValueError(f"joint_velocities: expected {len(q)} finite numbers, got {joint_velocities!r}")
+        for joint, angle, speed in zip(self._joint_ids, q, velocities):
+            pb.resetJointState(self._robot, joint, float(angle), float(speed), physicsClientId=c)
         self._push_steps = 0
         self._imu_velocity_before = None
 

@@ -1,0 +1,211 @@
+"""sysid_logger: plays an excitation through the safety supervisor and records a sysid bag.
+
+Thin adapter: the excitation (:mod:`sim2real.sysid.excitation`), the bag layout
+(:mod:`sim2real.core.bags`) and the bag metadata (:mod:`sim2real.sysid.metadata`)
+live in the ROS-free core. This node only sequences them:
+
+1. record from the start: /joint_states, /imu/data, /joint_commands and ``extra_topics``,
+   as the CDR bytes that arrive (``raw=True``: nothing is decoded or re-encoded);
+2. once the supervisor has stood the robot up (STANDBY stand motion done), stream the
+   default pose on /policy/joint_commands and call the supervisor's ``~/engage``;
+3. in ACTIVE, after the supervisor's blend, stream the excitation target (position and
+   velocity) on the command-period grid of the robot's clock, stamped like the state it
+   answers (so it works in real time and in lockstep, as pose_commander does);
+4. hold the default pose for ``settle`` s, close the bag and exit. If the supervisor
+   leaves ACTIVE (a safety check tripped) the bag is closed with ``completed: false``.
+
+    ros2 run sim2real sysid_logger --ros-args -p robot:=panda -p bag:=bags/panda_1
+"""
+from __future__ import annotations
+
+import importlib
+import json
+
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.node import Node
+from rclpy.qos import QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
+from sensor_msgs.msg import Imu, JointState
+from std_srvs.srv import Trigger
+
+from sim2real.core.robot_profile import load_profile
+from sim2real.core.bags import BagWriter
+from sim2real.core.safety_config import load_safety_config
+from sim2real.nodes import lifecycle, qos, stamps
+from sim2real.nodes.params import declare
+from sim2real.sysid.excitation import make_excitation
+from sim2real.sysid.metadata import bag_custom_data
+
+NS_PER_S = stamps.NS_PER_S
+# Reliable and deep: matches a reliable publisher without dropping a burst; a best-effort
+# publisher (some drivers) matches the sensor subscription below instead.
+RECORD_RELIABLE = QoSProfile(history=QoSHistoryPolicy.KEEP_LAST, depth=200,
+                             reliability=QoSReliabilityPolicy.RELIABLE)
+ENGAGE_RETRY_S = 1.0
+
+
+class SysidLoggerNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("sysid_logger", **kwargs)
+        robot = declare(self, "robot", "go2", "Robot profile name or path")
+        self.bag_path = declare(self, "bag", "", "rosbag2 directory to create (required; must not exist)")
+        kind = declare(self, "kind", "fourier", "Excitation: fourier | multisine | chirp")
+        duration = declare(self, "duration", 40.0, "Excitation seconds")
+        joints = declare(self, "joints", "", "Comma-separated joints to excite ('' = all)")
+        amplitude = declare(self, "amplitude", 0.6, "Largest joint amplitude, rad (limits may lower it)")
+        f_min = declare(self, "f_min", 0.1, "Lowest frequency, Hz")
+        f_max = declare(self, "f_max", 1.0, "Highest frequency, Hz")
+        velocity_fraction = declare(self, "velocity_fraction", 0.5, "Peak speed as a fraction of the velocity limit")
+        seed = declare(self, "excitation_seed", 0, "Seed of the Fourier coefficient search")
+        extra = declare(self, "extra_topics", "", "Comma-separated 'topic:pkg/msg/Type' to record as well")
+        self.settle = declare(self, "settle", 1.0, "Seconds holding the default pose after the excitation")
+        supervisor = declare(self, "supervisor", "/safety_supervisor", "The safety supervisor node")
+        hardware = declare(self, "hardware", "", "Recorded in the bag metadata (sim | topic)")
+        conditions = declare(self, "conditions", "", "Recorded in the bag metadata (sim conditions, if any)")
+        if not self.bag_path:
+            raise ValueError("parameter 'bag' is required: the rosbag2 directory to create")
+
+        self.profile = load_profile(robot)
+        safety = load_safety_config(self.profile.name)
+        self.stand_s = safety.stand_duration
+        self.blend_s = safety.blend_duration
+        self.excitation = make_excitation(self.profile, kind, [j for j in joints.split(",") if j] or None, duration,
+                                          amplitude, f_min, f_max, velocity_fraction=velocity_fraction, seed=seed)
+        metadata = {"hardware": hardware, "completed": "false"}
+        if conditions:
+            metadata["sim_conditions"] = conditions
+        self.bag = BagWriter(self.bag_path, bag_custom_data(self.profile, self.excitation, "sysid_logger", metadata))
+        self.bag.open()
+        self._record("/joint_states", JointState, "sensor_msgs/msg/JointState", qos.SENSOR_SUBSCRIBE)
+        self._record("/imu/data", Imu, "sensor_msgs/msg/Imu", qos.SENSOR_SUBSCRIBE)
+        self._record("/joint_commands", JointState, "sensor_msgs/msg/JointState", RECORD_RELIABLE)
+        for entry in [e for e in extra.split(",") if e.strip()]:
+            topic, _, msgtype = entry.strip().partition(":")
+            self._record(topic, _message_class(msgtype), msgtype, RECORD_RELIABLE)
+
+        self.period_ns = round(self.profile.policy_period * NS_PER_S)
+        self.pub = self.create_publisher(JointState, "/policy/joint_commands", qos.COMMAND)
+        self.create_subscription(JointState, "/joint_states", self._on_state, qos.SENSOR_SUBSCRIBE)
+        self.create_subscription(DiagnosticArray, "/safety/status", self._on_status, 10)
+        self.engage = self.create_client(Trigger, f"{supervisor}/engage")
+        self.mode = ""
+        self.phase = "stand"  # stand -> engage -> blend -> excite -> settle -> done
+        self.phase_start_ns = None
+        self.next_command_ns = None
+        self.index = None
+        self.last_engage_ns = None
+        self.done = False
+        self.failed = ""
+        self.get_logger().info(f"{self.profile.name}: {self.excitation.kind} excitation of "
+                               f"{len(self.excitation.excited)} joints for {duration:g} s -> {self.bag_path}")
+
+    def _record(self, topic: str, cls, msgtype: str, profile: QoSProfile) -> None:
+        self.bag.add_topic(topic, msgtype)
+
+        def write(data: bytes) -> None:
+            if not self.done:
+                self.bag.write_raw(topic, self.get_clock().now().nanoseconds, data)
+        self.create_subscription(cls, topic, write, profile, raw=True)
+
+    def _on_status(self, msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            for value in status.values:
+                if value.key == "mode":
+                    if self.mode != value.value:
+                        self.get_logger().info(f"supervisor mode {value.value}")
+                    self.mode = value.value
+
+    def _on_state(self, msg: JointState) -> None:
+        if self.done:
+            return
+        now = stamps.to_ns(msg.header.stamp)
+        if self.index is None:
+            try:
+                self.index = [list(msg.name).index(n) for n in self.profile.joint_names]
+            except ValueError:
+                self.get_logger().error(f"/joint_states names {list(msg.name)} lack {self.profile.joint_names}",
+                                        throttle_duration_sec=2.0)
+                return
+            self.phase_start_ns = now
+            self.next_command_ns = -(-now // self.period_ns) * self.period_ns
+        elapsed = (now - self.phase_start_ns) / NS_PER_S
+        if self.phase == "stand" and elapsed >= self.stand_s + 0.5:
+            self._enter("engage", now)
+        elif self.phase == "engage":
+            if self.mode == "ACTIVE":
+                self._enter("blend", now)
+            elif self.last_engage_ns is None or now - self.last_engage_ns > ENGAGE_RETRY_S * NS_PER_S:
+                self._call_engage(now)
+        elif self.phase == "blend" and elapsed >= self.blend_s + 0.2:
+            self._enter("excite", now)
+        elif self.phase == "excite" and elapsed >= self.excitation.duration:
+            self._enter("settle", now)
+        elif self.phase == "settle" and elapsed >= self.settle:
+            self._finish(completed=True)
+            return
+        if self.phase in ("blend", "excite", "settle") and self.mode not in ("ACTIVE", ""):
+            self._finish(completed=False, reason=f"the supervisor left ACTIVE ({self.mode}) during {self.phase}")
+            return
+        if self.phase != "stand" and now >= self.next_command_ns:
+            if self.phase == "excite":
+                q, dq = self.excitation.sample((now - self.phase_start_ns) / NS_PER_S)
+            else:
+                q, dq = self.profile.default_positions, None
+            command = JointState(name=self.profile.joint_names, position=[float(v) for v in q])
+            if dq is not None:
+                command.velocity = [float(v) for v in dq]
+            command.header.stamp = msg.header.stamp
+            self.pub.publish(command)
+            while self.next_command_ns <= now:
+                self.next_command_ns += self.period_ns
+
+    def _enter(self, phase: str, now: int) -> None:
+        self.get_logger().info(f"{self.phase} -> {phase}")
+        self.phase = phase
+        self.phase_start_ns = now
+
+    def _call_engage(self, now: int) -> None:
+        self.last_engage_ns = now
+        if not self.engage.service_is_ready():
+            self.get_logger().info("waiting for the supervisor's engage service", throttle_duration_sec=5.0)
+            return
+        future = self.engage.call_async(Trigger.Request())
+        future.add_done_callback(lambda f: self.get_logger().info(
+            f"engage: {f.result().message if f.result() else f.exception()}"))
+
+    def _finish(self, completed: bool, reason: str = "") -> None:
+        self.done = True
+        self.bag.set_custom_data("completed", json.dumps(completed))
+        if reason:
+            self.failed = reason
+            self.bag.set_custom_data("aborted", reason)
+            self.get_logger().error(f"excitation aborted: {reason}; bag kept with completed: false")
+        self.bag.close()
+        self.get_logger().info(f"bag written: {self.bag_path}")
+
+    def stop(self) -> None:
+        if not self.done:
+            self._finish(completed=False, reason="stopped before the excitation finished")
+
+
+def _message_class(msgtype: str):
+    package, _, name = msgtype.partition("/msg/")
+    try:
+        return getattr(importlib.import_module(f"{package}.msg"), name)
+    except (ImportError, AttributeError):
+        raise ValueError(f"extra_topics: message type {msgtype!r} cannot be imported; "
+                         "write 'topic:package/msg/Type' with an installed message package") from None
+
+
+def main(args=None) -> int:
+    code = {"value": 0}
+
+    def finished(node) -> bool:
+        if node.done and node.failed:
+            code["value"] = 1
+        return node.done
+    result = lifecycle.run("sysid_logger", SysidLoggerNode, args, until=finished)
+    return result or code["value"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,344 @@
+"""Fit the simulator's physical conditions to sysid recordings with CMA-ES.
+
+What is fitted (names are :class:`PhysicalConditions` fields, so the result feeds the
+randomization directly): ``motor_strength``, ``mass_scale``, ``joint_friction`` (Coulomb),
+``joint_damping`` (viscous), ``latency``, and ``ground_friction`` when a floating-base robot
+touches the ground. Friction and damping are one value for all joints because that is what
+the simulator's conditions express. Armature (rotor inertia) is not fitted: PyBullet loads
+no armature from a URDF and SimWorld has no condition for it.
+
+Cost: squared errors between measured and replayed joint positions, velocities (weighted
+by ``VELOCITY_WEIGHT`` s) and motor efforts (``EFFORT_WEIGHT`` rad/(N*m)) over windows of
+the *training* part of each recording (its first ``train_fraction``); the rest is held out
+and only scored. Search: a short CMA-ES run over all parameters finds the basin, least
+squares (trust-region reflective, finite-difference Jacobian computed in parallel) polishes
+the continuous ones. Uncertainty: Gauss-Newton covariance ``s^2 (J^T J)^-1`` at the
+optimum. The residuals of a trajectory are correlated in time, so read these standard
+deviations as lower bounds. Latency moves in whole physics steps: it is settled by
+comparing the neighbouring steps, and its std is the step's quantisation std (step / sqrt(12)).
+"""
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from sim2real.core.robot_profile import RobotProfile
+from sim2real.sysid.dataset import Dataset
+from sim2real.sysid.replay import Replayer, Window, windows
+
+VELOCITY_WEIGHT = 0.05  # s: 1 rad/s of velocity error costs as much as 0.05 rad of position error
+# rad/(N*m): 1 N*m of effort error costs as much as 1 mrad. Positions alone cannot separate
+# motor strength from mass, friction and damping (scaling every torque leaves the motion
+# unchanged); the measured motor effort fixes the absolute torque scale.
+EFFORT_WEIGHT = 1e-3
+LATENCY_ROUNDS = 3
+SKIP_S = 0.04  # s at the start of each window not scored: commands in flight at the start are approximated
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    low: float
+    high: float
+    nominal: float
+    unit: str
+
+
+def search_space(profile: RobotProfile) -> list[Parameter]:
+    space = [
+        Parameter("motor_strength", 0.5, 1.5, 1.0, ""),
+        Parameter("mass_scale", 0.5, 1.6, 1.0, ""),
+        Parameter("joint_friction", 0.0, 0.1 * float(profile.effort_limits.min()), 0.0, "N*m"),
+        Parameter("joint_damping", 0.0, 2.0, 0.0, "N*m*s/rad"),
+        Parameter("latency", 0.0, 0.04, 0.0, "s"),
+    ]
+    if not profile.fixed_base:
+        space.append(Parameter("ground_friction", 0.2, 1.5, 0.8, ""))
+    return space
+
+
+class FitError(RuntimeError):
+    """The fit did not converge or cannot start; no identified YAML is written."""
+
+
+@dataclass
+class FitOptions:
+    window: float = 2.0  # s per replay window
+    train_fraction: float = 0.7
+    train_seconds: float = 16.0  # s of training windows replayed per cost evaluation
+    heldout_seconds: float = 12.0
+    popsize: int = 8
+    cma_iterations: int = 10  # CMA-ES only finds the basin; least squares converges
+    max_iterations: int = 30  # least-squares steps before the fit counts as not converged
+    tolerance: float = 1e-4  # relative change of the cost that counts as converged
+    max_rmse: float = 0.05  # rad: a fit whose training RMSE stays above this does not explain the data
+    workers: int = 2
+    seed: int = 0
+    compare_period: float = 0.01  # s between compared states: finer adds cost, not information
+
+
+@dataclass
+class FitResult:
+    values: dict[str, float]
+    std: dict[str, float]
+    space: list[Parameter]
+    train_rmse_before: np.ndarray
+    train_rmse_after: np.ndarray
+    heldout_rmse_before: np.ndarray
+    heldout_rmse_after: np.ndarray
+    evaluations: int
+    iterations: int
+    stop: str
+    wall_time: float
+    heldout_windows: list[Window] = field(default_factory=list)
+
+    def to_dict(self, joint_names: list[str]) -> dict[str, Any]:
+        def per_joint(values):
+            return {name: round(float(v), 6) for name, v in zip(joint_names, values)}
+        parameters = {}
+        for p in self.space:
+            parameters[p.name] = {"value": round(self.values[p.name], 6), "std": round(self.std[p.name], 6),
+                                  "nominal": p.nominal, "unit": p.unit, "search_range": [p.low, p.high]}
+        return {
+            "method": "CMA-ES over replays of the recorded commands in SimWorld (windows from the measured state)",
+            "parameters": parameters,
+            "not_identified": {
+                "armature": "SimWorld cannot express it (PyBullet loads no URDF armature; no condition exists)",
+                "per_joint_friction": "SimWorld's joint_friction/joint_damping are one value for all joints; "
+                                      "see rigid_body for per-joint friction (arms)",
+            },
+            "position_rmse_rad": {
+                "train_before": per_joint(self.train_rmse_before), "train_after": per_joint(self.train_rmse_after),
+                "heldout_before": per_joint(self.heldout_rmse_before),
+                "heldout_after": per_joint(self.heldout_rmse_after),
+            },
+            "optimizer": {"evaluations": self.evaluations, "iterations": self.iterations, "stop": self.stop,
+                          "wall_time_s": round(self.wall_time, 1)},
+        }
+
+
+# -- evaluation (also in worker processes) ---------------------------------------------------------
+_REPLAYER: Replayer | None = None
+_WINDOWS: dict[str, list[Window]] = {}
+_STRIDE = 1
+
+
+def _init_worker(profile: RobotProfile, dataset: Dataset, window_sets: dict[str, list[Window]], stride: int) -> None:
+    global _REPLAYER, _WINDOWS, _STRIDE
+    _REPLAYER = Replayer(profile, dataset.segments)
+    _WINDOWS = window_sets
+    _STRIDE = stride
+
+
+def _residuals(conditions: dict[str, float], which: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Position, velocity and effort errors [samples, joints] over a window set (effort
+    errors are zero when the recordings carry no effort)."""
+    replayer = _REPLAYER
+    errors: tuple[list, list, list] = ([], [], [])
+    for window in _WINDOWS[which]:
+        seg = replayer.segments[window.segment]
+        simulated = replayer.run(window, conditions, _STRIDE)
+        measured = replayer.compared(window, _STRIDE)
+        keep = seg.t[measured] >= seg.t[window.start] + SKIP_S
+        has_effort = bool(np.any(seg.effort))
+        for out, sim, real in zip(errors, simulated, (seg.q, seg.dq, seg.effort)):
+            error = (sim - real[measured])[keep]
+            out.append(error if has_effort or real is not seg.effort else np.zeros_like(error))
+    return tuple(np.concatenate(e) for e in errors)  # type: ignore[return-value]
+
+
+def _residual_vector(job: tuple[dict[str, float], str]) -> np.ndarray:
+    q_err, dq_err, effort_err = _residuals(*job)
+    return np.concatenate([q_err.ravel(), VELOCITY_WEIGHT * dq_err.ravel(), EFFORT_WEIGHT * effort_err.ravel()])
+
+
+def _cost(job: tuple[dict[str, float], str]) -> float:
+    try:
+        r = _residual_vector(job)
+    except ValueError:  # conditions the world refuses: worst cost, never a crash of the search
+        return math.inf
+    value = float(np.mean(r ** 2)) * 3.0  # the three terms have equal sizes: this sums their mean squares
+    return value if math.isfinite(value) else math.inf
+
+
+def _rmse(job: tuple[dict[str, float], str]) -> np.ndarray:
+    q_err, _, _ = _residuals(*job)
+    return np.sqrt(np.mean(q_err ** 2, axis=0))
+
+
+class _Pool:
+    """A process pool, or this process when ``workers`` is 1 (no fork, easier to debug)."""
+
+    def __init__(self, workers: int, init_args: tuple):
+        self.pool = None
+        if workers > 1:
+            self.pool = mp.get_context("fork").Pool(workers, _init_worker, init_args)
+        else:
+            _init_worker(*init_args)
+
+    def map(self, fn: Callable, jobs: list) -> list:
+        return self.pool.map(fn, jobs) if self.pool is not None else [fn(j) for j in jobs]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+        elif _REPLAYER is not None:
+            _REPLAYER.close()
+
+
+def _spread(items: list[Window], seconds: float, window: float) -> list[Window]:
+    """At most ``seconds`` worth of windows, evenly spread over the list."""
+    count = max(1, int(seconds / window))
+    if len(items) <= count:
+        return items
+    return [items[int(i)] for i in np.linspace(0, len(items) - 1, count).round()]
+
+
+def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions | None = None,
+                   log: Callable[[str], None] = lambda _: None) -> FitResult:
+    """CMA-ES finds the basin (latency included), least squares polishes the continuous
+    parameters: CMA-ES alone needs hundreds of replays to converge tightly, which this
+    problem (smooth in everything but latency) does not justify."""
+    import cma
+    from scipy.optimize import least_squares
+
+    options = options or FitOptions()
+    started = time.monotonic()
+    space = search_space(profile)
+    train = _spread(windows(dataset.segments, options.window, 0.0, options.train_fraction),
+                    options.train_seconds, options.window)
+    heldout = _spread(windows(dataset.segments, options.window, options.train_fraction, 1.0),
+                      options.heldout_seconds, options.window)
+    if not train or not heldout:
+        raise FitError(f"the recordings ({dataset.duration:.1f} s) are too short for {options.window:g} s windows "
+                       "in both the training and the held-out part: record at least 20 s of excitation")
+    lows = np.array([p.low for p in space])
+    spans = np.array([p.high - p.low for p in space])
+    names = [p.name for p in space]
+    smooth = [i for i, name in enumerate(names) if name != "latency"]
+
+    def conditions(x: np.ndarray) -> dict[str, float]:
+        values = lows + spans * np.clip(x, 0.0, 1.0)
+        return {name: float(v) for name, v in zip(names, values)}
+
+    def normalised(values: dict[str, float]) -> np.ndarray:
+        return np.array([(values[n] - lo) / span for n, lo, span in zip(names, lows, spans)])
+
+    x0 = normalised({p.name: p.nominal for p in space})
+    stride = max(1, int(round(options.compare_period / dataset.segments[0].sample_period)))
+    pool = _Pool(options.workers, (profile, dataset, {"train": train, "heldout": heldout}, stride))
+    evaluations = 0
+    try:
+        nominal = conditions(x0)
+        before_train, before_heldout = pool.map(_rmse, [(nominal, "train"), (nominal, "heldout")])
+        log(f"nominal simulator: training position RMSE {_mean_rmse(before_train) * 1e3:.2f} mrad; "
+            f"CMA-ES over {names} ({len(train)} training windows of {options.window:g} s)")
+        es = cma.CMAEvolutionStrategy(np.clip(x0, 0.05, 0.95), 0.3, {
+            "bounds": [0.0, 1.0], "popsize": options.popsize, "maxiter": options.cma_iterations,
+            "seed": options.seed + 1, "verbose": -9})
+        while not es.stop():
+            xs = es.ask()
+            costs = pool.map(_cost, [(conditions(x), "train") for x in xs])
+            es.tell(xs, costs)
+            log(f"  CMA-ES iteration {es.countiter:3d}: best cost {es.result.fbest:.3e} (weighted mean square, rad^2)")
+        evaluations += es.countevals
+        values = conditions(np.array(es.result.xbest))
+        values["latency"], n = _settle_latency(pool, values, profile.physics_period)
+        evaluations += n
+
+        def residuals_at(xs: list[np.ndarray]) -> list[np.ndarray]:
+            jobs = []
+            for x in xs:
+                full = normalised(values)
+                full[smooth] = x
+                jobs.append((conditions(full), "train"))
+            return pool.map(_residual_vector, jobs)
+
+        cache: dict[bytes, np.ndarray] = {}
+
+        def fun(x: np.ndarray) -> np.ndarray:
+            key = np.asarray(x).tobytes()
+            if key not in cache:
+                cache[key] = residuals_at([x])[0]
+            return cache[key]
+
+        def jac(x: np.ndarray) -> np.ndarray:
+            h = 1e-3
+            points = []
+            for k in range(len(x)):
+                up, down = x.copy(), x.copy()
+                up[k] = min(1.0, x[k] + h)
+                down[k] = max(0.0, x[k] - h)
+                points += [up, down]
+            r = residuals_at(points)
+            return np.stack([(r[2 * k] - r[2 * k + 1]) / (points[2 * k][k] - points[2 * k + 1][k])
+                             for k in range(len(x))], axis=1)
+
+        # Latency trades off against damping and friction: alternate polishing the continuous
+        # parameters with re-settling the latency until the latency stays put.
+        for _ in range(LATENCY_ROUNDS):
+            cache.clear()  # residuals depend on the latency held fixed in `values`
+            polished = least_squares(fun, normalised(values)[smooth], jac=jac, bounds=(0.0, 1.0), method="trf",
+                                     ftol=options.tolerance, xtol=1e-6, max_nfev=options.max_iterations)
+            evaluations += polished.nfev + polished.njev * 2 * len(smooth)
+            log(f"least squares (latency {values['latency'] * 1e3:.0f} ms): {polished.message} after "
+                f"{polished.nfev} steps; cost {2 * polished.cost / polished.fun.size * 3:.3e}")
+            if polished.status <= 0:
+                raise FitError(f"the fit did not converge: least squares stopped with '{polished.message}' after "
+                               f"{polished.nfev} steps. Record a longer or richer excitation (all joints moving, "
+                               "tens of seconds), or raise --max-iterations")
+            full = normalised(values)
+            full[smooth] = polished.x
+            values = conditions(full)
+            latency, n = _settle_latency(pool, values, profile.physics_period, reach=3)
+            evaluations += n
+            if abs(latency - values["latency"]) < 0.5 * profile.physics_period:
+                break
+            values["latency"] = latency
+        values["latency"] = latency
+        full = normalised(values)
+        after_train, after_heldout = pool.map(_rmse, [(values, "train"), (values, "heldout")])
+        if _mean_rmse(after_train) > options.max_rmse:
+            raise FitError(f"the fit did not converge to a model that explains the data: training position RMSE "
+                           f"{_mean_rmse(after_train):.3f} rad > {options.max_rmse:g} rad. Check that the bag "
+                           "matches the robot profile (gains, URDF) and that the robot touched nothing")
+        at_edge = [name for name, x in zip(names, full) if lows[names.index(name)] != 0.0 and (x < 1e-3 or x > 1 - 1e-3)]
+        if at_edge:
+            raise FitError(f"the fit did not converge inside the search range: {at_edge} ended at a bound "
+                           f"({ {n: round(values[n], 4) for n in at_edge} }); the simulator model cannot match "
+                           "this robot (check the profile's gains and limits)")
+        std = _uncertainty(polished, [space[i] for i in smooth], spans[smooth], profile.physics_period)
+    finally:
+        pool.close()
+    return FitResult(values, std, space, before_train, after_train, before_heldout, after_heldout,
+                     evaluations, es.countiter, f"CMA-ES {es.countiter} iterations; least squares: {polished.message}",
+                     time.monotonic() - started, heldout)
+
+
+def _mean_rmse(per_joint: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.asarray(per_joint) ** 2)))
+
+
+def _settle_latency(pool: _Pool, values: dict[str, float], step: float, reach: int = 1) -> tuple[float, int]:
+    """The whole number of physics steps within ``reach`` of the fit that fits best."""
+    centre = int(round(values["latency"] / step))
+    candidates = [k for k in range(centre - reach, centre + reach + 1) if k >= 0]
+    costs = pool.map(_cost, [({**values, "latency": k * step}, "train") for k in candidates])
+    return candidates[int(np.argmin(costs))] * step, len(candidates)
+
+
+def _uncertainty(polished, parameters: list[Parameter], spans: np.ndarray, step: float) -> dict[str, float]:
+    J = polished.jac / spans  # d residual / d value
+    r = polished.fun
+    dof = max(1, r.size - J.shape[1])
+    sigma2 = float(r @ r) / dof
+    covariance = sigma2 * np.linalg.pinv(J.T @ J)
+    std = {p.name: float(math.sqrt(max(covariance[k, k], 0.0))) for k, p in enumerate(parameters)}
+    std["latency"] = step / math.sqrt(12.0)
+    return std

@@ -1,0 +1,210 @@
+"""`sim2real sysid ...` and `sim2real dr from-sysid`: the command-line side of system identification.
+
+Kept apart from cli.py (which only registers these commands) so the sysid workflow reads
+in one file: record -> fit -> dr from-sysid -> train.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+WORKFLOW = (
+    "workflow:\n"
+    "  1. record   sim2real sysid record --robot panda --hardware topic -o bags/panda_sysid_1\n"
+    "              (on the robot; the excitation goes through the safety supervisor)\n"
+    "  2. fit      sim2real sysid fit bags/panda_sysid_1 --robot panda -o config/identified/panda.yaml\n"
+    "  3. re-centre sim2real dr from-sysid config/identified/panda.yaml -o config/randomization/panda_identified.yaml\n"
+    "  4. train    set 'randomization: panda_identified' in a training config; sim2real train --config it\n")
+
+
+def _fail(exc: Exception, code: int = 2) -> int:
+    print(f"error: {exc}", file=sys.stderr)
+    return code
+
+
+def _excitation_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kind", default="fourier", choices=("fourier", "multisine", "chirp"),
+                        help="fourier: coefficients chosen for a low rigid-body regressor condition number; "
+                             "multisine: each joint on its own frequency lines; chirp: sweep f-min -> f-max")
+    parser.add_argument("--duration", type=float, default=40.0, help="excitation seconds (plus 2 x ramp inside)")
+    parser.add_argument("--joints", nargs="+", help="joints to excite (default: all; the others hold the default pose)")
+    parser.add_argument("--amplitude", type=float, default=0.6, help="largest joint amplitude, rad (limits may lower it)")
+    parser.add_argument("--f-min", type=float, default=0.1, help="lowest frequency, Hz")
+    parser.add_argument("--f-max", type=float, default=1.0, help="highest frequency, Hz")
+    parser.add_argument("--velocity-fraction", type=float, default=0.5,
+                        help="peak joint speed as a fraction of the profile's velocity limit")
+    parser.add_argument("--excitation-seed", type=int, default=0, help="seed of the Fourier coefficient search")
+
+
+def _make_excitation(args: argparse.Namespace, profile):
+    from sim2real.sysid.excitation import make_excitation
+
+    return make_excitation(profile, args.kind, args.joints, args.duration, args.amplitude, args.f_min, args.f_max,
+                           velocity_fraction=args.velocity_fraction, seed=args.excitation_seed)
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from sim2real.core.robot_profile import ProfileError, load_profile
+    from sim2real.sysid.dataset import BagError
+    from sim2real.sysid.fit import FitError, FitOptions
+    from sim2real.sysid.identify import identify_robot
+
+    try:
+        profile = load_profile(args.robot)
+        options = FitOptions(workers=args.workers, max_iterations=args.max_iterations,
+                             cma_iterations=args.cma_iterations, train_seconds=args.train_seconds,
+                             train_fraction=args.train_fraction, seed=args.seed)
+        log = (lambda _: None) if args.json else (lambda m: print(m, flush=True))
+        document = identify_robot(profile, args.bags, args.output, options,
+                                  rigid_body=False if args.no_rigid_body else None, plots=not args.no_plots, log=log)
+    except (ProfileError, BagError) as exc:
+        return _fail(exc)
+    except FitError as exc:
+        print(f"error: {exc}\nno identified parameters were written", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(document, indent=2))
+    else:
+        print(f"wrote {args.output}")
+        for name, entry in document["simulator"]["parameters"].items():
+            print(f"  {name:16s} {entry['value']:10.5g} +- {entry['std']:.2g} {entry['unit']}")
+        rmse = document["simulator"]["position_rmse_rad"]
+        for key in ("heldout_before", "heldout_after"):
+            print(f"  held-out position RMSE {key.split('_')[1]:6s}: "
+                  + ", ".join(f"{v * 1e3:.2f}" for v in rmse[key].values()) + " mrad")
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    import yaml
+
+    from sim2real.core.robot_profile import ProfileError, load_profile
+    from sim2real.core.bags import BagWriteError
+    from sim2real.sim.conditions import PhysicalConditions
+    from sim2real.sysid.excitation import ExcitationError
+    from sim2real.sysid.sim_recording import record_in_sim
+
+    try:
+        profile = load_profile(args.robot)
+        values = yaml.safe_load(args.conditions) or {}
+        if not isinstance(values, dict):
+            raise ValueError(f"--conditions must be a YAML mapping, got {args.conditions!r}")
+        conditions = PhysicalConditions(**values).validate()
+        excitation = _make_excitation(args, profile)
+        path = record_in_sim(profile, excitation, args.output, conditions, seed=args.seed)
+    except (ProfileError, ExcitationError, BagWriteError, ValueError, TypeError) as exc:
+        return _fail(exc)
+    print(f"wrote {path} ({excitation.duration:g} s {excitation.kind} excitation)")
+    return 0
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from sim2real.sysid_record import record_on_graph
+
+    return record_on_graph(args)
+
+
+def cmd_dr_from_sysid(args: argparse.Namespace) -> int:
+    from sim2real.core.config_files import ConfigError
+    from sim2real.sysid.recentre import write_recentred
+
+    try:
+        out = write_recentred(args.identified, args.output, base=args.base)
+    except (ConfigError, ValueError) as exc:
+        return _fail(exc)
+    print(f"wrote {out}\ntrain on it: set 'randomization: {out.stem}' (or the path) in a training config, then "
+          f"sim2real train --config THAT.yaml")
+    return 0
+
+
+def add_sysid_commands(sub, formatter) -> None:
+    """Register `sysid` and `dr` on the top-level subparsers of `sim2real`."""
+    sysid = sub.add_parser("sysid", formatter_class=formatter, help="system identification: record, fit",
+                           description="Identify the simulator's physical parameters from recordings of the robot.",
+                           epilog=WORKFLOW)
+    actions = sysid.add_subparsers(dest="sysid_command", required=True, metavar="ACTION")
+
+    fit = actions.add_parser(
+        "fit", formatter_class=formatter, help="fit simulator (and arm rigid-body) parameters to sysid bags",
+        description="Replay each bag's /joint_commands in PyBullet from the recorded state and fit motor_strength,\n"
+                    "mass_scale, joint_friction (Coulomb), joint_damping (viscous), latency (and ground_friction on\n"
+                    "a floating base) with CMA-ES then least squares, on the first --train-fraction of each bag;\n"
+                    "report the position RMSE on the held-out rest, before and after. For a fixed-base arm with\n"
+                    "efforts, also identify base inertial parameters + per-joint friction with pinocchio's torque\n"
+                    "regressor and check physical consistency. Writes OUTPUT (YAML) and OUTPUT.png (plots).\n"
+                    "A fit that does not converge says why and writes nothing.",
+        epilog="examples:\n  sim2real sysid fit bags/panda_sysid_1 --robot panda -o config/identified/panda.yaml\n"
+               "  sim2real sysid fit bags/a bags/b --robot panda -o ident.yaml --workers 2 --json\n\n" + WORKFLOW)
+    fit.add_argument("bags", nargs="+", metavar="BAG", help="rosbag2 directories (or .mcap files)")
+    fit.add_argument("--robot", required=True, help="robot profile the bags were recorded on")
+    fit.add_argument("-o", "--output", required=True, help="identified-parameters YAML to write")
+    fit.add_argument("--workers", type=int, default=2, help="processes replaying candidates in parallel")
+    fit.add_argument("--train-fraction", type=float, default=0.7, help="leading fraction of each bag fitted on; "
+                                                                        "the rest is held out")
+    fit.add_argument("--train-seconds", type=float, default=16.0,
+                     help="seconds of training windows replayed per candidate (more: slower, less noisy)")
+    fit.add_argument("--cma-iterations", type=int, default=10, help="CMA-ES iterations (global search)")
+    fit.add_argument("--max-iterations", type=int, default=30, help="least-squares steps before giving up")
+    fit.add_argument("--seed", type=int, default=0, help="CMA-ES seed")
+    fit.add_argument("--no-rigid-body", action="store_true", help="skip the rigid-body identification")
+    fit.add_argument("--no-plots", action="store_true", help="skip the before/after plot")
+    fit.add_argument("--json", action="store_true", help="print the written document as JSON")
+    fit.set_defaults(func=cmd_fit)
+
+    simulate = actions.add_parser(
+        "simulate", formatter_class=formatter, help="write a sysid bag from the simulator (no ROS needed)",
+        description="Run an excitation on the simulated robot under given physical conditions and write the\n"
+                    "same bag 'sysid record' would: try the workflow, or check the fitter against known values.",
+        epilog="example:\n  sim2real sysid simulate --robot panda -o /tmp/sysid_sim "
+               "--conditions '{motor_strength: 0.9, joint_friction: 0.3, latency: 0.01, joint_position_noise: 0.001}'\n")
+    simulate.add_argument("--robot", required=True, help="robot profile")
+    simulate.add_argument("-o", "--output", required=True, help="bag directory to create")
+    simulate.add_argument("--conditions", default="{}", help="hidden physical conditions as YAML")
+    simulate.add_argument("--seed", type=int, default=0, help="sensor-noise seed")
+    _excitation_arguments(simulate)
+    simulate.set_defaults(func=cmd_simulate)
+
+    record = actions.add_parser(
+        "record", formatter_class=formatter, help="play an excitation through the safety supervisor and record a bag",
+        description="Start the hardware part of the bringup plan (sim_robot with --hardware sim; nothing with\n"
+                    "--hardware topic, where the robot's driver already runs), the safety supervisor and\n"
+                    "sysid_logger. The logger waits for the robot to stand, engages the supervisor, streams the\n"
+                    "excitation on /policy/joint_commands (the supervisor checks and forwards it), returns to the\n"
+                    "default pose and writes /joint_states, /imu/data, /joint_commands (+ --topics) to a rosbag2\n"
+                    "MCAP directory whose metadata carries the excitation, the profile hash and the time.\n"
+                    "Same as: ros2 launch sim2real sysid_record.launch.py robot:=R hardware:=H bag:=DIR\n"
+                    "A quadruped on the ground excites only small motions; put it on a stand for larger ones.",
+        epilog="examples:\n  sim2real sysid record --robot panda --hardware topic -o bags/panda_1\n"
+               "  sim2real sysid record --robot panda --hardware sim --lockstep -o /tmp/b "
+               "--conditions '{motor_strength: 0.9}' --duration 30\n")
+    record.add_argument("--robot", required=True, help="robot profile")
+    record.add_argument("--hardware", default="sim", choices=("sim", "topic"),
+                        help="sim: PyBullet robot; topic: a real driver speaks the hardware contract")
+    record.add_argument("-o", "--output", required=True, help="bag directory to create")
+    record.add_argument("--lockstep", action="store_true", help="sim only: lockstep (deterministic timing)")
+    record.add_argument("--conditions", default="{}", help="sim only: hidden physical conditions as YAML")
+    record.add_argument("--seed", type=int, default=0, help="sim only: noise seed")
+    record.add_argument("--topics", nargs="*", default=[], help="extra topics to record (standard message types)")
+    record.add_argument("--timeout", type=float, default=0.0, help="give up after this many wall seconds "
+                                                                   "(0: excitation + 120 s)")
+    _excitation_arguments(record)
+    record.set_defaults(func=cmd_record)
+
+    dr = sub.add_parser("dr", formatter_class=formatter, help="domain-randomization configs",
+                        description="Make domain-randomization configs.", epilog=WORKFLOW)
+    dr_actions = dr.add_subparsers(dest="dr_command", required=True, metavar="ACTION")
+    recentre = dr_actions.add_parser(
+        "from-sysid", formatter_class=formatter, help="a randomization re-centred on identified parameters",
+        description="Centre each identified condition's range on its value, with a width from its uncertainty:\n"
+                    "mass_scale narrow (+-max(2 std, 2 %)), motor_strength normal (std >= 3 %), friction and\n"
+                    "damping wide (+-max(3 std, 50 %)), latency +-max(2 std, 2 ms). Conditions not identified\n"
+                    "(sensor noise, pushes, terrain) come from --base unchanged. The output loads with\n"
+                    "sim2real.sim.randomization.load_randomization and trains with 'randomization: NAME'.",
+        epilog="example:\n  sim2real dr from-sysid config/identified/panda.yaml -o config/randomization/panda_identified.yaml\n")
+    recentre.add_argument("identified", metavar="IDENTIFIED", help="YAML written by sim2real sysid fit")
+    recentre.add_argument("-o", "--output", required=True, help="randomization YAML to write")
+    recentre.add_argument("--base", default=None, help="randomization supplying the other conditions "
+                                                        "(default: <robot>_reference if it exists; 'none': no base)")
+    recentre.set_defaults(func=cmd_dr_from_sysid)

@@ -1,0 +1,98 @@
+"""The sysid recording graph: the bringup plan's hardware and safety part plus sysid_logger.
+
+``launch/sysid_record.launch.py`` and ``sim2real sysid record`` both render
+:func:`make_sysid_plan`, as bringup.launch.py and ``sim2real up`` render the bringup plan;
+the hardware part comes from :func:`sim2real.bringup.make_plan` itself, so the sysid
+recording runs exactly the robot (sim or real) that bringup runs.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from sim2real.bringup import LAUNCH_ARGUMENTS, BringupPlan, LaunchArgument, NodeSpec, PlanError, make_plan
+
+# Bringup arguments that mean the same here; the policy/demo ones do not apply.
+SHARED = ("robot", "hardware", "lockstep", "seed", "conditions", "safety_config")
+SYSID_ARGUMENTS: dict[str, LaunchArgument] = {
+    **{name: LAUNCH_ARGUMENTS[name] for name in SHARED},
+    **{a.name: a for a in (
+        LaunchArgument("bag", "", "rosbag2 directory to create (required; must not exist)"),
+        LaunchArgument("kind", "fourier", "excitation: fourier | multisine | chirp",
+                       ("fourier", "multisine", "chirp")),
+        LaunchArgument("duration", "40.0", "excitation seconds"),
+        LaunchArgument("joints", "", "comma-separated joints to excite ('' = all)"),
+        LaunchArgument("amplitude", "0.6", "largest joint amplitude, rad (limits may lower it)"),
+        LaunchArgument("f_min", "0.1", "lowest frequency, Hz"),
+        LaunchArgument("f_max", "1.0", "highest frequency, Hz"),
+        LaunchArgument("velocity_fraction", "0.5", "peak speed as a fraction of the velocity limit"),
+        LaunchArgument("excitation_seed", "0", "seed of the Fourier coefficient search"),
+        LaunchArgument("extra_topics", "", "comma-separated 'topic:pkg/msg/Type' to record as well"),
+    )},
+}
+_FLOATS = ("duration", "amplitude", "f_min", "f_max", "velocity_fraction")
+
+
+def make_sysid_plan(**arguments: Any) -> BringupPlan:
+    unknown = sorted(set(arguments) - set(SYSID_ARGUMENTS))
+    if unknown:
+        raise PlanError(f"unknown sysid launch arguments {unknown}; known: {sorted(SYSID_ARGUMENTS)}")
+    values = {name: arguments.get(name, arg.default) for name, arg in SYSID_ARGUMENTS.items()}
+    if not str(values["bag"]):
+        raise PlanError("launch argument bag:=DIR is required: the rosbag2 directory to create")
+    if Path(str(values["bag"])).exists():
+        raise PlanError(f"bag:={values['bag']} exists already; choose a new directory (bags are never overwritten)")
+    base = make_plan(**{name: values[name] for name in SHARED})
+    logger: dict[str, Any] = {"robot": base.robot, "bag": str(Path(str(values["bag"])).absolute()),
+                              "use_sim_time": base.use_sim_time, "hardware": base.hardware,
+                              "conditions": str(values["conditions"]) if base.hardware == "sim" else ""}
+    for name in ("kind", "joints", "extra_topics"):
+        logger[name] = str(values[name])
+    try:
+        for name in _FLOATS:
+            logger[name] = float(values[name])
+        logger["excitation_seed"] = int(values["excitation_seed"])
+    except (TypeError, ValueError) as exc:
+        raise PlanError(f"sysid launch argument: {exc}; numbers expected for {list(_FLOATS)} and excitation_seed") from None
+    nodes = (*base.nodes, NodeSpec("sysid_logger", "sysid_logger", "sysid", logger))
+    return replace(base, nodes=nodes)
+
+
+def record_on_graph(args: argparse.Namespace) -> int:
+    """`sim2real sysid record`: run the plan as processes until the logger finishes."""
+    from sim2real.graph_processes import GraphProcesses
+
+    try:
+        plan = make_sysid_plan(robot=args.robot, hardware=args.hardware, lockstep=args.lockstep, seed=args.seed,
+                               conditions=args.conditions, bag=args.output, kind=args.kind,
+                               duration=args.duration, joints=",".join(args.joints or []), amplitude=args.amplitude,
+                               f_min=args.f_min, f_max=args.f_max, velocity_fraction=args.velocity_fraction,
+                               excitation_seed=args.excitation_seed, extra_topics=",".join(args.topics or []))
+    except (PlanError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    timeout = args.timeout or args.duration + 120.0
+    print(f"starting {', '.join(n.name for n in plan.nodes)}; recording to {args.output} (Ctrl-C stops)", flush=True)
+    graph = GraphProcesses(plan)
+    started = time.monotonic()
+    try:
+        graph.start()
+        reason = graph.wait(duration=timeout, until=lambda: "sysid_logger" in graph.exited())
+    except KeyboardInterrupt:
+        reason = "interrupted"
+    codes = graph.stop()
+    logger_code = codes.get("sysid_logger")
+    if reason == "duration":
+        print(f"error: the recording did not finish within {timeout:.0f} s; is the robot publishing /joint_states "
+              "and the supervisor running? (bag kept, marked completed: false)", file=sys.stderr)
+        return 1
+    if logger_code not in (0, None):
+        print(f"error: sysid_logger exited with {logger_code}; see its output above", file=sys.stderr)
+        return 1
+    print(f"recorded {args.output} in {time.monotonic() - started:.0f} s\nnext: sim2real sysid fit {args.output} "
+          f"--robot {args.robot} -o config/identified/{Path(str(plan.robot)).stem}.yaml")
+    return 0

@@ -1,0 +1,55 @@
+"""Excitation trajectories: inside the profile's limits, starting and ending at rest at the default pose."""
+import numpy as np
+import pytest
+
+from sim2real.core.robot_profile import load_profile
+from sim2real.sysid.excitation import KINDS, Excitation, ExcitationError, make_excitation
+
+DT = 0.001
+
+
+@pytest.mark.parametrize("robot", ["panda", "go2"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_excitation_stays_inside_limits_and_starts_and_ends_at_rest(robot, kind):
+    profile = load_profile(robot)
+    margin, fraction = 0.1, 0.5
+    excitation = make_excitation(profile, kind, duration=12.0, ramp=2.0, margin=margin, velocity_fraction=fraction)
+    t = np.arange(0.0, excitation.duration + DT / 2, DT)
+    q, dq = excitation.sample(t)
+    assert np.all(q >= profile.lower_limits + margin - 1e-9)
+    assert np.all(q <= profile.upper_limits - margin + 1e-9)
+    assert np.all(np.abs(dq) <= fraction * profile.velocity_limits + 1e-9)
+    np.testing.assert_allclose(q[0], profile.default_positions, atol=1e-12)
+    np.testing.assert_allclose(q[-1], profile.default_positions, atol=1e-9)
+    assert np.abs(dq[0]).max() < 1e-9 and np.abs(dq[-1]).max() < 1e-3
+    # The joints really move (a trajectory that stands still identifies nothing).
+    assert np.all(np.ptp(q, axis=0) > 0.05)
+    # The velocity is the derivative of the position.
+    np.testing.assert_allclose(np.gradient(q, DT, axis=0)[1:-1], dq[1:-1], atol=2e-3)
+
+
+def test_description_rebuilds_the_same_trajectory():
+    profile = load_profile("panda")
+    excitation = make_excitation(profile, "fourier", duration=10.0, seed=3)
+    copy = Excitation.from_description(excitation.describe())
+    t = np.linspace(0, 10, 301)
+    np.testing.assert_array_equal(copy.sample(t)[0], excitation.sample(t)[0])
+    assert excitation.condition_number is not None and excitation.condition_number > 1
+
+
+def test_only_chosen_joints_move():
+    profile = load_profile("panda")
+    excitation = make_excitation(profile, "multisine", joints=["panda_joint2", "panda_joint4"], duration=8.0)
+    q, _ = excitation.sample(np.linspace(0, 8, 801))
+    moving = np.ptp(q, axis=0) > 1e-9
+    assert [n for n, m in zip(profile.joint_names, moving) if m] == ["panda_joint2", "panda_joint4"]
+
+
+def test_bad_arguments_name_the_problem():
+    profile = load_profile("panda")
+    with pytest.raises(ExcitationError, match="not joints of robot"):
+        make_excitation(profile, joints=["elbow"])
+    with pytest.raises(ExcitationError, match="unknown"):
+        make_excitation(profile, kind="square")
+    with pytest.raises(ExcitationError, match="twice the ramp"):
+        make_excitation(profile, duration=3.0, ramp=2.0)

@@ -1,0 +1,57 @@
+"""The sysid recording plan: bringup's hardware + supervisor part, plus sysid_logger; the launch
+file and `sim2real sysid record` render it."""
+import ast
+from pathlib import Path
+
+import pytest
+
+from sim2real.bringup import PlanError, make_plan
+from sim2real.cli import build_parser
+from sim2real.sysid_record import SYSID_ARGUMENTS, make_sysid_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_sim_plan_is_bringups_hardware_part_plus_the_logger(tmp_path):
+    plan = make_sysid_plan(robot="panda", hardware="sim", lockstep="true", bag=str(tmp_path / "b"),
+                           conditions="{latency: 0.01}", duration="12", kind="chirp")
+    bringup = make_plan(robot="panda", hardware="sim", lockstep=True, conditions="{latency: 0.01}")
+    assert [n.name for n in plan.nodes] == [n.name for n in bringup.nodes] + ["sysid_logger"]
+    assert plan.node("sim_robot") == bringup.node("sim_robot")
+    logger = plan.node("sysid_logger").parameters
+    assert logger["use_sim_time"] is True and logger["duration"] == 12.0 and logger["kind"] == "chirp"
+    assert logger["bag"] == str((tmp_path / "b").absolute()) and logger["conditions"] == "{latency: 0.01}"
+
+
+def test_topic_hardware_runs_no_simulator(tmp_path):
+    plan = make_sysid_plan(robot="panda", hardware="topic", bag=str(tmp_path / "b"))
+    assert [n.name for n in plan.nodes] == ["safety_supervisor", "sysid_logger"]
+    assert plan.node("sysid_logger").parameters["conditions"] == ""
+
+
+def test_bad_arguments(tmp_path):
+    with pytest.raises(PlanError, match="bag:=DIR is required"):
+        make_sysid_plan(robot="panda")
+    tmp_path.joinpath("old").mkdir()
+    with pytest.raises(PlanError, match="exists already"):
+        make_sysid_plan(robot="panda", bag=str(tmp_path / "old"))
+    with pytest.raises(PlanError, match="unknown sysid launch arguments"):
+        make_sysid_plan(robot="panda", bag=str(tmp_path / "n"), policy="x.onnx")
+    with pytest.raises(PlanError, match="numbers expected"):
+        make_sysid_plan(robot="panda", bag=str(tmp_path / "n"), duration="long")
+
+
+def test_launch_file_renders_the_plan_and_declares_every_argument():
+    tree = ast.parse((ROOT / "launch" / "sysid_record.launch.py").read_text())
+    imported = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert ("sim2real.sysid_record", "make_sysid_plan") in imported
+    assert ("sim2real.sysid_record", "SYSID_ARGUMENTS") in imported
+    assert all(arg.description for arg in SYSID_ARGUMENTS.values())
+
+
+@pytest.mark.parametrize("command", [["sysid", "fit"], ["sysid", "record"], ["sysid", "simulate"], ["dr", "from-sysid"]])
+def test_every_command_has_help_with_an_example(command, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*command, "--help"])
+    text = capsys.readouterr().out
+    assert "example" in text and "sim2real " + command[0] in text

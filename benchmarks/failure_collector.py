@@ -13,9 +13,12 @@ runs as its own process, exactly as `sim2real up` starts it. Measured:
             post_event_s (the collector waits that long on purpose) this is the write time
             of a full 7 s bundle of every topic
 
-The load average is printed: on a shared 2-core machine other work inflates every figure.
+The load average is printed: on a shared 2-core machine other work inflates every figure,
+so compare collectors side by side in one invocation: --against GIT_REF runs the node file
+of that commit too, alternating with the current one, --rounds times.
 
     .venv/bin/python benchmarks/failure_collector.py --seconds 20
+    .venv/bin/python benchmarks/failure_collector.py --seconds 20 --against eadfc4e --rounds 2
 """
 from __future__ import annotations
 
@@ -114,8 +117,10 @@ LISTENER = textwrap.dedent('''
         rclpy.spin_until_future_complete(node, future, timeout_sec=10)
         print(json.dumps({"called_at": t0, "answered_at": time.time(), "message": future.result().message}))
     else:
-        end = time.monotonic() + 3.0
-        while time.monotonic() < end:
+        # The feeder has stopped: any status from now on carries the final counts. Wait for
+        # one (discovery on a loaded machine can take seconds), not for a fixed time.
+        end = time.monotonic() + 20.0
+        while not latest and time.monotonic() < end:
             rclpy.spin_once(node, timeout_sec=0.1)
         print(json.dumps(latest))
     node.destroy_node()
@@ -128,32 +133,24 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=20.0, help="publishing time at 500 Hz")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--domain", type=int, default=77, help="ROS_DOMAIN_ID for the benchmark's processes")
-    args = parser.parse_args()
-    config = load_failure_config("default")
-    # A domain of its own: other graphs on this machine (tests, demos) must not feed the collector.
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-           "ROS_DOMAIN_ID": str(args.domain)}
+def measure(command: list[str], seconds: float, env: dict, config) -> dict:
+    """One run: the collector started by ``command`` (plus its ROS arguments) under the feeder."""
     with tempfile.TemporaryDirectory(prefix="failure-bench-") as tmp:
         out = Path(tmp) / "bundles"
         params = Path(tmp) / "params.yaml"
         params.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"robot": "go2", "output_dir": str(out),
                                                                       "conditions": "{}"}}}))
-        collector = subprocess.Popen([sys.executable, "-m", "sim2real.nodes.failure_collector", "--ros-args",
-                                      "-r", "__node:=failure_collector", "--params-file", str(params)],
+        collector = subprocess.Popen(command + ["--ros-args", "-r", "__node:=failure_collector",
+                                                "--params-file", str(params)],
                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         try:
             time.sleep(3.0)
-            feeder = subprocess.Popen([sys.executable, "-c", FEEDER, str(args.seconds)], env=env,
+            feeder = subprocess.Popen([sys.executable, "-c", FEEDER, str(seconds)], env=env,
                                       stdout=subprocess.PIPE, text=True)
             assert feeder.stdout.readline().strip() == "matched", "the feeder never matched the collector"
             cpu0, wall0 = cpu_seconds(collector.pid), time.monotonic()
             # Mid-stream, with a full pre-event window: the bundle is written while sensing goes on.
-            time.sleep(min(config.pre_event_s + 1.0, args.seconds / 2))
+            time.sleep(min(config.pre_event_s + 1.0, seconds / 2))
             snapshotter = subprocess.Popen([sys.executable, "-c", LISTENER, "snapshot"], env=env,
                                            stdout=subprocess.PIPE, text=True)
             result = json.loads(feeder.stdout.readline())
@@ -176,23 +173,54 @@ def main() -> int:
     cpu_pct = 100.0 * (cpu1 - cpu0) / (wall1 - wall0)
     # /diagnostics also carries the collector's own status, which it records too: not a loss.
     lost = {t: max(0, n - int(received.get(f"received{t}", 0))) for t, n in result["sent"].items()}
-    report = {"seconds": round(result["elapsed"], 2), "sent": result["sent"], "lost": lost,
-              "sensing_hz": round(result["sent"]["/joint_states"] / result["elapsed"], 1),
-              "collector_cpu_percent_of_one_core": round(cpu_pct, 2),
-              "snapshot_to_bundle_s": None if bundle_s is None else round(bundle_s, 3),
-              "write_s": None if bundle_s is None else round(bundle_s - config.post_event_s, 3),
-              "bundle_mb": None if bundle_s is None else round(size / 1e6, 2),
-              "load_average": os.getloadavg()}
+    return {"seconds": round(result["elapsed"], 2), "sent": result["sent"], "lost": lost,
+            "sensing_hz": round(result["sent"]["/joint_states"] / result["elapsed"], 1),
+            "collector_cpu_percent_of_one_core": round(cpu_pct, 2),
+            "snapshot_to_bundle_s": None if bundle_s is None else round(bundle_s, 3),
+            "write_s": None if bundle_s is None else round(bundle_s - config.post_event_s, 3),
+            "bundle_mb": None if bundle_s is None else round(size / 1e6, 2),
+            "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=20.0, help="publishing time at 500 Hz")
+    parser.add_argument("--against", metavar="GIT_REF",
+                        help="also run the collector node as it is at this git commit, alternating with "
+                             "the current one (a before/after under the same load)")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each collector")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--domain", type=int, default=77, help="ROS_DOMAIN_ID for the benchmark's processes")
+    args = parser.parse_args()
+    config = load_failure_config("default")
+    # A domain of its own: other graphs on this machine (tests, demos) must not feed the collector.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+           "ROS_DOMAIN_ID": str(args.domain)}
+    collectors = {"current": [sys.executable, "-m", "sim2real.nodes.failure_collector"]}
+    with tempfile.TemporaryDirectory(prefix="failure-bench-ref-") as tmp:
+        if args.against:
+            # The node file at that commit, run against today's core (the ring buffers and
+            # writer are the same): only the node's way of receiving differs.
+            old = Path(tmp) / "failure_collector_ref.py"
+            root = Path(__file__).resolve().parent.parent
+            old.write_text(subprocess.run(["git", "show", f"{args.against}:src/sim2real/nodes/failure_collector.py"],
+                                          cwd=root, capture_output=True, text=True, check=True).stdout)
+            collectors = {args.against: [sys.executable, str(old)], **collectors}
+        runs = [(name, measure(command, args.seconds, env, config))
+                for _ in range(args.rounds) for name, command in collectors.items()]
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps([{"collector": name, **report} for name, report in runs], indent=2))
         return 0
-    print(f"feeder: {report['seconds']} s at {report['sensing_hz']} Hz sensing (/joint_states, /imu/data), "
-          f"50 Hz commands and status, 1 Hz diagnostics")
-    print(f"collector CPU: {report['collector_cpu_percent_of_one_core']} % of one core (target < 5 %)")
-    print("messages lost (target none): " + ", ".join(f"{t} {n} of {result['sent'][t]}" for t, n in lost.items()))
-    print(f"~/snapshot -> bundle on disk: {report['snapshot_to_bundle_s']} s (post_event_s "
-          f"{config.post_event_s:g} s by design + {report['write_s']} s writing {report['bundle_mb']} MB)")
-    print(f"load average {report['load_average']}")
+    for name, report in runs:
+        sent, lost = report["sent"], report["lost"]
+        print(f"[{name}] feeder: {report['seconds']} s at {report['sensing_hz']} Hz sensing (/joint_states, "
+              f"/imu/data), 50 Hz commands and status, 1 Hz diagnostics")
+        print(f"[{name}] collector CPU: {report['collector_cpu_percent_of_one_core']} % of one core (target < 5 %)")
+        print(f"[{name}] messages lost (target none): {sum(lost.values())} of {sum(sent.values())}: "
+              + ", ".join(f"{t} {n} of {sent[t]}" for t, n in lost.items()))
+        print(f"[{name}] ~/snapshot -> bundle on disk: {report['snapshot_to_bundle_s']} s (post_event_s "
+              f"{config.post_event_s:g} s by design + {report['write_s']} s writing {report['bundle_mb']} MB)")
+        print(f"[{name}] load average {report['load_average']}")
     return 0
 
 

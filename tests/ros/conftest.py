@@ -101,7 +101,7 @@ def start_graph(tmp_path_factory):
     def start(only=None, **arguments) -> GraphProcesses:
         log = GraphLog()
         # The failure collector (in every default plan) runs where a test asks for it (failures_dir,
-        # or by name in `only`): elsewhere its ~20 % of a core only adds sensing stalls on a loaded
+        # or by name in `only`): elsewhere its ~8 % of a core only adds sensing stalls on a loaded
         # 2-core machine to tests of other nodes. Its bundles belong to the test, never to ~/.
         wanted = "failures_dir" in arguments or (only is not None and "failure_collector" in only)
         arguments.setdefault("failure_collector", "true" if wanted else "false")

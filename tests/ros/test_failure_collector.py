@@ -152,3 +152,44 @@ def test_a_policy_that_tips_the_robot_over_writes_a_fall_bundle(go2_graph):
         tilts.append((t, math.degrees(tilt_angle((o.x, o.y, o.z, o.w)))))
     assert max(tilt for _, tilt in tilts) > CONFIG.triggers.fall_tilt_deg
     assert tilts[0][1] < 20.0  # the window starts with the robot still standing
+
+
+def test_in_lockstep_a_snapshot_bundle_is_on_the_sim_clock(probe, start_graph, tmp_path):
+    """Sim time: the collector drains its subscriptions in batches and maps each message's
+    receive time onto the sim clock, so bag times match the samples' own (sim) stamps."""
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import JointState
+
+    from sim2real.nodes import qos
+    from tests.ros.test_sim_robot import command
+
+    out = tmp_path / "bundles"
+    start_graph(robot="go2", only=["sim_robot", "failure_collector"], failures_dir=str(out), lockstep=True)
+    clock = probe.record(Clock, "/clock", qos.CLOCK)
+    publisher = probe.node.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+    policy_ns = round(GO2.policy_period * NS)
+
+    def answer(state: JointState):
+        if (state.header.stamp.sec * NS + state.header.stamp.nanosec) % policy_ns == 0:
+            publisher.publish(command(GO2.joint_names, GO2.default_positions, stamp=state.header.stamp))
+
+    probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE, callback=answer)
+
+    def sim_s():
+        return clock[-1].clock.sec + clock[-1].clock.nanosec * 1e-9 if clock else 0.0
+
+    assert wait_for(lambda: sim_s() >= 2.0, 60.0), f"sim time only reached {sim_s():.3f} s"
+    client = probe.node.create_client(Trigger, "/failure_collector/snapshot")
+    assert client.wait_for_service(timeout_sec=10.0)
+    future = client.call_async(Trigger.Request())
+    assert wait_for(future.done, 10.0) and future.result().success
+    bundle = wait_bundle(out, "manual", timeout=60.0 + WRITE_S)
+    info = bundle.info
+    assert 1.5 * NS < info["time_ns"] < sim_s() * NS  # on the sim clock, not the wall clock
+    offsets = []
+    for _, t, msg in read_bag(bundle.path, ["/joint_states"]):
+        assert info["window"]["start_ns"] <= t <= info["window"]["end_ns"]
+        offsets.append(t - (msg.header.stamp.sec * NS + msg.header.stamp.nanosec))
+    assert len(offsets) > 100
+    # Received after it was stamped, and by far less than a drain period (50 ms) late on average.
+    assert np.median(offsets) >= -0.002 * NS and np.median(offsets) < 0.025 * NS, np.percentile(offsets, [5, 50, 95])

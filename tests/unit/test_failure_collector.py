@@ -11,9 +11,11 @@ import textwrap
 import numpy as np
 import pytest
 
-from sim2real.core.bags import bag_topics, imu_orientation, read_bag, typestore
+from sim2real.core.bags import (bag_topics, diagnostic_statuses, imu_orientation, joint_state_positions,
+                                read_bag, typestore)
 from sim2real.core.failure_bundle import PARTIAL_PREFIX, list_bundles, rotate, write_bundle
-from sim2real.core.failure_collector import NS, FailureCollector, FailureDetector, TopicRing, Trigger
+from sim2real.core.failure_collector import (NS, FailureCollector, FailureDetector, TopicRing, Trigger,
+                                             wall_to_clock)
 from sim2real.core.failure_config import (FailureConfigError, TopicBuffer, TriggerConfig, load_failure_config,
                                           parse_failure_config)
 from sim2real.core.robot_profile import load_profile
@@ -195,3 +197,34 @@ def test_imu_orientation_is_read_in_place_from_the_cdr_bytes(frame_id):
     data = bytes(store.serialize_cdr(msg, "sensor_msgs/msg/Imu"))
     assert imu_orientation(data) == pytest.approx(q)
     assert imu_orientation(b"\x00\x00" + data[2:]) is None  # big-endian: the caller deserializes
+
+
+def test_receive_times_map_onto_a_sim_clock_between_two_drains():
+    # Sim time ran 0.5 s while 1 s of wall time passed between the drains.
+    to_sim = wall_to_clock((10 * NS, 100 * NS), 11 * NS, 100 * NS + NS // 2)
+    assert to_sim(10 * NS + NS // 2) == 100 * NS + NS // 4
+    assert to_sim(9 * NS) == 100 * NS            # received before the previous drain
+    assert to_sim(12 * NS) == 100 * NS + NS // 2  # never past the clock's now
+    assert wall_to_clock(None, 11 * NS, 7)(10 * NS) == 7  # first drain: the clock's now
+
+
+@pytest.mark.parametrize("frame_id", ["", "base", "a" * 13])
+def test_trigger_fields_are_read_in_place_from_the_cdr_bytes(frame_id):
+    store = typestore()
+    T = store.types
+    header = T["std_msgs/msg/Header"](stamp=T["builtin_interfaces/msg/Time"](sec=3, nanosec=7), frame_id=frame_id)
+    KeyValue, Status = T["diagnostic_msgs/msg/KeyValue"], T["diagnostic_msgs/msg/DiagnosticStatus"]
+    array = T["diagnostic_msgs/msg/DiagnosticArray"](header=header, status=[
+        Status(level=2, name="safety_supervisor: mode", message="DAMPING", hardware_id="go2",
+               values=[KeyValue(key="mode", value="DAMPING"), KeyValue(key="check/base_tilt", value="")]),
+        Status(level=0, name="x", message="", hardware_id="", values=[])])
+    data = bytes(store.serialize_cdr(array, "diagnostic_msgs/msg/DiagnosticArray"))
+    assert diagnostic_statuses(data) == [("safety_supervisor: mode", "DAMPING",
+                                          {"mode": "DAMPING", "check/base_tilt": ""}), ("x", "", {})]
+    assert diagnostic_statuses(data[:-3]) is None  # truncated: the caller deserializes
+    position = [0.5, math.nan, -1.25]
+    state = T["sensor_msgs/msg/JointState"](header=header, name=["a", "bb", "ccc"], position=np.asarray(position),
+                                            velocity=np.zeros(3), effort=np.zeros(0))
+    names, q = joint_state_positions(bytes(store.serialize_cdr(state, "sensor_msgs/msg/JointState")))
+    assert names == list(state.name)
+    np.testing.assert_array_equal(q, state.position)

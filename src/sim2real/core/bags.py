@@ -154,3 +154,71 @@ def imu_orientation(data: bytes) -> tuple[float, float, float, float] | None:
     if 4 + offset + 32 > len(data):
         return None
     return struct.unpack_from("<4d", data, 4 + offset)
+
+
+# The collector's triggers decode /safety/status and /policy/joint_commands at 50 Hz each:
+# rclpy's deserialize_message builds Python message objects at ~0.3-0.5 ms a message (a few
+# % of a core on its own); these read the few fields a trigger needs in place. Offsets are
+# from the data start (after the 4-byte encapsulation header), where CDR aligns.
+
+def _aligned(pos: int, size: int) -> int:
+    return 4 + ((pos - 4 + size - 1) & ~(size - 1))
+
+
+def _string(data: bytes, pos: int) -> tuple[str, int]:
+    pos = _aligned(pos, 4)
+    (length,) = struct.unpack_from("<I", data, pos)
+    end = pos + 4 + length
+    if end > len(data):
+        raise ValueError("string past the end")
+    return data[pos + 4:end - 1 if length else end].decode(), end
+
+
+def _first_sequence(data: bytes) -> tuple[int, int]:
+    """Length and data offset of the sequence right after a message's std_msgs/Header."""
+    if len(data) < 16 or (data[0], data[1]) != _CDR_LE:
+        raise ValueError("not little-endian CDR")
+    pos = _aligned(_string(data, 4 + 8)[1], 4)      # stamp (8), then frame_id
+    return struct.unpack_from("<I", data, pos)[0], pos + 4
+
+
+def diagnostic_statuses(data: bytes) -> list[tuple[str, str, dict[str, str]]] | None:
+    """(name, message, values) of each status in a serialized diagnostic_msgs/DiagnosticArray,
+    read in place; None for an encoding other than little-endian CDR or a malformed message
+    (the caller then deserializes it)."""
+    try:
+        count, pos = _first_sequence(data)
+        statuses = []
+        for _ in range(count):
+            pos += 1                                       # level (byte)
+            name, pos = _string(data, pos)
+            message, pos = _string(data, pos)
+            pos = _string(data, pos)[1]                    # hardware_id
+            pos = _aligned(pos, 4)
+            (n_values,) = struct.unpack_from("<I", data, pos)
+            pos += 4
+            values = {}
+            for _ in range(n_values):
+                key, pos = _string(data, pos)
+                values[key], pos = _string(data, pos)
+            statuses.append((name, message, values))
+        return statuses
+    except (struct.error, ValueError):
+        return None
+
+
+def joint_state_positions(data: bytes) -> tuple[list[str], tuple[float, ...]] | None:
+    """(name, position) of a serialized sensor_msgs/JointState, read in place; None as for
+    :func:`diagnostic_statuses`."""
+    try:
+        count, pos = _first_sequence(data)
+        names = []
+        for _ in range(count):
+            name, pos = _string(data, pos)
+            names.append(name)
+        pos = _aligned(pos, 4)
+        (n_positions,) = struct.unpack_from("<I", data, pos)
+        pos = _aligned(pos + 4, 8)
+        return names, struct.unpack_from(f"<{n_positions}d", data, pos)
+    except (struct.error, ValueError):
+        return None

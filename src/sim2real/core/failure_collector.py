@@ -72,6 +72,18 @@ class TopicRing:
         return len(self._items)
 
 
+
+def wall_to_clock(previous: tuple[int, int] | None, wall_now: int, clock_now: int) -> Callable[[int], int]:
+    """Maps a message's wall-clock receive time onto the node's clock (sim time in lockstep,
+    which runs at its own pace): linear between the previous reading ``(wall, clock)`` and
+    this one; a time before the previous reading maps to its clock time."""
+    if previous is None or wall_now <= previous[0] or clock_now < previous[1]:
+        return lambda wall_ns: clock_now
+    wall0, clock0 = previous
+    rate = (clock_now - clock0) / (wall_now - wall0)
+    return lambda wall_ns: clock0 + min(int((wall_ns - wall0) * rate), clock_now - clock0) if wall_ns > wall0 \
+        else clock0
+
 @dataclass(frozen=True)
 class Trigger:
     kind: str      # supervisor_damping, fall, non_finite_command, saturation, latency_overrun, stale_sensor, manual

@@ -30,6 +30,7 @@ NODE_EXECUTABLES = {
     "safety_supervisor": "sim2real.nodes.safety_supervisor:main",
     "policy_runtime": "sim2real.nodes.policy_runtime:main",
     "demo_script": "sim2real.nodes.demo_script:main",
+    "state_estimator": "sim2real.nodes.state_estimator:main",
 }
 
 # The ROS 2 client library and standard messages as PyPI wheels. An extra, so that a

@@ -52,8 +52,8 @@ class EstimationError(ConfigError):
 @dataclass(frozen=True)
 class ContactConfig:
     source: str = "effort"            # effort | gait
-    on_force: float = 50.0            # N, vertical foot force above which a free foot lands
-    off_force: float = 25.0           # N, below which a standing foot lifts (hysteresis)
+    on_force: float = 30.0            # N, vertical foot force above which a free foot lands
+    off_force: float = 12.0           # N, below which a standing foot lifts (hysteresis)
     gait_period: float = 0.3          # s, gait source: one full gait cycle
     gait_duty: float = 0.5            # fraction of the cycle a foot stands
     gait_offsets: tuple[float, ...] = (0.0, 0.5, 0.5, 0.0)  # phase of each foot, profile foot order

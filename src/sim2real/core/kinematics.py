@@ -149,3 +149,16 @@ class Kinematics:
         if not self._base_is_world:
             rotation = self._base_rotation.T @ rotation
         return position, rotation
+
+    def mass_matrix(self, q: Sequence[float]) -> np.ndarray:
+        """Joint-space inertia (n, n) at ``q`` with the base held fixed, profile joint order."""
+        pin, model, data = self._pin, self._model, self._data
+        if self._index is None:
+            self._q[:] = q
+        else:
+            self._q[self._index] = q
+        M = pin.crba(model, data, self._q)
+        M = np.triu(M) + np.triu(M, 1).T  # pinocchio fills the upper triangle only
+        if self._index is not None:
+            M = M[np.ix_(self._index, self._index)]
+        return M

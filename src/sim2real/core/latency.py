@@ -1,0 +1,191 @@
+"""Action latency on the robot: measured every tick, and compensated by predicting the state forward.
+
+Two delays separate a measurement from the motion it causes:
+
+* sensor -> command: from the sensor stamp of the state a policy computed on to the moment
+  its command was published (the runtime's own work and queueing), measured each tick;
+* command -> actuation: from publishing a command to the motors applying it (supervisor,
+  transport, driver, actuator buffers). Drivers that report joint effort echo it: the
+  PD law ``tau = kp (q_target - q) - kd dq`` explains the measured efforts only with the
+  targets that were really in force, so :class:`ActuationLatencyEstimator` finds the delay
+  of the published targets that best explains the measured efforts (least squares over
+  candidate delays, per-joint offsets removed: gravity compensation, feed-forward, bias).
+
+:class:`StatePredictor` compensates: before the observation is built it integrates the
+joints forward over the total latency with the PD law and the commands that will be in
+force meanwhile (the rigid-body inertia from pinocchio), rotates the base orientation by
+the measured angular velocity and keeps the estimator's base velocity, so the policy sees
+the state at the moment its command takes effect. It lives in the policy runtime, not in
+a node of its own: it needs the runtime's own command history and the exact instant of
+each observation, and a separate node would add a DDS hop to the very delay it removes.
+
+:func:`latency_randomization` turns measured latencies into a training randomization
+(the ``config/randomization`` format), for ``sim2real dr from-latency``.
+"""
+from __future__ import annotations
+
+import collections
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+
+from sim2real.core.observation import RobotSignals
+from sim2real.core.robot_profile import RobotProfile
+
+MAX_LATENCY_S = 0.1     # candidate delays searched: 0 .. this
+EXCITATION_RAD = 0.005  # targets must move at least this much (rms) in the window to tell delays apart
+
+
+class ActuationLatencyEstimator:
+    """Command -> actuation delay from the efforts a driver reports (see the module docstring).
+
+    Times are one clock (the node's: sim time in lockstep). The effort reported at a sample
+    is taken to be what the state at the previous sample produced under the targets then in
+    force, the semantics of a driver that reports the torque it applied over its last period.
+    """
+
+    def __init__(self, profile: RobotProfile, window_s: float = 2.0, max_latency_s: float = MAX_LATENCY_S,
+                 resolution_s: Optional[float] = None):
+        self.kp, self.kd = profile.kp, profile.kd
+        self.sample_period = profile.sensing_period
+        self.window_s = window_s
+        self.resolution_s = resolution_s or self.sample_period / 2
+        self.candidates = np.arange(0.0, max_latency_s + 1e-9, self.resolution_s)
+        samples = int(window_s / self.sample_period) + 2
+        self._states: collections.deque = collections.deque(maxlen=samples)
+        self._commands: collections.deque = collections.deque(maxlen=samples)
+        self.last_residual_ratio = float("nan")
+
+    def add_command(self, t: float, targets: Sequence[float]) -> None:
+        self._commands.append((t, np.array(targets, dtype=float)))
+
+    def add_state(self, t: float, position: Sequence[float], velocity: Sequence[float],
+                  effort: Sequence[float]) -> None:
+        if len(effort) == 0:
+            return  # a driver without effort feedback: no echo to correlate with
+        self._states.append((t, np.asarray(position, dtype=float), np.asarray(velocity, dtype=float),
+                             np.asarray(effort, dtype=float)))
+
+    def estimate(self) -> Optional[float]:
+        """Seconds, or None: too few samples, targets that did not move, or no delay clearly best."""
+        if len(self._commands) < 3 or len(self._states) < 20:
+            return None
+        t = np.array([s[0] for s in self._states])
+        q = np.array([s[1] for s in self._states])
+        dq = np.array([s[2] for s in self._states])
+        tau = np.array([s[3] for s in self._states])
+        command_t = np.array([c[0] for c in self._commands])
+        targets = np.array([c[1] for c in self._commands])
+        keep = t[1:] >= t[-1] - self.window_s
+        t_prev, q_prev, dq_prev, tau_now = t[:-1][keep], q[:-1][keep], dq[:-1][keep], tau[1:][keep]
+        if len(t_prev) < 10:
+            return None
+        costs = np.full(len(self.candidates), np.inf)
+        spread = 0.0
+        # Half a sample of tolerance: a command published at the very instant of a sample counts.
+        tolerance = 1e-6
+        for i, delay in enumerate(self.candidates):
+            index = np.searchsorted(command_t, t_prev - delay + tolerance, side="right") - 1
+            if index.min() < 0:
+                continue  # this delay reaches back before the first recorded command
+            target = targets[index]
+            residual = tau_now - (self.kp * (target - q_prev) - self.kd * dq_prev)
+            residual -= residual.mean(axis=0)
+            costs[i] = float(np.sum(residual ** 2))
+            spread = max(spread, float(np.sqrt(np.mean((target - target.mean(axis=0)) ** 2))))
+        if spread < EXCITATION_RAD or not np.isfinite(costs).any():
+            return None
+        best = int(np.argmin(costs))
+        finite = costs[np.isfinite(costs)]
+        # The best delay must explain the efforts clearly better than a typical one.
+        self.last_residual_ratio = float(costs[best] / np.median(finite)) if np.median(finite) > 0 else 0.0
+        if self.last_residual_ratio > 0.8:
+            return None
+        return float(self.candidates[best])
+
+
+class StatePredictor:
+    """Predicts the robot's signals ``horizon`` seconds ahead (see the module docstring)."""
+
+    def __init__(self, profile: RobotProfile, history_s: float = 0.5):
+        from sim2real.core.kinematics import Kinematics
+
+        self.profile = profile
+        self.kinematics = Kinematics(profile)
+        self.kp, self.kd = profile.kp, profile.kd
+        self.dt = profile.physics_period
+        self._commands: collections.deque = collections.deque(maxlen=max(4, int(history_s / profile.policy_period)))
+
+    def add_command(self, t: float, targets: Sequence[float]) -> None:
+        self._commands.append((t, np.array(targets, dtype=float)))
+
+    def _target_at(self, t: float, fallback: np.ndarray) -> np.ndarray:
+        target = fallback
+        for when, command in self._commands:
+            if when <= t + 1e-9:
+                target = command
+            else:
+                break
+        return target
+
+    def predict(self, signals: RobotSignals, t: float, horizon: float, actuation_latency: float) -> RobotSignals:
+        """``signals`` measured at ``t``; returns the signals expected at ``t + horizon``. The
+        command published at time c acts from ``c + actuation_latency``. A new object: the
+        measured signals stay as they were."""
+        if horizon <= 0 or signals.joint_position is None:
+            return signals
+        out = RobotSignals(**vars(signals))
+        q = np.array(signals.joint_position, dtype=float)
+        dq = (np.zeros_like(q) if signals.joint_velocity is None
+              else np.array(signals.joint_velocity, dtype=float))
+        steps = max(1, int(round(horizon / self.dt)))
+        h = horizon / steps
+        # Joint-space inertia at the measured pose: enough over a few tens of milliseconds.
+        inverse_inertia = np.linalg.inv(self.kinematics.mass_matrix(q))
+        for k in range(steps):
+            target = self._target_at(t + k * h - actuation_latency, q)
+            acceleration = inverse_inertia @ (self.kp * (target - q) - self.kd * dq)
+            dq = dq + h * acceleration  # semi-implicit Euler: stable for stiff PD at this step
+            q = q + h * dq
+        out.joint_position = q
+        if signals.joint_velocity is not None:
+            out.joint_velocity = dq
+        if signals.end_effector_position is not None:
+            out.end_effector_position = self.kinematics.end_effector_position(q)
+        if signals.base_orientation is not None and signals.base_angular_velocity is not None:
+            out.base_orientation = _rotate(signals.base_orientation, signals.base_angular_velocity, horizon)
+        return out
+
+
+def _rotate(q_xyzw, omega_body, seconds: float) -> np.ndarray:
+    """Orientation after turning at body rate ``omega_body`` for ``seconds``: q * exp(omega t / 2)."""
+    angle_vector = np.asarray(omega_body, dtype=float) * seconds
+    angle = float(np.linalg.norm(angle_vector))
+    if angle < 1e-12:
+        return np.array(q_xyzw, dtype=float)
+    axis = angle_vector / angle
+    s = np.sin(angle / 2)
+    dx, dy, dz, dw = axis[0] * s, axis[1] * s, axis[2] * s, np.cos(angle / 2)
+    x, y, z, w = q_xyzw
+    return np.array([w * dx + x * dw + y * dz - z * dy, w * dy - x * dz + y * dw + z * dx,
+                     w * dz + x * dy - y * dx + z * dw, w * dw - x * dx - y * dy - z * dz])
+
+
+def latency_randomization(samples_s: Iterable[float], name: str = "measured_latency",
+                          percentiles: tuple[float, float] = (1.0, 99.0)) -> tuple[dict, dict]:
+    """(randomization, summary): a mapping in the ``config/randomization`` format whose ``latency``
+    is uniform over the measured distribution's [p1, p99] (seconds; load the saved YAML with
+    ``load_randomization``), and the distribution's figures (samples, p50, p99, max)."""
+    samples = np.asarray([s for s in samples_s if np.isfinite(s)], dtype=float)
+    if samples.size == 0:
+        raise ValueError("no latency samples: run the policy with motion (the runtime measures actuation "
+                         "latency only while its targets move) and collect again")
+    if np.any(samples < 0):
+        raise ValueError(f"negative latency samples ({samples.min():.4f} s): the clocks of the stamps differ; "
+                         "measure on one clock (lockstep, or a driver on this computer's time)")
+    low, high = (float(v) for v in np.percentile(samples, percentiles))
+    parameters = {"latency": {"constant": round(low, 4)} if high - low < 1e-4
+                  else {"uniform": [round(low, 4), round(high, 4)]}}
+    summary = {"samples": int(samples.size), "p50_s": float(np.percentile(samples, 50)),
+               "p99_s": float(np.percentile(samples, 99)), "max_s": float(samples.max())}
+    return {"name": name, "parameters": parameters}, summary

@@ -321,6 +321,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--plot", metavar="PNG", help="write a histogram and box plot of the returns")
     evaluate.add_argument("--no-progress", action="store_true", help="no progress bar")
     evaluate.set_defaults(func=cmd_eval)
+
+    from sim2real.latency_cli import add_dr_from_latency
+
+    dr = sub.add_parser("dr", formatter_class=_Formatter, help="make domain-randomization configs from measurements",
+                        epilog="examples:\n  sim2real dr from-latency latency.jsonl -o robot_latency.yaml\n")
+    dr_sub = dr.add_subparsers(dest="dr_command", required=True, metavar="SOURCE")
+    add_dr_from_latency(dr_sub, _Formatter)
     return parser
 
 

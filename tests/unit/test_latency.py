@@ -90,3 +90,18 @@ def test_measured_latencies_become_a_loadable_randomization():
     assert summary["samples"] == 500 and 0.019 < summary["p50_s"] < 0.021
     with pytest.raises(ValueError, match="no latency samples"):
         latency_randomization([])
+
+
+def test_dr_from_latency_command_writes_a_loadable_randomization(tmp_path, capsys):
+    from sim2real.cli import main
+    from sim2real.sim.randomization import load_randomization
+
+    log = tmp_path / "latency.jsonl"
+    log.write_text("".join(f'{{"t": {k}, "sensor_to_command_s": 0.001, "actuation_s": {0.018 + 0.0001 * k}, '
+                           f'"total_s": {0.019 + 0.0001 * k}}}\n' for k in range(30)))
+    out = tmp_path / "robot_latency.yaml"
+    assert main(["dr", "from-latency", str(log), "-o", str(out)]) == 0
+    low, high = load_randomization(out).ranges()["latency"]
+    assert 0.019 <= low < 0.0195 and 0.0215 < high <= 0.0219
+    assert main(["dr", "from-latency", str(tmp_path / "missing.jsonl"), "-o", str(out)]) == 2
+    assert "latency_log" in capsys.readouterr().err

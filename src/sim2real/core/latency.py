@@ -171,6 +171,28 @@ def _rotate(q_xyzw, omega_body, seconds: float) -> np.ndarray:
                      w * dz + x * dy - y * dx + z * dw, w * dw - x * dx - y * dy - z * dz])
 
 
+def read_latency_log(paths: Iterable[str]) -> list[float]:
+    """Total latencies (s) from policy_runtime ``latency_log`` files (JSON lines, key ``total_s``)."""
+    import json
+    from pathlib import Path
+
+    samples = []
+    for path in paths:
+        file = Path(path)
+        if not file.is_file():
+            raise ValueError(f"latency log {path!r} not found; write one with: ros2 run sim2real policy_runtime "
+                             "--ros-args -p latency_log:=latency.jsonl (or sim2real up ... and the same parameter)")
+        for number, line in enumerate(file.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                samples.append(float(json.loads(line)["total_s"]))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}:{number}: not a latency log line ({exc}); expected "
+                                 '{"total_s": <seconds>, ...} per line as policy_runtime writes it') from None
+    return samples
+
+
 def latency_randomization(samples_s: Iterable[float], name: str = "measured_latency",
                           percentiles: tuple[float, float] = (1.0, 99.0)) -> tuple[dict, dict]:
     """(randomization, summary): a mapping in the ``config/randomization`` format whose ``latency``
@@ -189,3 +211,89 @@ def latency_randomization(samples_s: Iterable[float], name: str = "measured_late
     summary = {"samples": int(samples.size), "p50_s": float(np.percentile(samples, 50)),
                "p99_s": float(np.percentile(samples, 99)), "max_s": float(samples.max())}
     return {"name": name, "parameters": parameters}, summary
+
+
+class LatencyMonitor:
+    """The runtime's latency bookkeeping: per-tick sensor -> command latency, the actuation latency
+    estimated once per :meth:`update`, their distributions, the overrun alarm and, when enabled,
+    the compensation of each observation (:meth:`compensate`). Times in seconds, one clock."""
+
+    def __init__(self, profile: RobotProfile, compensate: bool = False, horizon: float = 0.0,
+                 budget: float = 0.0, window: int = 3000):
+        from sim2real.core.policy_runtime import RollingStats
+
+        self.enabled = compensate
+        self.fixed_horizon = horizon        # s; 0: the measured latency
+        self.budget = budget or profile.policy_period
+        self.sensor_to_command = RollingStats(window)
+        self.actuation = RollingStats(window)
+        self.actuation_estimator = ActuationLatencyEstimator(profile)
+        self.predictor = StatePredictor(profile) if compensate else None
+        self.actuation_latency: Optional[float] = None
+        self._last_sensor_to_command = 0.0
+        self._hardware_commands = False
+        self.samples: collections.deque = collections.deque(maxlen=window)  # total latency per update
+
+    def on_state(self, t: float, position, velocity, effort) -> None:
+        self.actuation_estimator.add_state(t, position, velocity, effort)
+
+    def on_command(self, stamp: float, published: float, targets) -> None:
+        """The runtime published ``targets`` computed on the state stamped ``stamp``."""
+        self._last_sensor_to_command = max(0.0, published - stamp)
+        self.sensor_to_command.add(self._last_sensor_to_command)
+        if not self._hardware_commands:
+            self.actuation_estimator.add_command(published, targets)
+        if self.predictor is not None:
+            self.predictor.add_command(published, targets)
+
+    def on_hardware_command(self, t: float, targets) -> None:
+        """The targets the hardware really receives (/joint_commands, after the supervisor), seen at
+        ``t``. Once these arrive, the actuation latency is measured against them: the supervisor
+        clamps, holds and blends, and a delay fitted to targets the motors never got is wrong."""
+        self._hardware_commands = True
+        self.actuation_estimator.add_command(t, targets)
+
+    def update(self) -> Optional[dict]:
+        """Re-estimate the actuation latency (call about once a second: it searches every delay).
+        Returns the new sample (sensor_to_command_s, actuation_s, total_s), or None."""
+        estimate = self.actuation_estimator.estimate()
+        if estimate is None:
+            return None
+        self.actuation_latency = estimate
+        self.actuation.add(estimate)
+        sample = {"sensor_to_command_s": self._last_sensor_to_command, "actuation_s": estimate,
+                  "total_s": self._last_sensor_to_command + estimate}
+        self.samples.append(sample["total_s"])
+        return sample
+
+    @property
+    def horizon(self) -> float:
+        if self.fixed_horizon > 0:
+            return self.fixed_horizon
+        return self._last_sensor_to_command + (self.actuation_latency or 0.0)
+
+    def compensate(self, signals: RobotSignals, stamp: float) -> RobotSignals:
+        if self.predictor is None:
+            return signals
+        actuation = self.actuation_latency if self.actuation_latency is not None else max(
+            0.0, self.horizon - self._last_sensor_to_command)
+        return self.predictor.predict(signals, stamp, self.horizon, actuation)
+
+    def overrun(self) -> str:
+        """Why the latency is over budget ('' when it is not)."""
+        summary = self.sensor_to_command.summary_ms("s")
+        if not summary:
+            return ""
+        total = summary["s_p99_ms"] * 1e-3 + (self.actuation_latency or 0.0)
+        if total > self.budget:
+            return (f"latency overrun: sensor->command p99 {summary['s_p99_ms']:.1f} ms + actuation "
+                    f"{(self.actuation_latency or 0.0) * 1e3:.1f} ms > budget {self.budget * 1e3:.1f} ms")
+        return ""
+
+    def summary(self) -> dict[str, str]:
+        values = {**self.sensor_to_command.summary_ms("sensor_to_command"), **self.actuation.summary_ms("actuation")}
+        out = {k: f"{v:.2f}" for k, v in values.items()}
+        out["actuation_latency_ms"] = "unknown" if self.actuation_latency is None else f"{self.actuation_latency * 1e3:.1f}"
+        out["compensation"] = "on" if self.enabled else "off"
+        out["horizon_ms"] = f"{self.horizon * 1e3:.1f}"
+        return out

@@ -29,6 +29,7 @@ a 2-core robot computer (measured: most states arrived too late to compute on).
 """
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import time
@@ -49,6 +50,7 @@ from rclpy.signals import SignalHandlerOptions
 from rclpy.task import Future
 from sensor_msgs.msg import Imu, JointState
 
+from sim2real.core.latency import LatencyMonitor
 from sim2real.core.paths import share_dir
 from sim2real.core.policy_runtime import STALE, PolicyRuntime
 from sim2real.core.policy_slot import DEFAULT_ACTION_BOUND, DEFAULT_CROSSFADE, DEFAULT_MAX_JUMP, PolicySlot
@@ -81,6 +83,17 @@ class PolicyRuntimeNode(Node):
                                "|action| allowed in the dry run of a policy exported without an action_clip")
         cmd_vel_timeout = declare(self, "cmd_vel_timeout", CMD_VEL_TIMEOUT_S,
                                   "s: an older /cmd_vel counts as zero (stand still)")
+        compensate = declare(self, "latency_compensation", False,
+                             "Predict the state forward by the measured latency (joints: PD with the commands "
+                             "in flight; base orientation: gyro) before building each observation")
+        horizon = declare(self, "compensation_horizon", 0.0,
+                          "s to predict ahead; 0 = the measured sensor->command + actuation latency")
+        budget = declare(self, "latency_budget", 0.0,
+                         "s: sensor->command p99 + actuation latency above this is an overrun (WARN in "
+                         "/diagnostics); 0 = the policy period")
+        self.latency_log = declare(self, "latency_log", "",
+                                   "Append each measured latency sample (JSON lines) to this file, for "
+                                   "`sim2real dr from-latency`; '' = none")
         self.executor_kind = declare(self, "executor", "single",
                                      "rclpy executor: single (SingleThreadedExecutor), multi (MultiThreadedExecutor) "
                                      "or events (rclpy.experimental.EventsExecutor); see benchmarks/control_loop.py")
@@ -95,7 +108,8 @@ class PolicyRuntimeNode(Node):
         self.slot = PolicySlot(self.profile, [*policy_dirs, Path(policy_path).expanduser().resolve().parent],
                                max_jump=max_jump, crossfade=crossfade, action_bound=action_bound)
         policy = self.slot.start(policy_path)  # PolicyRefused (a ValueError): exit 2 with every difference
-        self.runtime = PolicyRuntime(self.slot, self.inputs)
+        self.latency = LatencyMonitor(self.profile, compensate, horizon, budget)
+        self.runtime = PolicyRuntime(self.slot, self.inputs, latency_monitor=self.latency)
         self.sim_time = self.get_parameter("use_sim_time").value
         self._period_ns = round(self.profile.policy_period * stamps.NS_PER_S)
         self._next_tick_ns = 0
@@ -113,6 +127,8 @@ class PolicyRuntimeNode(Node):
                                  callback_group=control)
         self.create_subscription(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE, callback_group=control)
         self.create_subscription(Odometry, "/state_estimate", self._on_state_estimate, qos.SENSOR_SUBSCRIBE,
+                                 callback_group=control)
+        self.create_subscription(JointState, "/joint_commands", self._on_hardware_command, qos.COMMAND,
                                  callback_group=control)
         self.create_subscription(Twist, "/cmd_vel", self._on_cmd_vel, qos.COMMAND, callback_group=control)
         self.create_subscription(PoseStamped, "/goal_pose", self._on_goal, qos.COMMAND, callback_group=control)
@@ -149,7 +165,16 @@ class PolicyRuntimeNode(Node):
             self.get_logger().error(str(exc), throttle_duration_sec=WARN_THROTTLE_S)
             return
         self._last_state_wall = time.monotonic()
+        if len(msg.effort):
+            inputs = self.inputs
+            self.latency.on_state(inputs.joint_states_stamp_ns * 1e-9, inputs.in_profile_order(msg.position),
+                                  inputs.in_profile_order(msg.velocity), inputs.in_profile_order(msg.effort))
         self._maybe_tick(received)
+
+    def _on_hardware_command(self, msg: JointState) -> None:
+        # What the supervisor sent the robot: the reference for the actuation latency.
+        if list(msg.name) == self.profile.joint_names and len(msg.position) == self.profile.num_joints:
+            self.latency.on_hardware_command(self._now(), msg.position)
 
     def _on_imu(self, msg: Imu) -> None:
         o, w = msg.orientation, msg.angular_velocity
@@ -196,6 +221,7 @@ class PolicyRuntimeNode(Node):
         msg.position = tick.targets.tolist()
         self._command_pub.publish(msg)
         self.runtime.published(received, time.perf_counter())
+        self.latency.on_command(stamp * 1e-9, self._now(), tick.targets)
         if not np.all(np.isfinite(tick.targets)):
             # Published anyway: the supervisor must see the fault (it holds), not a silent gap.
             self.get_logger().error("policy output is not finite", throttle_duration_sec=WARN_THROTTLE_S)
@@ -287,7 +313,16 @@ class PolicyRuntimeNode(Node):
         status = DiagnosticStatus(level=level, name=f"{self.get_name()}: policy", hardware_id=self.profile.name,
                                   message=values["state"],
                                   values=[KeyValue(key=k, value=v) for k, v in values.items()])
-        array = DiagnosticArray(status=[status])
+        sample = self.latency.update()
+        if sample is not None and self.latency_log:
+            with open(self.latency_log, "a") as log:
+                log.write(json.dumps({"t": self.get_clock().now().nanoseconds * 1e-9, **sample}) + "\n")
+        overrun = self.latency.overrun()
+        latency = DiagnosticStatus(level=DiagnosticStatus.WARN if overrun else DiagnosticStatus.OK,
+                                   name=f"{self.get_name()}: latency", hardware_id=self.profile.name,
+                                   message=overrun or "within budget",
+                                   values=[KeyValue(key=k, value=v) for k, v in self.latency.summary().items()])
+        array = DiagnosticArray(status=[status, latency])
         array.header.stamp = self.get_clock().now().to_msg()
         self._diag_pub.publish(array)
 

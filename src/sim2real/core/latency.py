@@ -232,6 +232,7 @@ class LatencyMonitor:
         self.actuation_latency: Optional[float] = None
         self._last_sensor_to_command = 0.0
         self._hardware_commands = False
+        self._recent: collections.deque = collections.deque(maxlen=25)  # the horizon follows the last half second
         self.samples: collections.deque = collections.deque(maxlen=window)  # total latency per update
 
     def on_state(self, t: float, position, velocity, effort) -> None:
@@ -241,6 +242,7 @@ class LatencyMonitor:
         """The runtime published ``targets`` computed on the state stamped ``stamp``."""
         self._last_sensor_to_command = max(0.0, published - stamp)
         self.sensor_to_command.add(self._last_sensor_to_command)
+        self._recent.append(self._last_sensor_to_command)
         if not self._hardware_commands:
             self.actuation_estimator.add_command(published, targets)
         if self.predictor is not None:
@@ -270,14 +272,15 @@ class LatencyMonitor:
     def horizon(self) -> float:
         if self.fixed_horizon > 0:
             return self.fixed_horizon
-        return self._last_sensor_to_command + (self.actuation_latency or 0.0)
+        recent = float(np.median(self._recent)) if self._recent else 0.0
+        return recent + (self.actuation_latency or 0.0)
 
     def compensate(self, signals: RobotSignals, stamp: float) -> RobotSignals:
         if self.predictor is None:
             return signals
-        actuation = self.actuation_latency if self.actuation_latency is not None else max(
-            0.0, self.horizon - self._last_sensor_to_command)
-        return self.predictor.predict(signals, stamp, self.horizon, actuation)
+        horizon = self.horizon
+        actuation = self.actuation_latency if self.actuation_latency is not None else 0.0
+        return self.predictor.predict(signals, stamp, horizon, actuation)
 
     def overrun(self) -> str:
         """Why the latency is over budget ('' when it is not)."""

@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Tracking error of the shipped reach policy under injected actuation latency, with and without
+compensation, and the latency the runtime measured.
+
+Each cell is one lockstep run of the whole graph (sim_robot with `latency` injected ->
+policy_runtime -> safety_supervisor -> sim_robot, demo_script sending the reach goals), so
+the figures do not depend on the machine's load; a run takes 1-2 minutes of wall time.
+Reach error: end effector to goal, mean over the settled part of each goal (1.5 s after it
+changes), and the mean final distance per goal. The runtime's measured actuation latency
+(median of its once-a-second estimates) is printed beside the injected one. The safety
+config widens only the velocity-limit check (see sim2real.latency_trial).
+
+Run on a DDS domain of its own if anything else on the machine runs ROS 2 graphs:
+    ROS_DOMAIN_ID=57 .venv/bin/python benchmarks/latency.py
+    ROS_DOMAIN_ID=57 .venv/bin/python benchmarks/latency.py --latencies 0.02 --duration 10 --json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+from sim2real.latency_trial import TRIAL_DURATION_S, reach_trial
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--latencies", type=float, nargs="+", default=[0.0, 0.01, 0.02, 0.04], help="s injected")
+    parser.add_argument("--duration", type=float, default=TRIAL_DURATION_S, help="s of reach script per run")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rows = []
+    for latency in args.latencies:
+        for compensation in (False, True):
+            report = reach_trial(latency, compensation, duration=args.duration)
+            summary, runtime = report["summary"], report.get("policy_runtime", {})
+            trips = [e["last_trip"] for e in report.get("supervisor_modes", []) if e["mode"] == "DAMPING"]
+            rows.append({"latency_ms": latency * 1e3, "compensation": compensation,
+                         "settled_error_m": summary.get("reach_error_settled_mean_m"),
+                         "final_error_m": summary.get("reach_error_final_mean_m"),
+                         "measured_actuation_ms": runtime.get("actuation_p50_ms"),
+                         "horizon_ms": runtime.get("horizon_ms"), "damped": bool(trips), "wall_s": report["wall_s"]})
+            if not args.json:
+                r = rows[-1]
+                print(f"{r['latency_ms']:5.0f} ms  compensation {'on ' if compensation else 'off'}  "
+                      f"settled {r['settled_error_m'] * 100:6.2f} cm  final {r['final_error_m'] * 100:6.2f} cm  "
+                      f"measured actuation {r['measured_actuation_ms']} ms  horizon {r['horizon_ms']} ms"
+                      f"{'  (supervisor damped)' if r['damped'] else ''}", flush=True)
+    if args.json:
+        print(json.dumps(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -23,8 +23,11 @@ def trials(tmp_path_factory):
 
 def test_runtime_measures_the_injected_actuation_latency(trials):
     runtime = trials[True]["policy_runtime"]
-    measured_ms = float(runtime["actuation_p50_ms"])
+    # The sim injects its latency between /joint_commands and the motors: the driver's share.
+    measured_ms = float(runtime["driver_actuation_p50_ms"])
     assert abs(measured_ms - INJECTED_S * 1e3) <= 2.0, runtime
+    # The whole path from the policy's command adds the supervisor's forwarding, never less.
+    assert float(runtime["actuation_p50_ms"]) >= measured_ms - 2.0, runtime
     for key in ("sensor_to_command_p50_ms", "sensor_to_command_p99_ms", "sensor_to_command_max_ms"):
         assert key in runtime
 

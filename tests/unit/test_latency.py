@@ -105,3 +105,16 @@ def test_dr_from_latency_command_writes_a_loadable_randomization(tmp_path, capsy
     assert 0.019 <= low < 0.0195 and 0.0215 < high <= 0.0219
     assert main(["dr", "from-latency", str(tmp_path / "missing.jsonl"), "-o", str(out)]) == 2
     assert "latency_log" in capsys.readouterr().err
+
+
+def test_only_the_latency_beyond_training_is_compensated():
+    from sim2real.core.latency import LatencyMonitor, trained_latency
+
+    assert trained_latency({"parameters": {"latency": {"uniform": [0.0, 0.0175]}}}) == 0.0175
+    assert trained_latency({"parameters": {"latency": {"constant": 0.01}}}) == 0.01
+    assert trained_latency(None) == 0.0
+    monitor = LatencyMonitor(PANDA, compensate=True, trained_latency=0.0175)
+    monitor._estimates.append(0.020)
+    assert monitor.horizon == pytest.approx(0.0025)
+    monitor._estimates[0] = 0.010
+    assert monitor.horizon == 0.0

@@ -16,6 +16,13 @@ boundary of its stamps is computed on at once, in real time and in lockstep alik
 A free-running timer would compute on a state up to one sensing period old and drift
 against the driver's clock; here the command leaves as soon as the observation allows.
 
+Latency (:mod:`sim2real.core.latency`): every tick the time from the state's stamp to the
+command's publication; once a second the actuation latency, from the efforts in /joint_states
+against the targets the supervisor sent (/joint_commands). Both as p50/p99/max in the
+``policy_runtime: latency`` diagnostics status (WARN on overrun of ``latency_budget``).
+``latency_compensation:=true`` predicts each observation forward by the measured latency;
+``latency_log`` appends the samples for ``sim2real dr from-latency``.
+
 Hot-swap: ``ros2 param set /policy_runtime policy_path new.onnx`` (or ``sim2real policy
 swap``). The node's SetParameters service answers asynchronously: the model is loaded,
 validated and dry-run on a loader thread while the executor keeps running the control
@@ -50,7 +57,7 @@ from rclpy.signals import SignalHandlerOptions
 from rclpy.task import Future
 from sensor_msgs.msg import Imu, JointState
 
-from sim2real.core.latency import LatencyMonitor
+from sim2real.core.latency import LatencyMonitor, trained_latency
 from sim2real.core.paths import share_dir
 from sim2real.core.policy_runtime import STALE, PolicyRuntime
 from sim2real.core.policy_slot import DEFAULT_ACTION_BOUND, DEFAULT_CROSSFADE, DEFAULT_MAX_JUMP, PolicySlot
@@ -87,7 +94,8 @@ class PolicyRuntimeNode(Node):
                              "Predict the state forward by the measured latency (joints: PD with the commands "
                              "in flight; base orientation: gyro) before building each observation")
         horizon = declare(self, "compensation_horizon", 0.0,
-                          "s to predict ahead; 0 = the measured sensor->command + actuation latency")
+                          "s to predict ahead; 0 = the measured sensor->command + actuation latency beyond "
+                          "the latency the policy was trained with (its metadata's randomization)")
         budget = declare(self, "latency_budget", 0.0,
                          "s: sensor->command p99 + actuation latency above this is an overrun (WARN in "
                          "/diagnostics); 0 = the policy period")
@@ -108,7 +116,8 @@ class PolicyRuntimeNode(Node):
         self.slot = PolicySlot(self.profile, [*policy_dirs, Path(policy_path).expanduser().resolve().parent],
                                max_jump=max_jump, crossfade=crossfade, action_bound=action_bound)
         policy = self.slot.start(policy_path)  # PolicyRefused (a ValueError): exit 2 with every difference
-        self.latency = LatencyMonitor(self.profile, compensate, horizon, budget)
+        self.latency = LatencyMonitor(self.profile, compensate, horizon, budget,
+                                      trained_latency=trained_latency(policy.metadata.randomization))
         self.runtime = PolicyRuntime(self.slot, self.inputs, latency_monitor=self.latency)
         self.sim_time = self.get_parameter("use_sim_time").value
         self._period_ns = round(self.profile.policy_period * stamps.NS_PER_S)
@@ -313,6 +322,8 @@ class PolicyRuntimeNode(Node):
         status = DiagnosticStatus(level=level, name=f"{self.get_name()}: policy", hardware_id=self.profile.name,
                                   message=values["state"],
                                   values=[KeyValue(key=k, value=v) for k, v in values.items()])
+        # A hot-swapped policy may have been trained with another latency range.
+        self.latency.trained_latency = trained_latency(active.metadata.randomization)
         sample = self.latency.update()
         if sample is not None and self.latency_log:
             with open(self.latency_log, "a") as log:

@@ -77,8 +77,8 @@ class StateEstimatorNode(Node):
                                                     qos.SENSOR_PUBLISH)
             self._ee_pub = self.create_publisher(Odometry, "/state_estimate/end_effector", qos.SENSOR_PUBLISH)
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
-        self.get_logger().info(f"{self.profile.name}: {'leg Kalman filter on /imu/data' if self.quadruped else 'arm joint filter on /joint_states'} "
-                               f"(settings {self.config.__class__.__name__} from {config or self.profile.name})")
+        what = "leg Kalman filter per /imu/data sample" if self.quadruped else "arm joint filter per /joint_states"
+        self.get_logger().info(f"{self.profile.name}: {what} (settings: config/estimation/{config or self.profile.name})")
 
     # -- inputs -----------------------------------------------------------------------------
     def _on_joint_states(self, msg: JointState) -> None:

@@ -302,24 +302,27 @@ class LatencyMonitor:
 
     @property
     def actuation_latency(self) -> Optional[float]:
-        """Median of the recent estimates: one fitted while the supervisor held or damped (targets
-        not in force) must not swing the compensation horizon."""
-        return float(np.median(self._estimates)) if self._estimates else None
+        """Median of the recent estimates (one fitted while the supervisor held or damped, targets
+        not in force, must not swing the horizon); the driver's share until the whole path is known."""
+        recent = self._estimates or self._driver
+        return float(np.median(recent)) if recent else None
 
     @property
     def horizon(self) -> float:
         if self.fixed_horizon > 0:
-            return self.fixed_horizon
-        recent = float(np.median(self._recent)) if self._recent else 0.0
-        return max(0.0, recent + (self.actuation_latency or 0.0) - self.trained_latency)
+            total = self.fixed_horizon
+        else:
+            recent = float(np.median(self._recent)) if self._recent else 0.0
+            total = recent + (self.actuation_latency or 0.0)
+        return max(0.0, total - self.trained_latency)
 
     def compensate(self, signals: RobotSignals, stamp: float) -> RobotSignals:
         if self.predictor is None:
             return signals
         horizon = self.horizon
         actuation = self.actuation_latency
-        if actuation is None:  # a fixed horizon before any measurement: all of it is actuation
-            actuation = max(0.0, horizon - (float(np.median(self._recent)) if self._recent else 0.0))
+        if actuation is None or self.fixed_horizon > 0:  # a given latency: all of it past the publish
+            actuation = max(0.0, (self.fixed_horizon or horizon) - (float(np.median(self._recent)) if self._recent else 0.0))
         return self.predictor.predict(signals, stamp, horizon, actuation)
 
     def overrun(self) -> str:

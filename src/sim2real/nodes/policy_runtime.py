@@ -94,8 +94,9 @@ class PolicyRuntimeNode(Node):
                              "Predict the state forward by the measured latency (joints: PD with the commands "
                              "in flight; base orientation: gyro) before building each observation")
         horizon = declare(self, "compensation_horizon", 0.0,
-                          "s to predict ahead; 0 = the measured sensor->command + actuation latency beyond "
-                          "the latency the policy was trained with (its metadata's randomization)")
+                          "s of latency to compensate (e.g. measured earlier); 0 = the live measurement "
+                          "(sensor->command + actuation). Only the part beyond the latency the policy was "
+                          "trained with (its metadata's randomization) is predicted away")
         budget = declare(self, "latency_budget", 0.0,
                          "s: sensor->command p99 + actuation latency above this is an overrun (WARN in "
                          "/diagnostics); 0 = the policy period")

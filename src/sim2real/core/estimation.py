@@ -421,6 +421,11 @@ class ArmEstimator:
         self._R = np.diag([config.joint_position_noise ** 2, config.joint_velocity_noise ** 2])
 
     def step(self, t: float, joint_position: Sequence[float], joint_velocity: Sequence[float]) -> ArmEstimate:
+        self.filter(t, joint_position, joint_velocity)
+        return self.estimate()
+
+    def filter(self, t: float, joint_position: Sequence[float], joint_velocity: Sequence[float]) -> None:
+        """Fold in one joint state (cheap: the per-sample part of :meth:`step`)."""
         q = np.asarray(joint_position, dtype=float)
         dq = np.asarray(joint_velocity, dtype=float)
         if self.x is None:
@@ -441,8 +446,11 @@ class ArmEstimator:
         K = self.P[:, :2] @ np.linalg.inv(S)
         self.x = self.x + K @ (np.vstack([q, dq]) - self.x[:2])
         self.P = (np.eye(3) - K @ np.eye(2, 3)) @ self.P
+
+    def estimate(self) -> ArmEstimate:
+        """The filtered joints and the end effector's pose and twist (pinocchio) at the last sample."""
         q_f, dq_f, ddq_f = self.x
         position, rotation = self.kinematics.end_effector_pose(q_f)
         _, jacobian = self.kinematics.end_effector_jacobian(q_f)
         twist = jacobian @ dq_f
-        return ArmEstimate(t, q_f.copy(), dq_f.copy(), ddq_f.copy(), position, rotation, twist[:3], twist[3:])
+        return ArmEstimate(self._t, q_f.copy(), dq_f.copy(), ddq_f.copy(), position, rotation, twist[:3], twist[3:])

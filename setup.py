@@ -33,6 +33,7 @@ NODE_EXECUTABLES = {
     "ros2_control_bridge": "sim2real.nodes.ros2_control_bridge:main",
     "failure_collector": "sim2real.nodes.failure_collector:main",
     "sysid_logger": "sim2real.nodes.sysid_logger:main",
+    "state_estimator": "sim2real.nodes.state_estimator:main",
 }
 
 # The ROS 2 client library and standard messages as PyPI wheels. An extra, so that a

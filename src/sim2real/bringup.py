@@ -54,6 +54,10 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
     LaunchArgument("failure_collector", "true", "buffer the robot's topics and write a bundle on every failure "
                                                 "(sim2real failures list)", BOOL_CHOICES),
     LaunchArgument("failures_dir", "", "folder for failure bundles; '' = output_dir of config/failures/default.yaml"),
+    LaunchArgument("estimator", "true", "run state_estimator (/state_estimate, divergence to the supervisor)",
+                   BOOL_CHOICES),
+    LaunchArgument("latency_compensation", "false", "policy_runtime predicts the state forward by the measured "
+                                                    "latency before each observation", BOOL_CHOICES),
 )}
 
 
@@ -67,7 +71,7 @@ class NodeSpec:
 
     executable: str
     name: str
-    role: str  # hardware | safety | control | monitoring | demo
+    role: str  # hardware | safety | estimation | control | monitoring | demo
     parameters: dict[str, Any] = field(default_factory=dict)
     remappings: tuple[tuple[str, str], ...] = ()
 
@@ -143,14 +147,17 @@ def make_plan(**arguments: Any) -> BringupPlan:
     nodes.append(NodeSpec("safety_supervisor", "safety_supervisor", "safety", {
         "robot": robot, "engage_on_start": args["autoengage"], "safety_config": args["safety_config"],
     }))
+    if args["estimator"]:
+        nodes.append(NodeSpec("state_estimator", "state_estimator", "estimation", {"robot": robot}))
     if args["policy"]:
         policy = Path(args["policy"]).expanduser()
         if not policy.is_file():
             raise PlanError(f"launch argument policy:={args['policy']!r}: no such file")
         # Absolute: the node's working directory need not be the caller's.
-        nodes.append(NodeSpec("policy_runtime", "policy_runtime", "control", {
-            "robot": robot, "policy_path": str(policy.absolute()),
-        }))
+        runtime = {"robot": robot, "policy_path": str(policy.absolute())}
+        if args["latency_compensation"]:
+            runtime["latency_compensation"] = True
+        nodes.append(NodeSpec("policy_runtime", "policy_runtime", "control", runtime))
     if args["demo"] and args["policy"]:
         # The operator of the main job: scripted /cmd_vel or /goal_pose, and a report.
         nodes.append(NodeSpec("demo_script", "demo_script", "demo", {"robot": robot}))

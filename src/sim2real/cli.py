@@ -16,7 +16,7 @@ from sim2real.evaluate.evaluate import EvaluationError
 from sim2real.evaluate.failure_replay import ReplayError
 from sim2real.pipeline import PipelineError
 from sim2real.sim.randomization import RandomizationError
-from sim2real.sysid_cli import add_sysid_commands
+from sim2real.sysid_cli import add_dr_from_sysid, add_sysid_commands
 from sim2real.train.checkpoint import CheckpointError
 from sim2real.train.curriculum import CurriculumError
 from sim2real.train.export import ExportError
@@ -332,10 +332,19 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(func=cmd_eval)
 
     from sim2real import failures, pipeline
+    from sim2real.latency_cli import add_dr_from_latency
 
     failures.add_parser(sub)
     pipeline.add_parser(sub)
-    add_sysid_commands(sub, _Formatter)  # sysid record|fit|simulate, dr from-sysid
+    add_sysid_commands(sub, _Formatter)  # sysid record|fit|simulate
+    dr = sub.add_parser("dr", formatter_class=_Formatter, help="make domain-randomization configs from measurements",
+                        description="Make domain-randomization configs from what was measured on the robot.",
+                        epilog="examples:\n  sim2real dr from-sysid config/identified/panda.yaml "
+                               "-o config/randomization/panda_identified.yaml\n"
+                               "  sim2real dr from-latency latency.jsonl -o config/randomization/robot_latency.yaml\n")
+    dr_sub = dr.add_subparsers(dest="dr_command", required=True, metavar="SOURCE")
+    add_dr_from_sysid(dr_sub, _Formatter)
+    add_dr_from_latency(dr_sub, _Formatter)
     return parser
 
 

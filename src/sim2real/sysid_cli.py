@@ -120,7 +120,7 @@ def cmd_dr_from_sysid(args: argparse.Namespace) -> int:
 
 
 def add_sysid_commands(sub, formatter) -> None:
-    """Register `sysid` and `dr` on the top-level subparsers of `sim2real`."""
+    """Register `sysid` on the top-level subparsers of `sim2real`."""
     sysid = sub.add_parser("sysid", formatter_class=formatter, help="system identification: record, fit",
                            description="Identify the simulator's physical parameters from recordings of the robot.",
                            epilog=WORKFLOW)
@@ -192,9 +192,10 @@ def add_sysid_commands(sub, formatter) -> None:
     _excitation_arguments(record)
     record.set_defaults(func=cmd_record)
 
-    dr = sub.add_parser("dr", formatter_class=formatter, help="domain-randomization configs",
-                        description="Make domain-randomization configs.", epilog=WORKFLOW)
-    dr_actions = dr.add_subparsers(dest="dr_command", required=True, metavar="ACTION")
+
+
+def add_dr_from_sysid(dr_actions, formatter) -> None:
+    """Register `dr from-sysid` in the `sim2real dr` group."""
     recentre = dr_actions.add_parser(
         "from-sysid", formatter_class=formatter, help="a randomization re-centred on identified parameters",
         description="Centre each identified condition's range on its value, with a width from its uncertainty:\n"

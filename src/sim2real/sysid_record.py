@@ -17,7 +17,8 @@ from typing import Any
 from sim2real.bringup import LAUNCH_ARGUMENTS, BringupPlan, LaunchArgument, NodeSpec, PlanError, make_plan
 
 # Bringup arguments that mean the same here; the policy/demo ones do not apply.
-SHARED = ("robot", "hardware", "lockstep", "seed", "conditions", "safety_config")
+# The bringup arguments a recording shares: the hardware part (ros2_control included) and the supervisor.
+SHARED = ("robot", "hardware", "controller", "controller_joints", "lockstep", "seed", "conditions", "safety_config")
 SYSID_ARGUMENTS: dict[str, LaunchArgument] = {
     **{name: LAUNCH_ARGUMENTS[name] for name in SHARED},
     **{a.name: a for a in (
@@ -46,7 +47,9 @@ def make_sysid_plan(**arguments: Any) -> BringupPlan:
         raise PlanError("launch argument bag:=DIR is required: the rosbag2 directory to create")
     if Path(str(values["bag"])).exists():
         raise PlanError(f"bag:={values['bag']} exists already; choose a new directory (bags are never overwritten)")
-    base = make_plan(**{name: values[name] for name in SHARED})
+    # Only the hardware, the supervisor and the logger: the excitation needs no estimate, and the
+    # logger's bag already records what a failure bundle would.
+    base = make_plan(**{name: values[name] for name in SHARED}, estimator="false", failure_collector="false")
     logger: dict[str, Any] = {"robot": base.robot, "bag": str(Path(str(values["bag"])).absolute()),
                               "use_sim_time": base.use_sim_time, "hardware": base.hardware,
                               "conditions": str(values["conditions"]) if base.hardware == "sim" else ""}

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_default_plan_runs_the_sim_robot_under_the_supervisor_for_go2_in_real_time():
     plan = make_plan()
-    assert [n.name for n in plan.nodes] == ["sim_robot", "safety_supervisor", "failure_collector"]
+    assert [n.name for n in plan.nodes] == ["sim_robot", "safety_supervisor", "state_estimator", "failure_collector"]
     assert plan.node("safety_supervisor").parameters["engage_on_start"] is False  # an operator engages
     sim = plan.node("sim_robot")
     assert sim.role == "hardware"
@@ -28,8 +28,8 @@ def test_launch_strings_are_typed_like_python_values():
     assert from_launch == from_python
     assert from_launch.use_sim_time
     assert all(n.parameters["use_sim_time"] for n in from_launch.nodes)
-    assert [n.name for n in from_launch.nodes] == ["sim_robot", "safety_supervisor", "pose_commander",
-                                                 "failure_collector"]
+    assert [n.name for n in from_launch.nodes] == ["sim_robot", "safety_supervisor", "state_estimator",
+                                                   "pose_commander", "failure_collector"]
     # The scripted commander stands in for a policy: it never reaches hardware directly.
     assert from_launch.node("pose_commander").remappings == (("/joint_commands", "/policy/joint_commands"),)
 
@@ -38,7 +38,7 @@ def test_hardware_topic_changes_only_the_hardware_part():
     sim = make_plan(hardware="sim", demo=True)
     real = make_plan(hardware="topic", demo=True)
     assert [n for n in sim.nodes if n.role != "hardware"] == [n for n in real.nodes if n.role != "hardware"]
-    assert [n.role for n in real.nodes] == ["safety", "demo", "monitoring"]
+    assert [n.role for n in real.nodes] == ["safety", "estimation", "demo", "monitoring"]
 
 
 @pytest.mark.parametrize("arguments, words", [
@@ -65,20 +65,22 @@ def test_parse_arguments_fills_defaults():
     assert parse_arguments({}) == {"robot": "go2", "hardware": "sim", "lockstep": False, "seed": 0,
                                    "conditions": "{}", "safety_config": "", "autoengage": False,
                                    "demo": False, "policy": "", "controller": "forward_position_controller",
-                                   "controller_joints": "", "failure_collector": True, "failures_dir": ""}
+                                   "controller_joints": "", "failure_collector": True, "failures_dir": "",
+                                   "estimator": True, "latency_compensation": False}
 
 
 def test_a_policy_adds_the_runtime_as_the_control_node_with_an_absolute_path(tmp_path, monkeypatch):
     (tmp_path / "walk.onnx").write_bytes(b"onnx")
     monkeypatch.chdir(tmp_path)
     plan = make_plan(robot="go2", policy="walk.onnx", lockstep="true")
-    assert [n.name for n in plan.nodes] == ["sim_robot", "safety_supervisor", "policy_runtime", "failure_collector"]
+    assert [n.name for n in plan.nodes] == ["sim_robot", "safety_supervisor", "state_estimator", "policy_runtime",
+                                            "failure_collector"]
     runtime = plan.node("policy_runtime")
     assert runtime.executable == "policy_runtime" and runtime.role == "control"
     assert runtime.parameters == {"robot": "go2", "policy_path": str(tmp_path / "walk.onnx"), "use_sim_time": True}
     assert runtime.remappings == ()  # it publishes /policy/joint_commands itself, never /joint_commands
     real = make_plan(hardware="topic", policy=str(tmp_path / "walk.onnx"))
-    assert [n.role for n in real.nodes] == ["safety", "control", "monitoring"]
+    assert [n.role for n in real.nodes] == ["safety", "estimation", "control", "monitoring"]
 
 
 def test_failure_collector_runs_by_default_and_can_be_left_out(tmp_path):
@@ -97,8 +99,8 @@ def test_bad_policy_argument_fails_before_any_process_starts():
 def test_demo_with_a_policy_is_driven_by_the_demo_script(tmp_path):
     (tmp_path / "walk.onnx").write_bytes(b"")
     plan = make_plan(policy=str(tmp_path / "walk.onnx"), demo=True, autoengage=True)
-    assert [n.name for n in plan.nodes] == ["sim_robot", "safety_supervisor", "policy_runtime", "demo_script",
-                                                 "failure_collector"]
+    assert [n.name for n in plan.nodes] == ["sim_robot", "safety_supervisor", "state_estimator", "policy_runtime",
+                                            "demo_script", "failure_collector"]
     assert plan.node("demo_script").remappings == ()  # it speaks /cmd_vel, never joint commands
 
 

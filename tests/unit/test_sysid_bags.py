@@ -8,7 +8,7 @@ import pytest
 from mcap.reader import make_reader
 
 from sim2real.core.robot_profile import load_profile
-from sim2real.core.rosbag_writer import BagWriteError, BagWriter
+from sim2real.core.bags import BagWriteError, BagWriter
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sysid.dataset import COMMANDS, JOINT_STATE_TYPE, STATES, BagError, read_bag
 from sim2real.sysid.excitation import make_excitation

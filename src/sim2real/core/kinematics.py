@@ -97,3 +97,68 @@ class Kinematics:
         if not self._feet:
             raise ValueError(f"kinematics: robot {self.profile.name!r} has no foot_links")
         return self.positions(q, self._feet)
+
+    def frame_jacobians(self, q: Sequence[float], frames: Sequence[int],
+                        angular: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Positions (k, 3) and Jacobians (k, 3, n) of ``frames`` in the base frame, columns in
+        profile joint order: a frame's velocity relative to the base is ``J @ dq``. With
+        ``angular`` the Jacobians are (k, 6, n), linear rows then angular rows. The state
+        estimator needs positions and Jacobians per IMU sample: one pinocchio pass gives both."""
+        pin, model, data = self._pin, self._model, self._data
+        if self._index is None:
+            self._q[:] = q
+        else:
+            self._q[self._index] = q
+        pin.computeJointJacobians(model, data, self._q)  # runs forward kinematics too
+        positions = np.empty((len(frames), 3))
+        rows = 6 if angular else 3
+        jacobians = np.empty((len(frames), rows, model.nv))
+        world_aligned = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+        for row, frame in enumerate(frames):
+            positions[row] = pin.updateFramePlacement(model, data, frame).translation
+            jacobians[row] = pin.getFrameJacobian(model, data, frame, world_aligned)[:rows]
+        if self._index is not None:
+            jacobians = jacobians[:, :, self._index]
+        if not self._base_is_world:
+            positions = (positions - self._base_translation) @ self._base_rotation
+            rotate = self._base_rotation.T
+            jacobians[:, :3] = np.einsum("ij,kjn->kin", rotate, jacobians[:, :3])
+            if angular:
+                jacobians[:, 3:] = np.einsum("ij,kjn->kin", rotate, jacobians[:, 3:])
+        return positions, jacobians
+
+    def foot_jacobians(self, q: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+        """Foot positions (feet, 3) and Jacobians (feet, 3, n) in the base frame; see :meth:`frame_jacobians`."""
+        if not self._feet:
+            raise ValueError(f"kinematics: robot {self.profile.name!r} has no foot_links")
+        return self.frame_jacobians(q, self._feet)
+
+    def end_effector_jacobian(self, q: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+        """End-effector position (3,) and Jacobian (6, n: linear, angular) in the base frame."""
+        if self._ee is None:
+            raise ValueError(f"kinematics: robot {self.profile.name!r} has no end_effector_link")
+        positions, jacobians = self.frame_jacobians(q, (self._ee,), angular=True)
+        return positions[0], jacobians[0]
+
+    def end_effector_pose(self, q: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+        """End-effector position (3,) and rotation matrix (3, 3) in the base frame."""
+        if self._ee is None:
+            raise ValueError(f"kinematics: robot {self.profile.name!r} has no end_effector_link")
+        position = self.positions(q, (self._ee,))[0]  # also leaves the frame's placement in self._data
+        rotation = np.array(self._data.oMf[self._ee].rotation)
+        if not self._base_is_world:
+            rotation = self._base_rotation.T @ rotation
+        return position, rotation
+
+    def mass_matrix(self, q: Sequence[float]) -> np.ndarray:
+        """Joint-space inertia (n, n) at ``q`` with the base held fixed, profile joint order."""
+        pin, model, data = self._pin, self._model, self._data
+        if self._index is None:
+            self._q[:] = q
+        else:
+            self._q[self._index] = q
+        M = pin.crba(model, data, self._q)
+        M = np.triu(M) + np.triu(M, 1).T  # pinocchio fills the upper triangle only
+        if self._index is not None:
+            M = M[np.ix_(self._index, self._index)]
+        return M

@@ -56,8 +56,11 @@ class RollingStats:
 
 
 class PolicyRuntime:
-    def __init__(self, slot: PolicySlot, inputs: RobotInputs, window: int = WINDOW_TICKS):
+    def __init__(self, slot: PolicySlot, inputs: RobotInputs, window: int = WINDOW_TICKS, latency_monitor=None):
+        """``latency_monitor``: a :class:`sim2real.core.latency.LatencyMonitor` that may predict each
+        observation forward by the measured latency (None: observations as measured)."""
         self.slot = slot
+        self.latency_monitor = latency_monitor
         self.inputs = inputs
         self.period = slot.profile.policy_period
         self.latency = RollingStats(window)
@@ -86,6 +89,8 @@ class PolicyRuntime:
             self.waiting = "; ".join(dict.fromkeys(missing))
             return Tick(None, self.waiting)
         self.waiting = ""
+        if self.latency_monitor is not None and stamp_ns is not None:
+            signals = self.latency_monitor.compensate(signals, stamp_ns * 1e-9)
         targets = self.slot.tick(signals)
         inference = self.slot.inference_s
         self.inference.add(inference)

@@ -117,6 +117,10 @@ class RobotInputs:
         self._velocity = velocity if len(velocity) else None
         self.joint_states_stamp_ns = int(stamp_ns)
 
+    def in_profile_order(self, values: Sequence[float]) -> np.ndarray:
+        """A /joint_states array (the last message's name order) in profile joint order."""
+        return np.asarray(values, dtype=float)[self._index]
+
     def set_imu(self, orientation_xyzw: Sequence[float], angular_velocity: Sequence[float]) -> None:
         self._orientation = orientation_xyzw
         self._angular_velocity = angular_velocity

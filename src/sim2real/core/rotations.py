@@ -26,3 +26,21 @@ def tilt_angle(q) -> float:
     x, y = float(q[0]), float(q[1])
     z_world = 1.0 - 2.0 * (x * x + y * y)  # quat_to_matrix(q)[2, 2], without building the matrix
     return math.acos(max(-1.0, min(1.0, z_world)))
+
+
+def matrix_to_quat(R) -> tuple[float, float, float, float]:
+    """Unit quaternion (x, y, z, w) of a rotation matrix (Shepperd's method: stable at any angle)."""
+    R = np.asarray(R, dtype=float)
+    trace = R[0, 0] + R[1, 1] + R[2, 2]
+    if trace > 0:
+        s = 2.0 * np.sqrt(trace + 1.0)
+        return ((R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s, 0.25 * s)
+    i = int(np.argmax(np.diag(R)))
+    j, k = (i + 1) % 3, (i + 2) % 3
+    s = 2.0 * np.sqrt(1.0 + R[i, i] - R[j, j] - R[k, k])
+    q = [0.0, 0.0, 0.0, 0.0]
+    q[i] = 0.25 * s
+    q[j] = (R[j, i] + R[i, j]) / s
+    q[k] = (R[k, i] + R[i, k]) / s
+    q[3] = (R[k, j] - R[j, k]) / s
+    return tuple(float(v) for v in q)

@@ -86,7 +86,8 @@ class DemoScriptNode(Node):
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         for status in msg.status:
             if status.name.startswith("policy_runtime"):
-                self.runtime_diagnostics = {kv.key: kv.value for kv in status.values}
+                # Merged: the runtime reports its policy and its latency as two statuses.
+                self.runtime_diagnostics.update({kv.key: kv.value for kv in status.values})
 
     def _publish_command(self) -> None:
         if self.start_ns is None or self.done:

@@ -16,6 +16,13 @@ boundary of its stamps is computed on at once, in real time and in lockstep alik
 A free-running timer would compute on a state up to one sensing period old and drift
 against the driver's clock; here the command leaves as soon as the observation allows.
 
+Latency (:mod:`sim2real.core.latency`): every tick the time from the state's stamp to the
+command's publication; once a second the actuation latency, from the efforts in /joint_states
+against the targets the supervisor sent (/joint_commands). Both as p50/p99/max in the
+``policy_runtime: latency`` diagnostics status (WARN on overrun of ``latency_budget``).
+``latency_compensation:=true`` predicts each observation forward by the measured latency;
+``latency_log`` appends the samples for ``sim2real dr from-latency``.
+
 Hot-swap: ``ros2 param set /policy_runtime policy_path new.onnx`` (or ``sim2real policy
 swap``). The node's SetParameters service answers asynchronously: the model is loaded,
 validated and dry-run on a loader thread while the executor keeps running the control
@@ -32,6 +39,7 @@ keeps the stable one.
 """
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import time
@@ -52,6 +60,7 @@ from rclpy.signals import SignalHandlerOptions
 from rclpy.task import Future
 from sensor_msgs.msg import Imu, JointState
 
+from sim2real.core.latency import LatencyMonitor, trained_latency
 from sim2real.core.paths import share_dir
 from sim2real.core.policy_runtime import STALE, PolicyRuntime
 from sim2real.core.policy_slot import DEFAULT_ACTION_BOUND, DEFAULT_CROSSFADE, DEFAULT_MAX_JUMP, PolicySlot
@@ -84,6 +93,19 @@ class PolicyRuntimeNode(Node):
                                "|action| allowed in the dry run of a policy exported without an action_clip")
         cmd_vel_timeout = declare(self, "cmd_vel_timeout", CMD_VEL_TIMEOUT_S,
                                   "s: an older /cmd_vel counts as zero (stand still)")
+        compensate = declare(self, "latency_compensation", False,
+                             "Predict the state forward by the measured latency (joints: PD with the commands "
+                             "in flight; base orientation: gyro) before building each observation")
+        horizon = declare(self, "compensation_horizon", 0.0,
+                          "s of latency to compensate (e.g. measured earlier); 0 = the live measurement "
+                          "(sensor->command + actuation). Only the part beyond the latency the policy was "
+                          "trained with (its metadata's randomization) is predicted away")
+        budget = declare(self, "latency_budget", 0.0,
+                         "s: sensor->command p99 + actuation latency above this is an overrun (WARN in "
+                         "/diagnostics); 0 = the policy period")
+        self.latency_log = declare(self, "latency_log", "",
+                                   "Append each measured latency sample (JSON lines) to this file, for "
+                                   "`sim2real dr from-latency`; '' = none")
         self.executor_kind = declare(self, "executor", "events",
                                      "rclpy executor: single (SingleThreadedExecutor), multi (MultiThreadedExecutor) "
                                      "or events (rclpy.experimental.EventsExecutor); see benchmarks/control_loop.py")
@@ -98,7 +120,9 @@ class PolicyRuntimeNode(Node):
         self.slot = PolicySlot(self.profile, [*policy_dirs, Path(policy_path).expanduser().resolve().parent],
                                max_jump=max_jump, crossfade=crossfade, action_bound=action_bound)
         policy = self.slot.start(policy_path)  # PolicyRefused (a ValueError): exit 2 with every difference
-        self.runtime = PolicyRuntime(self.slot, self.inputs)
+        self.latency = LatencyMonitor(self.profile, compensate, horizon, budget,
+                                      trained_latency=trained_latency(policy.metadata.randomization))
+        self.runtime = PolicyRuntime(self.slot, self.inputs, latency_monitor=self.latency)
         self.sim_time = self.get_parameter("use_sim_time").value
         self._period_ns = round(self.profile.policy_period * stamps.NS_PER_S)
         self._next_tick_ns = 0
@@ -116,6 +140,8 @@ class PolicyRuntimeNode(Node):
                                  callback_group=control)
         self.create_subscription(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE, callback_group=control)
         self.create_subscription(Odometry, "/state_estimate", self._on_state_estimate, qos.SENSOR_SUBSCRIBE,
+                                 callback_group=control)
+        self.create_subscription(JointState, "/joint_commands", self._on_hardware_command, qos.COMMAND,
                                  callback_group=control)
         self.create_subscription(Twist, "/cmd_vel", self._on_cmd_vel, qos.COMMAND, callback_group=control)
         self.create_subscription(PoseStamped, "/goal_pose", self._on_goal, qos.COMMAND, callback_group=control)
@@ -152,7 +178,16 @@ class PolicyRuntimeNode(Node):
             self.get_logger().error(str(exc), throttle_duration_sec=WARN_THROTTLE_S)
             return
         self._last_state_wall = time.monotonic()
+        if len(msg.effort):
+            inputs = self.inputs
+            self.latency.on_state(inputs.joint_states_stamp_ns * 1e-9, inputs.in_profile_order(msg.position),
+                                  inputs.in_profile_order(msg.velocity), inputs.in_profile_order(msg.effort))
         self._maybe_tick(received)
+
+    def _on_hardware_command(self, msg: JointState) -> None:
+        # What the supervisor sent the robot: the reference for the actuation latency.
+        if list(msg.name) == self.profile.joint_names and len(msg.position) == self.profile.num_joints:
+            self.latency.on_hardware_command(self._now(), msg.position)
 
     def _on_imu(self, msg: Imu) -> None:
         o, w = msg.orientation, msg.angular_velocity
@@ -199,6 +234,7 @@ class PolicyRuntimeNode(Node):
         msg.position = tick.targets.tolist()
         self._command_pub.publish(msg)
         self.runtime.published(received, time.perf_counter())
+        self.latency.on_command(stamp * 1e-9, self._now(), tick.targets)
         if not np.all(np.isfinite(tick.targets)):
             # Published anyway: the supervisor must see the fault (it holds), not a silent gap.
             self.get_logger().error("policy output is not finite", throttle_duration_sec=WARN_THROTTLE_S)
@@ -290,7 +326,18 @@ class PolicyRuntimeNode(Node):
         status = DiagnosticStatus(level=level, name=f"{self.get_name()}: policy", hardware_id=self.profile.name,
                                   message=values["state"],
                                   values=[KeyValue(key=k, value=v) for k, v in values.items()])
-        array = DiagnosticArray(status=[status])
+        # A hot-swapped policy may have been trained with another latency range.
+        self.latency.trained_latency = trained_latency(active.metadata.randomization)
+        sample = self.latency.update()
+        if sample is not None and self.latency_log:
+            with open(self.latency_log, "a") as log:
+                log.write(json.dumps({"t": self.get_clock().now().nanoseconds * 1e-9, **sample}) + "\n")
+        overrun = self.latency.overrun()
+        latency = DiagnosticStatus(level=DiagnosticStatus.WARN if overrun else DiagnosticStatus.OK,
+                                   name=f"{self.get_name()}: latency", hardware_id=self.profile.name,
+                                   message=overrun or "within budget",
+                                   values=[KeyValue(key=k, value=v) for k, v in self.latency.summary().items()])
+        array = DiagnosticArray(status=[status, latency])
         array.header.stamp = self.get_clock().now().to_msg()
         self._diag_pub.publish(array)
 

@@ -524,6 +524,15 @@ class SimWorld:
                     if point[2] in ground}
         return np.array([foot in touching for foot in self._foot_ids], dtype=bool)
 
+    def foot_normal_forces(self) -> np.ndarray:
+        """Ground normal force on each of ``profile.foot_links``, N, in that order (0: in the air)."""
+        ground = self._ground.bodies
+        forces = dict.fromkeys(self._foot_ids, 0.0)
+        for point in pb.getContactPoints(bodyA=self._robot, physicsClientId=self._client):
+            if point[2] in ground and point[3] in forces:
+                forces[point[3]] += point[9]
+        return np.array([forces[foot] for foot in self._foot_ids])
+
     def total_mass(self) -> float:
         """Sum of the robot's link masses as PyBullet simulates them, kg."""
         return float(sum(pb.getDynamicsInfo(self._robot, link, physicsClientId=self._client)[0]

@@ -1,0 +1,50 @@
+"""One reach run of the shipped policy under an injected actuation latency, with or without
+compensation: the whole graph in lockstep (deterministic, independent of machine load), as
+``sim2real demo`` runs it. Used by ``benchmarks/latency.py`` and the graph tests."""
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+
+from sim2real.bringup import make_plan
+from sim2real.core.config_files import config_path
+from sim2real.demo import _run, shipped_policy
+
+TRIAL_DURATION_S = 15.0  # three goals of the reach script
+
+
+def reach_trial(latency: float, compensation: bool, duration: float = TRIAL_DURATION_S,
+                timeout: float = 600.0, horizon: float = 0.0, out: Path | None = None) -> dict:
+    """The demo report (``summary``: reach errors; ``policy_runtime``: its diagnostics, latency
+    figures included) of one lockstep run of ``policies/panda_reach.onnx``."""
+    policy = shipped_policy("panda")
+    if policy is None:
+        raise FileNotFoundError("policies/panda_reach.onnx is missing: the latency trial runs the shipped policy")
+    out = Path(out or tempfile.mkdtemp(prefix="latency_trial_"))
+    out.mkdir(parents=True, exist_ok=True)
+    # The shipped policy flicks its wrist past the velocity limit (policies/README.md) and the
+    # supervisor would damp the arm for the rest of the run: the trial measures tracking, so it
+    # widens that one check (everything else stays as shipped).
+    safety = config_path("safety", "panda").read_text()
+    relaxed = safety.replace("velocity_limit:       {factor: 1.2,", "velocity_limit:       {factor: 10.0,")
+    if relaxed == safety:
+        raise RuntimeError("config/safety/panda.yaml changed: update the velocity_limit line reach_trial relaxes")
+    (out / "safety.yaml").write_text(relaxed)
+    plan = make_plan(robot="panda", policy=str(policy), demo=True, autoengage=True, lockstep=True,
+                     conditions=f"{{latency: {latency}}}", latency_compensation=compensation,
+                     safety_config=str(out / "safety.yaml"))
+    nodes = []
+    for node in plan.nodes:
+        parameters = dict(node.parameters)
+        if node.name == "demo_script":
+            parameters["duration"] = float(duration)
+        if node.name == "policy_runtime" and horizon > 0:
+            parameters["compensation_horizon"] = float(horizon)
+        nodes.append(dataclasses.replace(node, parameters=parameters))
+    plan = dataclasses.replace(plan, nodes=tuple(nodes))
+    report, wall = _run(plan, "demo_script", out / "report.json", timeout)
+    if report is None:
+        raise RuntimeError(f"the reach trial (latency {latency} s, compensation {compensation}) produced no report")
+    report["wall_s"] = wall
+    return report

@@ -1,0 +1,211 @@
+"""state_estimator: base (quadruped) or joint and end-effector (arm) state from proprioception.
+
+Thin adapter around :mod:`sim2real.core.estimation`.
+
+Quadruped: every /imu/data sample (with the newest /joint_states) steps the leg Kalman
+filter and publishes ``/state_estimate`` (nav_msgs/Odometry, frame ``odom``, child the
+base link: pose in the world, twist in the body frame, as nav_msgs defines it, with the
+filter's covariance), so the estimate comes at the IMU rate. Divergence (innovation NIS
+out of bounds, non-finite state, runaway covariance) is reported on ``/diagnostics`` as
+status ``state_estimator: divergence`` with level ERROR and a message containing
+"diverged", the form the safety supervisor reads; while healthy the same status says
+"no divergence" at level OK.
+
+Arm: every /joint_states sample is filtered; every ``arm_publish_period`` (default the policy
+period) the node publishes ``/state_estimate/joint_states`` (filtered
+position and velocity), ``/state_estimate/joint_accelerations`` (std_msgs/Float64MultiArray,
+profile joint order) and ``/state_estimate/end_effector`` (nav_msgs/Odometry in the base
+frame: end-effector pose and twist).
+
+/diagnostics also carries the rate achieved (estimates per second of node time) and the
+compute time per step.
+
+    ros2 run sim2real state_estimator --ros-args -p robot:=go2
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+from sensor_msgs.msg import Imu, JointState
+from std_msgs.msg import Float64MultiArray
+
+from sim2real.core.estimation import ArmEstimator, LegKalmanFilter, load_estimation_config
+from sim2real.core.policy_runtime import RollingStats
+from sim2real.core.robot_profile import load_profile
+from sim2real.core.rotations import matrix_to_quat, quat_to_matrix
+from sim2real.nodes import lifecycle, qos, stamps
+from sim2real.nodes.params import declare
+
+DIAGNOSTICS_PERIOD_S = 1.0
+WARN_THROTTLE_S = 2.0
+ORIENTATION_VARIANCE = 1e-4  # rad^2, used when the IMU leaves its orientation covariance unknown
+
+
+class StateEstimatorNode(Node):
+    def __init__(self, **kwargs):
+        super().__init__("state_estimator", **kwargs)
+        robot = declare(self, "robot", "go2", "Robot profile: a name under config/robots/ or a path")
+        config = declare(self, "estimation_config", "",
+                         "Estimator settings: a name under config/estimation/ or a path; '' = the robot's name")
+        self.profile = load_profile(robot)
+        self.config = load_estimation_config(config or self.profile.name)
+        self.quadruped = self.profile.kind == "quadruped"
+        self.step_time = RollingStats()
+        self._count = 0
+        self._window_start = time.monotonic()
+        self._joint_index = None
+        self._joint_names = None
+        self._joints = None  # (position, velocity, effort) in profile order
+        self._t = 0.0
+        self._window_t0 = None  # stamp of the first estimate of this diagnostics window
+        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_subscription(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE)
+        if self.quadruped:
+            self.filter = LegKalmanFilter(self.profile, self.config)
+            self._odom = Odometry()
+            self._odom.header.frame_id = "odom"
+            self._odom.child_frame_id = self.profile.base_link
+            self._pub = self.create_publisher(Odometry, "/state_estimate", qos.SENSOR_PUBLISH)
+            self.create_subscription(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE)
+        else:
+            self.arm = ArmEstimator(self.profile, self.config)
+            # Every joint state is filtered; the end effector (two pinocchio passes and three
+            # messages) is published at the policy rate: at the sensing rate it took a large share
+            # of a 2-core robot computer from the policy runtime (graph tests saw it go stale).
+            self._arm_period = declare(self, "arm_publish_period", self.profile.policy_period,
+                                       "s between arm estimates published (every joint state is filtered)")
+            self._arm_next = -1.0
+            self._joints_pub = self.create_publisher(JointState, "/state_estimate/joint_states", qos.SENSOR_PUBLISH)
+            self._accel_pub = self.create_publisher(Float64MultiArray, "/state_estimate/joint_accelerations",
+                                                    qos.SENSOR_PUBLISH)
+            self._ee_pub = self.create_publisher(Odometry, "/state_estimate/end_effector", qos.SENSOR_PUBLISH)
+        self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
+        what = "leg Kalman filter per /imu/data sample" if self.quadruped else "arm joint filter per /joint_states"
+        self.get_logger().info(f"{self.profile.name}: {what} (settings: config/estimation/{config or self.profile.name})")
+
+    # -- inputs -----------------------------------------------------------------------------
+    def _on_joint_states(self, msg: JointState) -> None:
+        names = tuple(msg.name)
+        if names != self._joint_names:
+            lookup = {n: i for i, n in enumerate(names)}
+            absent = [n for n in self.profile.joint_names if n not in lookup]
+            if absent:
+                self.get_logger().error(f"/joint_states lack joints {absent} of robot {self.profile.name!r}",
+                                        throttle_duration_sec=WARN_THROTTLE_S)
+                return
+            self._joint_index = np.array([lookup[n] for n in self.profile.joint_names])
+            self._joint_names = names
+        index = self._joint_index
+        position = np.asarray(msg.position)[index]
+        velocity = np.asarray(msg.velocity)[index] if len(msg.velocity) else np.zeros(len(index))
+        effort = np.asarray(msg.effort)[index] if len(msg.effort) else None
+        self._joints = (position, velocity, effort)
+        if not self.quadruped:
+            self._step_arm(stamps.to_ns(msg.header.stamp) * 1e-9, msg.header.stamp)
+
+    def _on_imu(self, msg: Imu) -> None:
+        if self._joints is None:
+            return  # the legs are the measurement: nothing to fuse without them yet
+        start = time.perf_counter()
+        o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
+        t = stamps.to_ns(msg.header.stamp) * 1e-9
+        estimate = self.filter.step(t, (o.x, o.y, o.z, o.w), (w.x, w.y, w.z), (a.x, a.y, a.z), *self._joints)
+        odom = self._odom
+        odom.header.stamp = msg.header.stamp
+        pose, twist = odom.pose, odom.twist
+        pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = map(float, estimate.position)
+        pose.pose.orientation = msg.orientation
+        R = quat_to_matrix(estimate.orientation)
+        v_body = R.T @ estimate.velocity
+        twist.twist.linear.x, twist.twist.linear.y, twist.twist.linear.z = map(float, v_body)
+        twist.twist.angular = msg.angular_velocity
+        P = estimate.covariance
+        pose_cov = np.zeros((6, 6))
+        pose_cov[:3, :3] = P[0:3, 0:3]
+        orientation_cov = np.asarray(msg.orientation_covariance).reshape(3, 3)
+        pose_cov[3:, 3:] = orientation_cov if orientation_cov[0, 0] > 0 else np.eye(3) * ORIENTATION_VARIANCE
+        twist_cov = np.zeros((6, 6))
+        twist_cov[:3, :3] = R.T @ P[3:6, 3:6] @ R
+        twist_cov[3:, 3:] = np.asarray(msg.angular_velocity_covariance).reshape(3, 3)
+        pose.covariance = pose_cov.ravel().tolist()
+        twist.covariance = twist_cov.ravel().tolist()
+        self._pub.publish(odom)
+        self._t = t
+        self._done(start)
+
+    def _step_arm(self, t: float, stamp) -> None:
+        start = time.perf_counter()
+        position, velocity, _ = self._joints
+        self.arm.filter(t, position, velocity)
+        if t < self._arm_next and t >= self._arm_next - 2 * self._arm_period:  # (a jump back restarts)
+            return
+        self._arm_next = t + self._arm_period - 1e-9
+        e = self.arm.estimate()
+        joints = JointState(name=self.profile.joint_names)
+        joints.header.stamp = stamp
+        joints.position, joints.velocity = e.joint_position.tolist(), e.joint_velocity.tolist()
+        self._joints_pub.publish(joints)
+        self._accel_pub.publish(Float64MultiArray(data=e.joint_acceleration.tolist()))
+        ee = Odometry()
+        ee.header.stamp = stamp
+        ee.header.frame_id = self.profile.base_link
+        ee.child_frame_id = self.profile.end_effector_link
+        ee.pose.pose.position.x, ee.pose.pose.position.y, ee.pose.pose.position.z = map(float, e.ee_position)
+        x, y, z, w = matrix_to_quat(e.ee_rotation)
+        ee.pose.pose.orientation.x, ee.pose.pose.orientation.y = x, y
+        ee.pose.pose.orientation.z, ee.pose.pose.orientation.w = z, w
+        # nav_msgs/Odometry's twist is in the child frame: the end effector's own axes.
+        lin, ang = e.ee_rotation.T @ e.ee_linear_velocity, e.ee_rotation.T @ e.ee_angular_velocity
+        ee.twist.twist.linear.x, ee.twist.twist.linear.y, ee.twist.twist.linear.z = map(float, lin)
+        ee.twist.twist.angular.x, ee.twist.twist.angular.y, ee.twist.twist.angular.z = map(float, ang)
+        self._ee_pub.publish(ee)
+        self._t = t
+        self._done(start)
+
+    def _done(self, start: float) -> None:
+        self.step_time.add(time.perf_counter() - start)
+        self._count += 1
+        if self._window_t0 is None:
+            self._window_t0 = self._t
+
+    # -- diagnostics ----------------------------------------------------------------------------
+    def _publish_diagnostics(self) -> None:
+        now = time.monotonic()
+        elapsed = now - self._window_start
+        # Per second of sensor time (the IMU rate when every sample is used; in lockstep, sim
+        # time) and per second of wall time; the capacity is what one core could compute.
+        span = self._t - self._window_t0 if self._window_t0 is not None else 0.0
+        values = {"rate_hz": f"{(self._count - 1) / span if span > 0 else 0.0:.1f}",
+                  "wall_rate_hz": f"{self._count / elapsed if elapsed > 0 else 0.0:.1f}"}
+        self._count, self._window_start, self._window_t0 = 0, now, None
+        steps = self.step_time.summary_ms("step")
+        values.update({k: f"{v:.3f}" for k, v in steps.items()})
+        if steps:
+            values["capacity_hz"] = f"{1e3 / steps['step_p50_ms']:.0f}"
+        level, message = DiagnosticStatus.OK, "no divergence"
+        if self.quadruped:
+            monitor = self.filter.divergence
+            values.update({"window_nis_per_dof": f"{monitor.mean_nis:.2f}", "nis_bound": f"{monitor.bound:.2f}",
+                           "divergence_events": str(monitor.events),
+                           "contact": "".join("1" if c else "0" for c in self.filter.contact_detector.contact)})
+            if monitor.diverged(self._t):
+                level, message = DiagnosticStatus.ERROR, f"diverged: {monitor.reason}"
+            if self._joints is None:
+                level, message = DiagnosticStatus.WARN, "no divergence; waiting for /joint_states"
+        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: divergence", hardware_id=self.profile.name,
+                                  message=message, values=[KeyValue(key=k, value=v) for k, v in values.items()])
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._diag_pub.publish(array)
+
+
+def main(args=None) -> int:
+    return lifecycle.run("state_estimator", StateEstimatorNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,141 @@
+"""The state estimator against PyBullet ground truth, on recorded scripted-trot runs (no ROS)."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from sim2real.core.estimation import (ArmEstimator, EstimationError, LegKalmanFilter, estimation_config_from_dict,
+                                      load_estimation_config)
+from sim2real.core.kinematics import Kinematics
+from sim2real.core.robot_profile import load_profile
+from sim2real.sim.conditions import PhysicalConditions
+from sim2real.sim.scripted_gait import Trot, record_trot, replay_estimator
+from sim2real.sim.world import SimWorld
+
+# Realistic proprioception noise: encoder and IMU white noise in the sim, constant IMU biases added on replay.
+NOISE = dict(joint_position_noise=0.002, joint_velocity_noise=0.05, gyro_noise=0.01, accelerometer_noise=0.1)
+GYRO_BIAS = (0.002, -0.003, 0.002)
+ACCEL_BIAS = (0.05, -0.05, 0.08)
+
+
+@pytest.fixture(scope="module")
+def go2():
+    return load_profile("go2")
+
+
+def record(profile, seconds=5.0, events=None, seed=3):
+    with SimWorld(profile, PhysicalConditions(**NOISE), seed=seed) as world:
+        return record_trot(world, seconds, events=events).arrays()
+
+
+@pytest.fixture(scope="module")
+def trot(go2):
+    return record(go2)
+
+
+def replay(profile, recording, config=None):
+    estimator = LegKalmanFilter(profile, config or load_estimation_config("go2"))
+    return replay_estimator(estimator, recording, GYRO_BIAS, ACCEL_BIAS)
+
+
+def test_config_errors_name_the_field_and_fix():
+    with pytest.raises(EstimationError, match="swing_inflaton.*unknown setting"):
+        estimation_config_from_dict({"swing_inflaton": 10.0})
+    with pytest.raises(EstimationError, match="contact.off_force.*hysteresis"):
+        estimation_config_from_dict({"contact": {"on_force": 20.0, "off_force": 30.0}})
+    with pytest.raises(EstimationError, match="contact.source.*use one of"):
+        estimation_config_from_dict({"contact": {"source": "vision"}})
+    with pytest.raises(EstimationError, match="no estimation config named"):
+        load_estimation_config("nonexistent_robot")
+
+
+def test_foot_jacobians_match_finite_differences(go2):
+    kinematics = Kinematics(go2)
+    q = go2.default_positions + np.random.default_rng(0).normal(0, 0.2, go2.num_joints)
+    positions, jacobians = kinematics.foot_jacobians(q)
+    np.testing.assert_allclose(positions, kinematics.foot_positions(q))
+    step = 1e-6
+    for joint in range(go2.num_joints):
+        dq = np.zeros(go2.num_joints)
+        dq[joint] = step
+        numeric = (kinematics.foot_positions(q + dq) - kinematics.foot_positions(q - dq)) / (2 * step)
+        np.testing.assert_allclose(jacobians[:, :, joint], numeric, atol=1e-6)
+
+
+def test_tracks_ground_truth_on_a_noisy_trot(go2, trot):
+    result = replay(go2, trot)
+    metrics = result.metrics(trot)
+    assert metrics["mean_speed_mps"] > 0.3, f"the scripted trot hardly moved: {metrics}"
+    assert metrics["velocity_rmse_mps"] < 0.05, metrics
+    assert metrics["drift_percent"] < 2.0, metrics
+    assert not result.diverged.any(), f"false divergence, peak NIS {result.window_nis.max():.2f}"
+
+
+def test_contact_from_effort_switches_with_the_trot(go2, trot):
+    result = replay(go2, trot)
+    lifts = np.sum(np.diff(result.contact.astype(int), axis=0) == -1, axis=0)
+    true_lifts = np.sum(np.diff(trot["true_contact"].astype(int), axis=0) == -1, axis=0)
+    # Every foot lifts and lands repeatedly (a 0.3 s gait over 4.5 s), and the estimate agrees
+    # with PyBullet's contact points most of the time (the misses are at touch-down and lift-off).
+    assert np.all(lifts >= 5), (lifts, true_lifts)
+    assert result.metrics(trot)["contact_agreement"] > 0.8
+
+
+def test_contact_from_gait_phase(go2, trot):
+    base = load_estimation_config("go2")
+    config = dataclasses.replace(base, contact=dataclasses.replace(base.contact, source="gait", gait_period=0.3))
+    # The gait clock starts with the trot (after 0.5 s standing): shift the recording's time.
+    shifted = dict(trot, t=trot["t"] - 0.5)
+    result = replay(go2, shifted, config)
+    moving = shifted["t"] > 0
+    # Equal but for samples on a phase boundary, where two float clocks may round apart.
+    agreement = (result.contact[moving] == np.asarray(trot["script_stance"])[moving]).mean()
+    assert agreement > 0.98, agreement
+    assert result.metrics(shifted)["velocity_rmse_mps"] < 0.08
+
+
+def test_divergence_on_a_hard_foot_slip_not_on_a_push(go2):
+    def slip(world):  # the floor turns to ice and the robot is shoved sideways: the feet slide
+        world.set_condition("ground_friction", 0.02)
+        world.apply_push((0.0, 200.0, 0.0), 0.3)
+
+    def push(world):  # same shove on a grippy floor: the feet hold, nothing diverges
+        world.apply_push((0.0, 100.0, 0.0), 0.2)
+
+    pushed = replay(go2, record(go2, 4.5, {3.0: push}))
+    assert not pushed.diverged.any(), f"a push that the feet held is not divergence (peak NIS {pushed.window_nis.max():.2f})"
+    slipped_recording = record(go2, 4.5, {3.0: slip})
+    slipped = replay(go2, slipped_recording)
+    assert slipped.diverged.any(), f"hard slip not detected (peak NIS {slipped.window_nis.max():.2f})"
+    first = slipped_recording["t"][np.argmax(slipped.diverged)]
+    assert 3.0 <= first < 3.3, f"divergence reported at {first:.3f} s, the slip starts at 3.0 s"
+
+
+def test_arm_estimator_filters_velocity_and_gives_end_effector_twist():
+    panda = load_profile("panda")
+    with SimWorld(panda, PhysicalConditions(joint_position_noise=0.001, joint_velocity_noise=0.02), seed=1) as world:
+        estimator = ArmEstimator(panda, load_estimation_config("panda"))
+        kinematics = Kinematics(panda)
+        dt = panda.sensing_period
+        raw, filtered, truth_v, truth_a, twist_error = [], [], [], [], []
+        previous = None
+        for k in range(1500):
+            t = (k + 1) * dt
+            world.command(panda.default_positions + 0.3 * np.sin(2 * np.pi * 0.5 * t))
+            world.step(round(dt / panda.physics_period))
+            measured, true = world.joint_state(), world.true_joint_state()
+            e = estimator.step(t, measured.position, measured.velocity)
+            if k > 250:
+                raw.append(measured.velocity - true.velocity)
+                filtered.append(e.joint_velocity - true.velocity)
+                truth_v.append(true.velocity)
+                ee_true = kinematics.end_effector_position(true.position)
+                if previous is not None:
+                    twist_error.append(e.ee_linear_velocity - (ee_true - previous) / dt)
+                previous = ee_true
+            np.testing.assert_allclose(e.ee_rotation @ e.ee_rotation.T, np.eye(3), atol=1e-9)
+    raw, filtered = np.sqrt(np.mean(np.square(raw))), np.sqrt(np.mean(np.square(filtered)))
+    assert filtered < 0.6 * raw, (filtered, raw)
+    assert np.sqrt(np.mean(np.square(twist_error))) < 0.02

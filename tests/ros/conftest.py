@@ -3,7 +3,6 @@ and the test talks to them over DDS from a probe node spinning in a background t
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 import time
 import uuid
@@ -83,15 +82,6 @@ class GraphLog:
 
     def text(self) -> str:
         return "".join(self.lines)
-
-
-@pytest.fixture(autouse=True)
-def private_ros_domain(monkeypatch):
-    """Each test session's graphs on a DDS domain of their own: other work on this machine (another
-    checkout's graph tests, a running `sim2real up`) on the default domain would otherwise publish
-    into them (a foreign sim_robot's /joint_states restarting the demo's clock was seen)."""
-    if "ROS_DOMAIN_ID" not in os.environ:
-        monkeypatch.setenv("ROS_DOMAIN_ID", str(1 + os.getpid() % 100))
 
 
 @pytest.fixture

@@ -20,7 +20,8 @@ ITERATIONS = 60
 
 
 def test_short_ppo_run_on_panda_reach_improves_return(tmp_path, capsys):
-    config = load_train_config("panda", "reach", overrides={"iterations": ITERATIONS, "save_interval": 1})
+    config = load_train_config("panda", "reach", overrides={"iterations": ITERATIONS, "save_interval": 1,
+                                                                "num_envs": 16})  # half the shipped batch: minutes
     result = Trainer(config, tmp_path / "run", progress=False).run()
     assert result.iterations == ITERATIONS and result.checkpoint.name == f"model_{ITERATIONS}.pt"
 

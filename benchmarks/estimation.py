@@ -55,7 +55,7 @@ def node_row(seconds: float) -> dict:
     from sim2real.bringup import make_plan
     from sim2real.graph_processes import GraphProcesses
 
-    plan = make_plan(robot="go2")
+    plan = make_plan(robot="go2", estimator="true")
     plan = dataclasses.replace(plan, nodes=tuple(n for n in plan.nodes if n.name in ("sim_robot", "state_estimator")))
     context = Context()
     rclpy.init(context=context)

@@ -54,8 +54,10 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
     LaunchArgument("failure_collector", "true", "buffer the robot's topics and write a bundle on every failure "
                                                 "(sim2real failures list)", BOOL_CHOICES),
     LaunchArgument("failures_dir", "", "folder for failure bundles; '' = output_dir of config/failures/default.yaml"),
-    LaunchArgument("estimator", "true", "run state_estimator (/state_estimate, divergence to the supervisor)",
-                   BOOL_CHOICES),
+    LaunchArgument("estimator", "auto", "run state_estimator (/state_estimate, divergence to the supervisor); "
+                                        "auto = whenever a policy runs (nothing else reads it, and on 2 cores its "
+                                        "500 Hz filter starved the real-time sim of the scripted joint demo)",
+                   ("auto", "true", "false")),
     LaunchArgument("latency_compensation", "false", "policy_runtime predicts the state forward by the measured "
                                                     "latency before each observation", BOOL_CHOICES),
 )}
@@ -111,6 +113,8 @@ def parse_arguments(values: Mapping[str, Any]) -> dict[str, Any]:
                 raise PlanError(f"launch argument seed:={value!r} must be an integer") from None
         else:
             typed[name] = str(value)
+            if arg.choices and {"true", "false"} <= set(arg.choices):  # a tri-state: True/False from Python too
+                typed[name] = typed[name].strip().lower()
             if arg.choices and typed[name] not in arg.choices:
                 raise PlanError(f"launch argument {name}:={value!r} is not one of {list(arg.choices)}")
     return typed
@@ -147,7 +151,7 @@ def make_plan(**arguments: Any) -> BringupPlan:
     nodes.append(NodeSpec("safety_supervisor", "safety_supervisor", "safety", {
         "robot": robot, "engage_on_start": args["autoengage"], "safety_config": args["safety_config"],
     }))
-    if args["estimator"]:
+    if args["estimator"] == "true" or (args["estimator"] == "auto" and args["policy"]):
         nodes.append(NodeSpec("state_estimator", "state_estimator", "estimation", {"robot": robot}))
     if args["policy"]:
         policy = Path(args["policy"]).expanduser()

@@ -106,6 +106,8 @@ def start_graph(tmp_path_factory):
         wanted = "failures_dir" in arguments or (only is not None and "failure_collector" in only)
         arguments.setdefault("failure_collector", "true" if wanted else "false")
         arguments.setdefault("failures_dir", str(tmp_path_factory.mktemp("failures")))
+        if only is not None and "state_estimator" in only:
+            arguments.setdefault("estimator", "true")
         plan = make_plan(**arguments)
         if only is not None:
             plan = dataclasses.replace(plan, nodes=tuple(n for n in plan.nodes if n.name in only))

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_default_plan_runs_the_sim_robot_under_the_supervisor_for_go2_in_real_time():
     plan = make_plan()
-    assert [n.name for n in plan.nodes] == ["sim_robot", "safety_supervisor", "state_estimator", "failure_collector"]
+    assert [n.name for n in plan.nodes] == ["sim_robot", "safety_supervisor", "failure_collector"]
     assert plan.node("safety_supervisor").parameters["engage_on_start"] is False  # an operator engages
     sim = plan.node("sim_robot")
     assert sim.role == "hardware"
@@ -28,8 +28,8 @@ def test_launch_strings_are_typed_like_python_values():
     assert from_launch == from_python
     assert from_launch.use_sim_time
     assert all(n.parameters["use_sim_time"] for n in from_launch.nodes)
-    assert [n.name for n in from_launch.nodes] == ["sim_robot", "safety_supervisor", "state_estimator",
-                                                   "pose_commander", "failure_collector"]
+    assert [n.name for n in from_launch.nodes] == ["sim_robot", "safety_supervisor", "pose_commander",
+                                                   "failure_collector"]
     # The scripted commander stands in for a policy: it never reaches hardware directly.
     assert from_launch.node("pose_commander").remappings == (("/joint_commands", "/policy/joint_commands"),)
 
@@ -38,7 +38,7 @@ def test_hardware_topic_changes_only_the_hardware_part():
     sim = make_plan(hardware="sim", demo=True)
     real = make_plan(hardware="topic", demo=True)
     assert [n for n in sim.nodes if n.role != "hardware"] == [n for n in real.nodes if n.role != "hardware"]
-    assert [n.role for n in real.nodes] == ["safety", "estimation", "demo", "monitoring"]
+    assert [n.role for n in real.nodes] == ["safety", "demo", "monitoring"]
 
 
 @pytest.mark.parametrize("arguments, words", [
@@ -66,7 +66,7 @@ def test_parse_arguments_fills_defaults():
                                    "conditions": "{}", "safety_config": "", "autoengage": False,
                                    "demo": False, "policy": "", "controller": "forward_position_controller",
                                    "controller_joints": "", "failure_collector": True, "failures_dir": "",
-                                   "estimator": True, "latency_compensation": False}
+                                   "estimator": "auto", "latency_compensation": False}
 
 
 def test_a_policy_adds_the_runtime_as_the_control_node_with_an_absolute_path(tmp_path, monkeypatch):
@@ -160,3 +160,13 @@ def test_ros2_control_swaps_only_the_hardware_part_for_the_bridge():
     # No joints given: the node's default (the profile's order), not an untyped empty list.
     assert "controller_joints" not in make_plan(robot="panda", hardware="ros2_control").node(
         "ros2_control_bridge").parameters
+
+
+def test_the_estimator_runs_with_a_policy_unless_told_otherwise(tmp_path):
+    (tmp_path / "walk.onnx").write_bytes(b"onnx")
+    policy = str(tmp_path / "walk.onnx")
+    names = lambda **kw: [n.name for n in make_plan(**kw).nodes]  # noqa: E731
+    assert "state_estimator" in names(policy=policy)
+    assert "state_estimator" not in names(policy=policy, estimator="false")
+    assert "state_estimator" not in names()  # nothing reads it without a policy
+    assert "state_estimator" in names(estimator="true")

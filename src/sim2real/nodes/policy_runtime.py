@@ -103,6 +103,11 @@ class PolicyRuntimeNode(Node):
         budget = declare(self, "latency_budget", 0.0,
                          "s: sensor->command p99 + actuation latency above this is an overrun (WARN in "
                          "/diagnostics); 0 = the policy period")
+        self.fit_actuation = declare(self, "fit_actuation", False,
+                                     "Fit the actuation latency from the driver's effort echo once a second (a "
+                                     "search over delays on the control thread: it left 195 ms command gaps "
+                                     "during hot-swaps on 2 cores); on by itself with latency_compensation or "
+                                     "latency_log") or compensate
         self.latency_log = declare(self, "latency_log", "",
                                    "Append each measured latency sample (JSON lines) to this file, for "
                                    "`sim2real dr from-latency`; '' = none")
@@ -328,7 +333,7 @@ class PolicyRuntimeNode(Node):
                                   values=[KeyValue(key=k, value=v) for k, v in values.items()])
         # A hot-swapped policy may have been trained with another latency range.
         self.latency.trained_latency = trained_latency(active.metadata.randomization)
-        sample = self.latency.update()
+        sample = self.latency.update() if (self.fit_actuation or self.latency_log) else None
         if sample is not None and self.latency_log:
             with open(self.latency_log, "a") as log:
                 log.write(json.dumps({"t": self.get_clock().now().nanoseconds * 1e-9, **sample}) + "\n")

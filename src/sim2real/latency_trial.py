@@ -39,6 +39,8 @@ def reach_trial(latency: float, compensation: bool, duration: float = TRIAL_DURA
         parameters = dict(node.parameters)
         if node.name == "demo_script":
             parameters["duration"] = float(duration)
+        if node.name == "policy_runtime":
+            parameters["fit_actuation"] = True  # the trial reports the measured actuation latency, off or on
         if node.name == "policy_runtime" and horizon > 0:
             parameters["compensation_horizon"] = float(horizon)
         nodes.append(dataclasses.replace(node, parameters=parameters))

@@ -33,7 +33,9 @@ def reach_trial(latency: float, compensation: bool, duration: float = TRIAL_DURA
     (out / "safety.yaml").write_text(relaxed)
     plan = make_plan(robot="panda", policy=str(policy), demo=True, autoengage=True, lockstep=True,
                      conditions=f"{{latency: {latency}}}", latency_compensation=compensation,
-                     safety_config=str(out / "safety.yaml"))
+                     safety_config=str(out / "safety.yaml"),
+                     # A measurement, not a deployment: no bundles in the user's ~/.sim2real/failures.
+                     failure_collector=False)
     nodes = []
     for node in plan.nodes:
         parameters = dict(node.parameters)

@@ -226,6 +226,21 @@ def test_joystick_takeover_and_return_to_active(active_go2):
     np.testing.assert_allclose(positions[-1], GO2.default_positions, atol=1e-6)
 
 
+def test_an_operator_button_after_a_trip_is_obeyed(active_go2):
+    """A trip's event and an operator's are logged one after the other: the supervisor once
+    died here (rclpy refused one logging call site used at two severities)."""
+    active_go2.action = active_go2.action.copy()
+    active_go2.action[0] = math.nan
+    assert active_go2.time_to_mode("TAKEOVER") < REACT_S  # the trip, logged as an error
+    active_go2.action = GO2.default_positions.copy()
+    pad = [0] * 12
+    pad[load_safety_config("go2").buttons["damp"]] = 1
+    active_go2.joy_pub.publish(Joy(buttons=pad, axes=[0.0] * 8))  # the operator, logged as info
+    assert active_go2.time_to_mode("DAMPING") < REACT_S
+    active_go2.commands_keep_coming()
+    assert "safety_supervisor" not in active_go2.graph.exited()
+
+
 def test_estop_stays_latched_until_reset(active_go2):
     assert active_go2.call("estop").success
     assert active_go2.wait_mode("ESTOP", 1.0)

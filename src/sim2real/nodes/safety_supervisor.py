@@ -9,12 +9,19 @@ Inputs: /joint_states, /imu/data, /policy/joint_commands, /teleop/joint_commands
 /diagnostics (a state estimator reporting divergence). Services (std_srvs/Trigger):
 ~/engage ~/takeover ~/damp ~/estop ~/reset.
 
+In real time /joint_states, /imu/data and /policy/joint_commands are polled at each tick
+(:mod:`sim2real.nodes.polled`): the supervisor acts once per command period, and a callback
+per 500 Hz sensor message cost it over half a core on a 2-core robot computer. Freshness is
+judged by when DDS received the newest message, so a supervisor that is itself starved for a
+moment does not mistake its own stall for a silent sensor or policy.
+
     ros2 run sim2real safety_supervisor --ros-args -p robot:=go2
     ros2 service call /safety_supervisor/engage std_srvs/srv/Trigger
 """
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 import rclpy.clock
@@ -29,6 +36,7 @@ from sim2real.core.safety_config import load_safety_config
 from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
 from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare
+from sim2real.nodes.polled import PolledSubscription, companion_node
 
 ACTIONS = ("engage", "takeover", "damp", "estop", "reset")
 LEVELS = {Mode.STANDBY: DiagnosticStatus.OK, Mode.ACTIVE: DiagnosticStatus.OK, Mode.TAKEOVER: DiagnosticStatus.WARN,
@@ -62,9 +70,18 @@ class SafetySupervisorNode(Node):
 
         self._command_pub = self.create_publisher(JointState, "/joint_commands", qos.COMMAND)
         self._status_pub = self.create_publisher(DiagnosticArray, "/safety/status", 10)
-        self.create_subscription(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE)
-        self.create_subscription(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE)
-        self.create_subscription(JointState, "/policy/joint_commands", self._on_policy, qos.COMMAND)
+        self._polled: list[tuple[PolledSubscription, Any]] = []
+        if self.sim_time:
+            # Lockstep: the sim's states drive the ticks, so each one is handled as it comes.
+            self.create_subscription(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE)
+            self.create_subscription(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE)
+            self.create_subscription(JointState, "/policy/joint_commands", self._on_policy, qos.COMMAND)
+        else:
+            self._sensors = companion_node(self, "sensors")
+            self._polled = [(PolledSubscription(self._sensors, self, JointState, "/joint_states"), self._on_joint_states),
+                            (PolledSubscription(self._sensors, self, Imu, "/imu/data"), self._on_imu),
+                            (PolledSubscription(self._sensors, self, JointState, "/policy/joint_commands"),
+                             self._on_policy)]
         self.create_subscription(JointState, "/teleop/joint_commands", self._on_teleop, qos.COMMAND)
         self.create_subscription(Joy, "/joy", self._on_joy, qos.SENSOR_SUBSCRIBE)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
@@ -74,7 +91,7 @@ class SafetySupervisorNode(Node):
             # Real time: a timer ticks every period whatever the inputs do. In lockstep the sim's
             # states (and the policy's answers) drive the ticks: a sim-time timer would tick
             # without waiting for the policy.
-            self.create_timer(self.period, self._maybe_tick)
+            self.create_timer(self.period, self._realtime_tick)
         self._awaiting_policy_since = None  # lockstep: wall time since this tick's state arrived
         self._policy_alive = False  # lockstep: a policy answers ticks, so ticks wait for it
         if self.sim_time:
@@ -89,7 +106,7 @@ class SafetySupervisorNode(Node):
         # In lockstep the clock message may trail the state it announces: never tick behind the state.
         return max(now, self._latest_state_ns) * 1e-9 if self.sim_time else now * 1e-9
 
-    def _on_joint_states(self, msg: JointState) -> None:
+    def _on_joint_states(self, msg: JointState, received: float | None = None) -> None:
         if self._state_index is None:
             try:
                 self._state_index = [list(msg.name).index(n) for n in self.profile.joint_names]
@@ -102,7 +119,7 @@ class SafetySupervisorNode(Node):
         self.inputs.joint_velocity = np.asarray(msg.velocity)[index] if len(msg.velocity) else None
         self.inputs.joint_effort = np.asarray(msg.effort)[index] if len(msg.effort) else None
         self._latest_state_ns = stamps.to_ns(msg.header.stamp)
-        self.inputs.joint_states_time = self._now()
+        self.inputs.joint_states_time = self._now() if received is None else received
         if self.sim_time:
             # Lockstep: the sim waits for us, so its states drive the ticks. While a policy is
             # alive, the tick also waits for the policy's answer to this state: otherwise the
@@ -112,12 +129,12 @@ class SafetySupervisorNode(Node):
             elif self._latest_state_ns >= self._next_tick_ns and self._awaiting_policy_since is None:
                 self._awaiting_policy_since = time.monotonic()
 
-    def _on_imu(self, msg: Imu) -> None:
+    def _on_imu(self, msg: Imu, received: float | None = None) -> None:
         o = msg.orientation
         self.inputs.base_orientation = np.array([o.x, o.y, o.z, o.w])
-        self.inputs.imu_time = self._now()
+        self.inputs.imu_time = self._now() if received is None else received
 
-    def _on_policy(self, msg: JointState) -> None:
+    def _on_policy(self, msg: JointState, received: float | None = None) -> None:
         try:
             command = self._policy.apply(msg.name, msg.position, msg.velocity, msg.effort).copy()
         except CommandRefused as exc:
@@ -129,7 +146,7 @@ class SafetySupervisorNode(Node):
             command = self._policy.targets.copy()
             command.position = np.full(self.profile.num_joints, np.nan)
         self.inputs.policy_command = command
-        self.inputs.policy_time = self._now()
+        self.inputs.policy_time = self._now() if received is None else received
         self.inputs.policy_stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         self._policy_alive = True
         if self.sim_time and stamps.to_ns(msg.header.stamp) >= self._next_tick_ns:
@@ -179,6 +196,14 @@ class SafetySupervisorNode(Node):
         self.inputs.policy_missed = False
 
     # -- the tick ------------------------------------------------------------------------------
+    def _realtime_tick(self) -> None:
+        for subscription, handle in self._polled:
+            newest = subscription.take_newest()
+            if newest is not None:
+                msg, received_ns = newest
+                handle(msg, received_ns * 1e-9)  # real time: the ROS clock is the system clock
+        self._maybe_tick()
+
     def _maybe_tick(self) -> None:
         now_ns = round(self._now() * 1e9)
         if now_ns < self._next_tick_ns:
@@ -187,8 +212,12 @@ class SafetySupervisorNode(Node):
         now = now_ns * 1e-9
         decision = self.core.tick(self.inputs, now)
         for event in decision.events:
-            log = self.get_logger().info if "operator" in event else self.get_logger().error
-            log(event)
+            # One call site per severity: rclpy refuses a call site whose severity changes
+            # (ValueError), which once stopped this node at its first operator event after a trip.
+            if "operator" in event:
+                self.get_logger().info(event)
+            else:
+                self.get_logger().error(event)
         stamp = self.get_clock().now().to_msg() if not self.sim_time else stamps.to_msg(now_ns)
         if decision.command is not None:
             command = decision.command
@@ -209,6 +238,11 @@ class SafetySupervisorNode(Node):
         array = DiagnosticArray(status=[status])
         array.header.stamp = stamp
         self._status_pub.publish(array)
+
+    def destroy_node(self) -> None:
+        if self._polled:
+            self._sensors.destroy_node()
+        super().destroy_node()
 
 
 def main(args=None) -> int:

@@ -40,6 +40,7 @@ from sim2real.core.failure_config import load_failure_config
 from sim2real.core.robot_profile import load_profile
 from sim2real.nodes import lifecycle
 from sim2real.nodes.params import declare
+from sim2real.nodes.polled import companion_node, never_called
 
 IMU_DECIMATION = 5           # fall detection at 100 Hz of a 500 Hz IMU is plenty
 POLL_PERIOD_S = 0.05         # drain the subscriptions, start due writes, watch for silence
@@ -103,12 +104,10 @@ class FailureCollectorNode(Node):
         # node no executor spins, so nothing wakes per message; DDS queues the messages
         # (RECORD_DEPTH) and the poll timer takes them in a tight loop.
         # Its names are this node's, resolved here: command-line remaps apply as before.
-        self._recording = Node(f"{self.get_name()}_recording", namespace=self.get_namespace(),
-                               context=self.context, use_global_arguments=False,
-                               start_parameter_services=False, enable_rosout=False)
+        self._recording = companion_node(self, "recording")
         self._drains = [(sub, spec.topic, self._handlers.get(spec.topic)) for spec in self.config.topics
                         for sub in [self._recording.create_subscription(
-                            message_class(spec.msgtype), self.resolve_topic_name(spec.topic), _never_called,
+                            message_class(spec.msgtype), self.resolve_topic_name(spec.topic), never_called,
                             RECORD_QOS, raw=True)]]
         self._clock_pair: tuple[int, int] | None = None  # (wall ns, sim ns) at the last drain
         self.create_service(TriggerSrv, "~/snapshot", self._snapshot)
@@ -234,7 +233,10 @@ class FailureCollectorNode(Node):
 
     def _on_written(self, path, name: str, message: str) -> None:
         # Writer thread: rclpy's logger is thread-safe.
-        (self.get_logger().info if path else self.get_logger().error)(message)
+        if path:  # one call site per severity (rclpy raises if a call site's severity changes)
+            self.get_logger().info(message)
+        else:
+            self.get_logger().error(message)
 
     def _publish_diagnostics(self) -> None:
         stats = self.collector.stats()
@@ -264,10 +266,6 @@ def _statuses(data: bytes) -> list[tuple[str, str, dict[str, str]]]:
     return statuses
 
 
-def _never_called(data: bytes) -> None:
-    raise AssertionError("recording subscriptions are drained by the poll timer, never spun")
-
-
 
 def _add_policy_metadata(info: dict) -> None:
     """Writer thread: the running policy's metadata, read from the file the runtime reports."""
@@ -294,7 +292,7 @@ def _maybe_json(text: str):
         return text
 
 
-def _events_executor():
+def _events_executor(node=None):
     # rclpy's EventsExecutor dispatches each message without rebuilding a wait set: at ~1600
     # messages/s of raw bytes the default executor alone cost a third of a core (measured).
     from rclpy.experimental import EventsExecutor

@@ -15,6 +15,8 @@ Ticks are driven by /joint_states: the first state at or after each policy-perio
 boundary of its stamps is computed on at once, in real time and in lockstep alike.
 A free-running timer would compute on a state up to one sensing period old and drift
 against the driver's clock; here the command leaves as soon as the observation allows.
+/imu/data and /state_estimate are polled at the tick (:mod:`sim2real.nodes.polled`), not
+handled per message: a callback per 500 Hz message is what filled a core.
 
 Latency (:mod:`sim2real.core.latency`): every tick the time from the state's stamp to the
 command's publication; once a second the actuation latency, from the efforts in /joint_states
@@ -40,23 +42,20 @@ stream (the loader thread starved), so the SingleThreadedExecutor stays the defa
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import ParameterType, SetParametersResult
 from rcl_interfaces.srv import SetParameters
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.signals import SignalHandlerOptions
 from rclpy.task import Future
 from sensor_msgs.msg import Imu, JointState
 
@@ -65,9 +64,10 @@ from sim2real.core.paths import share_dir
 from sim2real.core.policy_runtime import STALE, PolicyRuntime
 from sim2real.core.policy_slot import DEFAULT_ACTION_BOUND, DEFAULT_CROSSFADE, DEFAULT_MAX_JUMP, PolicySlot
 from sim2real.core.robot_inputs import CMD_VEL_TIMEOUT_S, RobotInputs
-from sim2real.core.robot_profile import ProfileError, load_profile
+from sim2real.core.robot_profile import load_profile
 from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare
+from sim2real.nodes.polled import PolledSubscription, companion_node
 
 EXECUTORS = ("single", "multi", "events")
 DIAGNOSTICS_PERIOD_S = 1.0
@@ -143,9 +143,10 @@ class PolicyRuntimeNode(Node):
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_subscription(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE,
                                  callback_group=control)
-        self.create_subscription(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE, callback_group=control)
-        self.create_subscription(Odometry, "/state_estimate", self._on_state_estimate, qos.SENSOR_SUBSCRIBE,
-                                 callback_group=control)
+        # The IMU and the estimate only matter at a tick: polled then, not a callback each (500 Hz).
+        self._inputs_node = companion_node(self, "inputs")
+        self._imu = PolledSubscription(self._inputs_node, self, Imu, "/imu/data")
+        self._state_estimate = PolledSubscription(self._inputs_node, self, Odometry, "/state_estimate")
         self.create_subscription(JointState, "/joint_commands", self._on_hardware_command, qos.COMMAND,
                                  callback_group=control)
         self.create_subscription(Twist, "/cmd_vel", self._on_cmd_vel, qos.COMMAND, callback_group=control)
@@ -183,7 +184,7 @@ class PolicyRuntimeNode(Node):
             self.get_logger().error(str(exc), throttle_duration_sec=WARN_THROTTLE_S)
             return
         self._last_state_wall = time.monotonic()
-        if len(msg.effort):
+        if self.fit_actuation and len(msg.effort):
             inputs = self.inputs
             self.latency.on_state(inputs.joint_states_stamp_ns * 1e-9, inputs.in_profile_order(msg.position),
                                   inputs.in_profile_order(msg.velocity), inputs.in_profile_order(msg.effort))
@@ -194,13 +195,15 @@ class PolicyRuntimeNode(Node):
         if list(msg.name) == self.profile.joint_names and len(msg.position) == self.profile.num_joints:
             self.latency.on_hardware_command(self._now(), msg.position)
 
-    def _on_imu(self, msg: Imu) -> None:
-        o, w = msg.orientation, msg.angular_velocity
-        self.inputs.set_imu((o.x, o.y, o.z, o.w), (w.x, w.y, w.z))
-
-    def _on_state_estimate(self, msg: Odometry) -> None:
-        v = msg.twist.twist.linear  # nav_msgs/Odometry: twist in the child (body) frame
-        self.inputs.set_state_estimate((v.x, v.y, v.z))
+    def _poll_inputs(self) -> None:
+        imu = self._imu.take_newest()
+        if imu is not None:
+            o, w = imu[0].orientation, imu[0].angular_velocity
+            self.inputs.set_imu((o.x, o.y, o.z, o.w), (w.x, w.y, w.z))
+        estimate = self._state_estimate.take_newest()
+        if estimate is not None:
+            v = estimate[0].twist.twist.linear  # nav_msgs/Odometry: twist in the child (body) frame
+            self.inputs.set_state_estimate((v.x, v.y, v.z))
 
     def _on_cmd_vel(self, msg: Twist) -> None:
         self.inputs.set_velocity_command(msg.linear.x, msg.linear.y, msg.angular.z, self._now())
@@ -222,6 +225,8 @@ class PolicyRuntimeNode(Node):
                                       "the new time line")
         now = self._now()
         age = None if self.sim_time else now - stamp * 1e-9
+        if age is None or age <= self.profile.policy_period:  # a stale state is not computed on
+            self._poll_inputs()
         tick = self.runtime.tick(now, stamp, age)
         if tick.waiting == STALE:
             return  # the next, fresher state of this period may still tick
@@ -349,6 +354,10 @@ class PolicyRuntimeNode(Node):
     def stop(self) -> None:
         self._loader.shutdown(wait=True, cancel_futures=True)
 
+    def destroy_node(self) -> None:
+        self._inputs_node.destroy_node()
+        super().destroy_node()
+
 
 def make_executor(kind: str, context=None):
     if kind == "multi":
@@ -360,37 +369,9 @@ def make_executor(kind: str, context=None):
     return SingleThreadedExecutor(context=context)
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
 def main(args=None) -> int:
-    """lifecycle.run's contract (clean stop on SIGINT/SIGTERM, exit 2 on a configuration error)
-    with a chosen executor; lifecycle.run always spins rclpy's global SingleThreadedExecutor."""
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    signal.signal(signal.SIGTERM, _interrupt)
-    node = executor = None
-    try:
-        node = PolicyRuntimeNode()
-        executor = make_executor(node.executor_kind)
-        executor.add_node(node)
-        # spin_once, not spin(): rclpy's EventsExecutor.spin() keeps the GIL while it waits, which
-        # starves the loader thread (seen with rclpy 9.1); returning to Python every 0.1 s does not.
-        while rclpy.ok():
-            executor.spin_once(timeout_sec=0.1)
-    except (ProfileError, ValueError) as exc:
-        print(f"[policy_runtime] error: {exc}", flush=True)
-        return lifecycle.CONFIG_ERROR_EXIT
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if executor is not None:
-            executor.shutdown()
-        if node is not None:
-            node.stop()
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return lifecycle.run("policy_runtime", PolicyRuntimeNode, args,
+                         executor=lambda node: make_executor(node.executor_kind))
 
 
 if __name__ == "__main__":

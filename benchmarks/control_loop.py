@@ -15,10 +15,11 @@ a sim2real policy file. Rows, from the inside out:
                        per rclpy executor of the runtime node:
                          node tick: from its /joint_states callback to the published command
                          stamp -> received: from the state's stamp to the listener's callback
-  across nodes         sim_robot (500 Hz, real time) and policy_runtime as processes, as
-                       `sim2real up` runs them (executor chosen by the node's `executor`
-                       parameter); the listener here: from the state's stamp (taken when
-                       sim_robot published it) to the command's arrival
+  across nodes         sim_robot (500 Hz, real time), safety_supervisor and policy_runtime as
+                       processes, as `sim2real up` runs them (executor chosen by the node's
+                       `executor` parameter); the listener here: from the state's stamp (taken
+                       when sim_robot published it) to the command's arrival. Each node's CPU
+                       (% of one core over the measured window) is printed with the row.
 
 Targets: p99 <= 1 ms for the runtime's own tick in one process, <= 3 ms across nodes.
 The load average is printed: on a shared machine other work shows in the tails (a tick of
@@ -272,9 +273,9 @@ def across_nodes_rows(path: Path, profile, kind: str, seconds: float) -> list[Ro
     from sim2real.graph_processes import GraphProcesses
     from sim2real.nodes import qos
 
-    plan = make_plan(robot=profile.name, policy=str(path))
+    plan = make_plan(robot=profile.name, policy=str(path), estimator="false", failure_collector="false")
     nodes = tuple(NodeSpec(n.executable, n.name, n.role, {**n.parameters, "executor": kind})
-                  if n.name == "policy_runtime" else n for n in plan.nodes if n.name != "safety_supervisor")
+                  if n.name == "policy_runtime" else n for n in plan.nodes)
     plan = dataclasses.replace(plan, nodes=nodes)
     context = Context()
     rclpy.init(context=context)
@@ -302,16 +303,28 @@ def across_nodes_rows(path: Path, profile, kind: str, seconds: float) -> list[Ro
             time.sleep(0.1)
         time.sleep(2.0)
         del latencies[:]
+        pids = {name: process.pid for name, process in graph.processes.items()}
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        started = time.monotonic()
         time.sleep(seconds)
         samples = np.array(latencies)
+        elapsed = time.monotonic() - started
+        cpu = {name: (cpu_seconds(pid) - before[name]) / elapsed * 100 for name, pid in pids.items()}
     executor.shutdown()
     listener.destroy_node()
     rclpy.shutdown(context=context)
     last = diagnostics[-1] if diagnostics else {}
     own = (f"runtime's own tick p50/p99/max {last.get('tick_latency_p50_ms', '?')}/"
            f"{last.get('tick_latency_p99_ms', '?')}/{last.get('tick_latency_max_ms', '?')} ms, "
-           f"stale inputs {last.get('stale_observations', '?')}")
+           f"stale inputs {last.get('stale_observations', '?')}; CPU % of a core: "
+           + ", ".join(f"{name} {share:.0f}" for name, share in cpu.items()))
     return [Row(f"across nodes, {kind}: sim stamp -> command received", samples, ACROSS_NODES_TARGET_MS, own)]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # -- main ------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 import pytest
+from diagnostic_msgs.msg import DiagnosticArray
 from std_srvs.srv import Trigger
 
 from sim2real.core.bags import bag_topics, read_bag
@@ -41,6 +42,17 @@ def go2_graph(probe, start_graph, tmp_path):
     operator.out = out
     operator.graph = graph
     assert wait_for(lambda: operator.mode() is not None, 25.0), "no /safety/status"
+    # Faults are injected once the collector records the robot: DDS discovery between two
+    # processes started together took ~2 s on a loaded machine, and a fault before that has
+    # no sensing before it in its bundle.
+    diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
+
+    def recording_states():
+        return any(kv.key == "received/joint_states" and int(kv.value) > 0
+                   for array in list(diagnostics) for status in array.status
+                   if status.name.startswith("failure_collector") for kv in status.values)
+
+    assert wait_for(recording_states, 25.0), "the failure collector never received /joint_states"
     return operator
 
 

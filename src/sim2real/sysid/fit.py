@@ -4,8 +4,9 @@ What is fitted (names are :class:`PhysicalConditions` fields, so the result feed
 randomization directly): ``motor_strength``, ``mass_scale``, ``joint_friction`` (Coulomb),
 ``joint_damping`` (viscous), ``latency``, and ``ground_friction`` when a floating-base robot
 touches the ground. Friction and damping are one value for all joints because that is what
-the simulator's conditions express. Armature (rotor inertia) is not fitted: PyBullet loads
-no armature from a URDF and SimWorld has no condition for it.
+the simulator's conditions express. Armature (rotor inertia) is not fitted here: PyBullet
+loads no armature from a URDF and SimWorld has no condition for it (for fixed-base arms the
+rigid-body regression, ``rigid_body.py``, identifies it from the measured efforts).
 
 Cost: squared errors between measured and replayed joint positions, velocities (weighted
 by ``VELOCITY_WEIGHT`` s) and motor efforts (``EFFORT_WEIGHT`` rad/(N*m)) over windows of
@@ -108,7 +109,8 @@ class FitResult:
             "method": "CMA-ES over replays of the recorded commands in SimWorld (windows from the measured state)",
             "parameters": parameters,
             "not_identified": {
-                "armature": "SimWorld cannot express it (PyBullet loads no URDF armature; no condition exists)",
+                "armature": "SimWorld cannot express it (PyBullet loads no URDF armature; no condition exists); "
+                            "for fixed-base arms see rigid_body.armature",
                 "per_joint_friction": "SimWorld's joint_friction/joint_damping are one value for all joints; "
                                       "see rigid_body for per-joint friction (arms)",
             },

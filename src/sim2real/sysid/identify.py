@@ -58,7 +58,10 @@ def identify_robot(profile: RobotProfile, bags: Sequence[str | Path], out: str |
 
         rb = identify(RegressorModel(profile), dataset.segments, options.train_fraction)
         document["rigid_body"] = rb.to_dict(profile.joint_names)
-        log(f"rigid body: inertial scale {rb.inertial_scale:.3f}, physically consistent: {rb.consistent}")
+        log(f"rigid body: inertial scale {rb.inertial_scale:.3f}, physically consistent: {rb.consistent} "
+            f"(unconstrained OLS: {rb.ols_consistent}, {rb.ols_distance:.2f} std away); held-out torque RMSE "
+            f"{rb.heldout_rmse.mean():.3f} N*m (OLS {rb.ols_heldout_rmse.mean():.3f}, "
+            f"URDF {rb.nominal_heldout_rmse.mean():.3f})")
     out = Path(out)
     if plots:
         from sim2real.sysid.plots import plot_before_after

@@ -49,4 +49,6 @@ def test_compensation_improves_tracking_of_the_shipped_policy(trials):
     without = trials[False]["summary"]["reach_error_settled_mean_m"]
     with_compensation = trials[True]["summary"]["reach_error_settled_mean_m"]
     assert trials[True]["policy_runtime"]["compensation"] == "on"
+    print(f"\nsettled reach error at {INJECTED_S * 1e3:.0f} ms injected: {without * 100:.1f} cm without "
+          f"compensation, {with_compensation * 100:.1f} cm with")
     assert with_compensation < 0.8 * without, (with_compensation, without)

@@ -32,10 +32,13 @@ callbacks (their own callback group); the answer is sent when the loader is done
 refused model is reported in the SetParameters result and the running policy keeps
 running. One executor thread rather than rclpy's MultiThreadedExecutor: at 1 kHz of
 sensor messages (joint states + IMU) its per-callback thread hand-off cannot keep up on
-a 2-core robot computer (measured: most states arrived too late to compute on). rclpy's
-EventsExecutor (`-p executor:=events`) had the lower across-node p99 tick latency in
-benchmarks/control_loop.py, but during a hot-swap it left 195 ms gaps in the command
-stream (the loader thread starved), so the SingleThreadedExecutor stays the default.
+a 2-core robot computer (measured: most states arrived too late to compute on). The
+default is rclpy's EventsExecutor: it dispatches each /joint_states message without
+rebuilding a wait set, which halves the node's CPU (benchmarks/control_loop.py, across
+nodes: 28 % of a core against 57 % with the SingleThreadedExecutor, `-p executor:=single`).
+It was the default once before and was reverted for 195 ms command gaps during hot-swaps;
+those came from a graph that saturated both cores (a callback per 500 Hz message in every
+node), not from the executor, and the hot-swap graph tests pass with it since the nodes poll.
 
     ros2 run sim2real policy_runtime --ros-args -p robot:=go2 -p policy_path:=policies/go2_walk.onnx
 """
@@ -111,7 +114,7 @@ class PolicyRuntimeNode(Node):
         self.latency_log = declare(self, "latency_log", "",
                                    "Append each measured latency sample (JSON lines) to this file, for "
                                    "`sim2real dr from-latency`; '' = none")
-        self.executor_kind = declare(self, "executor", "single",
+        self.executor_kind = declare(self, "executor", "events",
                                      "rclpy executor: single (SingleThreadedExecutor), multi (MultiThreadedExecutor) "
                                      "or events (rclpy.experimental.EventsExecutor); see benchmarks/control_loop.py")
         if self.executor_kind not in EXECUTORS:

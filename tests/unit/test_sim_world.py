@@ -302,6 +302,22 @@ def test_panda_holds_its_default_pose(panda):
     assert np.abs(error).max() < 0.01
 
 
+def test_joints_move_no_faster_than_the_profiles_velocity_limits(panda):
+    """A wrist commanded 1.5 rad away at once (12 N m on a light link) would spin it at tens of
+    rad/s; the real arm's motors and controller stop at the rated speed, and so does the sim."""
+    with make_world(panda) as world:
+        world.step(50)
+        targets = panda.default_positions.copy()
+        targets[4:] += 1.5
+        world.command(targets)
+        top = np.zeros(panda.num_joints)
+        for _ in range(100):
+            world.step(1)
+            top = np.maximum(top, np.abs(world.true_joint_state().velocity))
+    assert np.all(top <= panda.velocity_limits * 1.001), (top, panda.velocity_limits)
+    assert top[6] > 0.9 * panda.velocity_limits[6]  # it does get there: the limit binds
+
+
 def test_damp_lets_the_arm_move_only_slowly(panda):
     with make_world(panda) as world:
         world.damp()

@@ -106,11 +106,10 @@ class PolicyRuntimeNode(Node):
         budget = declare(self, "latency_budget", 0.0,
                          "s: sensor->command p99 + actuation latency above this is an overrun (WARN in "
                          "/diagnostics); 0 = the policy period")
-        self.fit_actuation = declare(self, "fit_actuation", False,
-                                     "Fit the actuation latency from the driver's effort echo once a second (a "
-                                     "search over delays on the control thread: it left 195 ms command gaps "
-                                     "during hot-swaps on 2 cores); on by itself with latency_compensation or "
-                                     "latency_log") or compensate
+        self.fit_actuation = declare(self, "fit_actuation", True,
+                                     "Fit the actuation latency from the driver's effort echo once a second "
+                                     "(a few ms of numpy on the executor thread); always on with "
+                                     "latency_compensation or latency_log") or compensate
         self.latency_log = declare(self, "latency_log", "",
                                    "Append each measured latency sample (JSON lines) to this file, for "
                                    "`sim2real dr from-latency`; '' = none")

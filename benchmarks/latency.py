@@ -9,8 +9,8 @@ Reach error: end effector to goal, mean over the settled part of each goal (1.5 
 changes), and the mean final distance per goal. The runtime's measured latencies (medians of
 its once-a-second estimates) are printed: policy command -> motors (the whole path, which the
 compensation covers beyond what the policy was trained with) and the driver's share
-(/joint_commands -> motors, where the sim injects its latency). The safety
-config widens only the velocity-limit check (see sim2real.latency_trial).
+(/joint_commands -> motors, where the sim injects its latency). The safety config is the
+shipped one.
 
 --offline runs the same policy, goals and injected latency in one process without ROS
 (SimWorld stepped in the lockstep order, compensation by the runtime's StatePredictor): no

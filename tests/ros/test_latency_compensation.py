@@ -40,11 +40,6 @@ def test_runtime_measures_the_injected_actuation_latency(trials):
         assert key in runtime
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "open (issue 5): with the Panda policy shipped in session 2 (SR 0.92) the graph trial at 20 ms "
-    "tracks badly with and without compensation (0.48 m vs 0.57-0.70 m in two CI-like runs), although "
-    "benchmarks/latency.py --offline shows 21 -> 2.6 cm for the same policy; the previous policy "
-    "passed. Runs every time; a pass is reported as XPASS"))
 def test_compensation_improves_tracking_of_the_shipped_policy(trials):
     without = trials[False]["summary"]["reach_error_settled_mean_m"]
     with_compensation = trials[True]["summary"]["reach_error_settled_mean_m"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import tarfile
 
+import numpy as np
 import pytest
 
 from sim2real.cli import main
@@ -11,7 +12,7 @@ from sim2real.core.failure_bundle import find_bundle
 from sim2real.core.paths import share_dir
 from sim2real.core.robot_profile import load_profile
 from sim2real.evaluate.failure_replay import replay_failure
-from tests.policy_models import write_target_policy
+from tests.policy_models import metadata, write_policy, write_target_policy
 from tests.unit.failure_bundles import write_arm_bundle
 
 PANDA = load_profile("panda")
@@ -52,14 +53,15 @@ def test_list_show_and_export(bundles, tmp_path, capsys):
 
 def test_replay_reports_whether_the_policy_fails_again(bundles, tmp_path):
     bundle = find_bundle(bundles, "20261130T000100")
-    # A policy that holds the recorded pose does not fail; the shipped reach policy
-    # flicks the wrist past its velocity limit (policies/README.md), so it fails again.
+    # A policy that holds the recorded pose does not fail; one whose output is NaN fails again,
+    # and the supervisor in the replay holds on it.
     holding = write_target_policy(tmp_path / "hold.onnx", PANDA, PANDA.default_positions)
     calm = replay_failure(bundle, holding)
     assert not calm.failed and calm.survived_s == calm.duration_s
     assert calm.conditions == {"latency": 0.02}
-    again = replay_failure(bundle, SHIPPED)
-    assert again.failed and "velocity_limit" in again.reason and again.survived_s < again.duration_s
+    broken = write_policy(tmp_path / "nan.onnx", metadata(PANDA), np.nan)
+    again = replay_failure(bundle, broken)
+    assert again.failed and "not finite" in again.reason and again.survived_s < again.duration_s
     assert main(["failures", "replay", "all", "--dir", str(bundles), "--policy", str(holding)]) == 0
 
 

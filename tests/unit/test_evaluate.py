@@ -136,3 +136,13 @@ def test_cli_eval_on_panda_reach_with_a_constant_policy(tmp_path, capsys):
     assert main(["eval", str(policy), "--worlds", "dr", "--episodes", "1"]) == 2
     assert "trained without randomization" in capsys.readouterr().err
     assert not math.isnan(easy["worlds"][0]["mean_return"])
+
+
+def test_a_policy_with_non_finite_output_fails_its_episodes_instead_of_crashing(tmp_path):
+    """The pipeline validates candidates with eval: a broken one must be scored, not crash it."""
+    from sim2real.core.robot_profile import load_profile
+    from tests.policy_models import metadata, write_policy
+
+    broken = write_policy(tmp_path / "nan.onnx", metadata(load_profile("panda")), np.nan)
+    report = evaluate_policy(broken, ["nominal"], episodes=2, workers=0, difficulty=0.0, progress=False)
+    assert report.worlds[0].success_rate == 0.0

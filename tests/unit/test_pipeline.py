@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import pytest
 
 from sim2real.cli import main
@@ -13,7 +14,7 @@ from sim2real.core.paths import share_dir
 from sim2real.core.robot_profile import load_profile
 from sim2real.pipeline import adapt_randomization
 from sim2real.sim.randomization import load_randomization
-from tests.policy_models import write_target_policy
+from tests.policy_models import metadata, write_policy, write_target_policy
 from tests.unit.failure_bundles import write_arm_bundle
 
 PANDA = load_profile("panda")
@@ -43,9 +44,10 @@ def test_a_candidate_that_fails_the_replays_is_refused_and_never_pushed(tmp_path
     write_arm_bundle(failures, "20261130T000000.000Z_supervisor_damping", PANDA, SHIPPED)
     current = write_target_policy(tmp_path / "robot" / "hold.onnx", PANDA, PANDA.default_positions)
     out = tmp_path / "pipe"
-    # The shipped reach policy trips the velocity limit from the recorded state; holding does not.
+    # A candidate whose output is NaN fails the replay (the supervisor holds); holding does not.
+    candidate = write_policy(tmp_path / "candidate" / "nan.onnx", metadata(PANDA), np.nan)
     args = ["pipeline", "validate", "--robot", "panda", "--policy", str(current), "--failures", str(failures),
-            "--out", str(out), "--candidate", str(SHIPPED), "--episodes", "1", "--eval-workers", "0",
+            "--out", str(out), "--candidate", str(candidate), "--episodes", "1", "--eval-workers", "0",
             "--randomization", "panda_reference"]
     assert main(args) == 1
     printed = capsys.readouterr().out
@@ -54,7 +56,7 @@ def test_a_candidate_that_fails_the_replays_is_refused_and_never_pushed(tmp_path
     result = json.loads((out / "validation.json").read_text())
     assert not result["passed"] and result["replay"]["candidate"]["failed"] == 1
     push = ["pipeline", "push", "--robot", "panda", "--policy", str(current), "--failures", str(failures),
-            "--out", str(out), "--candidate", str(SHIPPED), "--node", "/no_such_runtime", "--timeout", "1"]
+            "--out", str(out), "--candidate", str(candidate), "--node", "/no_such_runtime", "--timeout", "1"]
     assert main(push) == 1
     assert "[push] refused" in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "robot").iterdir()) == ["hold.onnx"]  # nothing copied

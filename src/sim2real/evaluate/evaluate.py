@@ -172,14 +172,21 @@ def run_episodes(env: Any, policy_path: str, sha256: str, seeds: list[int], diff
     for seed in seeds:
         obs, _ = env.reset(seed=int(seed))
         total, length, info = 0.0, 0, {}
-        done = False
+        done, broken = False, False
         while not done:
-            obs, reward, terminated, truncated, info = env.step(policy.act(obs))
+            action = policy.act(obs)
+            if not np.all(np.isfinite(action)):
+                # On the robot the supervisor holds on such an output: the episode fails here.
+                broken = True
+                break
+            obs, reward, terminated, truncated, info = env.step(action)
             total += float(reward)
             length += 1
             done = terminated or truncated
         episode = {"return": total, "length": length, "success": False}
         episode.update(info.get("episode", {}))
+        if broken:
+            episode.update(success=False, non_finite_action=True)
         results.append({k: (float(v) if isinstance(v, (bool, int, float, np.number)) else v)
                         for k, v in episode.items() if k != "reward_terms"})
     return results

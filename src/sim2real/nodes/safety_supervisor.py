@@ -94,6 +94,7 @@ class SafetySupervisorNode(Node):
             self.create_timer(self.period, self._realtime_tick)
         self._awaiting_policy_since = None  # lockstep: wall time since this tick's state arrived
         self._policy_alive = False  # lockstep: a policy answers ticks, so ticks wait for it
+        self._policy_stamp_ns = -1  # stamp of the newest policy command
         if self.sim_time:
             self._wall_timer = self.create_timer(0.05, self._lockstep_watchdog,
                                                  clock=rclpy.clock.Clock(clock_type=rclpy.clock.ClockType.STEADY_TIME))
@@ -126,8 +127,14 @@ class SafetySupervisorNode(Node):
             # sim would run ahead of the policy and every command would carry stale actions.
             if not self._policy_alive:
                 self._maybe_tick()
-            elif self._latest_state_ns >= self._next_tick_ns and self._awaiting_policy_since is None:
-                self._awaiting_policy_since = time.monotonic()
+            elif self._latest_state_ns >= self._next_tick_ns:
+                if self._policy_stamp_ns >= self._next_tick_ns:
+                    # The policy's answer to this state arrived before the state did (two topics,
+                    # no order between them): tick now, or the sim waits for an answer already given.
+                    self._awaiting_policy_since = None
+                    self._maybe_tick()
+                elif self._awaiting_policy_since is None:
+                    self._awaiting_policy_since = time.monotonic()
 
     def _on_imu(self, msg: Imu, received: float | None = None) -> None:
         o = msg.orientation
@@ -148,6 +155,7 @@ class SafetySupervisorNode(Node):
         self.inputs.policy_command = command
         self.inputs.policy_time = self._now() if received is None else received
         self.inputs.policy_stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        self._policy_stamp_ns = stamps.to_ns(msg.header.stamp)
         self._policy_alive = True
         if self.sim_time and stamps.to_ns(msg.header.stamp) >= self._next_tick_ns:
             self._awaiting_policy_since = None

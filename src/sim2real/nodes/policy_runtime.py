@@ -106,13 +106,13 @@ class PolicyRuntimeNode(Node):
         budget = declare(self, "latency_budget", 0.0,
                          "s: sensor->command p99 + actuation latency above this is an overrun (WARN in "
                          "/diagnostics); 0 = the policy period")
-        self.fit_actuation = declare(self, "fit_actuation", True,
-                                     "Fit the actuation latency from the driver's effort echo once a second "
-                                     "(a few ms of numpy on the executor thread); always on with "
-                                     "latency_compensation or latency_log") or compensate
         self.latency_log = declare(self, "latency_log", "",
                                    "Append each measured latency sample (JSON lines) to this file, for "
                                    "`sim2real dr from-latency`; '' = none")
+        self.fit_actuation = declare(self, "fit_actuation", True,
+                                     "Fit the actuation latency from the driver's effort echo once a second "
+                                     "(a few ms of numpy on the executor thread); always on with "
+                                     "latency_compensation or latency_log") or compensate or bool(self.latency_log)
         self.executor_kind = declare(self, "executor", "events",
                                      "rclpy executor: single (SingleThreadedExecutor), multi (MultiThreadedExecutor) "
                                      "or events (rclpy.experimental.EventsExecutor); see benchmarks/control_loop.py")
@@ -227,8 +227,7 @@ class PolicyRuntimeNode(Node):
                                       "the new time line")
         now = self._now()
         age = None if self.sim_time else now - stamp * 1e-9
-        if age is None or age <= self.profile.policy_period:  # a stale state is not computed on
-            self._poll_inputs()
+        self._poll_inputs()
         tick = self.runtime.tick(now, stamp, age)
         if tick.waiting == STALE:
             return  # the next, fresher state of this period may still tick
@@ -340,7 +339,7 @@ class PolicyRuntimeNode(Node):
                                   values=[KeyValue(key=k, value=v) for k, v in values.items()])
         # A hot-swapped policy may have been trained with another latency range.
         self.latency.trained_latency = trained_latency(active.metadata.randomization)
-        sample = self.latency.update() if (self.fit_actuation or self.latency_log) else None
+        sample = self.latency.update() if self.fit_actuation else None
         if sample is not None and self.latency_log:
             with open(self.latency_log, "a") as log:
                 log.write(json.dumps({"t": self.get_clock().now().nanoseconds * 1e-9, **sample}) + "\n")

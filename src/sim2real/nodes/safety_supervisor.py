@@ -157,7 +157,7 @@ class SafetySupervisorNode(Node):
         self.inputs.policy_stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         self._policy_stamp_ns = stamps.to_ns(msg.header.stamp)
         self._policy_alive = True
-        if self.sim_time and stamps.to_ns(msg.header.stamp) >= self._next_tick_ns:
+        if self.sim_time and self._policy_stamp_ns >= self._next_tick_ns:
             self._awaiting_policy_since = None
             self._maybe_tick()
         # Auto-engage only once the robot stands: engaging mid stand-up (or while a quadruped

@@ -31,12 +31,6 @@ TERRAIN_CELL = 0.1
 TERRAIN_SIZE = 16.0
 
 
-
-# Joint speed limit in the simulator, as a multiple of the profile's velocity limits: at the
-# limit itself, below the safety supervisor's velocity_limit check (1.2x) by more than the
-# randomized velocity noise.
-JOINT_SPEED_FACTOR = 1.0
-
 class JointState(NamedTuple):
     position: np.ndarray  # rad
     velocity: np.ndarray  # rad/s
@@ -195,11 +189,11 @@ class SimWorld:
         for link in links.values():
             pb.changeDynamics(self._robot, link, lateralFriction=1.0, physicsClientId=c)
         # Joints move no faster than the profile's velocity limits, as on the real robot (its
-        # motors and controller stop there); Bullet clamps each joint's speed (default: 100 rad/s).
+        # motors and controller stop there; the supervisor damps at 1.2x); Bullet clamps each joint's speed (default: 100 rad/s).
         # Without it the shipped reach policy learned to flick the Panda's wrist at 79 rad/s
         # (limit 2.61), which a real arm cannot do and the safety supervisor damps at once.
         for joint, limit in zip(self._joint_ids, profile.velocity_limits):
-            pb.changeDynamics(self._robot, joint, maxJointVelocity=float(limit) * JOINT_SPEED_FACTOR,
+            pb.changeDynamics(self._robot, joint, maxJointVelocity=float(limit),
                               physicsClientId=c)
 
         self._actuator = Actuator(profile.effort_limits, self._dt, profile.damping_kd,

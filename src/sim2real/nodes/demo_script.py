@@ -2,8 +2,14 @@
 /goal_pose (arm) sequence, records what the robot did, writes a report and exits.
 
 The script clock is the /joint_states stamps, so it plays the same in real time and
-in lockstep. The report holds the motion figures (core/demo_script.py), the safety
-supervisor's mode changes and the policy runtime's last diagnostics.
+in lockstep. It starts when the safety supervisor first reports ACTIVE (the policy is
+driving), not at the first state: how long DDS discovery and the policy's first answer
+take varies from run to run, and a script that started before engagement would score
+the unengaged robot. Until then it publishes the script's first segment; if no ACTIVE
+comes within ``start_timeout`` seconds of the first state (an operator who never
+engages), it starts anyway and says so. The report holds the motion figures
+(core/demo_script.py), when the script started, the safety supervisor's mode changes
+and the policy runtime's last diagnostics.
 
     ros2 run sim2real demo_script --ros-args -p robot:=go2 -p report_path:=runs/demo/report.json
 """
@@ -39,7 +45,13 @@ class DemoScriptNode(Node):
                                 else demo_script.REACH_DURATION, "Seconds the script runs")
         self.recorder = demo_script.DemoRecorder(self.profile.kind)
         self.kinematics = None if self.quadruped else Kinematics(self.profile)
+        self.start_timeout = declare(self, "start_timeout", 20.0,
+                                     "Seconds (of /joint_states time) to wait for the supervisor's "
+                                     "first ACTIVE before starting the script anyway")
+        self.first_state_ns = None
+        self.latest_state_ns = None
         self.start_ns = None
+        self.started_by = ""
         self.t = 0.0
         self.q = None
         self.index = None
@@ -59,17 +71,30 @@ class DemoScriptNode(Node):
         if self.index is None:
             self.index = [list(msg.name).index(n) for n in self.profile.joint_names]
         now = stamps.to_ns(msg.header.stamp)
-        self.start_ns = now if self.start_ns is None else self.start_ns
-        self.t = (now - self.start_ns) * 1e-9
+        self.latest_state_ns = now
+        self.first_state_ns = now if self.first_state_ns is None else self.first_state_ns
         self.q = np.asarray(msg.position)[self.index]
+        if self.start_ns is None:
+            if (now - self.first_state_ns) * 1e-9 < self.start_timeout:
+                return
+            self._start("timeout")
+            self.get_logger().warning(
+                f"the safety supervisor did not report ACTIVE within {self.start_timeout:g} s of the first "
+                "/joint_states: the script starts anyway (engage with `ros2 service call "
+                "/safety_supervisor/engage std_srvs/srv/Trigger`, or raise start_timeout)")
+        self.t = (now - self.start_ns) * 1e-9
         if not self.quadruped and not self.done:
             segment, goal = demo_script.segment_at(self.script, self.t)
             self.recorder.add(self.t, segment, self.q, goal, self.kinematics.end_effector_position(self.q))
         if self.t >= self.duration and not self.done:
             self._finish()
 
+    def _start(self, reason: str) -> None:
+        self.start_ns = self.latest_state_ns
+        self.started_by = reason
+
     def _on_truth(self, msg: Odometry) -> None:
-        if not self.quadruped or self.q is None or self.done:
+        if not self.quadruped or self.start_ns is None or self.done:
             return
         segment, command = demo_script.segment_at(self.script, self.t)
         p, o, v, w = msg.pose.pose.position, msg.pose.pose.orientation, msg.twist.twist.linear, msg.twist.twist.angular
@@ -78,9 +103,12 @@ class DemoScriptNode(Node):
 
     def _on_safety(self, msg: DiagnosticArray) -> None:
         for status in msg.status:
+            if status.message == "ACTIVE" and self.start_ns is None and self.latest_state_ns is not None:
+                self._start("active")
             if status.message != self._last_mode:
                 trip = next((kv.value for kv in status.values if kv.key == "last_trip"), "")
-                self.events.append({"t": round(self.t, 3), "mode": status.message, "last_trip": trip})
+                # Stamped in /joint_states time; made relative to the script start in the report.
+                self.events.append({"stamp_ns": self.latest_state_ns, "mode": status.message, "last_trip": trip})
                 self._last_mode = status.message
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
@@ -90,9 +118,9 @@ class DemoScriptNode(Node):
                 self.runtime_diagnostics.update({kv.key: kv.value for kv in status.values})
 
     def _publish_command(self) -> None:
-        if self.start_ns is None or self.done:
+        if self.latest_state_ns is None or self.done:
             return
-        _, values = demo_script.segment_at(self.script, self.t)
+        _, values = demo_script.segment_at(self.script, self.t)  # t stays 0 until the script starts
         if self.quadruped:
             twist = Twist()
             twist.linear.x, twist.linear.y, twist.angular.z = values
@@ -107,7 +135,12 @@ class DemoScriptNode(Node):
 
     def _finish(self) -> None:
         self.done = True
+        for event in self.events:  # negative: before the script started
+            stamp = event.pop("stamp_ns")
+            event["t"] = round(((stamp or self.start_ns) - self.start_ns) * 1e-9, 3)
         report = {"robot": self.profile.name, "summary": self.recorder.summary(),
+                  "script_start": {"by": self.started_by,
+                                   "after_first_state_s": round((self.start_ns - self.first_state_ns) * 1e-9, 3)},
                   "supervisor_modes": self.events, "policy_runtime": self.runtime_diagnostics}
         self.get_logger().info("demo report: " + json.dumps(report["summary"]))
         if self.report_path:

@@ -2,7 +2,7 @@
 """System-identification accuracy: fit back random hidden simulator parameters.
 
 For each of ``--sets`` random hidden parameter sets (motor strength, mass scale, Coulomb
-friction, viscous damping, latency) a simulated Panda runs ``--duration`` s of excitation
+friction, viscous damping, armature, latency) a simulated Panda runs ``--duration`` s of excitation
 with sensor noise (``sim2real sysid simulate``'s recorder: same bag as ``sysid record``),
 then ``sim2real sysid fit``'s simulator fit recovers them from the bag. Printed per set:
 hidden vs fitted values, relative errors, latency error and fit wall time.
@@ -31,9 +31,9 @@ from sim2real.sysid.fit import FitOptions, fit_conditions
 from sim2real.sysid.sim_recording import record_in_sim
 
 RANGES = {"motor_strength": (0.8, 1.2), "mass_scale": (0.85, 1.2), "joint_friction": (0.1, 0.6),
-          "joint_damping": (0.05, 0.4), "latency": (0.0, 0.02)}
+          "joint_damping": (0.05, 0.4), "latency": (0.0, 0.02), "armature": (0.005, 0.05)}
 NOISE = {"joint_position_noise": 0.0005, "joint_velocity_noise": 0.01}
-RELATIVE = ("motor_strength", "mass_scale", "joint_friction", "joint_damping")
+RELATIVE = ("motor_strength", "mass_scale", "joint_friction", "joint_damping", "armature")
 
 
 def main() -> None:
@@ -72,17 +72,18 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    header = f"{'set':>3} {'strength %':>10} {'mass %':>7} {'friction %':>10} {'damping %':>9} " \
+    header = f"{'set':>3} {'strength %':>10} {'mass %':>7} {'friction %':>10} {'damping %':>9} {'armature %':>10} " \
              f"{'latency ms':>10} {'held-out mrad':>13} {'fit s':>6}"
     print(f"\n{args.robot}, {args.duration:g} s {args.kind} excitation, noise {NOISE}\n{header}")
     for row in rows:
         e = row["errors"]
         print(f"{row['set']:>3} {e['motor_strength'] * 100:>10.2f} {e['mass_scale'] * 100:>7.2f} "
-              f"{e['joint_friction'] * 100:>10.2f} {e['joint_damping'] * 100:>9.2f} {e['latency_ms']:>10.2f} "
+              f"{e['joint_friction'] * 100:>10.2f} {e['joint_damping'] * 100:>9.2f} {e['armature'] * 100:>10.2f} {e['latency_ms']:>10.2f} "
               f"{row['heldout_rmse_mrad']:>13.2f} {row['fit_wall_s']:>6.0f}")
     worst = {n: max(r["errors"][n] for r in rows) for n in (*RELATIVE, "latency_ms")}
     print(f"worst: strength {worst['motor_strength'] * 100:.2f} %, mass {worst['mass_scale'] * 100:.2f} %, "
           f"friction {worst['joint_friction'] * 100:.2f} %, damping {worst['joint_damping'] * 100:.2f} %, "
+          f"armature {worst['armature'] * 100:.2f} %, "
           f"latency {worst['latency_ms']:.2f} ms, fit wall time max {max(r['fit_wall_s'] for r in rows):.0f} s")
     print("targets: strength/mass/friction <= 5 %, latency <= 2 ms, fit <= 300 s on 2 cores")
 

@@ -129,7 +129,7 @@ def add_sysid_commands(sub, formatter) -> None:
     fit = actions.add_parser(
         "fit", formatter_class=formatter, help="fit simulator (and arm rigid-body) parameters to sysid bags",
         description="Replay each bag's /joint_commands in PyBullet from the recorded state and fit motor_strength,\n"
-                    "mass_scale, joint_friction (Coulomb), joint_damping (viscous), latency (and ground_friction on\n"
+                    "mass_scale, joint_friction (Coulomb), joint_damping (viscous), armature, latency (and ground_friction on\n"
                     "a floating base) with CMA-ES then least squares, on the first --train-fraction of each bag;\n"
                     "report the position RMSE on the held-out rest, before and after. For a fixed-base arm with\n"
                     "efforts, also identify base inertial parameters + per-joint friction with pinocchio's torque\n"

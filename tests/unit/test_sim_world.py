@@ -167,6 +167,52 @@ def test_mass_scale_changes_the_simulated_mass(go2):
         assert world.total_mass() == pytest.approx(nominal, rel=1e-12)
 
 
+def mass_matrix_in_motion(profile, **conditions) -> np.ndarray:
+    """The joint-space mass matrix as Bullet's forward dynamics sees it (calculateMassMatrix
+    ignores changeDynamics): one step from rest, no gravity, a small torque on one joint at
+    a time gives a column of M^-1."""
+    columns = []
+    for k in range(profile.num_joints):
+        with make_world(profile, **conditions) as world:
+            robot, client = world.robot, world.client
+            pb.setGravity(0, 0, 0, physicsClientId=client)
+            if not profile.fixed_base:
+                position = pb.getBasePositionAndOrientation(robot, physicsClientId=client)[0]
+                pb.createConstraint(robot, -1, -1, -1, pb.JOINT_FIXED, [0, 0, 0], [0, 0, 0], position,
+                                    physicsClientId=client)
+            joints = world._joint_ids
+            for joint, q in zip(joints, profile.default_positions):
+                pb.resetJointState(robot, joint, float(q), 0.0, physicsClientId=client)
+            torque = np.zeros(profile.num_joints)
+            torque[k] = 0.1
+            pb.setJointMotorControlArray(robot, joints, pb.TORQUE_CONTROL, forces=torque.tolist(),
+                                         physicsClientId=client)
+            pb.stepSimulation(physicsClientId=client)
+            columns.append([s[1] / world._dt / 0.1
+                            for s in pb.getJointStates(robot, joints, physicsClientId=client)])
+    return np.linalg.inv(np.array(columns).T)
+
+
+@pytest.mark.parametrize("robot", ["panda", "go2"])
+def test_armature_adds_to_each_joints_own_inertia(robot):
+    profile = load_profile(robot)
+    armature = 0.01
+    added = np.diag(mass_matrix_in_motion(profile, armature=armature) - mass_matrix_in_motion(profile))
+    # Every joint gains its own armature; a joint whose descendants turn about parallel axes
+    # (Go2 thigh and calf, Panda joints 1-4) also carries theirs (the documented approximation).
+    assert np.all(added >= armature * (1 - 1e-3)), added
+    assert added[-1] == pytest.approx(armature, rel=1e-3)  # the last joint has no descendants
+    assert np.all(added <= armature * profile.num_joints)
+
+
+def test_armature_slows_a_kicked_joint(panda):
+    with make_world(panda) as world:
+        free = coast_distance(world, 6, 0.02)
+    with make_world(panda, armature=0.01) as world:
+        heavy = coast_distance(world, 6, 0.02)
+    assert heavy < 0.5 * free, (heavy, free)  # inertia 0.0032 -> 0.0132 kg m^2
+
+
 def ground_height(world: SimWorld, x: float, y: float) -> float:
     top = 2.0
     while True:  # look through the robot if it stands in the way
@@ -373,5 +419,5 @@ def test_wrong_length_command_names_the_argument(go2):
 def test_condition_names_are_the_contract():
     assert PhysicalConditions.names() == (
         "ground_friction", "mass_scale", "motor_strength", "latency", "terrain_roughness", "battery_voltage",
-        "joint_friction", "joint_damping", "joint_position_noise", "joint_velocity_noise", "gyro_noise",
+        "joint_friction", "joint_damping", "armature", "joint_position_noise", "joint_velocity_noise", "gyro_noise",
         "accelerometer_noise")

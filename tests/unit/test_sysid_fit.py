@@ -13,7 +13,8 @@ from sim2real.sysid.excitation import make_excitation
 from sim2real.sysid.fit import FitError, FitOptions, fit_conditions
 from sim2real.sysid.sim_recording import record_in_sim
 
-HIDDEN = {"motor_strength": 0.9, "mass_scale": 1.1, "joint_friction": 0.3, "joint_damping": 0.2, "latency": 0.01}
+HIDDEN = {"motor_strength": 0.9, "mass_scale": 1.1, "joint_friction": 0.3, "joint_damping": 0.2, "latency": 0.01,
+          "armature": 0.02}
 NOISE = {"joint_position_noise": 0.0005, "joint_velocity_noise": 0.01}
 
 
@@ -34,6 +35,8 @@ def test_fit_recovers_hidden_parameters_through_the_cli(tmp_path, panda):
         assert abs(fitted[name]["value"] - HIDDEN[name]) / HIDDEN[name] <= 0.05, (name, fitted[name])
         assert fitted[name]["std"] > 0
     assert abs(fitted["latency"]["value"] - HIDDEN["latency"]) <= 0.002
+    # No target in the issue; benchmarks/sysid_accuracy.py sees 0.2-8 % over random sets.
+    assert fitted["armature"]["value"] == pytest.approx(HIDDEN["armature"], rel=0.15), fitted["armature"]
     rmse = document["simulator"]["position_rmse_rad"]
     before = np.array(list(rmse["heldout_before"].values()))
     after = np.array(list(rmse["heldout_after"].values()))

@@ -41,6 +41,9 @@ class PhysicalConditions:
         doc="battery voltage, V: the torque limit scales by min(1, V / nominal); None is nominal")
     joint_friction: float = _condition(0.0, 0.0, doc="Coulomb joint friction, N*m")
     joint_damping: float = _condition(0.0, 0.0, doc="viscous joint damping, N*m*s/rad")
+    armature: float = _condition(
+        0.0, 0.0, doc="rotor inertia reflected through the gearbox (N^2 * rotor inertia), kg*m^2, added to "
+                      "every actuated joint's inertia about its axis")
     joint_position_noise: float = _condition(0.0, 0.0, doc="std of joint position readings, rad")
     joint_velocity_noise: float = _condition(0.0, 0.0, doc="std of joint velocity readings, rad/s")
     gyro_noise: float = _condition(0.0, 0.0, doc="std of IMU angular velocity, rad/s")

@@ -177,6 +177,8 @@ class SimWorld:
         for link in sorted(links.values()):
             info = pb.getDynamicsInfo(self._robot, link, physicsClientId=c)
             self._nominal[link] = (info[0], tuple(info[2]))
+        self._armature_weights = self._armature_weights_per_link()
+        self._nominal_joint_inertia = self._mass_matrix_diagonal()
         base_info = pb.getDynamicsInfo(self._robot, -1, physicsClientId=c)
         self._base_inertial = (tuple(base_info[3]), tuple(base_info[4]))  # URDF base frame -> COM
         self._base_inertial_inv = pb.invertTransform(*self._base_inertial)
@@ -212,7 +214,8 @@ class SimWorld:
 
         self._appliers = {
             "ground_friction": self._apply_ground_friction,
-            "mass_scale": self._apply_mass_scale,
+            "mass_scale": self._apply_inertia,
+            "armature": self._apply_inertia,
             "motor_strength": self._apply_motor_strength,
             "latency": self._apply_latency,
             "terrain_roughness": self._apply_terrain,
@@ -264,14 +267,39 @@ class SimWorld:
     def _apply_ground_friction(self) -> None:
         self._ground.set_friction(self._conditions.ground_friction)
 
-    def _apply_mass_scale(self) -> None:
-        scale, c = self._conditions.mass_scale, self._client
+    def _apply_inertia(self) -> None:
+        scale, armature, c = self._conditions.mass_scale, self._conditions.armature, self._client
         for link, (mass, inertia) in self._nominal.items():
             if mass <= 0:  # a fixed base reports mass 0: it has no dynamics to scale
                 continue
+            diagonal = np.asarray(inertia) * scale
+            if armature > 0 and link in self._armature_weights:
+                diagonal = diagonal + armature * self._armature_weights[link]
             pb.changeDynamics(self._robot, link, mass=mass * scale,
-                              localInertiaDiagonal=[i * scale for i in inertia], physicsClientId=c)
+                              localInertiaDiagonal=diagonal.tolist(), physicsClientId=c)
         self._apply_joint_losses()
+
+    def _armature_weights_per_link(self) -> dict[int, np.ndarray]:
+        """Armature as link inertia. Bullet has no rotor-inertia term (it ignores a URDF's),
+        so a joint's armature A is added to its child link's inertia about an axis through
+        the link's centre of mass parallel to the joint axis: that raises the joint's own
+        mass-matrix diagonal by exactly A (parallel-axis theorem), as a real rotor does.
+        Bullet takes only a principal-axes diagonal, so A goes to the diagonal as
+        A * b_k^2 / sum(b^4), b the joint axis in the principal frame: exact about the joint
+        axis for any b, and plain ``+A`` on one component when the axis is a principal axis
+        (every joint of the shipped URDFs). The approximation: the real rotor spins only
+        about its own axis at N times the joint rate, so its inertia enters the parent
+        joints' rows scaled by N, not whole as here; the effect is of order A, small next
+        to the links' inertia about the parent joints."""
+        c = self._client
+        weights = {}
+        for joint in self._joint_ids:
+            axis = np.asarray(pb.getJointInfo(self._robot, joint, physicsClientId=c)[13], dtype=float)
+            frame = pb.getDynamicsInfo(self._robot, joint, physicsClientId=c)[4]  # link -> principal axes
+            b = np.asarray(pb.getMatrixFromQuaternion(frame), dtype=float).reshape(3, 3).T @ axis
+            b /= np.linalg.norm(b)
+            weights[joint] = b ** 2 / np.sum(b ** 4)
+        return weights
 
     def _apply_motor_strength(self) -> None:
         self._actuator.strength = self._conditions.motor_strength
@@ -292,7 +320,16 @@ class SimWorld:
                                         inertia=self._joint_inertia())
 
     def _joint_inertia(self) -> np.ndarray:
-        """Each joint's effective inertia (mass-matrix diagonal) in the default pose."""
+        """Each joint's effective inertia (mass-matrix diagonal) in the default pose, under the
+        current mass_scale and armature: every mass and inertia scales by mass_scale, and
+        armature adds at least itself to each diagonal entry (a lower bound keeps the
+        stability cap conservative)."""
+        return self._nominal_joint_inertia * self._conditions.mass_scale + self._conditions.armature
+
+    def _mass_matrix_diagonal(self) -> np.ndarray:
+        # Only from the URDF's inertias: Bullet's calculateMassMatrix builds its model once,
+        # ignores changeDynamics, and refuses a link inertia that armature made
+        # non-physical for a rigid body (one axis above the sum of the other two).
         c = self._client
         movable = [i for i in range(pb.getNumJoints(self._robot, physicsClientId=c))
                    if pb.getJointInfo(self._robot, i, physicsClientId=c)[2] != pb.JOINT_FIXED]

@@ -2,11 +2,12 @@
 
 What is fitted (names are :class:`PhysicalConditions` fields, so the result feeds the
 randomization directly): ``motor_strength``, ``mass_scale``, ``joint_friction`` (Coulomb),
-``joint_damping`` (viscous), ``latency``, and ``ground_friction`` when a floating-base robot
-touches the ground. Friction and damping are one value for all joints because that is what
-the simulator's conditions express. Armature (rotor inertia) is not fitted here: PyBullet
-loads no armature from a URDF and SimWorld has no condition for it (for fixed-base arms the
-rigid-body regression, ``rigid_body.py``, identifies it from the measured efforts).
+``joint_damping`` (viscous), ``armature`` (rotor inertia), ``latency``, and
+``ground_friction`` when a floating-base robot touches the ground. Friction, damping and
+armature are one value for all joints because that is what the simulator's conditions
+express (SimWorld adds armature as link inertia about each joint axis: see
+``SimWorld._armature_weights_per_link``); for fixed-base arms the rigid-body regression,
+``rigid_body.py``, identifies them per joint from the measured efforts.
 
 Cost: squared errors between measured and replayed joint positions, velocities (weighted
 by ``VELOCITY_WEIGHT`` s) and motor efforts (``EFFORT_WEIGHT`` rad/(N*m)) over windows of
@@ -38,6 +39,7 @@ VELOCITY_WEIGHT = 0.05  # s: 1 rad/s of velocity error costs as much as 0.05 rad
 # unchanged); the measured motor effort fixes the absolute torque scale.
 EFFORT_WEIGHT = 1e-3
 LATENCY_ROUNDS = 3
+LATENCY_PROFILE_STEPS = 4  # least-squares steps per neighbouring latency in the final profile
 SKIP_S = 0.04  # s at the start of each window not scored: commands in flight at the start are approximated
 
 
@@ -56,6 +58,7 @@ def search_space(profile: RobotProfile) -> list[Parameter]:
         Parameter("mass_scale", 0.5, 1.6, 1.0, ""),
         Parameter("joint_friction", 0.0, 0.1 * float(profile.effort_limits.min()), 0.0, "N*m"),
         Parameter("joint_damping", 0.0, 2.0, 0.0, "N*m*s/rad"),
+        Parameter("armature", 0.0, 0.2, 0.0, "kg*m^2"),
         Parameter("latency", 0.0, 0.04, 0.0, "s"),
     ]
     if not profile.fixed_base:
@@ -109,10 +112,8 @@ class FitResult:
             "method": "CMA-ES over replays of the recorded commands in SimWorld (windows from the measured state)",
             "parameters": parameters,
             "not_identified": {
-                "armature": "SimWorld cannot express it (PyBullet loads no URDF armature; no condition exists); "
-                            "for fixed-base arms see rigid_body.armature",
-                "per_joint_friction": "SimWorld's joint_friction/joint_damping are one value for all joints; "
-                                      "see rigid_body for per-joint friction (arms)",
+                "per_joint_losses": "SimWorld's joint_friction/joint_damping/armature are one value for all "
+                                    "joints; see rigid_body for per-joint friction and armature (arms)",
             },
             "position_rmse_rad": {
                 "train_before": per_joint(self.train_rmse_before), "train_after": per_joint(self.train_rmse_after),
@@ -304,6 +305,38 @@ def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions 
                 break
             values["latency"] = latency
         values["latency"] = latency
+        # Alternating can stop in a valley where latency, damping and armature trade off: a
+        # latency a step or two off, with damping and armature bent to make up for it, fits
+        # better than the right latency with the wrong damping. Compare the neighbours with the
+        # continuous parameters re-polished for each (a few steps from here), keep the best.
+        profile_costs = {}
+        for k in (-2, -1, 1, 2):
+            candidate = values["latency"] + k * profile.physics_period
+            if candidate < -1e-12:
+                continue
+            trial = {**values, "latency": candidate}
+            cache.clear()
+            values, saved = trial, values
+            short = least_squares(fun, normalised(values)[smooth], jac=jac, bounds=(0.0, 1.0), method="trf",
+                                  ftol=options.tolerance, xtol=1e-6, max_nfev=LATENCY_PROFILE_STEPS)
+            values = saved
+            evaluations += short.nfev + short.njev * 2 * len(smooth)
+            profile_costs[candidate] = (short.cost, short.x)
+        if profile_costs:
+            best = min(profile_costs, key=lambda c: profile_costs[c][0])
+            if profile_costs[best][0] < polished.cost:
+                log(f"latency profile: {best * 1e3:.0f} ms fits better than {values['latency'] * 1e3:.0f} ms")
+                values["latency"] = best
+                cache.clear()
+                start = normalised(values)
+                start[smooth] = profile_costs[best][1]
+                polished = least_squares(fun, start[smooth], jac=jac, bounds=(0.0, 1.0), method="trf",
+                                         ftol=options.tolerance, xtol=1e-6, max_nfev=options.max_iterations)
+                evaluations += polished.nfev + polished.njev * 2 * len(smooth)
+                full = normalised(values)
+                full[smooth] = polished.x
+                values = conditions(full)
+                values["latency"] = best
         full = normalised(values)
         after_train, after_heldout = pool.map(_rmse, [(values, "train"), (values, "heldout")])
         if _mean_rmse(after_train) > options.max_rmse:

@@ -8,7 +8,9 @@ its uncertainty, with a floor per kind that follows common sim-to-real practice:
 - ``motor_strength``: normal(mean, max(std, 3 %)): torque constants drift with temperature;
 - ``joint_friction``, ``joint_damping``, ``ground_friction``: wide (+-max(3 std, 50 % / 30 % / 30 %)):
   friction changes with temperature, wear and load, and one excitation sees only one of those;
-- ``latency``: +-max(2 std, 2 ms): it varies with load on the robot computer.
+- ``latency``: +-max(2 std, 2 ms): it varies with load on the robot computer;
+- ``armature``: +-max(2 std, 30 %, 0.002 kg*m^2): a rotor's inertia does not change, but one
+  value for all joints only approximates motors of different sizes.
 
 Conditions the fit did not identify (sensor noise, pushes, terrain) are taken unchanged from
 a base randomization (by default ``<robot>_reference`` when it exists), so the result is a
@@ -34,6 +36,7 @@ RULES: dict[str, tuple[str, float, float, float]] = {
     "joint_damping": ("uniform", 3.0, 0.5, 0.02),
     "ground_friction": ("uniform", 3.0, 0.3, 0.05),
     "latency": ("uniform", 2.0, 0.0, 0.002),
+    "armature": ("uniform", 2.0, 0.3, 0.002),
 }
 DEFAULT_RULE = ("uniform", 2.0, 0.1, 0.0)
 

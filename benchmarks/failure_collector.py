@@ -6,7 +6,10 @@ A feeder process publishes the robot's topics of config/failures/default.yaml at
 /policy/joint_commands and /safety/status at 50 Hz, /diagnostics at 1 Hz. The collector
 runs as its own process, exactly as `sim2real up` starts it. Measured:
 
-  CPU       the collector process's user+system time over the measuring window, as % of one core
+  CPU       the collector process's user+system time over the measuring window, as % of one core;
+            also over the part before the snapshot (buffering only, no bundle being written)
+  floor     the same for a bare process subscribed to the same topics with the same QoS that
+            never takes a message: the cost of DDS receiving the stream, paid by any subscriber
   lost      per topic: published by the feeder after the collector matched it, minus what the
             collector's /diagnostics says it received (targets: CPU < 5 %, none lost)
   bundle    ~/snapshot (called mid-stream) -> the bundle's directory appears; minus
@@ -128,6 +131,25 @@ LISTENER = textwrap.dedent('''
 ''')
 
 
+# The floor: a process that only subscribes, raw and with the collector's QoS, to the same
+# topics and never takes a message. What it costs is DDS receiving the stream (Fast DDS's
+# shared-memory listener thread wakes for every message), which any subscriber pays,
+# whatever language it is written in; the collector's own work is what it costs above this.
+FLOOR = textwrap.dedent('''
+    import time
+    import rclpy
+    from sim2real.core.failure_config import load_failure_config
+    from sim2real.nodes.failure_collector import RECORD_QOS, message_class
+    from sim2real.nodes.polled import never_called
+    rclpy.init()
+    node = rclpy.create_node("dds_floor")
+    subscriptions = [node.create_subscription(message_class(t.msgtype), t.topic, never_called, RECORD_QOS, raw=True)
+                     for t in load_failure_config("default").topics]
+    while rclpy.ok():  # rclpy turns SIGTERM into a shutdown of its context
+        time.sleep(0.2)
+''')
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -143,18 +165,21 @@ def measure(command: list[str], seconds: float, env: dict, config) -> dict:
         collector = subprocess.Popen(command + ["--ros-args", "-r", "__node:=failure_collector",
                                                 "--params-file", str(params)],
                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        floor = subprocess.Popen([sys.executable, "-c", FLOOR], env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.STDOUT)
         try:
             time.sleep(3.0)
             feeder = subprocess.Popen([sys.executable, "-c", FEEDER, str(seconds)], env=env,
                                       stdout=subprocess.PIPE, text=True)
             assert feeder.stdout.readline().strip() == "matched", "the feeder never matched the collector"
-            cpu0, wall0 = cpu_seconds(collector.pid), time.monotonic()
+            cpu0, floor0, wall0 = cpu_seconds(collector.pid), cpu_seconds(floor.pid), time.monotonic()
             # Mid-stream, with a full pre-event window: the bundle is written while sensing goes on.
             time.sleep(min(config.pre_event_s + 1.0, seconds / 2))
+            cpu_buffering, wall_buffering = cpu_seconds(collector.pid) - cpu0, time.monotonic() - wall0
             snapshotter = subprocess.Popen([sys.executable, "-c", LISTENER, "snapshot"], env=env,
                                            stdout=subprocess.PIPE, text=True)
             result = json.loads(feeder.stdout.readline())
-            cpu1, wall1 = cpu_seconds(collector.pid), time.monotonic()
+            cpu1, floor1, wall1 = cpu_seconds(collector.pid), cpu_seconds(floor.pid), time.monotonic()
             feeder.wait(timeout=10)
             snapshot = json.loads(snapshotter.communicate(timeout=60)[0])
             time.sleep(1.5)  # the collector's 1 Hz /diagnostics reports the final counts
@@ -168,14 +193,17 @@ def measure(command: list[str], seconds: float, env: dict, config) -> dict:
                     bundle_s = bundle.path.stat().st_mtime - called
                     size = bundle.size_bytes()
         finally:
-            collector.terminate()
-            collector.wait(timeout=10)
+            for process in (collector, floor):
+                process.terminate()
+                process.wait(timeout=10)
     cpu_pct = 100.0 * (cpu1 - cpu0) / (wall1 - wall0)
     # /diagnostics also carries the collector's own status, which it records too: not a loss.
     lost = {t: max(0, n - int(received.get(f"received{t}", 0))) for t, n in result["sent"].items()}
     return {"seconds": round(result["elapsed"], 2), "sent": result["sent"], "lost": lost,
             "sensing_hz": round(result["sent"]["/joint_states"] / result["elapsed"], 1),
             "collector_cpu_percent_of_one_core": round(cpu_pct, 2),
+            "buffering_cpu_percent_of_one_core": round(100.0 * cpu_buffering / wall_buffering, 2),
+            "dds_floor_cpu_percent_of_one_core": round(100.0 * (floor1 - floor0) / (wall1 - wall0), 2),
             "snapshot_to_bundle_s": None if bundle_s is None else round(bundle_s, 3),
             "write_s": None if bundle_s is None else round(bundle_s - config.post_event_s, 3),
             "bundle_mb": None if bundle_s is None else round(size / 1e6, 2),
@@ -215,7 +243,10 @@ def main() -> int:
         sent, lost = report["sent"], report["lost"]
         print(f"[{name}] feeder: {report['seconds']} s at {report['sensing_hz']} Hz sensing (/joint_states, "
               f"/imu/data), 50 Hz commands and status, 1 Hz diagnostics")
-        print(f"[{name}] collector CPU: {report['collector_cpu_percent_of_one_core']} % of one core (target < 5 %)")
+        print(f"[{name}] collector CPU: {report['collector_cpu_percent_of_one_core']} % of one core (target < 5 %), "
+              f"{report['buffering_cpu_percent_of_one_core']} % while only buffering (before the snapshot's write)")
+        print(f"[{name}] DDS floor: {report['dds_floor_cpu_percent_of_one_core']} % of one core for a process that "
+              "only subscribes to the same topics (never takes a message); the collector's own work is the rest")
         print(f"[{name}] messages lost (target none): {sum(lost.values())} of {sum(sent.values())}: "
               + ", ".join(f"{t} {n} of {sent[t]}" for t, n in lost.items()))
         print(f"[{name}] ~/snapshot -> bundle on disk: {report['snapshot_to_bundle_s']} s (post_event_s "

@@ -24,10 +24,13 @@ from sim2real.core.robot_profile import RobotProfile
 TASKS = {"quadruped": "walk", "arm": "reach"}
 
 
-def task_observation(profile: RobotProfile) -> list[dict]:
+def task_config(profile: RobotProfile) -> dict:
     task = TASKS[profile.kind]
-    config = yaml.safe_load((share_dir() / "config" / "tasks" / f"{profile.name}_{task}.yaml").read_text())
-    return config["observation"]
+    return yaml.safe_load((share_dir() / "config" / "tasks" / f"{profile.name}_{task}.yaml").read_text())
+
+
+def task_observation(profile: RobotProfile) -> list[dict]:
+    return task_config(profile)["observation"]
 
 
 def metadata(profile: RobotProfile, observation: Sequence[dict] | None = None, **changes) -> PolicyMetadata:
@@ -38,7 +41,9 @@ def metadata(profile: RobotProfile, observation: Sequence[dict] | None = None, *
         robot=profile.name, task=TASKS[profile.kind], joint_names=tuple(profile.joint_names), observation_spec=spec,
         action_scale=np.full(n, 0.25), action_offset=profile.default_positions.copy(), action_clip=100.0,
         default_joint_positions=profile.default_positions.copy(), control_period=profile.policy_period,
-        kp=profile.kp.copy(), kd=profile.kd.copy(), source_commit="test")
+        kp=profile.kp.copy(), kd=profile.kd.copy(), source_commit="test",
+        # What the runtime reads from the task config: the gait clock's settings, if any.
+        task_config={k: v for k, v in task_config(profile).items() if k == "gait"})
     return dataclasses.replace(base, **changes)
 
 

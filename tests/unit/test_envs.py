@@ -273,7 +273,7 @@ def test_randomization_object_and_gymnasium_registration():
     env = make_env("panda", "reach", randomization=load_randomization("nominal"))
     assert env.reset(seed=0)[0].shape == (27,)
     wrapped = gymnasium.make("sim2real/Go2Walk-v0", seed=1)
-    assert wrapped.reset()[0].shape == (45,)
+    assert wrapped.reset()[0].shape == (47,)
     wrapped.close()
 
 

@@ -29,7 +29,7 @@ def signals(n: int = 12, **overrides) -> RobotSignals:
                   base_orientation=np.array([0.0, 0.0, 0.0, 1.0]), base_angular_velocity=np.array([0.4, -0.8, 1.2]),
                   base_linear_velocity=np.array([0.5, 0.1, 0.0]), velocity_command=np.array([0.5, 0.0, 0.2]),
                   goal_position=np.array([0.5, 0.1, 0.4]), end_effector_position=np.array([0.3, 0.0, 0.6]),
-                  last_action=rng.normal(size=n), default_joint_position=rng.normal(size=n))
+                  last_action=rng.normal(size=n), default_joint_position=rng.normal(size=n), gait_phase=0.25)
     values.update(overrides)
     return RobotSignals(**values)
 
@@ -121,6 +121,15 @@ def test_every_vocabulary_term_computes():
     spec = ObservationSpec.from_config([{"name": name} for name in VOCABULARY], num_joints=12)
     obs = spec.observe(signals())
     assert obs.shape == (spec.size,) and np.all(np.isfinite(obs))
+
+
+def test_gait_clock_is_sin_and_cos_of_the_phase():
+    spec = ObservationSpec.from_config([{"name": "gait_clock", "size": 2}], num_joints=12)
+    assert spec.size == 2
+    np.testing.assert_allclose(spec.observe(signals(gait_phase=0.25)), [1.0, 0.0], atol=1e-7)
+    np.testing.assert_allclose(spec.observe(signals(gait_phase=1.5)), [0.0, -1.0], atol=1e-7)
+    with pytest.raises(ValueError, match="size 2, not 3"):
+        ObservationSpec([ObservationTerm("gait_clock", 3, 1.0)])
 
 
 def test_metadata_round_trip():

@@ -158,7 +158,7 @@ def test_corrupt_and_mislabelled_files_are_refused(policies):
     with pytest.raises(PolicyRefused, match="cannot read the file"):
         slot.validate(root / "missing.onnx")
     wrong_input = write_policy(root / "wrong_input.onnx", metadata(GO2), 0.0, input_size=40)
-    with pytest.raises(PolicyRefused, match=r"has shape \[.*40\], metadata says \[batch, 45\]"):
+    with pytest.raises(PolicyRefused, match=r"has shape \[.*40\], metadata says \[batch, 47\]"):
         slot.validate(wrong_input)
 
 
@@ -331,3 +331,20 @@ def test_missing_inputs_ignore_what_each_policy_supplies_itself():
     spec = metadata(GO2).observation_spec
     signals = RobotInputs(GO2).signals(0.0)
     assert all("last_action" not in reason for reason in missing_inputs(spec, signals))
+
+
+def test_a_gait_clock_policy_runs_its_own_clock_from_phase_zero(policies):
+    root, files = policies
+    slot, _, _ = running_slot(root, files["stand"], ticks=7)
+    running = slot.running[0]
+    assert "gait_clock" in running.spec.names
+    # 2 Hz at 50 Hz ticks: 0.04 cycles a tick, 7 ticks so far.
+    assert running.clock.phase == pytest.approx((7 * 2.0 * GO2.policy_period) % 1.0)
+
+
+def test_a_gait_clock_policy_without_a_gait_frequency_is_refused(policies, tmp_path):
+    root, _ = policies
+    path = write_policy(root / "no_gait.onnx", metadata(GO2, task_config={}), 0.0)
+    slot = PolicySlot(GO2, [root])
+    with pytest.raises(PolicyRefused, match="no gait.frequency"):
+        slot.start(path)

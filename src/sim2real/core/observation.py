@@ -24,6 +24,8 @@ robot's number of joints; frames: "body" is the base/IMU frame, x forward, z up)
     ee_position        3     end-effector position in the base frame, m       end_effector_position
     goal_position      3     arm target position in the base frame, m         goal_position
     goal_offset        3     goal - end effector, base frame, m               goal_position, end_effector_position
+    gait_clock         2     (sin 2*pi*phase, cos 2*pi*phase) of the policy's gait_phase
+                             own gait cycle (walk-these-ways' clock inputs)
 
 The observation is the concatenation, in spec order, of ``scale * value`` per term.
 Joint arrays are in the robot profile's joint order.
@@ -58,6 +60,7 @@ class RobotSignals:
     end_effector_position: Any = None   # m, base frame
     last_action: Any = None             # previous policy output, after clipping
     default_joint_position: Any = None  # rad, the profile's default pose
+    gait_phase: Any = None              # cycles of the policy's own gait clock (its frequency x time)
 
 
 SIGNAL_NAMES = tuple(f.name for f in fields(RobotSignals))
@@ -76,10 +79,16 @@ def _projected_gravity(s: RobotSignals) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Definition:
-    per_joint: bool                       # size n (number of joints) rather than 3
+    per_joint: bool                       # size n (number of joints) rather than `size`
     signals: tuple[str, ...]
     compute: Callable[[RobotSignals], Any]
     meaning: str
+    size: int = 3
+
+
+def _gait_clock(s: RobotSignals) -> np.ndarray:
+    angle = 2.0 * math.pi * float(s.gait_phase)
+    return np.array([math.sin(angle), math.cos(angle)])
 
 
 VOCABULARY: dict[str, _Definition] = {
@@ -104,6 +113,8 @@ VOCABULARY: dict[str, _Definition] = {
     "goal_offset": _Definition(False, ("goal_position", "end_effector_position"),
                                lambda s: np.subtract(s.goal_position, s.end_effector_position),
                                "goal minus end-effector position, base frame, m"),
+    "gait_clock": _Definition(False, ("gait_phase",), _gait_clock,
+                              "sin and cos of the policy's gait phase", size=2),
 }
 
 
@@ -116,7 +127,8 @@ def _definition(name: str) -> _Definition:
 
 def term_size(name: str, num_joints: int) -> int:
     """Size of a vocabulary term on a robot with ``num_joints`` joints."""
-    return num_joints if _definition(name).per_joint else 3
+    definition = _definition(name)
+    return num_joints if definition.per_joint else definition.size
 
 
 @dataclass(frozen=True)
@@ -141,8 +153,8 @@ class ObservationSpec:
             seen.add(term.name)
             if isinstance(term.size, bool) or not isinstance(term.size, (int, np.integer)) or term.size < 1:
                 raise ValueError(f"observation term {term.name!r}: size must be a positive integer, got {term.size!r}")
-            if not definition.per_joint and term.size != 3:
-                raise ValueError(f"observation term {term.name!r} has size 3, not {term.size}")
+            if not definition.per_joint and term.size != definition.size:
+                raise ValueError(f"observation term {term.name!r} has size {definition.size}, not {term.size}")
             if isinstance(term.scale, bool) or not isinstance(term.scale, (int, float)) \
                     or not math.isfinite(term.scale):
                 raise ValueError(f"observation term {term.name!r}: scale must be a finite number, got {term.scale!r}")

@@ -39,6 +39,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from sim2real.core.gait import GaitClock, gait_settings
 from sim2real.core.observation import RobotSignals
 from sim2real.core.policy_file import PolicyFile, PolicyFileError, load_policy
 from sim2real.core.robot_inputs import missing_inputs, unbuildable_terms
@@ -115,10 +116,19 @@ class RunningPolicy:
         self.default = np.asarray(meta.default_joint_positions, dtype=float)
         self.last_action = np.zeros(meta.num_joints) if last_action is None else np.array(last_action, dtype=float)
         self.inference_s = 0.0
+        # Its own clock from phase 0, as in training, if it was trained with one.
+        gait = gait_settings(meta.task_config) if "gait_clock" in self.spec.names else None
+        if "gait_clock" in self.spec.names and gait is None:
+            raise PolicyRefused("the policy observes gait_clock but its task config declares no gait.frequency: "
+                                "re-export it from a checkpoint of a task with a gait section")
+        self.clock = None if gait is None else GaitClock(gait["frequency"], meta.control_period)
 
     def step(self, signals: RobotSignals) -> tuple[np.ndarray, np.ndarray]:
-        """(raw actions, joint targets) for ``signals``; advances ``last_action``."""
-        own = replace(signals, last_action=self.last_action, default_joint_position=self.default)
+        """(raw actions, joint targets) for ``signals``; advances ``last_action`` and the gait clock."""
+        own = replace(signals, last_action=self.last_action, default_joint_position=self.default,
+                      gait_phase=None if self.clock is None else self.clock.phase)
+        if self.clock is not None:
+            self.clock.advance()
         observation = self.spec.observe(own)
         start = time.perf_counter()
         actions = np.asarray(self.policy.act(observation), dtype=float)

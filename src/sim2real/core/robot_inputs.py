@@ -9,9 +9,9 @@ made-up value. The one deliberate default is the velocity command: with no fresh
 ``/cmd_vel`` it is zero (stand still), the command a walking policy is trained to
 answer by standing, and the only safe meaning of "nobody is steering".
 
-Two signals belong to each policy, not to the robot: ``last_action`` (its own previous
-action) and ``default_joint_position`` (the pose it was trained around). The policy
-slot fills them per policy, so two policies running side by side during a cross-fade
+Three signals belong to each policy, not to the robot: ``last_action`` (its own previous
+action), ``default_joint_position`` (the pose it was trained around) and ``gait_phase``
+(its own gait clock, core/gait.py). The policy slot fills them per policy, so two policies running side by side during a cross-fade
 never see each other's actions.
 
 Not thread-safe: the setters and :meth:`signals` are meant for one control thread.
@@ -36,7 +36,7 @@ SOURCES = {
     "goal_position": "/goal_pose",
     "end_effector_position": "/joint_states (for forward kinematics)",
 }
-PER_POLICY = ("last_action", "default_joint_position")
+PER_POLICY = ("last_action", "default_joint_position", "gait_phase")
 CMD_VEL_TIMEOUT_S = 0.5  # teleop tools repeat /cmd_vel at >= 10 Hz; silence this long means nobody steers
 
 

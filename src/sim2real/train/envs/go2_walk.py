@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 import pybullet as pb
 
+from sim2real.core.gait import GaitClock, gait_settings
 from sim2real.core.observation import RobotSignals
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.core.rotations import quat_to_matrix
@@ -55,7 +56,9 @@ class Go2WalkEnv(RobotTaskEnv):
     Observation (``config/tasks/go2_walk.yaml`` ``observation``; 45 values for 12 joints)::
 
         base_ang_vel x0.25 | projected_gravity x1 | velocity_command x1 |
-        joint_pos_rel x1 | joint_vel x0.05 | last_action x1
+        joint_pos_rel x1 | joint_vel x0.05 | last_action x1 | gait_clock x1
+
+    (47 values with the gait clock, core/gait.py: sin and cos of a 2 Hz trot phase.)
 
     (legged_gym scales; its command scale (2, 2, 0.25) is 1 here, the commands being within
     +-1 already. No base linear velocity: the deployed robot has no direct measurement.)
@@ -81,6 +84,8 @@ class Go2WalkEnv(RobotTaskEnv):
         action_rate        |a - a_prev|^2                                              -0.01
         stand_still        |q - q_default|_1 when |cmd_xy| < 0.1                       0 (off)
         dof_pos_limits     distance beyond 90 % of the joint range, rad                -10.0
+        gait_contact       fraction of feet whose contact matches the gait clock       +0.5
+                           (trot; all feet down when commanded to stand)
         termination        1 on a fall (after the positive clip)                       0 (off)
 
     with the step's sum clipped at 0 (``only_positive``, legged_gym).
@@ -105,7 +110,7 @@ class Go2WalkEnv(RobotTaskEnv):
     task_name = "walk"
     REWARD_TERMS = ("tracking_lin_vel", "tracking_ang_vel", "lin_vel_z", "ang_vel_xy", "orientation",
                     "torques", "dof_vel", "dof_acc", "base_height", "feet_air_time", "collision",
-                    "action_rate", "stand_still", "dof_pos_limits", "termination")
+                    "action_rate", "stand_still", "dof_pos_limits", "gait_contact", "termination")
 
     def __init__(self, profile: RobotProfile, config: dict[str, Any], randomization=None,
                  seed: int | None = None):
@@ -139,7 +144,17 @@ class Go2WalkEnv(RobotTaskEnv):
         self._settle_steps = int(round(float(success["settle_time"]) / self.policy_period))
         self._contact_links = cfg["contacts"]
 
+        self._gait = gait_settings(cfg)
+        if self._gait is not None and len(self._gait["offsets"]) != len(profile.foot_links):
+            raise ValueError(f"gait.offsets: one phase offset per foot {list(profile.foot_links)}, "
+                             f"got {self._gait['offsets']}")
+        if self._gait is None and ("gait_clock" in self.observation_spec.names
+                                   or float(rewards["weights"].get("gait_contact", 0.0)) != 0.0):
+            raise ValueError("observation gait_clock and reward gait_contact need a gait section "
+                             "(gait: {frequency: Hz, offsets: [one per foot], stance: fraction})")
+        self._clock: GaitClock | None = None
         n, feet = profile.num_joints, len(profile.foot_links)
+        self._contact = np.zeros(feet, dtype=bool)
         self._command = np.zeros(3)
         self._dq = self._dq_previous = np.zeros(n)
         self._air_time = np.zeros(feet)
@@ -223,12 +238,17 @@ class Go2WalkEnv(RobotTaskEnv):
         self._heights = heights
         self._settled, self._all = _SegmentMean(), _SegmentMean()
         self._new_command(rng)
+        # A random start phase: the deployed clock starts at 0 whatever the robot is doing.
+        self._clock = None if self._gait is None else GaitClock(self._gait["frequency"], self.policy_period,
+                                                                 phase=float(rng.uniform()))
         self._air_time[:] = 0.0
         self._last_contact[:] = False
         self._touchdown_air[:] = 0.0
         self._dq_previous[:] = 0.0
 
     def _after_step(self) -> None:
+        if self._clock is not None:
+            self._clock.advance()
         error = np.array([self._v[0], self._v[1], self._w[2]]) - self._command
         self._all.add(error)
         if self._segment_steps >= self._settle_steps:
@@ -289,6 +309,7 @@ class Go2WalkEnv(RobotTaskEnv):
         # Filtered with the previous contact, as in legged_gym: a foot that bounces for one
         # step must not count as a new touchdown.
         contact = foot_force > FOOT_CONTACT_FORCE
+        self._contact = contact
         filtered = contact | self._last_contact
         first = (self._air_time > 0.0) & filtered
         self._air_time += self.policy_period
@@ -311,7 +332,8 @@ class Go2WalkEnv(RobotTaskEnv):
             joint_position=self._measured.position, joint_velocity=self._measured.velocity,
             base_orientation=self._imu.orientation, base_angular_velocity=self._imu.angular_velocity,
             base_linear_velocity=self._v_body, velocity_command=self._command,
-            last_action=self._action, default_joint_position=self.action_offset)
+            last_action=self._action, default_joint_position=self.action_offset,
+            gait_phase=None if self._clock is None else self._clock.phase)
 
     # ----------------------------------------------------------------- rewards
     def _reward_tracking_lin_vel(self) -> float:
@@ -360,6 +382,15 @@ class Go2WalkEnv(RobotTaskEnv):
         if self._command_speed >= 0.1:
             return 0.0
         return float(np.sum(np.abs(self._q - self.action_offset)))
+
+    def _reward_gait_contact(self) -> float:
+        # Feet on the ground when the clock says stance, in the air when it says swing (all
+        # down when told to stand): the fraction of feet that agree, at the phase the action
+        # was chosen at.
+        if self._command_speed <= self._standing_below and abs(self._command_yaw) < 0.1:
+            return float(np.mean(self._contact))
+        wanted = self._clock.stance(self._gait["offsets"], self._gait["stance"])
+        return float(np.mean(self._contact == wanted))
 
     def _reward_dof_pos_limits(self) -> float:
         q = self._q

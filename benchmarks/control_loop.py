@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Policy tick latency, observation in -> command out, from the bare ONNX call to the ROS graph.
 
-The policy is an MLP of the size that ships for the Go2 (45 -> 512-256-128 -> 12, ELU), in
+The policy is an MLP of the size that ships for the Go2 (47 -> 512-256-128 -> 12, ELU), in
 a sim2real policy file. Rows, from the inside out:
 
   onnxruntime          session.run on one observation: the floor
@@ -86,7 +86,7 @@ def write_shipped_size_policy(folder: Path, profile) -> Path:
                           observation_spec=spec, action_scale=np.full(n, 0.25), action_offset=profile.default_positions,
                           action_clip=100.0, default_joint_positions=profile.default_positions,
                           control_period=profile.policy_period, kp=profile.kp, kd=profile.kd,
-                          source_commit="benchmark")
+                          source_commit="benchmark", task_config={"gait": task["gait"]})
     for key, value in meta.to_props().items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value
@@ -165,9 +165,8 @@ def node_direct_rows(path: Path, profile, repeats: int) -> list[Row]:
     rclpy.init(context=context)
     node = PolicyRuntimeNode(context=context, parameter_overrides=[
         Parameter("robot", value=profile.name), Parameter("policy_path", value=str(path))])
-    imu = Imu()
-    imu.orientation.w = 1.0
-    node._on_imu(imu)
+    # The node polls /imu/data at its tick (nothing arrives here): as if one level IMU sample had.
+    node.inputs.set_imu((0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0))
     msg = JointState(name=profile.joint_names, position=profile.default_positions.tolist(),
                      velocity=[0.0] * profile.num_joints, effort=[0.0] * profile.num_joints)
     samples = np.empty(repeats)
@@ -372,7 +371,7 @@ def main(argv=None) -> int:
         print(json.dumps({"policy": f"{45} -> {'-'.join(map(str, HIDDEN))} -> 12", "load_average": load,
                           "cpus": os.cpu_count(), "rows": figures}, indent=2))
     else:
-        print(f"policy tick latency, go2 MLP 45 -> {'-'.join(map(str, HIDDEN))} -> 12, 50 Hz policy / 500 Hz "
+        print(f"policy tick latency, go2 MLP 47 -> {'-'.join(map(str, HIDDEN))} -> 12, 50 Hz policy / 500 Hz "
               f"sensing; {os.cpu_count()} CPUs, load average {load[0]:.1f}")
         print_table(figures)
     return 0

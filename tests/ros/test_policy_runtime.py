@@ -320,6 +320,8 @@ def test_bad_models_are_refused_with_the_reason_and_the_old_policy_keeps_running
     after = watch.runtime()
     assert after["sha256"] == running["sha256"] and after["policy_path"] == str(go2_policies["stand"])
     assert after["swaps"] == "0"
+    # The test policy reads no /state_estimate: the supervisor may ignore the estimator's divergence.
+    assert after["observes_state_estimate"] == "false"
 
 
 def test_a_model_for_another_robot_stops_the_start_with_every_difference(start_graph, go2_policies):

@@ -59,6 +59,8 @@ class SafetySupervisorNode(Node):
         self.period = self.config.command_period or self.profile.policy_period
         self.core = SupervisorCore(self.profile, self.config, self.period)
         self.inputs = SupervisorInputs()
+        self._estimator_diverged = False
+        self._policy_reads_estimate = True
         self.engage_on_start = autostart
         self._state_index: list[int] | None = None
         self._policy = JointCommandMapper(self.profile.joint_names, self.profile.default_positions)
@@ -180,9 +182,17 @@ class SafetySupervisorNode(Node):
         self.inputs.joy_time = self._now()
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        # A diverged estimate endangers only a policy that reads it: the runtime says whether its
+        # policy does (observes_state_estimate). Without that word (another runtime, or none
+        # heard yet) the supervisor assumes it does.
         for status in msg.status:
             if status.name.startswith("state_estimator") and "diverg" in status.message.lower():
-                self.inputs.estimator_diverged = status.level >= DiagnosticStatus.ERROR
+                self._estimator_diverged = status.level >= DiagnosticStatus.ERROR
+            elif status.name.startswith("policy_runtime"):
+                for kv in status.values:
+                    if kv.key == "observes_state_estimate":
+                        self._policy_reads_estimate = kv.value != "false"
+        self.inputs.estimator_diverged = self._estimator_diverged and self._policy_reads_estimate
 
     def _service(self, action: str):
         def handle(request, response):

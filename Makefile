@@ -20,7 +20,7 @@ $(STAMP): setup.py setup.cfg pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/sim2real demo --robot $(ROBOT)
+	$(BIN)/sim2real demo --robot $(ROBOT) --lockstep
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

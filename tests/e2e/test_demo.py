@@ -32,7 +32,7 @@ def test_joint_demo_moves_the_robot_through_the_supervisor_and_reports(tmp_path,
     assert (tmp_path / "tracking.png").stat().st_size > 10_000
 
 
-# Only the Panda has a shipped policy so far (policies/README.md says why not the Go2).
+# The Go2 has its own test below (it walks a script; the Panda reaches goals).
 @pytest.mark.parametrize("robot", ["panda"])
 def test_policy_demo_runs_the_shipped_policy_through_the_whole_chain_in_lockstep(tmp_path, robot):
     """sim_robot -> policy_runtime -> safety_supervisor -> sim_robot with the shipped policy:
@@ -54,3 +54,25 @@ def test_policy_demo_runs_the_shipped_policy_through_the_whole_chain_in_lockstep
     assert float(report["policy_runtime"]["tick_latency_p50_ms"]) > 0
     for name in ("motion.png", "demo.gif", "report.npz"):
         assert (tmp_path / name).stat().st_size > 5_000
+
+
+def test_go2_demo_walks_the_shipped_policy_through_the_whole_chain_in_lockstep(tmp_path):
+    """The Go2 main job: sim_robot -> policy_runtime -> safety_supervisor -> sim_robot with
+    policies/go2_walk.onnx, /cmd_vel from the demo script. It walks without falling and without
+    the supervisor ever leaving ACTIVE, and covers a fair share of the distance the script
+    commands (policies/README.md gives the shipped file's tracking error)."""
+    from sim2real.core.demo_script import WALK_DURATION, WALK_SCRIPT
+
+    command = [str(SIM2REAL), "demo", "--robot", "go2", "--lockstep", "--no-video", "--out", str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=400, env=os.environ.copy())
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "=== sim2real demo: go2 with go2_walk.onnx ===" in result.stdout
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["script_start"]["by"] == "active"
+    assert [event["mode"] for event in report["supervisor_modes"]][-1] == "ACTIVE", report["supervisor_modes"]
+    assert not {"TAKEOVER", "DAMPING", "ESTOP"} & {event["mode"] for event in report["supervisor_modes"]}
+    summary = report["summary"]
+    assert summary["duration_s"] >= WALK_DURATION - 1.0 and not summary["fell"]
+    ends = [start for start, *_ in WALK_SCRIPT[1:]] + [WALK_DURATION]
+    commanded = sum((end - start) * abs(vx) for (start, vx, _, _), end in zip(WALK_SCRIPT, ends))
+    assert summary["distance_m"] >= 0.4 * commanded, (summary, commanded)

@@ -356,6 +356,7 @@ def main(argv=None) -> int:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="sim2real-bench-") as folder:
         path = write_shipped_size_policy(Path(folder), profile)
+        layers = f"{load_policy(path).metadata.observation_spec.size} -> {'-'.join(map(str, HIDDEN))} -> 12"
         if "core" in parts:
             rows += core_rows(path, profile, args.repeats)
             rows += node_direct_rows(path, profile, args.repeats)
@@ -368,10 +369,10 @@ def main(argv=None) -> int:
     figures = [row.figures() for row in rows]
     load = os.getloadavg()
     if args.json:
-        print(json.dumps({"policy": f"{45} -> {'-'.join(map(str, HIDDEN))} -> 12", "load_average": load,
+        print(json.dumps({"policy": layers, "load_average": load,
                           "cpus": os.cpu_count(), "rows": figures}, indent=2))
     else:
-        print(f"policy tick latency, go2 MLP 47 -> {'-'.join(map(str, HIDDEN))} -> 12, 50 Hz policy / 500 Hz "
+        print(f"policy tick latency, go2 MLP {layers}, 50 Hz policy / 500 Hz "
               f"sensing; {os.cpu_count()} CPUs, load average {load[0]:.1f}")
         print_table(figures)
     return 0

@@ -19,11 +19,15 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 
-def gait_settings(task_config: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def gait_settings(task_config: Mapping[str, Any] | None, required: bool = False) -> dict[str, Any] | None:
     """The task's ``gait`` section (frequency in Hz, per-foot phase offsets, stance fraction),
-    or None when the task has no gait clock."""
+    or None when the task has no gait clock; ValueError if ``required`` (something observes or
+    rewards the clock) and there is none."""
     gait = (task_config or {}).get("gait")
     if not gait:
+        if required:
+            raise ValueError("the gait clock (observation gait_clock, reward gait_contact) needs a gait section "
+                             "in the task config: gait: {frequency: Hz, offsets: [one per foot], stance: fraction}")
         return None
     frequency = float(gait.get("frequency", 0.0))
     if not frequency > 0.0:

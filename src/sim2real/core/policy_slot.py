@@ -117,11 +117,14 @@ class RunningPolicy:
         self.last_action = np.zeros(meta.num_joints) if last_action is None else np.array(last_action, dtype=float)
         self.inference_s = 0.0
         # Its own clock from phase 0, as in training, if it was trained with one.
-        gait = gait_settings(meta.task_config) if "gait_clock" in self.spec.names else None
-        if "gait_clock" in self.spec.names and gait is None:
-            raise PolicyRefused("the policy observes gait_clock but its task config declares no gait.frequency: "
-                                "re-export it from a checkpoint of a task with a gait section")
+        observes_clock = "gait_clock" in self.spec.names
+        try:
+            gait = gait_settings(meta.task_config, required=observes_clock) if observes_clock else None
+        except ValueError as exc:
+            raise PolicyRefused(f"the policy observes gait_clock but its task config declares no gait.frequency "
+                                f"({exc}); re-export it from a checkpoint of a task with a gait section") from None
         self.clock = None if gait is None else GaitClock(gait["frequency"], meta.control_period)
+        self.reads_state_estimate = "base_linear_velocity" in self.spec.signals_needed()
 
     def step(self, signals: RobotSignals) -> tuple[np.ndarray, np.ndarray]:
         """(raw actions, joint targets) for ``signals``; advances ``last_action`` and the gait clock."""

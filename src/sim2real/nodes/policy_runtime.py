@@ -324,8 +324,7 @@ class PolicyRuntimeNode(Node):
                   "task": active.metadata.task, "source_commit": active.metadata.source_commit,
                   "executor": self.executor_kind,
                   # The supervisor acts on estimator divergence only for a policy that reads the estimate.
-                  "observes_state_estimate": str(any("base_linear_velocity" in r.spec.signals_needed()
-                                                     for r in self.slot.running)).lower(),
+                  "observes_state_estimate": str(any(r.reads_state_estimate for r in self.slot.running)).lower(),
                   **{k: f"{v:.3f}" if isinstance(v, float) else str(v) for k, v in summary.items()},
                   "swaps": str(self.slot.swaps), "refused_swaps": str(self.slot.refused)}
         swaps = [e for e in events if e.accepted]

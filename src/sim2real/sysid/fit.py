@@ -255,10 +255,12 @@ def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions 
         values["latency"], n = _settle_latency(pool, values, profile.physics_period)
         evaluations += n
 
+        anchor: dict[str, float] = {}  # the values the polished continuous parameters go into
+
         def residuals_at(xs: list[np.ndarray]) -> list[np.ndarray]:
             jobs = []
             for x in xs:
-                full = normalised(values)
+                full = normalised(anchor)
                 full[smooth] = x
                 jobs.append((conditions(full), "train"))
             return pool.map(_residual_vector, jobs)
@@ -283,22 +285,33 @@ def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions 
             return np.stack([(r[2 * k] - r[2 * k + 1]) / (points[2 * k][k] - points[2 * k + 1][k])
                              for k in range(len(x))], axis=1)
 
+        def polish(at: dict[str, float], x0: np.ndarray, max_nfev: int):
+            """Least squares over the continuous parameters from ``x0``, the rest (latency) held at ``at``."""
+            nonlocal evaluations
+            anchor.clear()
+            anchor.update(at)
+            cache.clear()  # residuals depend on the latency held fixed
+            result = least_squares(fun, x0, jac=jac, bounds=(0.0, 1.0), method="trf",
+                                   ftol=options.tolerance, xtol=1e-6, max_nfev=max_nfev)
+            evaluations += result.nfev + result.njev * 2 * len(smooth)
+            return result
+
+        def with_polished(at: dict[str, float], x: np.ndarray) -> dict[str, float]:
+            full = normalised(at)
+            full[smooth] = x
+            return {**conditions(full), "latency": at["latency"]}
+
         # Latency trades off against damping and friction: alternate polishing the continuous
         # parameters with re-settling the latency until the latency stays put.
         for _ in range(LATENCY_ROUNDS):
-            cache.clear()  # residuals depend on the latency held fixed in `values`
-            polished = least_squares(fun, normalised(values)[smooth], jac=jac, bounds=(0.0, 1.0), method="trf",
-                                     ftol=options.tolerance, xtol=1e-6, max_nfev=options.max_iterations)
-            evaluations += polished.nfev + polished.njev * 2 * len(smooth)
+            polished = polish(values, normalised(values)[smooth], options.max_iterations)
             log(f"least squares (latency {values['latency'] * 1e3:.0f} ms): {polished.message} after "
                 f"{polished.nfev} steps; cost {2 * polished.cost / polished.fun.size * 3:.3e}")
             if polished.status <= 0:
                 raise FitError(f"the fit did not converge: least squares stopped with '{polished.message}' after "
                                f"{polished.nfev} steps. Record a longer or richer excitation (all joints moving, "
                                "tens of seconds), or raise --max-iterations")
-            full = normalised(values)
-            full[smooth] = polished.x
-            values = conditions(full)
+            values = with_polished(values, polished.x)
             latency, n = _settle_latency(pool, values, profile.physics_period, reach=3)
             evaluations += n
             if abs(latency - values["latency"]) < 0.5 * profile.physics_period:
@@ -314,29 +327,15 @@ def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions 
             candidate = values["latency"] + k * profile.physics_period
             if candidate < -1e-12:
                 continue
-            trial = {**values, "latency": candidate}
-            cache.clear()
-            values, saved = trial, values
-            short = least_squares(fun, normalised(values)[smooth], jac=jac, bounds=(0.0, 1.0), method="trf",
-                                  ftol=options.tolerance, xtol=1e-6, max_nfev=LATENCY_PROFILE_STEPS)
-            values = saved
-            evaluations += short.nfev + short.njev * 2 * len(smooth)
+            short = polish({**values, "latency": candidate}, normalised(values)[smooth], LATENCY_PROFILE_STEPS)
             profile_costs[candidate] = (short.cost, short.x)
         if profile_costs:
             best = min(profile_costs, key=lambda c: profile_costs[c][0])
             if profile_costs[best][0] < polished.cost:
                 log(f"latency profile: {best * 1e3:.0f} ms fits better than {values['latency'] * 1e3:.0f} ms")
                 values["latency"] = best
-                cache.clear()
-                start = normalised(values)
-                start[smooth] = profile_costs[best][1]
-                polished = least_squares(fun, start[smooth], jac=jac, bounds=(0.0, 1.0), method="trf",
-                                         ftol=options.tolerance, xtol=1e-6, max_nfev=options.max_iterations)
-                evaluations += polished.nfev + polished.njev * 2 * len(smooth)
-                full = normalised(values)
-                full[smooth] = polished.x
-                values = conditions(full)
-                values["latency"] = best
+                polished = polish(values, profile_costs[best][1], options.max_iterations)
+                values = with_polished(values, polished.x)
         full = normalised(values)
         after_train, after_heldout = pool.map(_rmse, [(values, "train"), (values, "heldout")])
         if _mean_rmse(after_train) > options.max_rmse:

@@ -144,14 +144,11 @@ class Go2WalkEnv(RobotTaskEnv):
         self._settle_steps = int(round(float(success["settle_time"]) / self.policy_period))
         self._contact_links = cfg["contacts"]
 
-        self._gait = gait_settings(cfg)
+        self._gait = gait_settings(cfg, required="gait_clock" in self.observation_spec.names
+                                   or float(rewards["weights"].get("gait_contact", 0.0)) != 0.0)
         if self._gait is not None and len(self._gait["offsets"]) != len(profile.foot_links):
             raise ValueError(f"gait.offsets: one phase offset per foot {list(profile.foot_links)}, "
                              f"got {self._gait['offsets']}")
-        if self._gait is None and ("gait_clock" in self.observation_spec.names
-                                   or float(rewards["weights"].get("gait_contact", 0.0)) != 0.0):
-            raise ValueError("observation gait_clock and reward gait_contact need a gait section "
-                             "(gait: {frequency: Hz, offsets: [one per foot], stance: fraction})")
         self._clock: GaitClock | None = None
         n, feet = profile.num_joints, len(profile.foot_links)
         self._contact = np.zeros(feet, dtype=bool)

@@ -20,6 +20,9 @@ a sim2real policy file. Rows, from the inside out:
                        `executor` parameter); the listener here: from the state's stamp (taken
                        when sim_robot published it) to the command's arrival. Each node's CPU
                        (% of one core over the measured window) is printed with the row.
+                       With --hardware topic, a driver double (a process speaking the hardware
+                       contract, no physics) feeds the graph instead of sim_robot: the robot
+                       computer's load without PyBullet on the same two cores.
 
 Targets: p99 <= 1 ms for the runtime's own tick in one process, <= 3 ms across nodes.
 The load average is printed: on a shared machine other work shows in the tails (a tick of
@@ -261,7 +264,10 @@ def in_process_rows(path: Path, profile, kind: str, seconds: float) -> list[Row]
 
 
 # -- across processes ------------------------------------------------------------------------------
-def across_nodes_rows(path: Path, profile, kind: str, seconds: float) -> list[Row]:
+def across_nodes_rows(path: Path, profile, kind: str, seconds: float, hardware: str = "sim") -> list[Row]:
+    import subprocess
+    import sys
+
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.context import Context
@@ -272,7 +278,8 @@ def across_nodes_rows(path: Path, profile, kind: str, seconds: float) -> list[Ro
     from sim2real.graph_processes import GraphProcesses
     from sim2real.nodes import qos
 
-    plan = make_plan(robot=profile.name, policy=str(path), estimator="false", failure_collector="false")
+    plan = make_plan(robot=profile.name, policy=str(path), estimator="false", failure_collector="false",
+                     hardware=hardware, autoengage="true")
     nodes = tuple(NodeSpec(n.executable, n.name, n.role, {**n.parameters, "executor": kind})
                   if n.name == "policy_runtime" else n for n in plan.nodes)
     plan = dataclasses.replace(plan, nodes=nodes)
@@ -296,7 +303,12 @@ def across_nodes_rows(path: Path, profile, kind: str, seconds: float) -> list[Ro
     listener.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
     thread = threading.Thread(target=executor.spin, daemon=True)
     thread.start()
+    driver = None
+    if hardware == "topic":
+        driver = subprocess.Popen([sys.executable, __file__, "--serve-driver-double", profile.name])
     with GraphProcesses(plan, output=io.StringIO()) as graph:
+        if driver is not None:
+            graph.processes["driver_double"] = driver
         deadline = time.monotonic() + 30.0
         while not latencies and time.monotonic() < deadline and not graph.exited():
             time.sleep(0.1)
@@ -309,6 +321,9 @@ def across_nodes_rows(path: Path, profile, kind: str, seconds: float) -> list[Ro
         samples = np.array(latencies)
         elapsed = time.monotonic() - started
         cpu = {name: (cpu_seconds(pid) - before[name]) / elapsed * 100 for name, pid in pids.items()}
+    if driver is not None:
+        driver.terminate()
+        driver.wait()
     executor.shutdown()
     listener.destroy_node()
     rclpy.shutdown(context=context)
@@ -317,7 +332,48 @@ def across_nodes_rows(path: Path, profile, kind: str, seconds: float) -> list[Ro
            f"{last.get('tick_latency_p99_ms', '?')}/{last.get('tick_latency_max_ms', '?')} ms, "
            f"stale inputs {last.get('stale_observations', '?')}; CPU % of a core: "
            + ", ".join(f"{name} {share:.0f}" for name, share in cpu.items()))
-    return [Row(f"across nodes, {kind}: sim stamp -> command received", samples, ACROSS_NODES_TARGET_MS, own)]
+    source = "sim" if hardware == "sim" else "driver"
+    return [Row(f"across nodes, {kind}: {source} stamp -> command received", samples, ACROSS_NODES_TARGET_MS, own)]
+
+
+def serve_driver_double(robot: str) -> None:
+    """A robot driver as the hardware contract sees one (``hardware:=topic``): /joint_states
+    and /imu/data at the sensing rate, stamped when sent; the joints follow the last
+    /joint_commands. No physics: on the robot computer the physics is the robot, and a real
+    driver (C++, a few % of a core) costs far less than PyBullet in real time."""
+    import rclpy
+    from sensor_msgs.msg import Imu, JointState
+
+    from sim2real.nodes import qos
+
+    profile = load_profile(robot)
+    rclpy.init()
+    node = rclpy.create_node("driver_double")
+    state = JointState(name=profile.joint_names, position=profile.default_positions.tolist(),
+                       velocity=[0.0] * profile.num_joints, effort=[0.0] * profile.num_joints)
+    imu = Imu()
+    imu.orientation.w = 1.0
+
+    def on_command(msg):
+        if len(msg.position) == profile.num_joints:
+            state.position = list(msg.position)
+
+    node.create_subscription(JointState, "/joint_commands", on_command, qos.COMMAND)
+    state_pub = node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
+    imu_pub = node.create_publisher(Imu, "/imu/data", qos.SENSOR_PUBLISH)
+    deadline = time.monotonic()
+    try:
+        while rclpy.ok():
+            stamp = node.get_clock().now().to_msg()
+            state.header.stamp = imu.header.stamp = stamp
+            state_pub.publish(state)
+            imu_pub.publish(imu)
+            deadline += profile.sensing_period
+            rclpy.spin_once(node, timeout_sec=max(0.0, deadline - time.monotonic()))
+            while time.monotonic() < deadline:  # spin_once returns early when a command arrives
+                rclpy.spin_once(node, timeout_sec=max(0.0, deadline - time.monotonic()))
+    except KeyboardInterrupt:
+        pass
 
 
 def cpu_seconds(pid: int) -> float:
@@ -349,8 +405,15 @@ def main(argv=None) -> int:
                         help="rclpy executors to compare for the runtime node (default: all)")
     parser.add_argument("--seconds", type=float, default=12.0, help="measured seconds per graph run (default 12)")
     parser.add_argument("--repeats", type=int, default=5000, help="calls per row without ROS (default 5000)")
+    parser.add_argument("--hardware", nargs="+", choices=("sim", "topic"), default=["sim", "topic"],
+                        help="what feeds the across-node graph: sim (sim_robot, PyBullet in real time) or "
+                             "topic (a driver double speaking the hardware contract, no physics); default both")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
+    parser.add_argument("--serve-driver-double", metavar="ROBOT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.serve_driver_double:
+        serve_driver_double(args.serve_driver_double)
+        return 0
     parts = set(args.only or ("core", "in-process", "across"))
     profile = load_profile("go2")
     rows: list[Row] = []
@@ -364,8 +427,9 @@ def main(argv=None) -> int:
             for kind in args.executors:
                 rows += in_process_rows(path, profile, kind, args.seconds)
         if "across" in parts:
-            for kind in args.executors:
-                rows += across_nodes_rows(path, profile, kind, args.seconds)
+            for hardware in args.hardware:
+                for kind in args.executors:
+                    rows += across_nodes_rows(path, profile, kind, args.seconds, hardware)
     figures = [row.figures() for row in rows]
     load = os.getloadavg()
     if args.json:

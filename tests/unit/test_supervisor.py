@@ -110,6 +110,37 @@ def test_nan_action_holds_the_last_safe_targets():
     np.testing.assert_allclose(decision.command.position, before, atol=1e-9)
 
 
+def test_a_legged_hold_moves_from_the_last_targets_to_the_stand_pose_within_hold_duration():
+    config = load_safety_config("go2")
+    assert config.hold_pose == "stand"
+    rig = Rig(config)
+    rig.policy = GO2.default_positions + np.where(np.arange(12) % 3 == 2, 0.3, 0.0)  # mid-stride-ish
+    before = rig.engaged().command.position.copy()
+    rig.fresh.discard("policy")
+    positions = [rig.tick().command.position.copy() for _ in range(round((0.1 + config.hold_duration) / PERIOD) + 3)]
+    assert rig.core.mode == Mode.TAKEOVER and "policy_stale" in rig.core.last_trip
+    steps = np.abs(np.diff([before, *positions], axis=0)).max(axis=1)
+    assert steps.max() < 0.3 * 3 * PERIOD / config.hold_duration  # smoothstep peaks at 1.5x the mean rate
+    np.testing.assert_allclose(positions[-1], GO2.default_positions, atol=1e-9)
+
+
+def test_an_arm_hold_keeps_the_targets_last_sent():
+    panda = load_profile("panda")
+    config = load_safety_config("panda")
+    assert config.hold_pose == "last"
+    rig = Rig(config, panda)
+    before = rig.engaged().command.position.copy()
+    rig.fresh.discard("policy")
+    later = rig.tick(round(3.0 / PERIOD)).command.position
+    assert rig.core.mode == Mode.TAKEOVER
+    np.testing.assert_allclose(later, before, atol=1e-9)
+
+
+def test_an_unknown_hold_pose_is_refused_with_the_choices():
+    with pytest.raises(SafetyConfigError, match=r"hold_pose.*\['last', 'stand'\]"):
+        parse_safety_config({"hold_pose": "crouch"})
+
+
 @pytest.mark.parametrize("stream, expected", [("joint_states", Mode.DAMPING), ("imu", Mode.DAMPING)])
 def test_stale_sensors_damp(stream, expected):
     rig = Rig()

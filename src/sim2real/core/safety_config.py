@@ -46,6 +46,7 @@ CHECKS: dict[str, dict[str, Any]] = {
 # Checks that act as filters on every outgoing command rather than as trips.
 FILTERS = ("position_limit", "target_step")
 BUTTONS = ("deadman", "engage", "takeover", "damp", "estop", "reset")
+HOLD_POSES = ("last", "stand")
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,11 @@ class SafetyConfig:
     checks: dict[str, CheckConfig]
     buttons: dict[str, int]
     source: Path | None = None
+    # What a hold (a HOLD trip, or a takeover without teleop) moves to from the targets last sent:
+    # "last" keeps them (an arm stops where it is); "stand" goes to the stand pose within
+    # hold_duration (a quadruped stopped mid-stride is on two feet, and a held trot falls).
+    hold_pose: str = "last"
+    hold_duration: float = 0.75
 
 
 def safety_config_path(name_or_path: str | Path) -> Path:
@@ -88,7 +94,8 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
             raise fail(field, f"expected a number >= 0, got {value!r}", "write a non-negative number in SI units")
         return float(value)
 
-    unknown = sorted(set(data) - {"command_period", "stand_duration", "blend_duration", "checks", "joystick"})
+    unknown = sorted(set(data) - {"command_period", "stand_duration", "blend_duration", "hold_pose", "hold_duration",
+                                  "checks", "joystick"})
     if unknown:
         raise fail(", ".join(unknown), "unknown fields", "remove them (see config/safety/go2.yaml)")
     checks_data = data.get("checks") or {}
@@ -125,7 +132,12 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
         if isinstance(index, bool) or not isinstance(index, int) or index < 0:
             raise fail(f"joystick.{action}", f"expected a button index >= 0, got {index!r}", "write an integer")
         buttons[action] = index
+    hold_pose = data.get("hold_pose", "last")
+    if hold_pose not in HOLD_POSES:
+        raise fail("hold_pose", f"expected one of {list(HOLD_POSES)}, got {hold_pose!r}",
+                   "write last (hold the targets last sent: arms) or stand (go to the stand pose: legged robots)")
     return SafetyConfig(
+        hold_pose=hold_pose, hold_duration=number(data.get("hold_duration", 0.75), "hold_duration"),
         command_period=number(data.get("command_period", 0.0), "command_period"),
         stand_duration=number(data.get("stand_duration", 2.0), "stand_duration"),
         blend_duration=number(data.get("blend_duration", 0.5), "blend_duration"),

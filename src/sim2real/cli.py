@@ -123,7 +123,30 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     overrides = {"iterations": args.iterations, "num_envs": args.num_envs, "workers": args.workers,
                  "seed": args.seed}
-    if args.resume:
+    if args.resume and args.init_from:
+        raise _UsageError("--resume and --init-from exclude each other: --resume continues a run as it was, "
+                          "--init-from starts a new run (--out, --config) from a checkpoint's networks")
+    if args.init_from:
+        from sim2real.train.checkpoint import CheckpointError, latest_checkpoint, save_checkpoint, warm_start
+
+        if args.out is None:
+            raise _UsageError("--init-from needs --out: the fine-tune is a new run")
+        checkpoint = load_checkpoint(args.init_from)
+        robot, task = args.robot or checkpoint["robot"], args.task or checkpoint["task"]
+        config = load_train_config(robot, task, args.config, overrides)
+        try:
+            warm = warm_start(checkpoint, config, args.init_from)
+        except CheckpointError as exc:
+            raise _UsageError(str(exc)) from None
+        out = Path(args.out)
+        existing = latest_checkpoint(out) if out.is_dir() else None
+        if existing is not None:
+            raise _UsageError(f"{out} already holds a training run ({existing.name}): choose another --out")
+        out.mkdir(parents=True, exist_ok=True)
+        resume = save_checkpoint(out / "warm_start.pt", warm)
+        print(f"warm start from {args.init_from} (iteration {checkpoint['iteration']}) with "
+              f"{args.config or f'config/train/{robot}_{task}.yaml'}", flush=True)
+    elif args.resume:
         if args.config:
             raise _UsageError("--config cannot be combined with --resume: a resumed run keeps its checkpoint's "
                               "config (override --iterations, --num-envs, --workers, --seed)")
@@ -137,6 +160,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise _UsageError(f"{args.resume} has already run {checkpoint['iteration']} of {config['iterations']} "
                               f"iterations; pass --iterations N with N > {checkpoint['iteration']} (the run's total)")
         out = Path(args.out) if args.out else Path(args.resume).parent
+        resume = args.resume
         print(f"resuming {args.resume} at iteration {checkpoint['iteration']}", flush=True)
     else:
         if args.robot is None or args.task is None or args.out is None:
@@ -149,7 +173,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise _UsageError(str(exc)) from None
         config = load_train_config(args.robot, args.task, args.config, overrides)
         out = Path(args.out)
-    trainer = Trainer(config, out, resume=args.resume, progress=not args.no_progress)
+        resume = None
+    trainer = Trainer(config, out, resume=resume, progress=not args.no_progress)
     trainer.check_out()
     print(f"training {config['robot']} {config['task']} into {out}/: {config['iterations']} iterations, "
           f"{config['num_envs']} envs over {config['workers']} worker processes, "
@@ -282,6 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n  sim2real train --robot panda --task reach --out runs/reach\n"
                "  sim2real train --robot go2 --task walk --out runs/walk --iterations 2000 --num-envs 32\n"
                "  sim2real train --resume runs/walk/model_500.pt --iterations 3000\n"
+               "  sim2real train --init-from runs/walk/model_1500.pt --config my_walk.yaml --out runs/walk_ft "
+               "--iterations 2500\n"
                "then: sim2real export runs/reach -o runs/reach/policy.onnx\n")
     train.add_argument("--robot", help="robot profile name (go2, panda)")
     train.add_argument("--task", help="task name (go2: walk, panda: reach)")
@@ -293,6 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--workers", type=int, help="env worker processes (default: the config's)")
     train.add_argument("--seed", type=int, help="seed (default: the config's)")
     train.add_argument("--resume", metavar="CKPT", help="continue a run from a checkpoint, up to --iterations")
+    train.add_argument("--init-from", metavar="CKPT",
+                       help="fine-tune: a new run (--out, --config) from this checkpoint's networks, normalizer and "
+                            "optimizer; iterations go on from the checkpoint's (--iterations is the total); the "
+                            "config's randomization replaces the trained one")
     train.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
     train.set_defaults(func=cmd_train)
 

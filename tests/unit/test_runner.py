@@ -8,7 +8,8 @@ from functools import partial
 import pytest
 import torch
 
-from sim2real.train.checkpoint import FORMAT, latest_checkpoint, load_checkpoint
+from sim2real.train.checkpoint import (FORMAT, CheckpointError, latest_checkpoint, load_checkpoint,
+                                       save_checkpoint, warm_start)
 from sim2real.train.rsl_rl_env import RslRlVecEnv
 from sim2real.train.runner import Trainer, TrainingError, summary
 from sim2real.train.train_config import (TrainConfigError, load_train_config, override_config,
@@ -73,6 +74,32 @@ def test_resume_continues_the_run_and_its_state(toy_config, tmp_path):
     assert resumed["adr"]["history"][:2] == first["adr"]["history"]  # continued, not restarted
     assert len(resumed["adr"]["decisions"]) == 2
     assert not torch.equal(resumed["actor_state_dict"]["mlp.0.weight"], first["actor_state_dict"]["mlp.0.weight"])
+
+
+def test_warm_start_fine_tunes_under_a_new_config_and_counts_on(toy_config, tmp_path):
+    Trainer(toy_config, tmp_path / "run", make_env=make_toy_task, progress=False).run()
+    first = load_checkpoint(tmp_path / "run" / "model_3.pt")
+    wider = write_toy_randomization(tmp_path / "wider.yaml", 0.5, 1.5)
+    config = override_config(toy_config, {"iterations": 5, "randomization": str(wider), "adr.enabled": False,
+                                          "ppo.learning_rate": 1e-4})
+    warm = save_checkpoint(tmp_path / "ft" / "warm_start.pt", warm_start(first, config, tmp_path / "run" / "model_3.pt"))
+    result = Trainer(config, tmp_path / "ft", resume=warm, make_env=make_toy_task, progress=False).run()
+    assert (result.start_iteration, result.iterations) == (3, 5)
+    tuned = load_checkpoint(tmp_path / "ft" / "model_5.pt")
+    assert tuned["warm_start"] == {"from": str(tmp_path / "run" / "model_3.pt"), "iteration": 3}
+    assert tuned["randomization"]["parameters"]["motor_strength"]["uniform"] == [0.5, 1.5]  # the new ranges
+    assert tuned["adr"] is None and tuned["training_config"]["ppo"]["learning_rate"] == 1e-4
+    assert tuned["optimizer_state_dict"]["param_groups"][0]["lr"] == 1e-4  # not the stored optimizer's
+    assert tuned["curriculum"]["iteration"] == 5  # same kind: the schedule carried on
+    assert not torch.equal(tuned["actor_state_dict"]["mlp.0.weight"], first["actor_state_dict"]["mlp.0.weight"])
+
+
+def test_warm_start_refuses_other_networks_with_the_difference(toy_config, tmp_path):
+    Trainer(toy_config, tmp_path / "run", make_env=make_toy_task, progress=False).run()
+    first = load_checkpoint(tmp_path / "run" / "model_3.pt")
+    bigger = override_config(toy_config, {"policy.actor_hidden_dims": [64, 64]})
+    with pytest.raises(CheckpointError, match=r"actor_hidden_dims .* -> \[64, 64\].*Fix: keep the checkpoint's policy"):
+        warm_start(first, bigger, "model_3.pt")
 
 
 def test_refuses_to_overwrite_a_run_or_to_resume_past_its_end(toy_config, tmp_path):

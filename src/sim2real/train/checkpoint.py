@@ -15,6 +15,7 @@ A checkpoint ``model_<iteration>.pt`` is a dict that rsl_rl's own
 ``adr``, ``curriculum``  their ``state_dict()`` (``adr`` None when off)
 ``source``            ``{"commit", "dirty"}`` of the code that trained it
 ``torch_rng``         the learner's torch RNG state, so a resumed run samples on
+``warm_start``        (only in a run started with :func:`warm_start`) ``{"from", "iteration"}``
 
 Everything is plain Python, numbers, strings and tensors, so it loads with
 ``torch.load(weights_only=True)``: opening a checkpoint never runs code from it.
@@ -136,6 +137,34 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if missing:
         raise CheckpointError(path, f"incomplete checkpoint, missing {missing}", "use another checkpoint of the run")
     return checkpoint
+
+
+NETWORK_KEYS = ("actor_hidden_dims", "critic_hidden_dims", "activation", "obs_normalization")
+
+
+def warm_start(checkpoint: dict[str, Any], config: dict[str, Any], path: str | Path = "<checkpoint>") -> dict[str, Any]:
+    """The checkpoint's networks, normalizer and optimizer under another training config:
+    a fine-tune (other rewards, randomization or curriculum) that goes on counting iterations
+    from the checkpoint's. The config's randomization replaces the trained ranges (ADR state
+    is dropped); the curriculum's difficulty carries over when the config keeps its kind."""
+    for key in ("robot", "task"):
+        if checkpoint[key] != config[key]:
+            raise CheckpointError(path, f"it is a {checkpoint['robot']} {checkpoint['task']} checkpoint and the "
+                                        f"config trains {config['robot']} {config['task']}",
+                                  "warm-start from a checkpoint of the same robot and task")
+    old, new = checkpoint["training_config"]["policy"], config["policy"]
+    differences = [f"{key} {old.get(key)!r} -> {new.get(key)!r}" for key in NETWORK_KEYS if old.get(key) != new.get(key)]
+    if differences:
+        raise CheckpointError(path, f"the config's networks differ from the checkpoint's ({'; '.join(differences)})",
+                              "keep the checkpoint's policy section (sizes, activation, normalization) or "
+                              "train from scratch")
+    warm = dict(checkpoint)
+    warm.update(training_config=config, randomization=None, adr=None,
+                warm_start={"from": str(path), "iteration": int(checkpoint["iteration"])})
+    curriculum = checkpoint.get("curriculum")
+    if curriculum is None or curriculum.get("kind") != config["curriculum"]["kind"]:
+        warm["curriculum"] = None
+    return warm
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:

@@ -169,7 +169,16 @@ class Trainer:
             (self.out / "model.txt").write_text(setup_log.getvalue())
             alg = runner.alg
             if checkpoint is not None:
-                alg.load(checkpoint, None, strict=True)
+                if checkpoint["interface"]["observation_size"] != interface["observation_size"]:
+                    raise TrainingError(
+                        f"{self.resume}: its policy observes {checkpoint['interface']['observation_size']} values and "
+                        f"this task config gives {interface['observation_size']}. Fix: keep the observation terms "
+                        "of the checkpoint's task config")
+                alg.load(checkpoint, None, strict=True)  # also takes the stored optimizer's learning rate
+                if checkpoint.get("warm_start"):  # a fine-tune runs at its own config's rate
+                    alg.learning_rate = rsl_cfg["algorithm"]["learning_rate"]
+                    for group in alg.optimizer.param_groups:
+                        group["lr"] = alg.learning_rate
 
             def save(completed: int) -> Path:
                 state = {
@@ -179,6 +188,7 @@ class Trainer:
                     "randomization": None if randomization is None else randomization.to_dict(),
                     "adr": None if adr is None else adr.state_dict(), "curriculum": curriculum.state_dict(),
                     "source": source, "torch_rng": torch.get_rng_state(),
+                    **({"warm_start": checkpoint["warm_start"]} if checkpoint and checkpoint.get("warm_start") else {}),
                 }
                 return save_checkpoint(self.out / f"model_{completed}.pt", state)
 

@@ -168,3 +168,24 @@ def test_cli_train_usage_errors(tmp_path, capsys):
     assert "missing.pt: no such file" in capsys.readouterr().err
     assert main(["train", "--resume", str(tmp_path / "missing.pt"), "--config", "x.yaml"]) == 2
     assert "--config cannot be combined with --resume" in capsys.readouterr().err
+    assert main(["train", "--resume", "a.pt", "--init-from", "b.pt", "--out", str(tmp_path / "x")]) == 2
+    assert "--resume and --init-from exclude each other" in capsys.readouterr().err
+    assert main(["train", "--init-from", "b.pt"]) == 2
+    assert "--init-from needs --out" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_fine_tune_from_a_panda_checkpoint(tmp_path, capsys):
+    from sim2real.cli import main
+
+    small = ["--num-envs", "2", "--workers", "1", "--no-progress"]
+    assert main(["train", "--robot", "panda", "--task", "reach", "--out", str(tmp_path / "run"), "--iterations", "2",
+                 *small]) == 0
+    fine_tune = ["train", "--init-from", str(tmp_path / "run" / "model_2.pt"), "--out", str(tmp_path / "ft"),
+                 "--iterations", "3", *small]
+    assert main(fine_tune) == 0
+    assert "warm start from" in capsys.readouterr().out
+    tuned = load_checkpoint(tmp_path / "ft" / "model_3.pt")
+    assert tuned["warm_start"]["iteration"] == 2 and tuned["robot"] == "panda"
+    assert main(fine_tune) == 2  # the fine-tune's folder now holds a run
+    assert "already holds a training run (model_3.pt)" in capsys.readouterr().err

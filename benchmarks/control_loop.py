@@ -23,6 +23,9 @@ a sim2real policy file. Rows, from the inside out:
                        With --hardware topic, a driver double (a process speaking the hardware
                        contract, no physics) feeds the graph instead of sim_robot: the robot
                        computer's load without PyBullet on the same two cores.
+  relay                the DDS floor: the driver double, the supervisor and, in the runtime's
+                       place, a Python node that only forwards one /joint_states per policy
+                       period to /policy/joint_commands (same QoS and executor).
 
 Targets: p99 <= 1 ms for the runtime's own tick in one process, <= 3 ms across nodes.
 The load average is printed: on a shared machine other work shows in the tails (a tick of
@@ -336,6 +339,92 @@ def across_nodes_rows(path: Path, profile, kind: str, seconds: float, hardware: 
     return [Row(f"across nodes, {kind}: {source} stamp -> command received", samples, ACROSS_NODES_TARGET_MS, own)]
 
 
+def serve_relay(robot: str) -> None:
+    """The DDS floor of the runtime's place in the graph: a Python node that does nothing but
+    forward the first /joint_states of each policy period to /policy/joint_commands (same
+    QoS, same stamp, EventsExecutor). What the across-node rows cost beyond this is ours."""
+    import rclpy
+    from rclpy.experimental import EventsExecutor
+    from sensor_msgs.msg import JointState
+
+    from sim2real.nodes import qos
+
+    profile = load_profile(robot)
+    period_ns = round(profile.policy_period * 1e9)
+    rclpy.init()
+    node = rclpy.create_node("relay")
+    publisher = node.create_publisher(JointState, "/policy/joint_commands", qos.COMMAND)
+    command = JointState(name=profile.joint_names)
+    next_tick = [0]
+
+    def on_state(msg):
+        stamp = msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec
+        if stamp < next_tick[0]:
+            return
+        next_tick[0] = (stamp // period_ns + 1) * period_ns
+        command.header.stamp = msg.header.stamp
+        command.position = list(msg.position)
+        publisher.publish(command)
+
+    node.create_subscription(JointState, "/joint_states", on_state, qos.SENSOR_SUBSCRIBE)
+    executor = EventsExecutor()
+    executor.add_node(node)
+    try:
+        while rclpy.ok():  # as sim2real.nodes.lifecycle spins the nodes (EventsExecutor.spin() here used a core)
+            executor.spin_once(timeout_sec=0.1)
+    except KeyboardInterrupt:
+        pass
+
+
+def relay_rows(profile, seconds: float) -> list[Row]:
+    """Driver double -> relay -> listener, with the supervisor running as in the graph."""
+    import subprocess
+    import sys
+
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from sensor_msgs.msg import JointState
+
+    from sim2real.bringup import make_plan
+    from sim2real.graph_processes import GraphProcesses
+    from sim2real.nodes import qos
+
+    plan = make_plan(robot=profile.name, estimator="false", failure_collector="false", hardware="topic")
+    context = Context()
+    rclpy.init(context=context)
+    listener = rclpy.create_node("benchmark_listener", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(listener)
+    latencies: list[float] = []
+    listener.create_subscription(JointState, "/policy/joint_commands", lambda msg: latencies.append(
+        (time.time_ns() - (msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec)) * 1e-9), qos.COMMAND)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    extra = {name: subprocess.Popen([sys.executable, __file__, flag, profile.name])
+             for name, flag in (("driver_double", "--serve-driver-double"), ("relay", "--serve-relay"))}
+    with GraphProcesses(plan, output=io.StringIO()) as graph:
+        graph.processes.update(extra)
+        deadline = time.monotonic() + 30.0
+        while not latencies and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(2.0)
+        del latencies[:]
+        pids = {name: process.pid for name, process in graph.processes.items()}
+        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        started = time.monotonic()
+        time.sleep(seconds)
+        samples = np.array(latencies)
+        elapsed = time.monotonic() - started
+        cpu = {name: (cpu_seconds(pid) - before[name]) / elapsed * 100 for name, pid in pids.items()}
+    executor.shutdown()
+    listener.destroy_node()
+    rclpy.shutdown(context=context)
+    note = "DDS floor: no policy, a relay in its place; CPU % of a core: " + ", ".join(
+        f"{name} {share:.0f}" for name, share in cpu.items())
+    return [Row("across nodes, relay: driver stamp -> forwarded", samples, ACROSS_NODES_TARGET_MS, note)]
+
+
 def serve_driver_double(robot: str) -> None:
     """A robot driver as the hardware contract sees one (``hardware:=topic``): /joint_states
     and /imu/data at the sensing rate, stamped when sent; the joints follow the last
@@ -410,9 +499,13 @@ def main(argv=None) -> int:
                              "topic (a driver double speaking the hardware contract, no physics); default both")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     parser.add_argument("--serve-driver-double", metavar="ROBOT", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-relay", metavar="ROBOT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_driver_double:
         serve_driver_double(args.serve_driver_double)
+        return 0
+    if args.serve_relay:
+        serve_relay(args.serve_relay)
         return 0
     parts = set(args.only or ("core", "in-process", "across"))
     profile = load_profile("go2")
@@ -430,6 +523,8 @@ def main(argv=None) -> int:
             for hardware in args.hardware:
                 for kind in args.executors:
                     rows += across_nodes_rows(path, profile, kind, args.seconds, hardware)
+            if "topic" in args.hardware:
+                rows += relay_rows(profile, args.seconds)
     figures = [row.figures() for row in rows]
     load = os.getloadavg()
     if args.json:

@@ -163,7 +163,7 @@ def node_direct_rows(path: Path, profile, repeats: int) -> list[Row]:
     import rclpy
     from rclpy.context import Context
     from rclpy.parameter import Parameter
-    from sensor_msgs.msg import Imu, JointState
+    from sensor_msgs.msg import JointState
 
     from sim2real.nodes.policy_runtime import PolicyRuntimeNode
 
@@ -267,7 +267,10 @@ def in_process_rows(path: Path, profile, kind: str, seconds: float) -> list[Row]
 
 
 # -- across processes ------------------------------------------------------------------------------
-def across_nodes_rows(path: Path, profile, kind: str, seconds: float, hardware: str = "sim") -> list[Row]:
+def measure_graph(plan, helpers: dict[str, str], robot: str, seconds: float) -> tuple[np.ndarray, dict, dict]:
+    """Run ``plan`` plus helper processes of this script (name -> --serve-* flag) and listen to
+    /policy/joint_commands: (stamp -> arrival latencies s, each process's CPU % of a core,
+    the runtime's last /diagnostics values)."""
     import subprocess
     import sys
 
@@ -277,15 +280,9 @@ def across_nodes_rows(path: Path, profile, kind: str, seconds: float, hardware: 
     from rclpy.executors import SingleThreadedExecutor
     from sensor_msgs.msg import JointState
 
-    from sim2real.bringup import NodeSpec, make_plan
     from sim2real.graph_processes import GraphProcesses
     from sim2real.nodes import qos
 
-    plan = make_plan(robot=profile.name, policy=str(path), estimator="false", failure_collector="false",
-                     hardware=hardware, autoengage="true")
-    nodes = tuple(NodeSpec(n.executable, n.name, n.role, {**n.parameters, "executor": kind})
-                  if n.name == "policy_runtime" else n for n in plan.nodes)
-    plan = dataclasses.replace(plan, nodes=nodes)
     context = Context()
     rclpy.init(context=context)
     listener = rclpy.create_node("benchmark_listener", context=context)
@@ -306,37 +303,60 @@ def across_nodes_rows(path: Path, profile, kind: str, seconds: float, hardware: 
     listener.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
     thread = threading.Thread(target=executor.spin, daemon=True)
     thread.start()
-    driver = None
-    if hardware == "topic":
-        driver = subprocess.Popen([sys.executable, __file__, "--serve-driver-double", profile.name])
-    with GraphProcesses(plan, output=io.StringIO()) as graph:
-        if driver is not None:
-            graph.processes["driver_double"] = driver
-        deadline = time.monotonic() + 30.0
-        while not latencies and time.monotonic() < deadline and not graph.exited():
-            time.sleep(0.1)
-        time.sleep(2.0)
-        del latencies[:]
-        pids = {name: process.pid for name, process in graph.processes.items()}
-        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-        started = time.monotonic()
-        time.sleep(seconds)
-        samples = np.array(latencies)
-        elapsed = time.monotonic() - started
-        cpu = {name: (cpu_seconds(pid) - before[name]) / elapsed * 100 for name, pid in pids.items()}
-    if driver is not None:
-        driver.terminate()
-        driver.wait()
-    executor.shutdown()
-    listener.destroy_node()
-    rclpy.shutdown(context=context)
-    last = diagnostics[-1] if diagnostics else {}
+    try:
+        with GraphProcesses(plan, output=io.StringIO()) as graph:
+            # In the graph's process table: stopped with it (SIGINT) and measured with it.
+            graph.processes.update({name: subprocess.Popen([sys.executable, __file__, flag, robot])
+                                    for name, flag in helpers.items()})
+            deadline = time.monotonic() + 30.0
+            while not latencies and time.monotonic() < deadline and not graph.exited():
+                time.sleep(0.1)
+            time.sleep(2.0)
+            del latencies[:]
+            pids = {name: process.pid for name, process in graph.processes.items()}
+            before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+            started = time.monotonic()
+            time.sleep(seconds)
+            samples = np.array(latencies)
+            elapsed = time.monotonic() - started
+            cpu = {name: (cpu_seconds(pid) - before[name]) / elapsed * 100 for name, pid in pids.items()}
+    finally:
+        executor.shutdown()
+        listener.destroy_node()
+        rclpy.shutdown(context=context)
+    return samples, cpu, diagnostics[-1] if diagnostics else {}
+
+
+def cpu_note(cpu: dict) -> str:
+    return "CPU % of a core: " + ", ".join(f"{name} {share:.0f}" for name, share in cpu.items())
+
+
+def across_nodes_rows(path: Path, profile, kind: str, seconds: float, hardware: str = "sim") -> list[Row]:
+    from sim2real.bringup import NodeSpec, make_plan
+
+    plan = make_plan(robot=profile.name, policy=str(path), estimator="false", failure_collector="false",
+                     hardware=hardware, autoengage="true")
+    nodes = tuple(NodeSpec(n.executable, n.name, n.role, {**n.parameters, "executor": kind})
+                  if n.name == "policy_runtime" else n for n in plan.nodes)
+    plan = dataclasses.replace(plan, nodes=nodes)
+    helpers = {"driver_double": "--serve-driver-double"} if hardware == "topic" else {}
+    samples, cpu, last = measure_graph(plan, helpers, profile.name, seconds)
     own = (f"runtime's own tick p50/p99/max {last.get('tick_latency_p50_ms', '?')}/"
            f"{last.get('tick_latency_p99_ms', '?')}/{last.get('tick_latency_max_ms', '?')} ms, "
-           f"stale inputs {last.get('stale_observations', '?')}; CPU % of a core: "
-           + ", ".join(f"{name} {share:.0f}" for name, share in cpu.items()))
+           f"stale inputs {last.get('stale_observations', '?')}; {cpu_note(cpu)}")
     source = "sim" if hardware == "sim" else "driver"
     return [Row(f"across nodes, {kind}: {source} stamp -> command received", samples, ACROSS_NODES_TARGET_MS, own)]
+
+
+def relay_rows(profile, seconds: float) -> list[Row]:
+    """Driver double -> relay -> listener, with the supervisor running as in the graph."""
+    from sim2real.bringup import make_plan
+
+    plan = make_plan(robot=profile.name, estimator="false", failure_collector="false", hardware="topic")
+    samples, cpu, _ = measure_graph(plan, {"driver_double": "--serve-driver-double", "relay": "--serve-relay"},
+                                    profile.name, seconds)
+    note = f"DDS floor: no policy, a relay in its place; {cpu_note(cpu)}"
+    return [Row("across nodes, relay: driver stamp -> forwarded", samples, ACROSS_NODES_TARGET_MS, note)]
 
 
 def serve_relay(robot: str) -> None:
@@ -374,55 +394,6 @@ def serve_relay(robot: str) -> None:
             executor.spin_once(timeout_sec=0.1)
     except KeyboardInterrupt:
         pass
-
-
-def relay_rows(profile, seconds: float) -> list[Row]:
-    """Driver double -> relay -> listener, with the supervisor running as in the graph."""
-    import subprocess
-    import sys
-
-    import rclpy
-    from rclpy.context import Context
-    from rclpy.executors import SingleThreadedExecutor
-    from sensor_msgs.msg import JointState
-
-    from sim2real.bringup import make_plan
-    from sim2real.graph_processes import GraphProcesses
-    from sim2real.nodes import qos
-
-    plan = make_plan(robot=profile.name, estimator="false", failure_collector="false", hardware="topic")
-    context = Context()
-    rclpy.init(context=context)
-    listener = rclpy.create_node("benchmark_listener", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(listener)
-    latencies: list[float] = []
-    listener.create_subscription(JointState, "/policy/joint_commands", lambda msg: latencies.append(
-        (time.time_ns() - (msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec)) * 1e-9), qos.COMMAND)
-    thread = threading.Thread(target=executor.spin, daemon=True)
-    thread.start()
-    extra = {name: subprocess.Popen([sys.executable, __file__, flag, profile.name])
-             for name, flag in (("driver_double", "--serve-driver-double"), ("relay", "--serve-relay"))}
-    with GraphProcesses(plan, output=io.StringIO()) as graph:
-        graph.processes.update(extra)
-        deadline = time.monotonic() + 30.0
-        while not latencies and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(2.0)
-        del latencies[:]
-        pids = {name: process.pid for name, process in graph.processes.items()}
-        before = {name: cpu_seconds(pid) for name, pid in pids.items()}
-        started = time.monotonic()
-        time.sleep(seconds)
-        samples = np.array(latencies)
-        elapsed = time.monotonic() - started
-        cpu = {name: (cpu_seconds(pid) - before[name]) / elapsed * 100 for name, pid in pids.items()}
-    executor.shutdown()
-    listener.destroy_node()
-    rclpy.shutdown(context=context)
-    note = "DDS floor: no policy, a relay in its place; CPU % of a core: " + ", ".join(
-        f"{name} {share:.0f}" for name, share in cpu.items())
-    return [Row("across nodes, relay: driver stamp -> forwarded", samples, ACROSS_NODES_TARGET_MS, note)]
 
 
 def serve_driver_double(robot: str) -> None:

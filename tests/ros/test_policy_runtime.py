@@ -339,12 +339,16 @@ def test_killing_the_runtime_makes_the_supervisor_hold_and_keep_commanding(probe
     watch = Watcher(probe, graph)
     watch.active()
     assert wait_for(lambda: np.allclose(watch.commands[-1].position, LEAN, atol=1e-6), 3.0)
+    killed_at = len(watch.commands)
     os.kill(graph.processes["policy_runtime"].pid, signal.SIGKILL)
-    deadline = load_safety_config("go2").checks["policy_stale"]["deadline"]
-    assert wait_for(lambda: watch.mode() == "TAKEOVER", deadline + 1.0), watch.mode()
+    config = load_safety_config("go2")
+    assert wait_for(lambda: watch.mode() == "TAKEOVER", config.checks["policy_stale"]["deadline"] + 1.0), watch.mode()
     assert "policy_stale" in watch.last_trip()
-    before = len(watch.commands)
-    time.sleep(0.5)
-    held = watch.commands[before:]
-    assert len(held) >= 0.6 * 0.5 / PERIOD
-    np.testing.assert_allclose(held[-1].position, LEAN, atol=1e-6)  # holds where the policy left it
+    time.sleep(config.hold_duration + 0.5)
+    held = np.array([c.position for c in watch.commands[killed_at:]])
+    assert len(held) >= 0.6 * (config.hold_duration + 0.5) / PERIOD
+    # A quadruped's hold (hold_pose: stand) moves from where the policy left the joints to the
+    # stand pose, without a jump, and stays there.
+    assert config.hold_pose == "stand"
+    assert np.abs(np.diff(held, axis=0)).max() < 0.05
+    np.testing.assert_allclose(held[-1], GO2.default_positions, atol=1e-6)

@@ -43,6 +43,9 @@ LEVELS = {Mode.STANDBY: DiagnosticStatus.OK, Mode.ACTIVE: DiagnosticStatus.OK, M
           Mode.DAMPING: DiagnosticStatus.ERROR, Mode.ESTOP: DiagnosticStatus.ERROR}
 WARN_THROTTLE_S = 2.0
 LOCKSTEP_POLICY_WAIT_S = 2.0  # wall seconds to wait for the policy's command of a lockstep tick
+# engage_on_start waits for this long a stream of policy commands without a gap over STREAM_GAP_S.
+ENGAGE_AFTER_STEADY_S = 1.0
+STREAM_GAP_S = 0.05
 
 
 class SafetySupervisorNode(Node):
@@ -52,8 +55,8 @@ class SafetySupervisorNode(Node):
         config_name = declare(self, "safety_config", "", "Safety config name under config/safety/ or a path; "
                                                          "'' = the robot's name")
         autostart = declare(self, "engage_on_start", False,
-                            "Engage as soon as the policy streams (sim and demos only; a real robot waits "
-                            "for an operator)")
+                            "Engage once the robot stands and the policy has streamed for 1 s without a gap "
+                            "(sim and demos only; a real robot waits for an operator)")
         self.profile = load_profile(robot)
         self.config = load_safety_config(config_name or self.profile.name)
         self.period = self.config.command_period or self.profile.policy_period
@@ -96,6 +99,7 @@ class SafetySupervisorNode(Node):
             self.create_timer(self.period, self._realtime_tick)
         self._awaiting_policy_since = None  # lockstep: wall time since this tick's state arrived
         self._policy_alive = False  # lockstep: a policy answers ticks, so ticks wait for it
+        self._stream_since = 0.0  # when the policy's current gap-free stream of commands began
         self._policy_stamp_ns = -1  # stamp of the newest policy command
         if self.sim_time:
             self._wall_timer = self.create_timer(0.05, self._lockstep_watchdog,
@@ -154,8 +158,11 @@ class SafetySupervisorNode(Node):
             # A NaN from the policy is a fault the supervisor must see, not a message to drop.
             command = self._policy.targets.copy()
             command.position = np.full(self.profile.num_joints, np.nan)
+        previous = self.inputs.policy_time
         self.inputs.policy_command = command
         self.inputs.policy_time = self._now() if received is None else received
+        if previous is None or self.inputs.policy_time - previous > STREAM_GAP_S:
+            self._stream_since = self.inputs.policy_time
         self.inputs.policy_stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         self._policy_stamp_ns = stamps.to_ns(msg.header.stamp)
         self._policy_alive = True
@@ -164,7 +171,11 @@ class SafetySupervisorNode(Node):
             self._maybe_tick()
         # Auto-engage only once the robot stands: engaging mid stand-up (or while a quadruped
         # still settles onto its feet) hands the policy a state it never trained on.
-        if self.engage_on_start and self.core.stood_up(self._now()):
+        # ... and once the policy has streamed without a gap for a while: a runtime still warming
+        # up (first inferences, its neighbours' start-up on a shared CPU) stalled for 0.11 s right
+        # after an engage on its first command, and the supervisor held the robot for the run.
+        if (self.engage_on_start and self.core.stood_up(self._now())
+                and self.inputs.policy_time - self._stream_since >= ENGAGE_AFTER_STEADY_S):
             accepted, _ = self.core.request("engage", self.inputs, self._now())
             if accepted:
                 self.engage_on_start = False

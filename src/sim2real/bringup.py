@@ -44,8 +44,9 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
     LaunchArgument("conditions", "{}", "sim only: physical conditions as YAML, e.g. '{ground_friction: 0.5}'"),
     LaunchArgument("safety_config", "", "safety checks and joystick mapping: a name under config/safety/ or a "
                                         "path; '' = the robot's name"),
-    LaunchArgument("autoengage", "false", "the supervisor engages by itself once a policy streams (sim and "
-                                          "demos; on a robot an operator calls ~/engage)", BOOL_CHOICES),
+    LaunchArgument("autoengage", "false", "the supervisor engages by itself once the robot stands and a policy has "
+                                          "streamed for 1 s (sim and demos; on a robot an operator calls ~/engage)",
+                   BOOL_CHOICES),
     LaunchArgument("demo", "false", "with a policy: add demo_script (scripted /cmd_vel or /goal_pose and a "
                                     "report); without: add pose_commander, which drives the joints through a hold-then-move "
                                     "script and reports tracking", BOOL_CHOICES),

@@ -138,6 +138,10 @@ def cmd_train(args: argparse.Namespace) -> int:
             warm = warm_start(checkpoint, config, args.init_from)
         except CheckpointError as exc:
             raise _UsageError(str(exc)) from None
+        if checkpoint["iteration"] >= config["iterations"]:
+            raise _UsageError(f"{args.init_from} has already run {checkpoint['iteration']} iterations and the fine-tune "
+                              f"would stop at {config['iterations']}; pass --iterations N with N > "
+                              f"{checkpoint['iteration']} (iterations count on from the checkpoint's)")
         out = Path(args.out)
         existing = latest_checkpoint(out) if out.is_dir() else None
         if existing is not None:
@@ -261,7 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--demo", action="store_true", help="add the demo operator (demo_script with a policy, "
                                                         "pose_commander without)")
     up.add_argument("--autoengage", action="store_true",
-                    help="the supervisor engages once a policy streams (otherwise: ros2 service call "
+                    help="the supervisor engages once the robot stands and the policy has streamed for 1 s "
+                         "(otherwise: ros2 service call "
                          "/safety_supervisor/engage std_srvs/srv/Trigger)")
     up.add_argument("--failures-dir", default="", help="folder for failure bundles (default: output_dir of "
                                                        "config/failures/default.yaml); sim2real failures list")

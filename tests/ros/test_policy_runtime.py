@@ -116,7 +116,7 @@ class Watcher:
         return future.result()
 
     def active(self):
-        """Wait for ACTIVE. The supervisor engages on the first policy command (autoengage); a machine
+        """Wait for ACTIVE. The supervisor engages once the policy has streamed for 1 s (autoengage); a machine
         loaded at start-up can starve the graph into a trip, which an operator would reset."""
         assert wait_for(lambda: self.mode() is not None and self.arrivals, STARTUP_S), \
             f"no policy commands; runtime says {self.runtime()}"

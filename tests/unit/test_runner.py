@@ -92,6 +92,29 @@ def test_warm_start_fine_tunes_under_a_new_config_and_counts_on(toy_config, tmp_
     assert tuned["optimizer_state_dict"]["param_groups"][0]["lr"] == 1e-4  # not the stored optimizer's
     assert tuned["curriculum"]["iteration"] == 5  # same kind: the schedule carried on
     assert not torch.equal(tuned["actor_state_dict"]["mlp.0.weight"], first["actor_state_dict"]["mlp.0.weight"])
+    # Resuming the fine-tune is a plain resume: the optimizer's own rate, not a reset to the config's.
+    tuned["optimizer_state_dict"]["param_groups"][0]["lr"] = 5e-5
+    save_checkpoint(tmp_path / "ft" / "model_5.pt", tuned)
+    more = override_config(tuned["training_config"], {"iterations": 6})
+    Trainer(more, tmp_path / "ft", resume=tmp_path / "ft" / "model_5.pt", make_env=make_toy_task, progress=False).run()
+    assert load_checkpoint(tmp_path / "ft" / "model_6.pt")["optimizer_state_dict"]["param_groups"][0]["lr"] == 5e-5
+
+
+def test_warm_start_keeps_only_an_automatic_curriculum_clamped_to_the_new_range(toy_config, tmp_path):
+    Trainer(toy_config, tmp_path / "run", make_env=make_toy_task, progress=False).run()
+    first = load_checkpoint(tmp_path / "run" / "model_3.pt")
+    assert first["curriculum"]["kind"] == "linear"
+    assert warm_start(first, toy_config)["curriculum"] is None  # a schedule starts afresh
+    first["curriculum"] = {"kind": "automatic", "difficulty": 0.9}
+    automatic = override_config(toy_config, {"curriculum": {"kind": "automatic", "d_max": 0.6, "step": 0.1,
+                                                            "raise_above": 0.8, "lower_below": 0.2}})
+    warm = warm_start(first, automatic)
+    assert warm["curriculum"] == {"kind": "automatic", "difficulty": 0.9} and warm["torch_rng"] is None
+    from sim2real.train.curriculum import make_curriculum
+
+    curriculum = make_curriculum(automatic["curriculum"], total_iterations=3)
+    curriculum.load_state_dict(warm["curriculum"])
+    assert curriculum.difficulty == 0.6
 
 
 def test_warm_start_refuses_other_networks_with_the_difference(toy_config, tmp_path):
@@ -187,5 +210,10 @@ def test_cli_fine_tune_from_a_panda_checkpoint(tmp_path, capsys):
     assert "warm start from" in capsys.readouterr().out
     tuned = load_checkpoint(tmp_path / "ft" / "model_3.pt")
     assert tuned["warm_start"]["iteration"] == 2 and tuned["robot"] == "panda"
+    short = ["train", "--init-from", str(tmp_path / "run" / "model_2.pt"), "--out", str(tmp_path / "ft2"),
+             "--iterations", "2", *small]
+    assert main(short) == 2
+    assert "has already run 2 iterations" in capsys.readouterr().err
+    assert not (tmp_path / "ft2" / "warm_start.pt").exists()
     assert main(fine_tune) == 2  # the fine-tune's folder now holds a run
     assert "already holds a training run (model_3.pt)" in capsys.readouterr().err

@@ -120,7 +120,7 @@ def test_a_legged_hold_moves_from_the_last_targets_to_the_stand_pose_within_hold
     positions = [rig.tick().command.position.copy() for _ in range(round((0.1 + config.hold_duration) / PERIOD) + 3)]
     assert rig.core.mode == Mode.TAKEOVER and "policy_stale" in rig.core.last_trip
     steps = np.abs(np.diff([before, *positions], axis=0)).max(axis=1)
-    assert steps.max() < 0.3 * 3 * PERIOD / config.hold_duration  # smoothstep peaks at 1.5x the mean rate
+    assert steps.max() < 0.3 * 3 * PERIOD / config.hold_duration  # 2x the smoothstep's peak rate (1.5x the mean)
     np.testing.assert_allclose(positions[-1], GO2.default_positions, atol=1e-9)
 
 

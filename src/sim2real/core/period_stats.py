@@ -1,7 +1,8 @@
 """Timing of a periodic loop: achieved rate, lateness and missed periods.
 
 Used by every loop that promises a rate (sim_robot's sensing loop, later the policy
-tick) so that "did we keep up?" is answered the same way everywhere.
+tick) so that "did we keep up?" is answered the same way everywhere; and
+:class:`GapFreeStream`, for "has this input been steady for a while?".
 """
 from __future__ import annotations
 
@@ -43,3 +44,22 @@ class PeriodStats:
             "lateness_p99_ms": float(np.percentile(late, 99) * 1e3),
             "lateness_max_ms": float(late.max() * 1e3),
         }
+
+
+class GapFreeStream:
+    """How long a message stream has run without a gap longer than ``max_gap`` seconds."""
+
+    def __init__(self, max_gap: float):
+        self.max_gap = max_gap
+        self._last: float | None = None
+        self._since: float | None = None
+
+    def arrived(self, t: float) -> None:
+        """A message arrived at ``t`` (one clock, non-decreasing)."""
+        if self._last is None or t - self._last > self.max_gap:
+            self._since = t
+        self._last = t
+
+    def steady_for(self) -> float:
+        """Seconds from the start of the current gap-free run to its newest message (0: none yet)."""
+        return 0.0 if self._since is None else self._last - self._since

@@ -111,7 +111,7 @@ class PolicyRuntimeNode(Node):
                                    "`sim2real dr from-latency`; '' = none")
         self.fit_actuation = declare(self, "fit_actuation", True,
                                      "Fit the actuation latency from the driver's effort echo once a second "
-                                     "(15-30 ms of numpy on its own thread); always on with "
+                                     "(5-10 ms of numpy on its own thread); always on with "
                                      "latency_compensation or latency_log") or compensate or bool(self.latency_log)
         self.executor_kind = declare(self, "executor", "events",
                                      "rclpy executor: single (SingleThreadedExecutor), multi (MultiThreadedExecutor) "
@@ -359,7 +359,7 @@ class PolicyRuntimeNode(Node):
     def _latency_fit_result(self) -> dict | None:
         """Record the last fit, if it finished, and start the next one off the executor thread.
 
-        A fit in this callback held the executor 15-30 ms every second: /joint_states queued,
+        A fit in this callback (15-30 ms then) held the executor every second: /joint_states queued,
         arrived over a period old and were skipped (measured across nodes on 2 cores: p50 3.4 ms,
         p99 21 ms, about 20 stale states a second)."""
         previous, sample = self._latency_fit, None

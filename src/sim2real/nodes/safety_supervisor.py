@@ -31,6 +31,7 @@ from sensor_msgs.msg import Imu, JointState, Joy
 from std_srvs.srv import Trigger
 
 from sim2real.core.joint_command import CommandRefused, JointCommandMapper
+from sim2real.core.period_stats import GapFreeStream
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import load_safety_config
 from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
@@ -43,9 +44,12 @@ LEVELS = {Mode.STANDBY: DiagnosticStatus.OK, Mode.ACTIVE: DiagnosticStatus.OK, M
           Mode.DAMPING: DiagnosticStatus.ERROR, Mode.ESTOP: DiagnosticStatus.ERROR}
 WARN_THROTTLE_S = 2.0
 LOCKSTEP_POLICY_WAIT_S = 2.0  # wall seconds to wait for the policy's command of a lockstep tick
-# engage_on_start waits for this long a stream of policy commands without a gap over STREAM_GAP_S.
+# engage_on_start waits for this long a stream of policy commands without a gap over
+# max(STREAM_GAP_S, STREAM_GAP_PERIODS command periods); the gaps are seen through this node's
+# own ticks, so a supervisor starved of the CPU delays the engage as well.
 ENGAGE_AFTER_STEADY_S = 1.0
 STREAM_GAP_S = 0.05
+STREAM_GAP_PERIODS = 2.5
 
 
 class SafetySupervisorNode(Node):
@@ -99,7 +103,7 @@ class SafetySupervisorNode(Node):
             self.create_timer(self.period, self._realtime_tick)
         self._awaiting_policy_since = None  # lockstep: wall time since this tick's state arrived
         self._policy_alive = False  # lockstep: a policy answers ticks, so ticks wait for it
-        self._stream_since = 0.0  # when the policy's current gap-free stream of commands began
+        self._policy_stream = GapFreeStream(max(STREAM_GAP_S, STREAM_GAP_PERIODS * self.period))
         self._policy_stamp_ns = -1  # stamp of the newest policy command
         if self.sim_time:
             self._wall_timer = self.create_timer(0.05, self._lockstep_watchdog,
@@ -158,11 +162,9 @@ class SafetySupervisorNode(Node):
             # A NaN from the policy is a fault the supervisor must see, not a message to drop.
             command = self._policy.targets.copy()
             command.position = np.full(self.profile.num_joints, np.nan)
-        previous = self.inputs.policy_time
         self.inputs.policy_command = command
         self.inputs.policy_time = self._now() if received is None else received
-        if previous is None or self.inputs.policy_time - previous > STREAM_GAP_S:
-            self._stream_since = self.inputs.policy_time
+        self._policy_stream.arrived(self.inputs.policy_time)
         self.inputs.policy_stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         self._policy_stamp_ns = stamps.to_ns(msg.header.stamp)
         self._policy_alive = True
@@ -175,7 +177,7 @@ class SafetySupervisorNode(Node):
         # up (first inferences, its neighbours' start-up on a shared CPU) stalled for 0.11 s right
         # after an engage on its first command, and the supervisor held the robot for the run.
         if (self.engage_on_start and self.core.stood_up(self._now())
-                and self.inputs.policy_time - self._stream_since >= ENGAGE_AFTER_STEADY_S):
+                and self._policy_stream.steady_for() >= ENGAGE_AFTER_STEADY_S):
             accepted, _ = self.core.request("engage", self.inputs, self._now())
             if accepted:
                 self.engage_on_start = False

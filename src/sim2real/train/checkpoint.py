@@ -146,7 +146,8 @@ def warm_start(checkpoint: dict[str, Any], config: dict[str, Any], path: str | P
     """The checkpoint's networks, normalizer and optimizer under another training config:
     a fine-tune (other rewards, randomization or curriculum) that goes on counting iterations
     from the checkpoint's. The config's randomization replaces the trained ranges (ADR state
-    is dropped); the curriculum's difficulty carries over when the config keeps its kind."""
+    is dropped); an automatic curriculum's difficulty carries over (within the new config's
+    range) when the config's curriculum is automatic too; any other starts afresh."""
     for key in ("robot", "task"):
         if checkpoint[key] != config[key]:
             raise CheckpointError(path, f"it is a {checkpoint['robot']} {checkpoint['task']} checkpoint and the "
@@ -159,10 +160,13 @@ def warm_start(checkpoint: dict[str, Any], config: dict[str, Any], path: str | P
                               "keep the checkpoint's policy section (sizes, activation, normalization) or "
                               "train from scratch")
     warm = dict(checkpoint)
-    warm.update(training_config=config, randomization=None, adr=None,
+    # The learner's random stream starts from the new config's seed (torch_rng None).
+    warm.update(training_config=config, randomization=None, adr=None, torch_rng=None,
                 warm_start={"from": str(path), "iteration": int(checkpoint["iteration"])})
     curriculum = checkpoint.get("curriculum")
-    if curriculum is None or curriculum.get("kind") != config["curriculum"]["kind"]:
+    if curriculum is None or curriculum.get("kind") != "automatic" or config["curriculum"]["kind"] != "automatic":
+        # Only an automatic curriculum's difficulty is a skill level worth keeping; a scheduled one
+        # (linear, reverse) or none follows the new config from its start.
         warm["curriculum"] = None
     return warm
 

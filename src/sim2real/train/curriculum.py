@@ -163,6 +163,11 @@ class AutomaticCurriculum(Curriculum):
         if not self.lower_below <= self.raise_above:
             raise ValueError(f"lower_below ({lower_below}) must not exceed raise_above ({raise_above})")
 
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        # A warm start may bring a difficulty from a curriculum with another range.
+        self._difficulty = min(max(self._difficulty, self.d_min), self.d_max)
+
     def update(self, iteration: int, success_rate: float | None = None) -> float:
         if success_rate is None:
             return self._difficulty

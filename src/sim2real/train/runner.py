@@ -175,7 +175,8 @@ class Trainer:
                         f"this task config gives {interface['observation_size']}. Fix: keep the observation terms "
                         "of the checkpoint's task config")
                 alg.load(checkpoint, None, strict=True)  # also takes the stored optimizer's learning rate
-                if checkpoint.get("warm_start"):  # a fine-tune runs at its own config's rate
+                warm = checkpoint.get("warm_start")
+                if warm and warm["iteration"] == start:  # a fine-tune starts at its own config's rate
                     alg.learning_rate = rsl_cfg["algorithm"]["learning_rate"]
                     for group in alg.optimizer.param_groups:
                         group["lr"] = alg.learning_rate

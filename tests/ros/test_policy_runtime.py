@@ -344,11 +344,8 @@ def test_killing_the_runtime_makes_the_supervisor_hold_and_keep_commanding(probe
     config = load_safety_config("go2")
     assert wait_for(lambda: watch.mode() == "TAKEOVER", config.checks["policy_stale"]["deadline"] + 1.0), watch.mode()
     assert "policy_stale" in watch.last_trip()
-    time.sleep(config.hold_duration + 0.5)
+    time.sleep(0.5)
     held = np.array([c.position for c in watch.commands[killed_at:]])
-    assert len(held) >= 0.6 * (config.hold_duration + 0.5) / PERIOD
-    # A quadruped's hold (hold_pose: stand) moves from where the policy left the joints to the
-    # stand pose, without a jump, and stays there.
-    assert config.hold_pose == "stand"
-    assert np.abs(np.diff(held, axis=0)).max() < 0.05
-    np.testing.assert_allclose(held[-1], GO2.default_positions, atol=1e-6)
+    assert len(held) >= 0.6 * 0.5 / PERIOD
+    assert config.hold_pose == "last"
+    np.testing.assert_allclose(held, np.broadcast_to(LEAN, held.shape), atol=1e-6)  # holds where the policy left it

@@ -1,4 +1,5 @@
 """The supervisor's logic without ROS: modes, every check, responses and the command it sends."""
+import dataclasses
 import math
 
 import numpy as np
@@ -110,9 +111,8 @@ def test_nan_action_holds_the_last_safe_targets():
     np.testing.assert_allclose(decision.command.position, before, atol=1e-9)
 
 
-def test_a_legged_hold_moves_from_the_last_targets_to_the_stand_pose_within_hold_duration():
-    config = load_safety_config("go2")
-    assert config.hold_pose == "stand"
+def test_a_stand_pose_hold_moves_from_the_last_targets_to_the_stand_pose_within_hold_duration():
+    config = dataclasses.replace(load_safety_config("go2"), hold_pose="stand")
     rig = Rig(config)
     rig.policy = GO2.default_positions + np.where(np.arange(12) % 3 == 2, 0.3, 0.0)  # mid-stride-ish
     before = rig.engaged().command.position.copy()
@@ -124,11 +124,12 @@ def test_a_legged_hold_moves_from_the_last_targets_to_the_stand_pose_within_hold
     np.testing.assert_allclose(positions[-1], GO2.default_positions, atol=1e-9)
 
 
-def test_an_arm_hold_keeps_the_targets_last_sent():
-    panda = load_profile("panda")
-    config = load_safety_config("panda")
+@pytest.mark.parametrize("robot", ["go2", "panda"])
+def test_the_shipped_holds_keep_the_targets_last_sent(robot):
+    profile = load_profile(robot)
+    config = load_safety_config(robot)
     assert config.hold_pose == "last"
-    rig = Rig(config, panda)
+    rig = Rig(config, profile)
     before = rig.engaged().command.position.copy()
     rig.fresh.discard("policy")
     later = rig.tick(round(3.0 / PERIOD)).command.position

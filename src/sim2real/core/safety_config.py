@@ -69,8 +69,8 @@ class SafetyConfig:
     buttons: dict[str, int]
     source: Path | None = None
     # What a hold (a HOLD trip, or a takeover without teleop) moves to from the targets last sent:
-    # "last" keeps them (an arm stops where it is); "stand" goes to the stand pose within
-    # hold_duration (a quadruped stopped mid-stride is on two feet, and a held trot falls).
+    # "last" keeps them (a category-2 stop where the robot is); "stand" goes to the stand pose
+    # within hold_duration (for a robot whose stopped pose cannot be held).
     hold_pose: str = "last"
     hold_duration: float = 0.75
 

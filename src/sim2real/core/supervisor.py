@@ -16,10 +16,10 @@ returned every tick, whatever the inputs do:
 - TAKEOVER: ``/teleop/joint_commands`` while fresh; otherwise a hold. With ``hold_pose: last``
   (arms) a HOLD trip keeps the last targets sent (a category-2 stop: stop where you are, with
   no jump in joint torque) and an operator's takeover interpolates to the stand pose over
-  ``stand_duration``. With ``hold_pose: stand`` (legged robots) both interpolate from the last
-  targets to the stand pose over ``hold_duration``: stopped mid-stride, a quadruped is on two
-  feet, and holding that pose toppled the shipped Go2 policy's trot in 4 of 8 trials (0 of 20
-  with a 0.75 s move to the stand pose).
+  ``stand_duration``. With ``hold_pose: stand`` both interpolate from the last targets to the
+  stand pose over ``hold_duration`` (a robot whose stopped pose cannot be held). For the
+  shipped Go2 trot stopped mid-stride, keeping the last targets ended more level than moving
+  to the stand pose (``config/safety/go2.yaml``), so both shipped robots use ``last``.
 - DAMPING / ESTOP: position target = measured position, velocity target 0: with the
   profile's PD this is pure joint damping.
 """

@@ -270,7 +270,7 @@ def in_process_rows(path: Path, profile, kind: str, seconds: float) -> list[Row]
 def measure_graph(plan, helpers: dict[str, str], robot: str, seconds: float) -> tuple[np.ndarray, dict, dict]:
     """Run ``plan`` plus helper processes of this script (name -> --serve-* flag) and listen to
     /policy/joint_commands: (stamp -> arrival latencies s, each process's CPU % of a core,
-    the runtime's last /diagnostics values)."""
+    the runtime's last /diagnostics values, its stale_observations counted over the window)."""
     import subprocess
     import sys
 
@@ -313,6 +313,7 @@ def measure_graph(plan, helpers: dict[str, str], robot: str, seconds: float) -> 
                 time.sleep(0.1)
             time.sleep(2.0)
             del latencies[:]
+            at_start = dict(diagnostics[-1]) if diagnostics else {}
             pids = {name: process.pid for name, process in graph.processes.items()}
             before = {name: cpu_seconds(pid) for name, pid in pids.items()}
             started = time.monotonic()
@@ -324,7 +325,10 @@ def measure_graph(plan, helpers: dict[str, str], robot: str, seconds: float) -> 
         executor.shutdown()
         listener.destroy_node()
         rclpy.shutdown(context=context)
-    return samples, cpu, diagnostics[-1] if diagnostics else {}
+    last = dict(diagnostics[-1]) if diagnostics else {}
+    if "stale_observations" in last:  # the measured window's, not the start-up's
+        last["stale_observations"] = int(last["stale_observations"]) - int(at_start.get("stale_observations", 0))
+    return samples, cpu, last
 
 
 def cpu_note(cpu: dict) -> str:
@@ -343,7 +347,7 @@ def across_nodes_rows(path: Path, profile, kind: str, seconds: float, hardware: 
     samples, cpu, last = measure_graph(plan, helpers, profile.name, seconds)
     own = (f"runtime's own tick p50/p99/max {last.get('tick_latency_p50_ms', '?')}/"
            f"{last.get('tick_latency_p99_ms', '?')}/{last.get('tick_latency_max_ms', '?')} ms, "
-           f"stale inputs {last.get('stale_observations', '?')}; {cpu_note(cpu)}")
+           f"stale inputs in the window {last.get('stale_observations', '?')}; {cpu_note(cpu)}")
     source = "sim" if hardware == "sim" else "driver"
     return [Row(f"across nodes, {kind}: {source} stamp -> command received", samples, ACROSS_NODES_TARGET_MS, own)]
 

@@ -168,7 +168,7 @@ def stage_adapt(args: argparse.Namespace, out: Path) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ retrain
 def stage_retrain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    from sim2real.train.checkpoint import load_checkpoint, save_checkpoint
+    from sim2real.train.checkpoint import load_checkpoint, save_checkpoint, warm_start
     from sim2real.train.train_config import override_config
 
     state = _state(out)
@@ -197,15 +197,14 @@ def stage_retrain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     from sim2real.train.export import export_policy
     from sim2real.train.runner import Trainer
 
-    adapted = load_randomization(randomization)
-    checkpoint["training_config"] = override_config(checkpoint["training_config"], overrides,
-                                                    source="sim2real pipeline")
-    # The new ranges replace the trained ones; ADR state would put the old ranges back.
-    checkpoint["randomization"] = adapted.to_dict()
-    checkpoint["adr"] = None
+    load_randomization(randomization)  # a broken file fails here, before any training starts
+    # The same recipe under the adapted ranges: warm_start drops the trained ranges and the ADR
+    # state, which would put the old ranges back.
+    config = override_config(checkpoint["training_config"], {**overrides, "randomization": str(randomization)},
+                             source="sim2real pipeline")
     train_dir = out / "train"
-    warm = save_checkpoint(out / "warm_start.pt", checkpoint)
-    trainer = Trainer(checkpoint["training_config"], train_dir, resume=warm, progress=not args.no_progress)
+    warm = save_checkpoint(out / "warm_start.pt", warm_start(checkpoint, config, args.checkpoint))
+    trainer = Trainer(config, train_dir, resume=warm, progress=not args.no_progress)
     result = trainer.run()
     if result.interrupted:
         raise PipelineError("training was interrupted; run `sim2real pipeline retrain` again to redo it")

@@ -223,16 +223,10 @@ def in_process_rows(path: Path, profile, kind: str, seconds: float) -> list[Row]
     stop = threading.Event()
 
     def feed():
-        state = JointState(name=profile.joint_names, position=profile.default_positions.tolist(),
-                           velocity=[0.0] * profile.num_joints, effort=[0.0] * profile.num_joints)
-        imu = Imu()
-        imu.orientation.w = 1.0
+        sensing = SensingFeed(io_node, profile, state_pub, imu_pub)
         deadline = time.monotonic()
         while not stop.is_set():
-            stamp = io_node.get_clock().now().to_msg()
-            state.header.stamp = imu.header.stamp = stamp
-            state_pub.publish(state)
-            imu_pub.publish(imu)
+            sensing.publish()
             deadline += profile.sensing_period
             stop.wait(max(0.0, deadline - time.monotonic()))
 
@@ -400,6 +394,25 @@ def serve_relay(robot: str) -> None:
         pass
 
 
+class SensingFeed:
+    """A robot's sensing as the hardware contract has it: /joint_states and /imu/data, stamped
+    when sent (the stand pose, level, until ``state.position`` is changed)."""
+
+    def __init__(self, node, profile, state_pub, imu_pub):
+        from sensor_msgs.msg import Imu, JointState
+
+        self.node, self.state_pub, self.imu_pub = node, state_pub, imu_pub
+        self.state = JointState(name=profile.joint_names, position=profile.default_positions.tolist(),
+                                velocity=[0.0] * profile.num_joints, effort=[0.0] * profile.num_joints)
+        self.imu = Imu()
+        self.imu.orientation.w = 1.0
+
+    def publish(self) -> None:
+        self.state.header.stamp = self.imu.header.stamp = self.node.get_clock().now().to_msg()
+        self.state_pub.publish(self.state)
+        self.imu_pub.publish(self.imu)
+
+
 def serve_driver_double(robot: str) -> None:
     """A robot driver as the hardware contract sees one (``hardware:=topic``): /joint_states
     and /imu/data at the sensing rate, stamped when sent; the joints follow the last
@@ -413,25 +426,18 @@ def serve_driver_double(robot: str) -> None:
     profile = load_profile(robot)
     rclpy.init()
     node = rclpy.create_node("driver_double")
-    state = JointState(name=profile.joint_names, position=profile.default_positions.tolist(),
-                       velocity=[0.0] * profile.num_joints, effort=[0.0] * profile.num_joints)
-    imu = Imu()
-    imu.orientation.w = 1.0
+    sensing = SensingFeed(node, profile, node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH),
+                          node.create_publisher(Imu, "/imu/data", qos.SENSOR_PUBLISH))
 
     def on_command(msg):
         if len(msg.position) == profile.num_joints:
-            state.position = list(msg.position)
+            sensing.state.position = list(msg.position)
 
     node.create_subscription(JointState, "/joint_commands", on_command, qos.COMMAND)
-    state_pub = node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
-    imu_pub = node.create_publisher(Imu, "/imu/data", qos.SENSOR_PUBLISH)
     deadline = time.monotonic()
     try:
         while rclpy.ok():
-            stamp = node.get_clock().now().to_msg()
-            state.header.stamp = imu.header.stamp = stamp
-            state_pub.publish(state)
-            imu_pub.publish(imu)
+            sensing.publish()
             deadline += profile.sensing_period
             rclpy.spin_once(node, timeout_sec=max(0.0, deadline - time.monotonic()))
             while time.monotonic() < deadline:  # spin_once returns early when a command arrives

@@ -11,6 +11,7 @@ from gymnasium.utils.env_checker import check_env
 
 from sim2real.core.observation import ObservationSpec
 from sim2real.sim.randomization import Randomization, load_randomization
+from sim2real.sim.world import TERRAIN_CELL
 from sim2real.train.tasks import TASKS, TaskConfigError, load_task_config, make_env
 
 CASES = [("go2", "walk", "go2_reference"), ("panda", "reach", "panda_reference")]
@@ -149,6 +150,39 @@ def test_go2_dropped_upside_down_terminates():
             break
     assert terminated and not truncated
     assert info["episode"]["fell"] and not info["episode"]["success"]
+
+
+@pytest.mark.parametrize("patch,points", [(0.4, 5), (0.0, 1)])
+def test_go2_base_height_is_measured_over_the_ground_patch_under_it(patch, points):
+    rough = Randomization.from_dict({"name": "rough", "parameters": {"terrain_roughness": {"constant": 0.15}}})
+    env = make_env("go2", "walk", seed=0, randomization=rough,
+                   config={"terrain_roughness_scale": 1.0, "termination": {"ground_patch": patch}})
+    env.reset(seed=4)
+    env.step(np.zeros(12))
+    heights = env.world.terrain_heights
+    x, y = env.world.base_pose()[0][:2]
+    rows, cols = heights.shape
+    ix, iy = int(round(x / TERRAIN_CELL + (cols - 1) / 2)), int(round(y / TERRAIN_CELL + (rows - 1) / 2))
+    half = points // 2
+    ground = heights[iy - half:iy + half + 1, ix - half:ix + half + 1].mean()
+    assert env._base_height == pytest.approx(env.world.base_pose()[0][2] - ground, abs=1e-9)
+
+
+def test_go2_upright_over_one_bump_is_not_a_fall():
+    """An upright robot whose base passes over one tall vertex has not fallen: only a
+    patch-wide rise of the ground (or a real drop of the base) ends the episode."""
+    rough = Randomization.from_dict({"name": "rough", "parameters": {"terrain_roughness": {"constant": 0.15}}})
+    env = make_env("go2", "walk", seed=0, randomization=rough, config={"terrain_roughness_scale": 1.0})
+    env.reset(seed=4)
+    heights = env.world.terrain_heights
+    x, y = env.world.base_pose()[0][:2]
+    rows, cols = heights.shape
+    ix, iy = int(round(x / TERRAIN_CELL + (cols - 1) / 2)), int(round(y / TERRAIN_CELL + (rows - 1) / 2))
+    heights[iy, ix] = env.world.base_pose()[0][2] - 0.05  # one vertex 5 cm under the base
+    env._start_episode(env.np_random, {})  # re-derive the ground from the edited heights
+    env._read_state()
+    assert env._base_height > env._min_height
+    assert not env._check_fall()
 
 
 def test_go2_pushes_move_the_base():

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import pybullet as pb
+from scipy.ndimage import uniform_filter
 
 from sim2real.core.gait import GaitClock, gait_settings
 from sim2real.core.observation import RobotSignals
@@ -91,7 +92,11 @@ class Go2WalkEnv(RobotTaskEnv):
     with the step's sum clipped at 0 (``only_positive``, legged_gym).
 
     Termination (a fall): the trunk touches the ground, tilt above ``max_tilt``, or the
-    base below ``min_base_height`` over the ground under it. Truncation: 20 s.
+    base below ``min_base_height`` over the ground under it: the mean terrain height of the
+    ``ground_patch`` x ``ground_patch`` m square centred under the base (legged_gym measures
+    base height over the mean of its height samples). One height-field vertex is not the
+    ground a robot stands on: on +-5 cm bumps 10 cm apart, an upright robot whose base
+    crossed one peak was counted as fallen. Truncation: 20 s.
 
     Commands: drawn at reset and every ``resample_interval`` (10 s), uniform in ranges
     interpolated by difficulty between ``ranges_easiest`` (d=0) and ``ranges_hardest``
@@ -137,6 +142,12 @@ class Go2WalkEnv(RobotTaskEnv):
 
         termination = cfg["termination"]
         self._min_height = float(termination["min_base_height"])
+        patch = float(termination["ground_patch"])
+        if patch < 0:
+            raise ValueError(f"termination.ground_patch must be >= 0 m (the side of the ground square the base "
+                             f"height is measured over), got {patch}")
+        # Odd so the square is centred on the vertex under the base.
+        self._patch_points = 2 * int(round(patch / TERRAIN_CELL / 2.0)) + 1
         self._min_up = math.cos(float(termination["max_tilt"]))
         self._roughness_scale = float(cfg["terrain_roughness_scale"])
         success = cfg["success"]
@@ -232,7 +243,8 @@ class Go2WalkEnv(RobotTaskEnv):
 
     def _start_episode(self, rng: np.random.Generator, options: dict) -> None:
         heights = self.world.terrain_heights
-        self._heights = heights
+        # Mean height of the patch around each vertex, once per episode: a lookup per step.
+        self._heights = None if heights is None else uniform_filter(heights, size=self._patch_points, mode="nearest")
         self._settled, self._all = _SegmentMean(), _SegmentMean()
         self._new_command(rng)
         # A random start phase: the deployed clock starts at 0 whatever the robot is doing.

@@ -18,6 +18,13 @@ terrain, latency and sensor noise make a Go2 step about twice as expensive. ``ra
 ``scaling`` is 2 workers / 1 worker (ideal 2.0 on 2 free cores; the parent process also
 needs CPU to move the arrays).
 
+The raw loop holds a standing robot, and a robot's physics cost depends on its state (how
+many contacts, how fast it moves): a Go2 thrashing under random actions, or lying on
+rough ground, does not cost what one standing on a plane does. ``physics share``
+therefore also reports, for the single env, the fraction of its own step time spent
+inside ``pybullet.stepSimulation`` on the physics it actually simulates: what is left
+(1 - share) is the task's Python (actuator model, state reading, observation, rewards).
+
 Example:
     .venv/bin/python benchmarks/train_throughput.py
     .venv/bin/python benchmarks/train_throughput.py --tasks panda:reach --randomization none --seconds 5 --json
@@ -32,6 +39,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+import pybullet
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim_step import RawPyBulletLoop  # noqa: E402  (the baseline is shared with sim_step.py)
@@ -55,19 +63,31 @@ def raw_physics_rate(robot: str, seconds: float) -> float:
 
 
 def single_env_rate(robot: str, task: str, randomization: str | None, seconds: float,
-                    seed: int) -> tuple[float, int]:
+                    seed: int) -> tuple[float, int, float]:
+    """(policy steps/s, physics steps per policy step, share of the step time in stepSimulation)."""
     env = make_env(robot, task, seed=seed, randomization=randomization)
     rng = np.random.default_rng(seed)
+    step_simulation, in_physics = pybullet.stepSimulation, [0.0]
+
+    def timed_step_simulation(**kwargs):
+        # SimWorld looks pybullet.stepSimulation up on every step(), so this wrapper is what it calls.
+        begin = time.perf_counter()
+        step_simulation(**kwargs)
+        in_physics[0] += time.perf_counter() - begin
+
     try:
         env.reset(seed=seed)
+        pybullet.stepSimulation = timed_step_simulation
         steps, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
             _, _, terminated, truncated, _ = env.step(rng.standard_normal(env.action_space.shape))
             steps += 1
             if terminated or truncated:
                 env.reset()
-        return steps / (time.perf_counter() - start), env.decimation
+        elapsed = time.perf_counter() - start
+        return steps / elapsed, env.decimation, in_physics[0] / elapsed
     finally:
+        pybullet.stepSimulation = step_simulation
         env.close()
 
 
@@ -88,12 +108,12 @@ def vec_env_rate(robot: str, task: str, randomization: str | None, num_envs: int
 
 
 def _row(robot: str, task: str, randomization: str | None, decimation: int, raw: float, single: float,
-         vec: dict[int, float], first: float, num_envs: int) -> dict:
+         physics_share: float, vec: dict[int, float], first: float, num_envs: int) -> dict:
     return {
         "task": f"{robot} {task}", "randomization": randomization or "none",
         "physics_steps_per_policy_step": decimation,
         "raw_physics_steps_per_s": raw, "raw_policy_step_ceiling_per_s": raw / decimation,
-        "single_env_steps_per_s": single, "num_envs": num_envs,
+        "single_env_steps_per_s": single, "single_env_physics_share": physics_share, "num_envs": num_envs,
         "vec_env_steps_per_s": {str(w): r for w, r in vec.items()},
         "ratio_vec1_to_raw": first / (raw / decimation),
         "scaling": {str(w): r / first for w, r in vec.items()},
@@ -121,20 +141,20 @@ def main() -> int:
         raw = raw_physics_rate(robot, args.seconds)
         for world in args.randomization:
             randomization = None if world == "none" else f"{robot}_reference" if world == "reference" else world
-            single, decimation = single_env_rate(robot, task, randomization, args.seconds, args.seed)
+            single, decimation, share = single_env_rate(robot, task, randomization, args.seconds, args.seed)
             vec = {w: vec_env_rate(robot, task, randomization, args.num_envs, w, args.seconds, args.seed)
                    for w in args.workers}
             first = vec[args.workers[0]]
-            rows.append(_row(robot, task, randomization, decimation, raw, single, vec, first, args.num_envs))
+            rows.append(_row(robot, task, randomization, decimation, raw, single, share, vec, first, args.num_envs))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     workers = args.workers
-    header = ["task", "randomization", "phys/policy", "raw phys/s", "raw ceiling/s", "1 env/s",
+    header = ["task", "randomization", "phys/policy", "raw phys/s", "raw ceiling/s", "1 env/s", "physics share",
               *(f"vec {w}w/s" for w in workers), "ratio", *(f"x{w}w" for w in workers[1:])]
     table = [[r["task"], r["randomization"], str(r["physics_steps_per_policy_step"]),
               f"{r['raw_physics_steps_per_s']:.0f}", f"{r['raw_policy_step_ceiling_per_s']:.0f}",
-              f"{r['single_env_steps_per_s']:.0f}",
+              f"{r['single_env_steps_per_s']:.0f}", f"{r['single_env_physics_share']:.2f}",
               *(f"{r['vec_env_steps_per_s'][str(w)]:.0f}" for w in workers), f"{r['ratio_vec1_to_raw']:.2f}",
               *(f"{r['scaling'][str(w)]:.2f}" for w in workers[1:])] for r in rows]
     widths = [max(len(line[i]) for line in [header, *table]) for i in range(len(header))]
@@ -142,7 +162,8 @@ def main() -> int:
     for line in [header, *table]:
         print("  ".join(cell.rjust(width) for cell, width in zip(line, widths)))
     print("raw ceiling = raw PyBullet physics steps/s / physics steps per policy step (one process); "
-          "ratio = vec env with 1 worker / raw ceiling")
+          "ratio = vec env with 1 worker / raw ceiling; physics share = time in stepSimulation / "
+          "time of the single env's steps")
     return 0
 
 

@@ -168,7 +168,7 @@ class Go2WalkEnv(RobotTaskEnv):
         self._air_time = np.zeros(feet)
         self._last_contact = np.zeros(feet, dtype=bool)
         self._touchdown_air = np.zeros(feet)
-        self._heights = None
+        self._ground_means: np.ndarray | None = None  # patch-mean ground height per vertex, m
 
     @staticmethod
     def _ranges(spec: dict, field: str) -> np.ndarray:
@@ -244,7 +244,8 @@ class Go2WalkEnv(RobotTaskEnv):
     def _start_episode(self, rng: np.random.Generator, options: dict) -> None:
         heights = self.world.terrain_heights
         # Mean height of the patch around each vertex, once per episode: a lookup per step.
-        self._heights = None if heights is None else uniform_filter(heights, size=self._patch_points, mode="nearest")
+        self._ground_means = (None if heights is None
+                              else uniform_filter(heights, size=self._patch_points, mode="nearest"))
         self._settled, self._all = _SegmentMean(), _SegmentMean()
         self._new_command(rng)
         # A random start phase: the deployed clock starts at 0 whatever the robot is doing.
@@ -328,7 +329,7 @@ class Go2WalkEnv(RobotTaskEnv):
         self._last_contact = contact
 
     def _ground_height(self, x: float, y: float) -> float:
-        heights = self._heights
+        heights = self._ground_means
         if heights is None:
             return 0.0
         rows, cols = heights.shape

@@ -152,6 +152,13 @@ def test_go2_dropped_upside_down_terminates():
     assert info["episode"]["fell"] and not info["episode"]["success"]
 
 
+def vertex_under_base(env) -> tuple[int, int]:
+    """(row, column) of the height-field vertex nearest the base, from the world's own layout."""
+    rows, cols = env.world.terrain_heights.shape
+    x, y = env.world.base_pose()[0][:2]
+    return int(round(y / TERRAIN_CELL + (rows - 1) / 2)), int(round(x / TERRAIN_CELL + (cols - 1) / 2))
+
+
 @pytest.mark.parametrize("patch,points", [(0.4, 5), (0.0, 1)])
 def test_go2_base_height_is_measured_over_the_ground_patch_under_it(patch, points):
     rough = Randomization.from_dict({"name": "rough", "parameters": {"terrain_roughness": {"constant": 0.15}}})
@@ -160,29 +167,28 @@ def test_go2_base_height_is_measured_over_the_ground_patch_under_it(patch, point
     env.reset(seed=4)
     env.step(np.zeros(12))
     heights = env.world.terrain_heights
-    x, y = env.world.base_pose()[0][:2]
-    rows, cols = heights.shape
-    ix, iy = int(round(x / TERRAIN_CELL + (cols - 1) / 2)), int(round(y / TERRAIN_CELL + (rows - 1) / 2))
+    iy, ix = vertex_under_base(env)
     half = points // 2
     ground = heights[iy - half:iy + half + 1, ix - half:ix + half + 1].mean()
     assert env._base_height == pytest.approx(env.world.base_pose()[0][2] - ground, abs=1e-9)
 
 
-def test_go2_upright_over_one_bump_is_not_a_fall():
+@pytest.mark.parametrize("patch,fall", [(0.4, False), (0.0, True)])
+def test_go2_upright_over_one_bump_is_not_a_fall(patch, fall):
     """An upright robot whose base passes over one tall vertex has not fallen: only a
-    patch-wide rise of the ground (or a real drop of the base) ends the episode."""
+    patch-wide rise of the ground (or a real drop of the base) ends the episode. Measured
+    over the one vertex (ground_patch 0, the old criterion) it counted as a fall."""
     rough = Randomization.from_dict({"name": "rough", "parameters": {"terrain_roughness": {"constant": 0.15}}})
-    env = make_env("go2", "walk", seed=0, randomization=rough, config={"terrain_roughness_scale": 1.0})
+    env = make_env("go2", "walk", seed=0, randomization=rough,
+                   config={"terrain_roughness_scale": 1.0, "termination": {"ground_patch": patch}})
     env.reset(seed=4)
     heights = env.world.terrain_heights
-    x, y = env.world.base_pose()[0][:2]
-    rows, cols = heights.shape
-    ix, iy = int(round(x / TERRAIN_CELL + (cols - 1) / 2)), int(round(y / TERRAIN_CELL + (rows - 1) / 2))
+    iy, ix = vertex_under_base(env)
     heights[iy, ix] = env.world.base_pose()[0][2] - 0.05  # one vertex 5 cm under the base
     env._start_episode(env.np_random, {})  # re-derive the ground from the edited heights
     env._read_state()
-    assert env._base_height > env._min_height
-    assert not env._check_fall()
+    assert (env._base_height < env._min_height) == fall
+    assert env._check_fall() == fall
 
 
 def test_go2_pushes_move_the_base():

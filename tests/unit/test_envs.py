@@ -182,9 +182,10 @@ def test_go2_upright_over_one_bump_is_not_a_fall(patch, fall):
     env = make_env("go2", "walk", seed=0, randomization=rough,
                    config={"terrain_roughness_scale": 1.0, "termination": {"ground_patch": patch}})
     env.reset(seed=4)
-    heights = env.world.terrain_heights
     iy, ix = vertex_under_base(env)
-    heights[iy, ix] = env.world.base_pose()[0][2] - 0.05  # one vertex 5 cm under the base
+    # One vertex 5 cm under the base. terrain_heights is a copy: edit the samples the env reads
+    # (the physics keeps its own; only the measurement is under test).
+    env.world._ground.heights[iy, ix] = env.world.base_pose()[0][2] - 0.05
     env._start_episode(env.np_random, {})  # re-derive the ground from the edited heights
     env._read_state()
     assert (env._base_height < env._min_height) == fall

@@ -365,7 +365,7 @@ def serve_relay(robot: str) -> None:
     from rclpy.experimental import EventsExecutor
     from sensor_msgs.msg import JointState
 
-    from sim2real.nodes import qos
+    from sim2real.nodes import qos, stamps
 
     profile = load_profile(robot)
     period_ns = round(profile.policy_period * 1e9)
@@ -376,10 +376,10 @@ def serve_relay(robot: str) -> None:
     next_tick = [0]
 
     def on_state(msg):
-        stamp = msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec
+        stamp = stamps.to_ns(msg.header.stamp)
         if stamp < next_tick[0]:
             return
-        next_tick[0] = (stamp // period_ns + 1) * period_ns
+        next_tick[0] = stamps.next_period_start_ns(stamp, period_ns)
         command.header.stamp = msg.header.stamp
         command.position = list(msg.position)
         publisher.publish(command)

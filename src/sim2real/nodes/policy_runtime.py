@@ -233,7 +233,7 @@ class PolicyRuntimeNode(Node):
         tick = self.runtime.tick(now, stamp, age)
         if tick.waiting == STALE:
             return  # the next, fresher state of this period may still tick
-        self._next_tick_ns = (stamp // self._period_ns + 1) * self._period_ns
+        self._next_tick_ns = stamps.next_period_start_ns(stamp, self._period_ns)
         if tick.targets is None:
             if tick.waiting != self._last_waiting:
                 self.get_logger().info(f"waiting: {tick.waiting}")

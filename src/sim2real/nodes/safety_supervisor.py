@@ -239,7 +239,7 @@ class SafetySupervisorNode(Node):
         now_ns = round(self._now() * 1e9)
         if now_ns < self._next_tick_ns:
             return
-        self._next_tick_ns = (now_ns // self._period_ns + 1) * self._period_ns
+        self._next_tick_ns = stamps.next_period_start_ns(now_ns, self._period_ns)
         now = now_ns * 1e-9
         decision = self.core.tick(self.inputs, now)
         for event in decision.events:

@@ -10,3 +10,10 @@ def to_msg(nanoseconds: int) -> Time:
 
 def to_ns(stamp: Time) -> int:
     return stamp.sec * NS_PER_S + stamp.nanosec
+
+
+def next_period_start_ns(nanoseconds: int, period_ns: int) -> int:
+    """The first policy-period boundary after ``nanoseconds``: the nodes tick once per period,
+    on the first stamp (or clock reading) at or past it, so ticks stay on the period grid
+    whatever the sensing rate and jitter."""
+    return (nanoseconds // period_ns + 1) * period_ns

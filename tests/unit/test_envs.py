@@ -252,6 +252,33 @@ def test_go2_standing_still_under_a_walk_command_is_no_success():
     assert episode["velocity_error"] == pytest.approx(0.5, abs=0.05)
 
 
+
+@pytest.mark.parametrize("phase,ground,expected", [
+    (0.75, None, 2 * 0.08 ** 2),     # FL and RR at mid-swing, on the ground: 8 cm short each
+    (0.25, None, 2 * 0.08 ** 2),     # FR and RL at mid-swing
+    (0.75, -0.05, 2 * 0.03 ** 2),    # the ground 5 cm lower: the same feet are 5 cm up, 3 cm short
+])
+def test_go2_feet_clearance_penalizes_swinging_feet_short_of_the_target(phase, ground, expected):
+    env = make_env("go2", "walk", seed=0, config={"eval_command": [0.5, 0.0, 0.0],
+                                                  "rewards": {"weights": {"feet_clearance": -30.0}}})
+    env.reset(seed=0)
+    for _ in range(50):  # settle on the feet
+        env.step(np.zeros(12))
+    if ground is not None:
+        env._terrain = np.full((5, 5), ground)
+    env._clock.phase = phase  # the reward is computed at the phase the action was chosen at
+    _, _, _, _, info = env.step(np.zeros(12))
+    error = info["reward_terms"]["feet_clearance"] / (-30.0 * env.policy_period)
+    assert error == pytest.approx(expected, abs=0.002)
+
+
+def test_go2_feet_clearance_is_off_when_told_to_stand():
+    env = make_env("go2", "walk", seed=0, config={"eval_command": [0.0, 0.0, 0.0],
+                                                  "rewards": {"weights": {"feet_clearance": -30.0}}})
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(np.zeros(12))
+    assert info["reward_terms"]["feet_clearance"] == 0.0
+
 # ------------------------------------------------------------------ panda reach
 def test_reach_to_a_configuration_with_known_fk_succeeds():
     env = make_env("panda", "reach", seed=0)

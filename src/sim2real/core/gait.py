@@ -51,3 +51,12 @@ class GaitClock:
     def stance(self, offsets: Sequence[float], stance_fraction: float) -> np.ndarray:
         """Which feet the gait wants on the ground now (bool per foot)."""
         return (self.phase + np.asarray(offsets, dtype=float)) % 1.0 < stance_fraction
+
+    def swing_lift(self, offsets: Sequence[float], stance_fraction: float) -> np.ndarray:
+        """Per foot, the fraction of the swing height it should be at now: 0 in stance, rising
+        linearly to 1 at mid-swing and back to 0 at touchdown (walk-these-ways' foot-clearance
+        target profile)."""
+        if stance_fraction >= 1.0:
+            return np.zeros(len(offsets))
+        swing = ((self.phase + np.asarray(offsets, dtype=float)) % 1.0 - stance_fraction) / (1.0 - stance_fraction)
+        return np.where(swing >= 0.0, 1.0 - np.abs(2.0 * swing - 1.0), 0.0)

@@ -115,7 +115,7 @@ class Go2WalkEnv(RobotTaskEnv):
     task_name = "walk"
     REWARD_TERMS = ("tracking_lin_vel", "tracking_ang_vel", "lin_vel_z", "ang_vel_xy", "orientation",
                     "torques", "dof_vel", "dof_acc", "base_height", "feet_air_time", "collision",
-                    "action_rate", "stand_still", "dof_pos_limits", "gait_contact", "termination")
+                    "action_rate", "stand_still", "dof_pos_limits", "gait_contact", "feet_clearance", "termination")
 
     def __init__(self, profile: RobotProfile, config: dict[str, Any], randomization=None,
                  seed: int | None = None):
@@ -136,6 +136,7 @@ class Go2WalkEnv(RobotTaskEnv):
         self._sigma = float(rewards["tracking_sigma"])
         self._air_time_target = float(rewards["feet_air_time_target"])
         self._base_height_target = float(rewards["base_height_target"])
+        self._clearance_target = float(rewards["feet_clearance_target"])
         middle = (profile.lower_limits + profile.upper_limits) / 2.0
         half = (profile.upper_limits - profile.lower_limits) / 2.0 * float(rewards["soft_joint_limit"])
         self._soft_lower, self._soft_upper = middle - half, middle + half
@@ -156,7 +157,8 @@ class Go2WalkEnv(RobotTaskEnv):
         self._contact_links = cfg["contacts"]
 
         self._gait = gait_settings(cfg, required="gait_clock" in self.observation_spec.names
-                                   or float(rewards["weights"].get("gait_contact", 0.0)) != 0.0)
+                                   or any(float(rewards["weights"].get(term, 0.0)) != 0.0
+                                          for term in ("gait_contact", "feet_clearance")))
         if self._gait is not None and len(self._gait["offsets"]) != len(profile.foot_links):
             raise ValueError(f"gait.offsets: one phase offset per foot {list(profile.foot_links)}, "
                              f"got {self._gait['offsets']}")
@@ -169,6 +171,7 @@ class Go2WalkEnv(RobotTaskEnv):
         self._last_contact = np.zeros(feet, dtype=bool)
         self._touchdown_air = np.zeros(feet)
         self._ground_means: np.ndarray | None = None  # patch-mean ground height per vertex, m
+        self._terrain: np.ndarray | None = None       # the height field's own vertex heights, m
 
     @staticmethod
     def _ranges(spec: dict, field: str) -> np.ndarray:
@@ -233,6 +236,9 @@ class Go2WalkEnv(RobotTaskEnv):
             return {link for name, link in names.items() if any(p in name for p in patterns)}
 
         self._feet_ids = [names[name] for name in self.profile.foot_links]
+        # Foot height is the sphere's lowest point: its centre (the link origin) minus its radius.
+        shapes = [pb.getCollisionShapeData(robot, foot, physicsClientId=client) for foot in self._feet_ids]
+        self._foot_radius = np.array([s[0][3][0] if s and s[0][2] == pb.GEOM_SPHERE else 0.0 for s in shapes])
         self._foot_slot = {link: i for i, link in enumerate(self._feet_ids)}
         self._terminate_ids = matching(self._contact_links["terminate_on"])
         self._penalize_ids = matching(self._contact_links["penalize"]) - set(self._feet_ids)
@@ -242,7 +248,7 @@ class Go2WalkEnv(RobotTaskEnv):
         return conditions
 
     def _start_episode(self, rng: np.random.Generator, options: dict) -> None:
-        heights = self.world.terrain_heights
+        heights = self._terrain = self.world.terrain_heights
         # Mean height of the patch around each vertex, once per episode: a lookup per step.
         self._ground_means = (None if heights is None
                               else uniform_filter(heights, size=self._patch_points, mode="nearest"))
@@ -329,7 +335,12 @@ class Go2WalkEnv(RobotTaskEnv):
         self._last_contact = contact
 
     def _ground_height(self, x: float, y: float) -> float:
-        heights = self._ground_means
+        """The ground the base height is measured over: the patch mean around (x, y)."""
+        return self._height_at(self._ground_means, x, y)
+
+    @staticmethod
+    def _height_at(heights: np.ndarray | None, x: float, y: float) -> float:
+        """The value of a per-vertex height array at the vertex nearest (x, y) (0: flat plane)."""
         if heights is None:
             return 0.0
         rows, cols = heights.shape
@@ -401,6 +412,23 @@ class Go2WalkEnv(RobotTaskEnv):
             return float(np.mean(self._contact))
         wanted = self._clock.stance(self._gait["offsets"], self._gait["stance"])
         return float(np.mean(self._contact == wanted))
+
+    def _reward_feet_clearance(self) -> float:
+        # walk-these-ways' foot clearance: each swinging foot's lowest point over the ground
+        # under it, against a target rising to feet_clearance_target at mid-swing. Blind on
+        # rough ground, a foot that shuffles catches on bumps; one that lifts steps over them.
+        if self._command_speed <= self._standing_below and abs(self._command_yaw) < 0.1:
+            return 0.0
+        lift = self._clock.swing_lift(self._gait["offsets"], self._gait["stance"])
+        world = self.world
+        states = pb.getLinkStates(world.robot, self._feet_ids, physicsClientId=world.client)
+        error = 0.0
+        for foot, state in enumerate(states):
+            if lift[foot] > 0.0:
+                x, y, z = state[4]
+                height = z - self._foot_radius[foot] - self._height_at(self._terrain, x, y)
+                error += (height - self._clearance_target * lift[foot]) ** 2
+        return error
 
     def _reward_dof_pos_limits(self) -> float:
         q = self._q

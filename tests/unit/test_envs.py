@@ -192,6 +192,20 @@ def test_go2_upright_over_one_bump_is_not_a_fall(patch, fall):
     assert env._check_fall() == fall
 
 
+
+def test_episode_conditions_are_the_drawn_parameters_as_applied():
+    env = make_env("go2", "walk", seed=0, randomization="go2_reference")
+    env.set_difficulty(0.5)
+    env.reset(seed=3)
+    applied = env.world.conditions
+    assert set(env.episode_conditions) == set(load_randomization("go2_reference").parameters)
+    for name, value in env.episode_conditions.items():
+        assert value == getattr(applied, name), name  # terrain: after the task's difficulty scaling
+    assert 0.0 < env.episode_conditions["terrain_roughness"] <= 0.15 * 0.5 * 0.33
+    nominal = make_env("go2", "walk", seed=0)
+    nominal.reset(seed=3)
+    assert nominal.episode_conditions == {}
+
 def test_go2_pushes_move_the_base():
     def velocities(pushes):
         randomization = Randomization.from_dict({"name": "pushes", "parameters": {}, "pushes": pushes})

@@ -80,6 +80,30 @@ def test_dr_world_is_the_policys_training_randomization_and_runs_are_reproducibl
     assert other_seed.worlds[0].returns != dr.returns
 
 
+
+def test_each_episode_reports_its_conditions_and_the_table_says_which_condition_fails(toy_policy, tmp_path):
+    # Gain U(0.9, 1.0): the constant action ends at x = gain, a success iff gain > 0.95.
+    sagging = write_toy_randomization(tmp_path / "sagging.yaml", 0.9, 1.0)
+    report = evaluate_policy(toy_policy, [sagging], episodes=20, seed=0, workers=2, make_env=make_toy_task,
+                             progress=False)
+    (world,) = report.worlds
+    details = world.episode_details
+    assert [d["seed"] for d in details] == list(range(20))
+    gains = np.array([d["conditions"]["motor_strength"] for d in details])
+    assert np.all((gains >= 0.9) & (gains <= 1.0))
+    assert [bool(d["success"]) for d in details] == list(np.abs(1.0 - gains) < 0.05)
+    (effect,) = world.condition_effects
+    median = np.median(gains)
+    succeeded = np.array([bool(d["success"]) for d in details])
+    assert effect.name == "motor_strength" and effect.median == pytest.approx(median)
+    assert effect.success_at_or_below == pytest.approx(succeeded[gains <= median].mean())
+    assert effect.success_above == pytest.approx(succeeded[gains > median].mean())
+    assert effect.success_above > effect.success_at_or_below
+    assert "where sagging fails" in report.table() and "motor_strength" in report.table()
+    data = json.loads(report.to_json())["worlds"][0]
+    assert data["episode_details"][3]["conditions"]["motor_strength"] == pytest.approx(gains[3])
+    assert data["condition_effects"][0]["name"] == "motor_strength"
+
 def test_worst_five_percent_is_the_mean_of_the_lowest_returns(toy_policy):
     report = evaluate_policy(toy_policy, ["dr"], episodes=40, seed=0, workers=0, make_env=make_toy_task,
                              progress=False)

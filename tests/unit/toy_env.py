@@ -65,6 +65,7 @@ class ToyReach(gym.Env):
         self.obs_noise = obs_noise
         self.total_steps = 0
         self.x, self.t, self.gain = 0.0, 0, 1.0
+        self.episode_conditions: dict = {}
 
     def set_difficulty(self, difficulty: float) -> None:
         self.difficulty = float(difficulty)
@@ -81,6 +82,7 @@ class ToyReach(gym.Env):
         self.x, self.t = 0.0, 0
         conditions = self.randomization.sample(self.np_random) if self.randomization is not None else {}
         self.gain = conditions.get("motor_strength", 1.0)
+        self.episode_conditions = conditions
         return self._obs(), {}
 
     def step(self, action):

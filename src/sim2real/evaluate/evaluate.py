@@ -12,6 +12,9 @@ i.e. what it was trained on at the end), or a randomization YAML (a name under
   the worst-5 % return: the mean of the ``ceil(0.05 N)`` lowest episode returns;
 - the means of the task's episode metrics (reach: final and minimum distance; walk:
   velocity and yaw-rate errors, fall rate).
+- under a randomized set, where it fails: for each randomized condition, the success rate
+  of the episodes that drew it at or below its median and of those above (the JSON also
+  holds each episode's seed, outcome, metrics and drawn conditions, to replay one).
 
 With two or more world sets, each later set ``b`` is compared with the first ``a``:
 ``Delta = R_b - R_a`` and ``GapRatio = |R_b - R_a| / |R_a| x 100 %``.
@@ -38,7 +41,8 @@ from sim2real.sim.randomization import Randomization, load_randomization
 # Per task, the fixed situation an evaluation scores (keys are applied only where the
 # task config declares them). Walk: the issue's evaluation command, 0.5 m/s forward.
 EVAL_TASK_OVERRIDES: dict[str, dict[str, Any]] = {"walk": {"eval_command": [0.5, 0.0, 0.0]}}
-_EPISODE_FIELDS = ("return", "length", "success", "reward_terms")
+_EPISODE_FIELDS = ("return", "length", "success", "reward_terms", "seed", "conditions")
+CONDITION_EFFECTS_SHOWN = 5  # in the table; the JSON has them all
 
 
 class EvaluationError(ValueError):
@@ -49,6 +53,20 @@ class EvaluationError(ValueError):
 class WorldSet:
     name: str
     randomization: Randomization | None
+
+
+@dataclass
+class ConditionEffect:
+    """How one randomized condition splits a world set's successes: the success rate of the
+    episodes that drew it at or below its median, and of those that drew it above."""
+    name: str
+    median: float
+    success_at_or_below: float
+    success_above: float
+
+    @property
+    def spread(self) -> float:
+        return abs(self.success_above - self.success_at_or_below)
 
 
 @dataclass
@@ -63,6 +81,9 @@ class WorldResult:
     mean_length: float
     metrics: dict[str, float]
     returns: list[float] = field(repr=False)
+    # Per episode: seed, success, return, length, task metrics and the conditions it drew.
+    episode_details: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    condition_effects: list[ConditionEffect] = field(default_factory=list)
 
 
 @dataclass
@@ -102,6 +123,13 @@ class EvalReport:
                  f"{self.episodes} episodes per world set, seed {self.seed}, difficulty {self.difficulty:g}",
                  "  ".join(h.ljust(w) for h, w in zip(header, widths))]
         lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
+        for world in self.worlds:
+            if world.condition_effects and 0.0 < world.success_rate < 1.0:
+                lines.append(f"where {world.name} fails: success rate of the episodes that drew each condition at "
+                             f"or below its median / above it (most telling first; all in --json)")
+                for effect in world.condition_effects[:CONDITION_EFFECTS_SHOWN]:
+                    lines.append(f"  {effect.name:<22} <= {effect.median:<8.4g} {100 * effect.success_at_or_below:5.1f} %"
+                                 f"   > {effect.median:<8.4g} {100 * effect.success_above:5.1f} %")
         for gap in self.gaps:
             ratio = "undefined (R_a = 0)" if gap.gap_ratio_percent is None else f"{gap.gap_ratio_percent:.1f} %"
             lines.append(f"domain gap {gap.b} vs {gap.a}: Delta = R_b - R_a = {gap.delta:+.3f}, GapRatio = {ratio}")
@@ -183,11 +211,13 @@ def run_episodes(env: Any, policy_path: str, sha256: str, seeds: list[int], diff
             total += float(reward)
             length += 1
             done = terminated or truncated
-        episode = {"return": total, "length": length, "success": False}
+        episode = {"seed": int(seed), "return": total, "length": length, "success": False}
         episode.update(info.get("episode", {}))
+        episode["conditions"] = {name: (None if value is None else float(value))
+                                 for name, value in getattr(env, "episode_conditions", {}).items()}
         if broken:
             episode.update(success=False, non_finite_action=True)
-        results.append({k: (float(v) if isinstance(v, (bool, int, float, np.number)) else v)
+        results.append({k: (float(v) if isinstance(v, (bool, float, np.number)) else v)
                         for k, v in episode.items() if k != "reward_terms"})
     return results
 
@@ -280,7 +310,26 @@ def _world_result(world: WorldSet, summaries: list[dict]) -> WorldResult:
         episodes=len(summaries), success_rate=float(np.mean([bool(s["success"]) for s in summaries])),
         mean_return=float(returns.mean()), std_return=float(returns.std()), worst5_return=float(worst.mean()),
         mean_length=float(np.mean([s["length"] for s in summaries])), metrics=metrics, returns=returns.tolist(),
+        episode_details=summaries, condition_effects=_condition_effects(summaries),
     )
+
+
+def _condition_effects(summaries: list[dict]) -> list[ConditionEffect]:
+    """Each randomized condition that varied, by how differently the episodes below and above
+    its median succeeded (largest difference first): where to look when a world set fails."""
+    success = np.array([bool(s["success"]) for s in summaries])
+    effects = []
+    for name in sorted({k for s in summaries for k in s.get("conditions", {})}):
+        values = np.array([np.nan if s.get("conditions", {}).get(name) is None else s["conditions"][name]
+                           for s in summaries], dtype=float)
+        drawn = np.isfinite(values)
+        if drawn.sum() < 2:
+            continue
+        median = float(np.median(values[drawn]))
+        low, high = drawn & (values <= median), drawn & (values > median)
+        if low.any() and high.any():
+            effects.append(ConditionEffect(name, median, float(success[low].mean()), float(success[high].mean())))
+    return sorted(effects, key=lambda e: -e.spread)
 
 
 def plot_returns(report: EvalReport, png_path: str | Path) -> Path:

@@ -104,6 +104,7 @@ class RobotTaskEnv(gymnasium.Env):
         self._only_positive = bool(rewards.get("only_positive", False))
 
         self.randomization = None
+        self.episode_conditions: dict[str, Any] = {}
         self.set_randomization(randomization)
         self.difficulty = 1.0
         self.set_difficulty(float(cfg.get("difficulty", 1.0)))
@@ -168,6 +169,9 @@ class RobotTaskEnv(gymnasium.Env):
             conditions.update(self.randomization.sample(rng))
         conditions = self._episode_conditions(conditions)
         world.set_conditions(**conditions)
+        # What this episode drew, as applied (after task scaling): evaluations report it per episode.
+        self.episode_conditions = ({} if self.randomization is None
+                                   else {name: conditions[name] for name in self.randomization.parameters})
         self._noisy = any(conditions[name] > 0 for name in _NOISE_CONDITIONS)
         world.reset(joint_positions=self._initial_joint_positions(rng))
         pushes = None if self.randomization is None else self.randomization.pushes

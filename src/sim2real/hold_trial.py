@@ -25,10 +25,10 @@ HOLD_SECONDS = 3.0
 
 @dataclass(frozen=True)
 class HoldOutcome:
-    trip: str            # the supervisor's last trip
-    worst_tilt: float    # rad, largest trunk tilt over the hold
-    final_tilt: float    # rad, at the end of the hold
-    final_height: float  # m, base height at the end of the hold
+    trips: tuple[str, ...]  # the supervisor's trips in order: the policy_stale hold, then any damp
+    worst_tilt: float       # rad, largest trunk tilt over the hold
+    final_tilt: float       # rad, at the end of the hold
+    final_height: float     # m, base height at the end of the hold
 
 
 def stop_mid_trot(seed: int, walk_steps: int, config: SafetyConfig | None = None,
@@ -71,14 +71,15 @@ def stop_mid_trot(seed: int, walk_steps: int, config: SafetyConfig | None = None
             if terminated:
                 raise RuntimeError(f"the policy fell while walking (seed {seed}, step {step})")
             now += period
-        worst = 0.0
+        worst, trips = 0.0, []
         for _ in range(round(hold_seconds / period)):
             decision = core.tick(sense(), now)
+            trips += decision.events  # no operator acts here: every mode change is a trip
             world.command(decision.command.position)
             world.step(env.decimation)
             now += period
             position, orientation = world.base_pose()
             worst = max(worst, tilt_angle(orientation))
-        return HoldOutcome(core.last_trip, worst, tilt_angle(orientation), float(position[2]))
+        return HoldOutcome(tuple(trips), worst, tilt_angle(orientation), float(position[2]))
     finally:
         env.close()

@@ -101,7 +101,7 @@ def test_stale_policy_holds_in_place_within_two_periods_and_keeps_publishing():
 
 
 def test_nan_action_holds_the_last_safe_targets():
-    rig = Rig()
+    rig = Rig(dataclasses.replace(load_safety_config("go2"), hold_pose="last"))
     before = rig.engaged().command.position.copy()
     rig.policy = rig.policy.copy()
     rig.policy[3] = math.nan
@@ -112,7 +112,8 @@ def test_nan_action_holds_the_last_safe_targets():
 
 
 def test_a_stand_pose_hold_moves_from_the_last_targets_to_the_stand_pose_within_hold_duration():
-    config = dataclasses.replace(load_safety_config("go2"), hold_pose="stand")
+    config = load_safety_config("go2")  # the shipped Go2 hold: stand
+    assert config.hold_pose == "stand"
     rig = Rig(config)
     rig.policy = GO2.default_positions + np.where(np.arange(12) % 3 == 2, 0.3, 0.0)  # mid-stride-ish
     before = rig.engaged().command.position.copy()
@@ -124,10 +125,9 @@ def test_a_stand_pose_hold_moves_from_the_last_targets_to_the_stand_pose_within_
     np.testing.assert_allclose(positions[-1], GO2.default_positions, atol=1e-9)
 
 
-@pytest.mark.parametrize("robot", ["go2", "panda"])
-def test_the_shipped_holds_keep_the_targets_last_sent(robot):
-    profile = load_profile(robot)
-    config = load_safety_config(robot)
+def test_the_shipped_panda_hold_keeps_the_targets_last_sent():
+    profile = load_profile("panda")
+    config = load_safety_config("panda")
     assert config.hold_pose == "last"
     rig = Rig(config, profile)
     before = rig.engaged().command.position.copy()

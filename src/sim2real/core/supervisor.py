@@ -18,8 +18,9 @@ returned every tick, whatever the inputs do:
   no jump in joint torque) and an operator's takeover interpolates to the stand pose over
   ``stand_duration``. With ``hold_pose: stand`` both interpolate from the last targets to the
   stand pose over ``hold_duration`` (a robot whose stopped pose cannot be held). For the
-  shipped Go2 trot stopped mid-stride, keeping the last targets did better than moving to the
-  stand pose (``benchmarks/supervisor_hold.py``), so both shipped robots use ``last``.
+  shipped Go2 trot stopped mid-stride, a quick move to the stand pose did better than keeping
+  the last targets (``benchmarks/supervisor_hold.py``), so the Go2 uses ``stand`` and the
+  Panda ``last``.
 - DAMPING / ESTOP: position target = measured position, velocity target 0: with the
   profile's PD this is pure joint damping.
 """

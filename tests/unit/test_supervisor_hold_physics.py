@@ -6,6 +6,8 @@ policy_stale deadline first, and the shipped hold (config/safety/go2.yaml) keeps
 policy's trot, stopped at these phases of the stride, from rolling over (the trunk ends within
 the base_tilt limit, at which the supervisor would damp instead, and the base off the ground).
 """
+import dataclasses
+
 import pytest
 
 from sim2real.core.safety_config import load_safety_config
@@ -20,3 +22,15 @@ def test_a_go2_stopped_mid_trot_is_held_without_rolling_over(seed, walk_steps):
     assert outcome.trips[0].startswith("ACTIVE -> TAKEOVER: policy_stale"), outcome.trips
     assert outcome.final_tilt < TILT_LIMIT, f"the trunk ended tilted {outcome.final_tilt:.2f} rad"
     assert outcome.final_height > 0.08, f"the base ended at {outcome.final_height:.2f} m"
+
+
+@pytest.mark.parametrize("seed, walk_steps", [(2, 114), (3, 121), (4, 128), (5, 135), (6, 142)])
+def test_a_last_targets_hold_that_lets_the_trunk_past_the_tilt_limit_is_damped(seed, walk_steps):
+    """hold_pose: last (the Go2's hold until session 8) lets the shipped trot roll at some of
+    these stops (benchmarks/supervisor_hold.py); wherever the trunk passes the base_tilt limit
+    the supervisor must go on from its hold to damping, and only there."""
+    config = dataclasses.replace(load_safety_config("go2"), hold_pose="last")
+    outcome = stop_mid_trot(seed, walk_steps, config)
+    assert outcome.trips[0].startswith("ACTIVE -> TAKEOVER: policy_stale"), outcome.trips
+    damped = any(trip.startswith("TAKEOVER -> DAMPING: base_tilt") for trip in outcome.trips[1:])
+    assert damped == (outcome.worst_tilt > TILT_LIMIT), (outcome.worst_tilt, outcome.trips)

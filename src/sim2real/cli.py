@@ -131,13 +131,26 @@ def cmd_train(args: argparse.Namespace) -> int:
 
         if args.out is None:
             raise _UsageError("--init-from needs --out: the fine-tune is a new run")
-        checkpoint = load_checkpoint(args.init_from)
-        robot, task = args.robot or checkpoint["robot"], args.task or checkpoint["task"]
+        from_policy = Path(args.init_from).suffix == ".onnx"
+        if from_policy:
+            from sim2real.core.policy_file import PolicyFileError, load_policy
+            from sim2real.train.policy_warm_start import warm_start_from_policy
+
+            try:
+                meta = load_policy(args.init_from).metadata
+            except PolicyFileError as exc:
+                raise _UsageError(str(exc)) from None
+            robot, task = args.robot or meta.robot, args.task or meta.task
+        else:
+            checkpoint = load_checkpoint(args.init_from)
+            robot, task = args.robot or checkpoint["robot"], args.task or checkpoint["task"]
         config = load_train_config(robot, task, args.config, overrides)
         try:
-            warm = warm_start(checkpoint, config, args.init_from)
+            warm = (warm_start_from_policy(args.init_from, config) if from_policy
+                    else warm_start(checkpoint, config, args.init_from))
         except CheckpointError as exc:
             raise _UsageError(str(exc)) from None
+        checkpoint = warm
         if checkpoint["iteration"] >= config["iterations"]:
             raise _UsageError(f"{args.init_from} has already run {checkpoint['iteration']} iterations and the fine-tune "
                               f"would stop at {config['iterations']}; pass --iterations N with N > "
@@ -314,6 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
                "  sim2real train --resume runs/walk/model_500.pt --iterations 3000\n"
                "  sim2real train --init-from runs/walk/model_1500.pt --config my_walk.yaml --out runs/walk_ft "
                "--iterations 2500\n"
+               "  sim2real train --init-from policies/go2_walk.onnx --config config/train/go2_walk_rough_stage9.yaml "
+               "--out runs/go2_ft\n"
                "then: sim2real export runs/reach -o runs/reach/policy.onnx\n")
     train.add_argument("--robot", help="robot profile name (go2, panda)")
     train.add_argument("--task", help="task name (go2: walk, panda: reach)")
@@ -325,10 +340,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--workers", type=int, help="env worker processes (default: the config's)")
     train.add_argument("--seed", type=int, help="seed (default: the config's)")
     train.add_argument("--resume", metavar="CKPT", help="continue a run from a checkpoint, up to --iterations")
-    train.add_argument("--init-from", metavar="CKPT",
+    train.add_argument("--init-from", metavar="CKPT|POLICY.onnx",
                        help="fine-tune: a new run (--out, --config) from this checkpoint's networks, normalizer and "
                             "optimizer; iterations go on from the checkpoint's (--iterations is the total); the "
-                            "config's randomization replaces the trained one")
+                            "config's randomization replaces the trained one. From a policy file (.onnx, e.g. a "
+                            "shipped one) only the actor carries over: the critic, the action noise "
+                            "(policy.init_noise_std) and the optimizer start afresh; set critic_warmup_iterations")
     train.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
     train.set_defaults(func=cmd_train)
 

@@ -147,7 +147,9 @@ def warm_start(checkpoint: dict[str, Any], config: dict[str, Any], path: str | P
     a fine-tune (other rewards, randomization or curriculum) that goes on counting iterations
     from the checkpoint's. The config's randomization replaces the trained ranges (ADR state
     is dropped); an automatic curriculum's difficulty carries over (within the new config's
-    range) when the config's curriculum is automatic too; any other starts afresh."""
+    range) when the config's curriculum is automatic too; any other starts afresh. When the
+    config's ``critic_observation`` differs from the checkpoint's, only the actor carries
+    over (``critic_state_dict`` and ``optimizer_state_dict`` None: the runner starts them afresh)."""
     for key in ("robot", "task"):
         if checkpoint[key] != config[key]:
             raise CheckpointError(path, f"it is a {checkpoint['robot']} {checkpoint['task']} checkpoint and the "
@@ -163,6 +165,9 @@ def warm_start(checkpoint: dict[str, Any], config: dict[str, Any], path: str | P
     # The learner's random stream starts from the new config's seed (torch_rng None).
     warm.update(training_config=config, randomization=None, adr=None, torch_rng=None,
                 warm_start={"from": str(path), "iteration": int(checkpoint["iteration"])})
+    if checkpoint["training_config"].get("critic_observation", "policy") != config.get("critic_observation", "policy"):
+        # Another critic input: the critic and its optimizer state start afresh, the actor carries over.
+        warm.update(critic_state_dict=None, optimizer_state_dict=None)
     curriculum = checkpoint.get("curriculum")
     if curriculum is None or curriculum.get("kind") != "automatic" or config["curriculum"]["kind"] != "automatic":
         # Only an automatic curriculum's difficulty is a skill level worth keeping; a scheduled one

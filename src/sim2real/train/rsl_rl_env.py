@@ -2,10 +2,14 @@
 
 What rsl_rl 5.5 reads, and where it comes from here:
 
-- observations are a ``TensorDict`` of groups; there is one group, ``"policy"``, and the
-  runner config maps both model inputs to it: ``obs_groups = {"actor": ["policy"],
-  "critic": ["policy"]}`` (:data:`OBS_GROUPS`). The critic sees what the actor sees,
-  because the deployed actor must not depend on simulator-only state anyway;
+- observations are a ``TensorDict`` of groups: ``"policy"``, what the deployed actor sees,
+  and, when the vector env gathers it, ``"privileged"``, simulator truth (true body
+  velocity, contacts, the episode's physical conditions) for an asymmetric critic. The
+  runner config maps the model inputs to them (:func:`obs_groups`): the actor always reads
+  ``policy`` alone; the critic reads ``policy`` (``critic_observation: policy``) or
+  ``policy`` + ``privileged`` (``critic_observation: privileged``). A better value
+  estimate under randomization sharpens the advantages; the actor, and with it the
+  deployed observation contract, does not change;
 - ``dones`` is terminal *or* time-out; ``extras["time_outs"]`` marks the time-outs, so
   PPO bootstraps their value instead of treating the cut as the end of the world;
 - ``extras["log"]`` holds per-episode means of the episodes that ended this step under
@@ -27,7 +31,15 @@ from tensordict import TensorDict
 
 from sim2real.train.vec_env import ProcessVecEnv
 
-OBS_GROUPS = {"actor": ["policy"], "critic": ["policy"]}
+CRITIC_OBSERVATIONS = ("policy", "privileged")
+
+
+def obs_groups(critic_observation: str = "policy") -> dict[str, list[str]]:
+    """rsl_rl's ``obs_groups`` for what the critic observes (``policy`` or ``privileged``)."""
+    if critic_observation not in CRITIC_OBSERVATIONS:
+        raise ValueError(f"critic_observation must be one of {CRITIC_OBSERVATIONS}, got {critic_observation!r}")
+    critic = ["policy"] if critic_observation == "policy" else ["policy", "privileged"]
+    return {"actor": ["policy"], "critic": critic}
 
 
 class RslRlVecEnv(VecEnv):
@@ -45,7 +57,10 @@ class RslRlVecEnv(VecEnv):
         self._episodes: list[dict] = []
 
     def _wrap(self, obs: np.ndarray) -> TensorDict:
-        return TensorDict({"policy": torch.from_numpy(obs)}, batch_size=[self.num_envs])
+        groups = {"policy": torch.from_numpy(obs)}
+        if self.vec_env.privileged:
+            groups["privileged"] = torch.from_numpy(self.vec_env.privileged_obs)
+        return TensorDict(groups, batch_size=[self.num_envs])
 
     def reset(self) -> TensorDict:
         self._obs = self._wrap(self.vec_env.reset(seed=self._seed))

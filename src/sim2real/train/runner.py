@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import math
 import time
 from collections import deque
@@ -156,7 +157,8 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "train_config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
         source = source_revision()
-        vec = ProcessVecEnv(self._env_fns(randomization), workers=cfg["workers"])
+        vec = ProcessVecEnv(self._env_fns(randomization), workers=cfg["workers"],
+                            privileged=cfg.get("critic_observation", "policy") == "privileged")
         try:
             interface = vec.run_on_first(describe_env)
             vec.set_difficulty(curriculum.difficulty)
@@ -169,12 +171,20 @@ class Trainer:
             (self.out / "model.txt").write_text(setup_log.getvalue())
             alg = runner.alg
             if checkpoint is not None:
-                if checkpoint["interface"]["observation_size"] != interface["observation_size"]:
+                if checkpoint["interface"]["observation_size"] != interface["observation_size"] or \
+                        _term_names(checkpoint["interface"]) != _term_names(interface):
                     raise TrainingError(
-                        f"{self.resume}: its policy observes {checkpoint['interface']['observation_size']} values and "
-                        f"this task config gives {interface['observation_size']}. Fix: keep the observation terms "
-                        "of the checkpoint's task config")
-                alg.load(checkpoint, None, strict=True)  # also takes the stored optimizer's learning rate
+                        f"{self.resume}: its policy observes {_term_names(checkpoint['interface'])} "
+                        f"({checkpoint['interface']['observation_size']} values) and this task config gives "
+                        f"{_term_names(interface)} ({interface['observation_size']}). Fix: keep the observation "
+                        "terms of the checkpoint's task config")
+                # A warm start from a policy file (or across critic inputs) brings no critic or
+                # optimizer: those start afresh. Actor entries it lacks (the action noise) keep
+                # their fresh values.
+                actor_state = {**alg.actor.state_dict(), **checkpoint["actor_state_dict"]}
+                alg.load({**checkpoint, "actor_state_dict": actor_state},
+                         {"actor": True, "critic": checkpoint["critic_state_dict"] is not None,
+                          "optimizer": checkpoint["optimizer_state_dict"] is not None}, strict=True)
                 warm = checkpoint.get("warm_start")
                 if warm and warm["iteration"] == start:  # a fine-tune starts at its own config's rate
                     alg.learning_rate = rsl_cfg["algorithm"]["learning_rate"]
@@ -204,8 +214,12 @@ class Trainer:
                        dynamic_ncols=True, disable=not self.progress)
             obs = env.get_observations()
             alg.train_mode()
+            warmup = cfg.get("critic_warmup") or {"iterations": 0}
+            warmup_end = int((checkpoint or {}).get("warm_start", {}).get("iteration", 0)) + int(warmup["iterations"])
             try:
                 for it in range(start, total):
+                    _warm_up_critic(alg, it < warmup_end, warmup.get("learning_rate"),
+                                    rsl_cfg["algorithm"]["learning_rate"])
                     t0 = time.monotonic()
                     with torch.inference_mode():
                         for _ in range(cfg["num_steps_per_env"]):
@@ -297,6 +311,30 @@ class Trainer:
         for tag, value in scalars.items():
             if math.isfinite(value):
                 writer.add_scalar(tag, value, it)
+
+
+def _term_names(interface: dict) -> list[str]:
+    """The observation layout as ``name x size * scale`` strings (``observation_terms`` is the
+    spec's metadata JSON)."""
+    terms = json.loads(interface["observation_terms"])["terms"]
+    return [f"{t['name']} x{t['size']} *{t['scale']:g}" for t in terms]
+
+
+def _warm_up_critic(alg, warming: bool, warmup_rate: float | None, rate: float) -> None:
+    """During the critic warm-up: no gradient into the actor (weights and action noise), no
+    update of its observation normalizer (the behaviour stays exactly as loaded) and the
+    warm-up's learning rate; after it, all trains at the PPO rate."""
+    for parameter in alg.actor.parameters():
+        parameter.requires_grad_(not warming)
+    normalizer = getattr(alg.actor, "obs_normalizer", None)
+    if normalizer is not None:
+        normalizer.train(not warming)
+    wanted = warmup_rate if warming else None
+    if wanted is not None or getattr(alg, "_sim2real_warming", False):
+        alg.learning_rate = wanted if wanted is not None else rate
+        for group in alg.optimizer.param_groups:
+            group["lr"] = alg.learning_rate
+    alg._sim2real_warming = warming
 
 
 def _mean(episodes: list[dict], key: str) -> float:

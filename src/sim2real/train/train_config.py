@@ -36,6 +36,13 @@ DEFAULTS: dict[str, Any] = {
     "adr": {"enabled": False, "target_return": 0.0, "rate": 0.1, "widen_above": 0.1, "narrow_below": 0.2,
             "parameters": None, "warmup_iterations": 0},
     "curriculum": None,
+    # What the critic sees: "policy" (the actor's observation) or "privileged" (that plus
+    # simulator truth: true velocities, contacts, the episode's physical conditions).
+    "critic_observation": "policy",
+    # Iterations at the start of a run (or of a warm start) that train the critic alone, the
+    # actor frozen, at their own learning rate: a fresh critic's advantages would otherwise
+    # pull a trained actor around.
+    "critic_warmup": {"iterations": 0, "learning_rate": 1.0e-3},
     "policy": {"actor_hidden_dims": [256, 128, 64], "critic_hidden_dims": [256, 128, 64], "activation": "elu",
                "init_noise_std": 1.0, "obs_normalization": True},
     "ppo": {"learning_rate": 3.0e-4, "schedule": "fixed", "desired_kl": 0.01, "num_learning_epochs": 5,
@@ -46,8 +53,8 @@ DEFAULTS: dict[str, Any] = {
 _FREE_FORM = ("task_config", "curriculum")
 _INTEGERS = {"seed": 0, "iterations": 1, "num_envs": 1, "workers": 1, "num_steps_per_env": 1, "save_interval": 1,
              "min_episodes_per_update": 1, "ppo.num_learning_epochs": 1, "ppo.num_mini_batches": 1,
-             "adr.warmup_iterations": 0}
-_POSITIVE = ("ppo.learning_rate", "ppo.clip_param", "ppo.max_grad_norm", "policy.init_noise_std", "adr.rate")
+             "adr.warmup_iterations": 0, "critic_warmup.iterations": 0}
+_POSITIVE = ("critic_warmup.learning_rate", "ppo.learning_rate", "ppo.clip_param", "ppo.max_grad_norm", "policy.init_noise_std", "adr.rate")
 _EXAMPLE = "config/train/go2_walk.yaml"
 
 
@@ -99,6 +106,8 @@ def override_config(config: Mapping[str, Any], overrides: Mapping[str, Any] | No
                     source: str | Path = "command line") -> dict[str, Any]:
     """A resolved config (e.g. a checkpoint's) with ``overrides`` applied and checked again."""
     result = copy.deepcopy(dict(config))
+    for key, default in DEFAULTS.items():  # a config saved before the key existed
+        result.setdefault(key, copy.deepcopy(default))
     for key, value in (overrides or {}).items():
         if value is not None:
             _merge(result, _nest(key, value), source, "")
@@ -148,6 +157,10 @@ def _validate(config: dict[str, Any], source: str | Path) -> None:
     for field in _POSITIVE:
         if get(field) <= 0:
             raise TrainConfigError(source, field, f"must be > 0, got {get(field)}", "use a positive value")
+    if config["critic_observation"] not in ("policy", "privileged"):
+        raise TrainConfigError(source, "critic_observation", f"unknown value {config['critic_observation']!r}",
+                               "use policy (the critic sees what the actor sees) or privileged (plus "
+                               "simulator truth; the deployed actor is unchanged)")
     if config["ppo"]["schedule"] not in ("fixed", "adaptive"):
         raise TrainConfigError(source, "ppo.schedule", f"unknown schedule {config['ppo']['schedule']!r}",
                                "use fixed (CPU default) or adaptive (KL-driven)")
@@ -171,7 +184,7 @@ def _validate(config: dict[str, Any], source: str | Path) -> None:
 
 def rsl_rl_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The dict rsl_rl 5.x builds PPO and its actor/critic from."""
-    from sim2real.train.rsl_rl_env import OBS_GROUPS
+    from sim2real.train.rsl_rl_env import obs_groups
 
     policy, ppo = config["policy"], dict(config["ppo"])
     model = {"class_name": "rsl_rl.models:MLPModel", "activation": policy["activation"],
@@ -179,7 +192,7 @@ def rsl_rl_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "num_steps_per_env": config["num_steps_per_env"],
         "save_interval": config["save_interval"],
-        "obs_groups": copy.deepcopy(OBS_GROUPS),
+        "obs_groups": obs_groups(config.get("critic_observation", "policy")),
         "algorithm": {"class_name": "rsl_rl.algorithms:PPO", **ppo},
         "actor": {**model, "hidden_dims": list(policy["actor_hidden_dims"]),
                   "distribution_cfg": {"class_name": "rsl_rl.modules.distribution:GaussianDistribution",

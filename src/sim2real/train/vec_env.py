@@ -15,7 +15,10 @@ Contract of :meth:`ProcessVecEnv.step`:
   the time limit, whose last state still has a value (PPO bootstraps it);
 - each finished episode comes back as ``(env_index, episode)``, where ``episode`` is the
   env's ``info["episode"]`` with ``return``, ``length`` and the per-term reward sums
-  (``reward_terms``) filled in when the env did not give them.
+  (``reward_terms``) filled in when the env did not give them;
+- with ``privileged=True`` every reset and step also gathers each env's
+  ``privileged_observation()`` (simulator truth for an asymmetric critic), aligned with
+  ``obs`` (after auto-reset too): :attr:`ProcessVecEnv.privileged_obs`, ``VecStep.privileged``.
 
 A worker that raises takes the whole vector env down: the parent re-raises a
 :class:`WorkerError` carrying the worker's traceback, and closes the other workers.
@@ -48,6 +51,7 @@ class VecStep(NamedTuple):
     terminated: np.ndarray   # (num_envs,) bool: a terminal state (fall, success that ends the task)
     time_outs: np.ndarray    # (num_envs,) bool: truncated by the time limit and not terminal
     episodes: list[tuple[int, dict]]  # finished episodes of this step, by env index
+    privileged: np.ndarray | None = None  # (num_envs, privileged_size) float32 when asked for
 
     @property
     def dones(self) -> np.ndarray:
@@ -59,7 +63,8 @@ class ProcessVecEnv:
     (module-level functions or ``functools.partial`` of them), because workers are
     started with ``spawn``: a fresh interpreter, no state inherited from the learner."""
 
-    def __init__(self, env_fns: Sequence[EnvFn], workers: int = 2, start_method: str = "spawn"):
+    def __init__(self, env_fns: Sequence[EnvFn], workers: int = 2, start_method: str = "spawn",
+                 privileged: bool = False):
         if not env_fns:
             raise ValueError("ProcessVecEnv needs at least one env")
         if workers < 1:
@@ -71,6 +76,8 @@ class ProcessVecEnv:
         self._pipes: list[Any] = []
         self._processes: list[mp.Process] = []
         self._closed = False
+        self.privileged = bool(privileged)
+        self.privileged_obs: np.ndarray | None = None  # of the last reset or step, when privileged
 
         context = mp.get_context(start_method)
         saved = {key: os.environ.get(key) for key in _SINGLE_THREAD}
@@ -78,7 +85,7 @@ class ProcessVecEnv:
         try:
             for index, (begin, end) in enumerate(self._slices):
                 parent, child = context.Pipe()
-                process = context.Process(target=_worker_main, args=(child, list(env_fns[begin:end])),
+                process = context.Process(target=_worker_main, args=(child, list(env_fns[begin:end]), self.privileged),
                                           name=f"sim2real-vec-env-{index}", daemon=True)
                 process.start()
                 child.close()  # only the worker holds its end: its death or ours reaches the other as EOF
@@ -91,7 +98,7 @@ class ProcessVecEnv:
                 else:
                     os.environ[key] = value
         spaces = self._gather()
-        self.single_observation_space, self.single_action_space = spaces[0]
+        self.single_observation_space, self.single_action_space, self.privileged_size = spaces[0]
         self.obs_size = int(np.prod(self.single_observation_space.shape))
         self.num_actions = int(np.prod(self.single_action_space.shape))
 
@@ -102,7 +109,10 @@ class ProcessVecEnv:
         for pipe, (begin, end) in zip(self._pipes, self._slices):
             seeds = None if seed is None else [seed + i for i in range(begin, end)]
             pipe.send(("reset", seeds))
-        return np.concatenate(self._gather())
+        parts = self._gather()
+        if self.privileged:
+            self.privileged_obs = np.concatenate([p[1] for p in parts])
+        return np.concatenate([p[0] for p in parts])
 
     def step(self, actions: np.ndarray) -> VecStep:
         self._check_open()
@@ -113,7 +123,9 @@ class ProcessVecEnv:
             pipe.send(("step", actions[begin:end]))
         parts = self._gather()
         episodes = [(begin + i, episode) for (begin, _), part in zip(self._slices, parts) for i, episode in part[4]]
-        return VecStep(*(np.concatenate([p[k] for p in parts]) for k in range(4)), episodes)
+        if self.privileged:
+            self.privileged_obs = np.concatenate([p[5] for p in parts])
+        return VecStep(*(np.concatenate([p[k] for p in parts]) for k in range(4)), episodes, self.privileged_obs)
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
         """Call ``env.method(*args, **kwargs)`` on every env; the results in env order."""
@@ -213,8 +225,9 @@ class ProcessVecEnv:
 class _Slice:
     """The envs of one worker, with the per-episode bookkeeping the parent relies on."""
 
-    def __init__(self, env_fns: list[EnvFn]):
+    def __init__(self, env_fns: list[EnvFn], privileged: bool = False):
         self.envs = [fn() for fn in env_fns]
+        self.privileged = privileged
         self.returns = np.zeros(len(self.envs))
         self.lengths = np.zeros(len(self.envs), dtype=np.int64)
         self.terms: list[dict[str, float]] = [{} for _ in self.envs]
@@ -228,7 +241,12 @@ class _Slice:
                 env.action_space.seed(seed)
             obs.append(observation)
             self._clear(i)
-        return np.stack(obs).astype(np.float32, copy=False)
+        return np.stack(obs).astype(np.float32, copy=False), self._privileged()
+
+    def _privileged(self) -> np.ndarray | None:
+        if not self.privileged:
+            return None
+        return np.stack([env.privileged_observation() for env in self.envs]).astype(np.float32, copy=False)
 
     def step(self, actions: np.ndarray) -> tuple:
         n = len(self.envs)
@@ -251,7 +269,8 @@ class _Slice:
                 observation, _ = env.reset()
                 self._clear(i)
             obs[i] = observation
-        return np.stack(obs).astype(np.float32, copy=False), rewards, terminated, time_outs, episodes
+        return (np.stack(obs).astype(np.float32, copy=False), rewards, terminated, time_outs, episodes,
+                self._privileged())
 
     def _clear(self, i: int) -> None:
         self.returns[i], self.lengths[i], self.terms[i] = 0.0, 0, {}
@@ -264,13 +283,17 @@ class _Slice:
                 pass
 
 
-def _worker_main(pipe: Any, env_fns: list[EnvFn]) -> None:
+def _worker_main(pipe: Any, env_fns: list[EnvFn], privileged: bool = False) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     envs = None
     try:
-        envs = _Slice(env_fns)
+        envs = _Slice(env_fns, privileged)
         first = envs.envs[0]
-        pipe.send(("ok", (first.observation_space, first.action_space)))
+        if privileged and not hasattr(first, "privileged_observation"):
+            raise TypeError(f"{type(first).__name__} has no privileged_observation(): it cannot feed a "
+                            "privileged critic. Fix: train with critic_observation: policy")
+        size = len(first.privileged_names()) if privileged else 0
+        pipe.send(("ok", (first.observation_space, first.action_space, size)))
         while True:
             command, argument = pipe.recv()
             if command == "close":

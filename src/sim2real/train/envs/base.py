@@ -22,6 +22,8 @@ from sim2real.sim.world import SimWorld
 
 _NOMINAL = {name: getattr(PhysicalConditions(), name) for name in PhysicalConditions.names()}
 _NOISE_CONDITIONS = ("joint_position_noise", "joint_velocity_noise")
+# Every numeric condition but the battery (None when nominal: it enters as the torque-limit scale).
+_PRIVILEGED_CONDITIONS = tuple(name for name in PhysicalConditions.names() if name != "battery_voltage")
 
 
 class RobotTaskEnv(gymnasium.Env):
@@ -105,6 +107,7 @@ class RobotTaskEnv(gymnasium.Env):
 
         self.randomization = None
         self.episode_conditions: dict[str, Any] = {}
+        self._conditions: dict[str, Any] = dict(_NOMINAL)
         self.set_randomization(randomization)
         self.difficulty = 1.0
         self.set_difficulty(float(cfg.get("difficulty", 1.0)))
@@ -169,6 +172,7 @@ class RobotTaskEnv(gymnasium.Env):
             conditions.update(self.randomization.sample(rng))
         conditions = self._episode_conditions(conditions)
         world.set_conditions(**conditions)
+        self._conditions = conditions
         # What this episode drew, as applied (after task scaling): evaluations report it per episode.
         self.episode_conditions = ({} if self.randomization is None
                                    else {name: conditions[name] for name in self.randomization.parameters})
@@ -232,6 +236,22 @@ class RobotTaskEnv(gymnasium.Env):
                                "success": bool(self._success()), **self._episode_metrics()}
         return self._observe(), float(reward), terminated, truncated, info
 
+    def privileged_observation(self) -> np.ndarray:
+        """What the simulator knows and the robot does not, for a critic only (asymmetric
+        actor-critic): the task's true state (:meth:`_privileged_state`) and the episode's
+        physical conditions, in :meth:`privileged_names` order. The deployed actor never
+        sees it, so it is no part of the observation contract; unscaled (the critic's
+        normalizer scales it)."""
+        conditions = self._conditions
+        voltage, nominal = conditions["battery_voltage"], self.profile.battery_nominal_voltage
+        battery = 1.0 if voltage is None or not nominal else min(1.0, voltage / nominal)
+        values = [float(conditions[name]) for name in _PRIVILEGED_CONDITIONS] + [battery]
+        return np.concatenate([self._privileged_state(), values]).astype(np.float32)
+
+    def privileged_names(self) -> list[str]:
+        """One name per value of :meth:`privileged_observation`."""
+        return [*self._privileged_state_names(), *_PRIVILEGED_CONDITIONS, "torque_limit_scale"]
+
     def close(self) -> None:
         if self._world is not None:
             self._world.close()
@@ -266,6 +286,13 @@ class RobotTaskEnv(gymnasium.Env):
 
     def _after_step(self) -> None:
         """Per-step bookkeeping after the reward (metrics, command resampling)."""
+
+    def _privileged_state(self) -> np.ndarray:
+        """The true state a critic may see beyond the observation (none by default)."""
+        return np.zeros(0)
+
+    def _privileged_state_names(self) -> list[str]:
+        return []
 
     def _success(self) -> bool:
         raise NotImplementedError

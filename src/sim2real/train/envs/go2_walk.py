@@ -356,6 +356,19 @@ class Go2WalkEnv(RobotTaskEnv):
             last_action=self._action, default_joint_position=self.action_offset,
             gait_phase=None if self._clock is None else self._clock.phase)
 
+    def _privileged_state(self) -> np.ndarray:
+        # Noise-free truth the blind actor must infer: body velocity, height over the ground,
+        # which feet bear load and for how long they have been up, the joints unperturbed.
+        return np.concatenate([self._v_body, self._w_body, [self._base_height], self._contact,
+                               self._air_time, self._q - self.action_offset, self._dq])
+
+    def _privileged_state_names(self) -> list[str]:
+        feet = list(self.profile.foot_links)
+        joints = list(self.profile.joint_names)
+        return ([f"base_lin_vel_{a}" for a in "xyz"] + [f"base_ang_vel_{a}" for a in "xyz"] + ["base_height"]
+                + [f"{f}_contact" for f in feet] + [f"{f}_air_time" for f in feet]
+                + [f"{j}_pos_rel_true" for j in joints] + [f"{j}_vel_true" for j in joints])
+
     # ----------------------------------------------------------------- rewards
     def _reward_tracking_lin_vel(self) -> float:
         ex, ey = self._command_xy[0] - self._v[0], self._command_xy[1] - self._v[1]

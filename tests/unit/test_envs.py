@@ -206,6 +206,32 @@ def test_episode_conditions_are_the_drawn_parameters_as_applied():
     nominal.reset(seed=3)
     assert nominal.episode_conditions == {}
 
+
+@pytest.mark.parametrize("robot, task", [("go2", "walk"), ("panda", "reach")])
+def test_privileged_observation_is_the_true_state_and_the_applied_conditions(robot, task):
+    env = make_env(robot, task, seed=0, randomization=f"{robot}_reference")
+    env.reset(seed=5)
+    for _ in range(10):
+        env.step(env.action_space.sample() * 0.1)
+    values = dict(zip(env.privileged_names(), env.privileged_observation()))
+    assert len(values) == len(env.privileged_observation())
+    applied = env.world.conditions
+    for name in ("ground_friction", "mass_scale", "motor_strength", "latency", "terrain_roughness"):
+        assert values[name] == pytest.approx(getattr(applied, name), rel=1e-6), name
+    nominal_voltage = env.profile.battery_nominal_voltage
+    expected = 1.0 if applied.battery_voltage is None else min(1.0, applied.battery_voltage / nominal_voltage)
+    assert values["torque_limit_scale"] == pytest.approx(expected, rel=1e-6)
+    if robot == "go2":  # the truth the blind actor has to infer
+        velocity, _ = env.world.base_velocity()
+        _, orientation = env.world.base_pose()
+        from sim2real.core.rotations import quat_to_matrix
+
+        body = quat_to_matrix(orientation).T @ np.asarray(velocity)
+        assert [values[f"base_lin_vel_{a}"] for a in "xyz"] == pytest.approx(body, abs=1e-5)
+        assert values["base_height"] == pytest.approx(env._base_height, abs=1e-5)
+        assert {values[f"{foot}_contact"] for foot in env.profile.foot_links} <= {0.0, 1.0}
+
+
 def test_go2_pushes_move_the_base():
     def velocities(pushes):
         randomization = Randomization.from_dict({"name": "pushes", "parameters": {}, "pushes": pushes})

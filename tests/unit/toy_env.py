@@ -103,6 +103,14 @@ class ToyReach(gym.Env):
         return self._obs(), reward, terminated, truncated, info
 
 
+    def privileged_observation(self) -> np.ndarray:
+        """The toy's one hidden condition, for a privileged critic."""
+        return np.array([self.gain], dtype=np.float32)
+
+    def privileged_names(self) -> list[str]:
+        return ["motor_strength"]
+
+
 def make_toy(**kwargs) -> ToyReach:
     """Module-level factory: picklable (with functools.partial) for spawned workers."""
     return ToyReach(**kwargs)

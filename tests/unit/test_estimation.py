@@ -11,7 +11,7 @@ from sim2real.core.estimation import (ArmEstimator, EstimationError, LegKalmanFi
 from sim2real.core.kinematics import Kinematics
 from sim2real.core.robot_profile import load_profile
 from sim2real.sim.conditions import PhysicalConditions
-from sim2real.sim.scripted_gait import Trot, record_trot, replay_estimator
+from sim2real.sim.scripted_gait import record_trot, replay_estimator
 from sim2real.sim.world import SimWorld
 
 # Realistic proprioception noise: encoder and IMU white noise in the sim, constant IMU biases added on replay.

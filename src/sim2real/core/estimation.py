@@ -312,7 +312,6 @@ class LegKalmanFilter:
              linear_acceleration: Sequence[float], joint_position: Sequence[float],
              joint_velocity: Sequence[float], joint_effort: Optional[Sequence[float]] = None) -> BaseEstimate:
         """One IMU sample at time ``t`` (s) with the newest joint state (profile order, SI)."""
-        c = self.config
         q_wxyz = np.asarray(orientation, dtype=float)
         R = quat_to_matrix(q_wxyz)
         omega = np.asarray(angular_velocity, dtype=float)

@@ -164,7 +164,7 @@ def _arrays(path: Path, topic: str, messages: list, profile: RobotProfile, need_
     missing = [j for j in names if j not in first]
     if missing:
         raise BagError(path, f"{topic} names {first} lack the profile's joints {missing}",
-                       f"fit with the robot profile the bag was recorded on (--robot), or check the driver's joint names")
+                       "fit with the robot profile the bag was recorded on (--robot), or check the driver's joint names")
     index = [first.index(j) for j in names]
     t, q, dq, eff = [], [], [], []
     for i, msg in enumerate(messages):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.sysid.dataset import Dataset

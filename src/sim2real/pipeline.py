@@ -9,7 +9,8 @@ adapt     the current policy's training randomization, with every range that doe
           -> ``<out>/randomization.yaml``
 retrain   PPO warm-started from the current policy's checkpoint (its weights, normalizer
           and optimizer; ADR restarts from the adapted ranges) for ``--iterations`` more,
-          exported -> ``<out>/candidate.onnx``
+          exported -> ``<out>/candidate.onnx``. Without ``--checkpoint``, from the policy
+          file itself: its actor, a new critic trained alone first, action noise ``--noise-std``
 validate  replay every failure with the current policy and with the candidate, and evaluate
           both on nominal worlds and on the current policy's DR worlds. The candidate
           passes if it fails fewer replays (none, when the current policy fails none), and
@@ -173,17 +174,30 @@ def stage_retrain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
 
     state = _state(out)
     randomization = args.adapted or state.get("randomization") or (out / "randomization.yaml")
-    if not args.checkpoint:
-        raise PipelineError("retrain warm-starts from the checkpoint the current policy was exported from, and an "
-                            "ONNX file alone has no optimizer or value network. Fix: give --checkpoint "
-                            "runs/<run>/model_<N>.pt")
-    if args.dry_run and not Path(args.checkpoint).is_file():
-        print(f"[retrain] dry run: --checkpoint {args.checkpoint} does not exist; the real run would stop here")
-        return {}
-    checkpoint = load_checkpoint(args.checkpoint)
-    start = int(checkpoint["iteration"])
-    overrides = {"iterations": start + args.iterations, "num_envs": args.num_envs, "workers": args.workers}
-    print(f"[retrain] warm start from {args.checkpoint} (iteration {start}) for {args.iterations} iterations "
+    if args.checkpoint:
+        if args.dry_run and not Path(args.checkpoint).is_file():
+            print(f"[retrain] dry run: --checkpoint {args.checkpoint} does not exist; the real run would stop here")
+            return {}
+        checkpoint = load_checkpoint(args.checkpoint)
+        source, start, trained = args.checkpoint, int(checkpoint["iteration"]), checkpoint["training_config"]
+        extra: dict[str, Any] = {}
+        how = "its networks, normalizer and optimizer"
+    else:
+        # No checkpoint: the policy file itself. Its actor carries over exactly; the critic is
+        # new (trained alone first) and the action noise restarts at --noise-std.
+        from sim2real.train.policy_warm_start import policy_iteration
+
+        meta = load_policy(args.policy).metadata
+        if not meta.training_config:
+            raise PipelineError(f"{args.policy} carries no training config in its metadata, so there is no recipe "
+                                "to go on with. Fix: give --checkpoint runs/<run>/model_<N>.pt")
+        source, start, trained = args.policy, policy_iteration(meta), meta.training_config
+        warmup = args.critic_warmup if args.critic_warmup is not None else min(50, args.iterations // 4)
+        extra = {"policy.init_noise_std": args.noise_std, "critic_warmup.iterations": warmup}
+        how = (f"its actor; a new critic trained alone for {warmup} iterations, action noise {args.noise_std:g} "
+               "(give --checkpoint to keep the run's critic and optimizer)")
+    overrides = {"iterations": start + args.iterations, "num_envs": args.num_envs, "workers": args.workers, **extra}
+    print(f"[retrain] warm start from {source} (iteration {start}: {how}) for {args.iterations} iterations "
           f"under {randomization}")
     if args.dry_run:
         print(f"  dry run: would train into {out / 'train'} and export {out / 'candidate.onnx'}")
@@ -200,10 +214,15 @@ def stage_retrain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     load_randomization(randomization)  # a broken file fails here, before any training starts
     # The same recipe under the adapted ranges: warm_start drops the trained ranges and the ADR
     # state, which would put the old ranges back.
-    config = override_config(checkpoint["training_config"], {**overrides, "randomization": str(randomization)},
+    config = override_config(trained, {**overrides, "randomization": str(randomization)},
                              source="sim2real pipeline")
+    if args.checkpoint:
+        warm = save_checkpoint(out / "warm_start.pt", warm_start(checkpoint, config, args.checkpoint))
+    else:
+        from sim2real.train.policy_warm_start import warm_start_from_policy
+
+        warm = save_checkpoint(out / "warm_start.pt", warm_start_from_policy(args.policy, config))
     train_dir = out / "train"
-    warm = save_checkpoint(out / "warm_start.pt", warm_start(checkpoint, config, args.checkpoint))
     trainer = Trainer(config, train_dir, resume=warm, progress=not args.no_progress)
     result = trainer.run()
     if result.interrupted:
@@ -379,7 +398,13 @@ def add_parser(sub) -> None:
     p.add_argument("--randomization", help="base ranges (default: those stored in --policy)")
     p.add_argument("--margin", type=float, default=0.1, help="adapt: extra width beyond the failures, as a fraction")
     p.add_argument("--adapted", help="retrain: randomization YAML (default: the adapt stage's)")
-    p.add_argument("--checkpoint", help="retrain: checkpoint --policy was exported from (warm start)")
+    p.add_argument("--checkpoint", help="retrain: checkpoint --policy was exported from (warm start; default: "
+                                        "--policy itself, its actor only)")
+    p.add_argument("--noise-std", type=float, default=0.3,
+                   help="retrain from the policy file: action noise to start PPO with (a file does not carry it)")
+    p.add_argument("--critic-warmup", type=int,
+                   help="retrain from the policy file: iterations that train the new critic alone "
+                        "(default: a quarter of --iterations, at most 50)")
     p.add_argument("--iterations", type=int, default=200, help="retrain: PPO iterations to add (tiny: 2)")
     p.add_argument("--num-envs", type=int, help="retrain: parallel envs (default: the checkpoint's)")
     p.add_argument("--workers", type=int, help="retrain: env worker processes (default: the checkpoint's)")

@@ -9,11 +9,13 @@ import numpy as np
 import pytest
 
 from sim2real.cli import main
+from sim2real.core.policy_file import load_policy
 from sim2real.core.failure_bundle import list_bundles
 from sim2real.core.paths import share_dir
 from sim2real.core.robot_profile import load_profile
 from sim2real.pipeline import adapt_randomization
 from sim2real.sim.randomization import load_randomization
+from sim2real.train.checkpoint import load_checkpoint
 from tests.policy_models import metadata, write_policy, write_target_policy
 from tests.unit.failure_bundles import write_arm_bundle
 
@@ -104,3 +106,21 @@ def test_the_pipeline_runs_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     assert load_randomization(out / "randomization.yaml").ranges()["latency"][1] >= 0.03
     assert "[validate]" in printed and "SR cand" in printed
     assert code == 1 and not state.get("pushed")  # refused by validation, or no runtime answered
+
+
+@pytest.mark.slow
+def test_retrain_without_a_checkpoint_fine_tunes_the_policy_file_itself(tmp_path, capsys):
+    out = tmp_path / "pipe"
+    common = ["pipeline", "retrain", "--robot", "panda", "--policy", str(SHIPPED), "--out", str(out),
+              "--adapted", "config/randomization/panda_reference.yaml", "--iterations", "3", "--critic-warmup", "2",
+              "--num-envs", "2", "--workers", "1", "--no-progress"]
+    assert main([*common, "--dry-run"]) == 0
+    assert "a new critic trained alone for 2 iterations, action noise 0.3" in capsys.readouterr().out
+    assert not out.exists()
+    assert main(common) == 0
+    shipped = load_policy(SHIPPED)
+    tuned = load_checkpoint(out / "train" / "model_703.pt")  # the shipped file is checkpoint 700
+    assert tuned["warm_start"] == {"from": str(SHIPPED), "iteration": 700, "policy_sha256": shipped.sha256}
+    assert tuned["training_config"]["critic_warmup"]["iterations"] == 2
+    assert tuned["training_config"]["seed"] == shipped.metadata.training_config["seed"]  # the file's own recipe
+    assert json.loads((out / "pipeline.json").read_text())["candidate"] == str(out / "candidate.onnx")

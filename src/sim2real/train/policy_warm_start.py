@@ -90,6 +90,12 @@ def actor_from_policy_file(path: str | Path) -> tuple[dict[str, Any], dict[str, 
     return state, facts
 
 
+def policy_iteration(meta) -> int:
+    """The training iteration a policy file was exported at (0 when its metadata does not say)."""
+    found = re.search(r"iteration (\d+)", meta.checkpoint or "")
+    return int(found.group(1)) if found else 0
+
+
 def warm_start_from_policy(path: str | Path, config: dict[str, Any]) -> dict[str, Any]:
     """A warm-start checkpoint (:func:`sim2real.train.checkpoint.warm_start`'s shape) from a
     policy file: its actor, no critic or optimizer state (``None``: the runner starts them
@@ -120,8 +126,7 @@ def warm_start_from_policy(path: str | Path, config: dict[str, Any]) -> dict[str
     if not wanted["obs_normalization"]:
         raise CheckpointError(path, "the file normalizes its observations and the config has "
                                     "policy.obs_normalization: false", "set policy.obs_normalization: true")
-    found = re.search(r"iteration (\d+)", meta.checkpoint or "")
-    iteration = int(found.group(1)) if found else 0
+    iteration = policy_iteration(meta)
     trained = meta.training_config or {}
     # The normalizer's weight against new samples: as many as the run that made the file saw.
     samples = iteration * int(trained.get("num_envs", 1)) * int(trained.get("num_steps_per_env", 1))

@@ -31,16 +31,18 @@ def main() -> int:
     parser.add_argument("--stops", type=int, default=40, help="stops per variant (default 40)")
     parser.add_argument("--durations", type=float, nargs="+", default=[0.2, 0.3, 0.5, 0.75],
                         help="hold_duration values for hold_pose: stand (default 0.2 0.3 0.5 0.75)")
+    parser.add_argument("--policy", help="Go2 walk policy file (default: policies/go2_walk.onnx): measure a "
+                                         "candidate before shipping it")
     args = parser.parse_args()
     base = load_safety_config("go2")
     variants = [("last", base.hold_duration)] + [("stand", d) for d in args.durations]
     stops = [(seed, 100 + 7 * seed) for seed in range(2, 2 + args.stops)]
-    print(f"Go2 policy stopped mid-trot, {len(stops)} stops per variant, policy_stale deadline "
+    print(f"{args.policy or 'policies/go2_walk.onnx'} stopped mid-trot, {len(stops)} stops per variant, policy_stale deadline "
           f"{base.checks['policy_stale']['deadline']:g} s, 3 s hold")
     print(f"{'hold':14s} {'tilt end median/worst rad':>26s} {'height end median/lowest m':>27s} {'bad':>6s} {'damped':>7s}")
     for pose, duration in variants:
         config = dataclasses.replace(base, hold_pose=pose, hold_duration=duration)
-        outcomes = [stop_mid_trot(seed, steps, config) for seed, steps in stops]
+        outcomes = [stop_mid_trot(seed, steps, config, policy_path=args.policy) for seed, steps in stops]
         tilt = np.array([o.final_tilt for o in outcomes])
         height = np.array([o.final_height for o in outcomes])
         bad = int(np.sum((tilt > 0.5) | (height < 0.15)))

@@ -9,6 +9,7 @@ commands alone drive the robot for a few seconds. Used by ``benchmarks/superviso
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -32,13 +33,14 @@ class HoldOutcome:
 
 
 def stop_mid_trot(seed: int, walk_steps: int, config: SafetyConfig | None = None,
-                  hold_seconds: float = HOLD_SECONDS) -> HoldOutcome:
-    """Walk ``walk_steps`` policy periods from episode ``seed``, then stop the policy."""
+                  hold_seconds: float = HOLD_SECONDS, policy_path: str | Path | None = None) -> HoldOutcome:
+    """Walk ``walk_steps`` policy periods from episode ``seed``, then stop the policy
+    (``policy_path``: a Go2 walk policy file; default the shipped one)."""
     from sim2real.evaluate.evaluate import eval_task_config
     from sim2real.train.tasks import make_env
 
     profile = load_profile("go2")
-    policy = load_policy(share_dir() / "policies" / "go2_walk.onnx")
+    policy = load_policy(policy_path or share_dir() / "policies" / "go2_walk.onnx")
     env = make_env("go2", "walk", seed=seed, config=eval_task_config("walk", policy.metadata.task_config))
     try:
         obs, _ = env.reset(seed=seed)

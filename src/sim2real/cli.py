@@ -345,7 +345,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "optimizer; iterations go on from the checkpoint's (--iterations is the total); the "
                             "config's randomization replaces the trained one. From a policy file (.onnx, e.g. a "
                             "shipped one) only the actor carries over: the critic, the action noise "
-                            "(policy.init_noise_std) and the optimizer start afresh; set critic_warmup_iterations")
+                            "(policy.init_noise_std) and the optimizer start afresh; set critic_warmup.iterations "
+                            "in the config to train the new critic alone first")
     train.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
     train.set_defaults(func=cmd_train)
 

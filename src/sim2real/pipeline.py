@@ -182,10 +182,13 @@ def stage_retrain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         source, start, trained = args.checkpoint, int(checkpoint["iteration"]), checkpoint["training_config"]
         extra: dict[str, Any] = {}
         how = "its networks, normalizer and optimizer"
+
+        def warm_for(config: dict[str, Any]) -> dict[str, Any]:
+            return warm_start(checkpoint, config, args.checkpoint)
     else:
         # No checkpoint: the policy file itself. Its actor carries over exactly; the critic is
         # new (trained alone first) and the action noise restarts at --noise-std.
-        from sim2real.train.policy_warm_start import policy_iteration
+        from sim2real.train.policy_warm_start import policy_iteration, warm_start_from_policy
 
         meta = load_policy(args.policy).metadata
         if not meta.training_config:
@@ -196,6 +199,9 @@ def stage_retrain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         extra = {"policy.init_noise_std": args.noise_std, "critic_warmup.iterations": warmup}
         how = (f"its actor; a new critic trained alone for {warmup} iterations, action noise {args.noise_std:g} "
                "(give --checkpoint to keep the run's critic and optimizer)")
+
+        def warm_for(config: dict[str, Any]) -> dict[str, Any]:
+            return warm_start_from_policy(args.policy, config)
     overrides = {"iterations": start + args.iterations, "num_envs": args.num_envs, "workers": args.workers, **extra}
     print(f"[retrain] warm start from {source} (iteration {start}: {how}) for {args.iterations} iterations "
           f"under {randomization}")
@@ -216,12 +222,7 @@ def stage_retrain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     # state, which would put the old ranges back.
     config = override_config(trained, {**overrides, "randomization": str(randomization)},
                              source="sim2real pipeline")
-    if args.checkpoint:
-        warm = save_checkpoint(out / "warm_start.pt", warm_start(checkpoint, config, args.checkpoint))
-    else:
-        from sim2real.train.policy_warm_start import warm_start_from_policy
-
-        warm = save_checkpoint(out / "warm_start.pt", warm_start_from_policy(args.policy, config))
+    warm = save_checkpoint(out / "warm_start.pt", warm_for(config))
     train_dir = out / "train"
     trainer = Trainer(config, train_dir, resume=warm, progress=not args.no_progress)
     result = trainer.run()

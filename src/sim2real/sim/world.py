@@ -235,6 +235,11 @@ class SimWorld:
         """A copy of the conditions in effect (edit them through :meth:`set_condition`)."""
         return replace(self._conditions)
 
+    @property
+    def torque_limit_scale(self) -> float:
+        """Fraction of the effort limits the motors have now (battery sag, capped at 1)."""
+        return self._actuator.torque_scale
+
     def set_condition(self, name: str, value) -> None:
         self.set_conditions(**{name: value})
 

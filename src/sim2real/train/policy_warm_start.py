@@ -133,18 +133,10 @@ def warm_start_from_policy(path: str | Path, config: dict[str, Any]) -> dict[str
     import torch
 
     state["obs_normalizer.count"] = torch.tensor(max(samples, 1), dtype=torch.long)
-    n = meta.num_joints
-    interface = {
-        "robot": meta.robot, "task": meta.task, "joint_names": list(meta.joint_names),
-        "observation_terms": meta.observation_spec.to_metadata(), "observation_size": int(meta.observation_size),
-        "num_actions": n, "action_scale": [float(v) for v in np.broadcast_to(meta.action_scale, (n,))],
-        "action_offset": [float(v) for v in np.broadcast_to(meta.action_offset, (n,))],
-        "action_clip": meta.action_clip,
-        "default_joint_positions": [float(v) for v in meta.default_joint_positions],
-        "control_period": float(meta.control_period),
-        "kp": [float(v) for v in np.broadcast_to(meta.kp, (n,))], "kd": [float(v) for v in np.broadcast_to(meta.kd, (n,))],
-        "task_config": meta.task_config,
-    }
+    # What the runner checks against the task env it builds (it then stores that env's own interface).
+    interface = {"robot": meta.robot, "task": meta.task, "joint_names": list(meta.joint_names),
+                 "observation_terms": meta.observation_spec.to_metadata(),
+                 "observation_size": int(meta.observation_size)}
     return {
         "format": FORMAT, "actor_state_dict": state, "critic_state_dict": None, "optimizer_state_dict": None,
         "iteration": iteration, "iter": iteration, "infos": None, "robot": meta.robot, "task": meta.task,

@@ -171,8 +171,7 @@ class Trainer:
             (self.out / "model.txt").write_text(setup_log.getvalue())
             alg = runner.alg
             if checkpoint is not None:
-                if checkpoint["interface"]["observation_size"] != interface["observation_size"] or \
-                        _term_names(checkpoint["interface"]) != _term_names(interface):
+                if _term_names(checkpoint["interface"]) != _term_names(interface):
                     raise TrainingError(
                         f"{self.resume}: its policy observes {_term_names(checkpoint['interface'])} "
                         f"({checkpoint['interface']['observation_size']} values) and this task config gives "
@@ -214,12 +213,14 @@ class Trainer:
                        dynamic_ncols=True, disable=not self.progress)
             obs = env.get_observations()
             alg.train_mode()
-            warmup = cfg.get("critic_warmup") or {"iterations": 0}
-            warmup_end = int((checkpoint or {}).get("warm_start", {}).get("iteration", 0)) + int(warmup["iterations"])
+            warmup = cfg.get("critic_warmup") or {"iterations": 0, "learning_rate": None}
+            warmup_start = int((checkpoint or {}).get("warm_start", {}).get("iteration", 0))
+            warmup_end = warmup_start + int(warmup["iterations"])
             try:
                 for it in range(start, total):
-                    _warm_up_critic(alg, it < warmup_end, warmup.get("learning_rate"),
-                                    rsl_cfg["algorithm"]["learning_rate"])
+                    if warmup_start <= it <= warmup_end and warmup["iterations"]:
+                        _warm_up_critic(alg, it < warmup_end, warmup["learning_rate"],
+                                        rsl_cfg["algorithm"]["learning_rate"])
                     t0 = time.monotonic()
                     with torch.inference_mode():
                         for _ in range(cfg["num_steps_per_env"]):
@@ -320,21 +321,19 @@ def _term_names(interface: dict) -> list[str]:
     return [f"{t['name']} x{t['size']} *{t['scale']:g}" for t in terms]
 
 
-def _warm_up_critic(alg, warming: bool, warmup_rate: float | None, rate: float) -> None:
-    """During the critic warm-up: no gradient into the actor (weights and action noise), no
-    update of its observation normalizer (the behaviour stays exactly as loaded) and the
-    warm-up's learning rate; after it, all trains at the PPO rate."""
+def _warm_up_critic(alg, warming: bool, warmup_rate: float, rate: float) -> None:
+    """Each iteration of the critic warm-up (``warming``): no gradient into the actor (weights
+    and action noise), no update of its observation normalizer (the behaviour stays exactly
+    as loaded), the warm-up's learning rate. Once at its end (``not warming``): all trains
+    again, at the PPO rate."""
     for parameter in alg.actor.parameters():
         parameter.requires_grad_(not warming)
     normalizer = getattr(alg.actor, "obs_normalizer", None)
     if normalizer is not None:
         normalizer.train(not warming)
-    wanted = warmup_rate if warming else None
-    if wanted is not None or getattr(alg, "_sim2real_warming", False):
-        alg.learning_rate = wanted if wanted is not None else rate
-        for group in alg.optimizer.param_groups:
-            group["lr"] = alg.learning_rate
-    alg._sim2real_warming = warming
+    alg.learning_rate = warmup_rate if warming else rate
+    for group in alg.optimizer.param_groups:
+        group["lr"] = alg.learning_rate
 
 
 def _mean(episodes: list[dict], key: str) -> float:

@@ -107,7 +107,7 @@ class RobotTaskEnv(gymnasium.Env):
 
         self.randomization = None
         self.episode_conditions: dict[str, Any] = {}
-        self._conditions: dict[str, Any] = dict(_NOMINAL)
+        self._privileged_conditions = np.zeros(len(_PRIVILEGED_CONDITIONS) + 1)
         self.set_randomization(randomization)
         self.difficulty = 1.0
         self.set_difficulty(float(cfg.get("difficulty", 1.0)))
@@ -172,7 +172,10 @@ class RobotTaskEnv(gymnasium.Env):
             conditions.update(self.randomization.sample(rng))
         conditions = self._episode_conditions(conditions)
         world.set_conditions(**conditions)
-        self._conditions = conditions
+        # Once per episode, from the world's own state: what a privileged critic reads each step.
+        applied = world.conditions
+        self._privileged_conditions = np.array([getattr(applied, name) for name in _PRIVILEGED_CONDITIONS]
+                                               + [world.torque_limit_scale])
         # What this episode drew, as applied (after task scaling): evaluations report it per episode.
         self.episode_conditions = ({} if self.randomization is None
                                    else {name: conditions[name] for name in self.randomization.parameters})
@@ -242,11 +245,7 @@ class RobotTaskEnv(gymnasium.Env):
         physical conditions, in :meth:`privileged_names` order. The deployed actor never
         sees it, so it is no part of the observation contract; unscaled (the critic's
         normalizer scales it)."""
-        conditions = self._conditions
-        voltage, nominal = conditions["battery_voltage"], self.profile.battery_nominal_voltage
-        battery = 1.0 if voltage is None or not nominal else min(1.0, voltage / nominal)
-        values = [float(conditions[name]) for name in _PRIVILEGED_CONDITIONS] + [battery]
-        return np.concatenate([self._privileged_state(), values]).astype(np.float32)
+        return np.concatenate([self._privileged_state(), self._privileged_conditions]).astype(np.float32)
 
     def privileged_names(self) -> list[str]:
         """One name per value of :meth:`privileged_observation`."""

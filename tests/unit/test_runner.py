@@ -11,7 +11,7 @@ import torch
 from sim2real.train.checkpoint import (FORMAT, CheckpointError, latest_checkpoint, load_checkpoint,
                                        save_checkpoint, warm_start)
 from sim2real.train.rsl_rl_env import RslRlVecEnv
-from sim2real.train.runner import Trainer, TrainingError, summary
+from sim2real.train.runner import Trainer, TrainingError, linear_rate, summary
 from sim2real.train.train_config import (TrainConfigError, load_train_config, override_config,
                                          rsl_rl_config)
 from sim2real.train.vec_env import ProcessVecEnv
@@ -134,10 +134,29 @@ def test_refuses_to_overwrite_a_run_or_to_resume_past_its_end(toy_config, tmp_pa
         Trainer(toy_config, out, resume=out / "model_3.pt", make_env=make_toy_task, progress=False).run()
 
 
+def test_a_linear_schedule_decays_the_rate_to_its_final_value_over_the_run(toy_config, tmp_path):
+    ppo = {"learning_rate": 3e-4, "learning_rate_final": 1e-4}
+    assert [linear_rate(ppo, it, 0, 4) for it in (0, 2, 4, 9)] == pytest.approx([3e-4, 2e-4, 1e-4, 1e-4])
+    assert linear_rate(ppo, 12, 10, 14) == pytest.approx(2e-4)  # counted from the end of a warm-up
+    toy_config["ppo"].update(schedule="linear", learning_rate_final=1e-4)
+    assert rsl_rl_config(toy_config)["algorithm"]["schedule"] == "fixed"  # rsl_rl must not move it too
+    assert "learning_rate_final" not in rsl_rl_config(toy_config)["algorithm"]
+    checkpoint = load_checkpoint(Trainer(toy_config, tmp_path / "run", make_env=make_toy_task,
+                                         progress=False).run().checkpoint)
+    # The rate the last of the 3 iterations trained with: 2/3 of the way down.
+    assert checkpoint["optimizer_state_dict"]["param_groups"][0]["lr"] == pytest.approx(3e-4 - 2 / 3 * 2e-4)
+
+
 def test_config_errors_name_the_field(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("ppo: {learning_rat: 0.001}\n")
     with pytest.raises(TrainConfigError, match=r"ppo.learning_rat: unknown field"):
+        load_train_config("toy", "reach", bad)
+    bad.write_text("ppo: {schedule: linear}\n")
+    with pytest.raises(TrainConfigError, match=r"ppo.learning_rate_final: the linear schedule needs a final rate"):
+        load_train_config("toy", "reach", bad)
+    bad.write_text("ppo: {learning_rate_final: 1.0e-5}\n")
+    with pytest.raises(TrainConfigError, match=r"only the linear schedule uses a final rate"):
         load_train_config("toy", "reach", bad)
     bad.write_text("num_envs: 0\n")
     with pytest.raises(TrainConfigError, match=r"num_envs: expected an integer >= 1"):

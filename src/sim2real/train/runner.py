@@ -186,9 +186,7 @@ class Trainer:
                           "optimizer": checkpoint["optimizer_state_dict"] is not None}, strict=True)
                 warm = checkpoint.get("warm_start")
                 if warm and warm["iteration"] == start:  # a fine-tune starts at its own config's rate
-                    alg.learning_rate = rsl_cfg["algorithm"]["learning_rate"]
-                    for group in alg.optimizer.param_groups:
-                        group["lr"] = alg.learning_rate
+                    _set_learning_rate(alg, rsl_cfg["algorithm"]["learning_rate"])
 
             def save(completed: int) -> Path:
                 state = {
@@ -221,6 +219,8 @@ class Trainer:
                     if warmup_start <= it <= warmup_end and warmup["iterations"]:
                         _warm_up_critic(alg, it < warmup_end, warmup["learning_rate"],
                                         rsl_cfg["algorithm"]["learning_rate"])
+                    if cfg["ppo"]["schedule"] == "linear" and it >= warmup_end:
+                        _set_learning_rate(alg, linear_rate(cfg["ppo"], it, warmup_end, total))
                     t0 = time.monotonic()
                     with torch.inference_mode():
                         for _ in range(cfg["num_steps_per_env"]):
@@ -331,9 +331,21 @@ def _warm_up_critic(alg, warming: bool, warmup_rate: float, rate: float) -> None
     normalizer = getattr(alg.actor, "obs_normalizer", None)
     if normalizer is not None:
         normalizer.train(not warming)
-    alg.learning_rate = warmup_rate if warming else rate
+    _set_learning_rate(alg, warmup_rate if warming else rate)
+
+
+def linear_rate(ppo: dict, iteration: int, first: int, total: int) -> float:
+    """The linear schedule's rate at ``iteration``: ``learning_rate`` at ``first`` (the run's
+    first PPO iteration after any critic warm-up), ``learning_rate_final`` at ``total``.
+    Derived from the iteration alone, so a resumed run continues the same line."""
+    fraction = min(1.0, max(0.0, (iteration - first) / max(1, total - first)))
+    return ppo["learning_rate"] + fraction * (ppo["learning_rate_final"] - ppo["learning_rate"])
+
+
+def _set_learning_rate(alg, rate: float) -> None:
+    alg.learning_rate = rate
     for group in alg.optimizer.param_groups:
-        group["lr"] = alg.learning_rate
+        group["lr"] = rate
 
 
 def _mean(episodes: list[dict], key: str) -> float:

@@ -45,8 +45,10 @@ DEFAULTS: dict[str, Any] = {
     "critic_warmup": {"iterations": 0, "learning_rate": 1.0e-3},
     "policy": {"actor_hidden_dims": [256, 128, 64], "critic_hidden_dims": [256, 128, 64], "activation": "elu",
                "init_noise_std": 1.0, "obs_normalization": True},
-    "ppo": {"learning_rate": 3.0e-4, "schedule": "fixed", "desired_kl": 0.01, "num_learning_epochs": 5,
-            "num_mini_batches": 4, "clip_param": 0.2, "gamma": 0.99, "lam": 0.95, "value_loss_coef": 1.0,
+    # schedule: fixed | adaptive (rsl_rl's KL-driven rate) | linear (from learning_rate down to
+    # learning_rate_final at the run's last iteration, counted from the end of any critic warm-up).
+    "ppo": {"learning_rate": 3.0e-4, "schedule": "fixed", "learning_rate_final": None, "desired_kl": 0.01,
+            "num_learning_epochs": 5, "num_mini_batches": 4, "clip_param": 0.2, "gamma": 0.99, "lam": 0.95, "value_loss_coef": 1.0,
             "entropy_coef": 0.005, "max_grad_norm": 1.0},
 }
 # Sections whose content another module validates (make_env, make_curriculum).
@@ -149,7 +151,7 @@ def _validate(config: dict[str, Any], source: str | Path) -> None:
     for section in ("ppo", "policy", "adr"):
         for key, value in config[section].items():
             if key in ("parameters", "activation", "schedule", "enabled") or key.endswith("hidden_dims") \
-                    or key == "obs_normalization":
+                    or key == "obs_normalization" or (key == "learning_rate_final" and value is None):
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise TrainConfigError(source, f"{section}.{key}", f"expected a finite number, got {value!r}",
@@ -161,9 +163,18 @@ def _validate(config: dict[str, Any], source: str | Path) -> None:
         raise TrainConfigError(source, "critic_observation", f"unknown value {config['critic_observation']!r}",
                                "use policy (the critic sees what the actor sees) or privileged (plus "
                                "simulator truth; the deployed actor is unchanged)")
-    if config["ppo"]["schedule"] not in ("fixed", "adaptive"):
+    if config["ppo"]["schedule"] not in ("fixed", "adaptive", "linear"):
         raise TrainConfigError(source, "ppo.schedule", f"unknown schedule {config['ppo']['schedule']!r}",
-                               "use fixed (CPU default) or adaptive (KL-driven)")
+                               "use fixed (CPU default), adaptive (KL-driven) or linear (decay to "
+                               "ppo.learning_rate_final)")
+    final = config["ppo"]["learning_rate_final"]
+    if config["ppo"]["schedule"] == "linear" and (final is None or not 0 < final <= config["ppo"]["learning_rate"]):
+        raise TrainConfigError(source, "ppo.learning_rate_final",
+                               f"the linear schedule needs a final rate in (0, learning_rate], got {final!r}",
+                               "write e.g. learning_rate_final: 3.0e-5")
+    if config["ppo"]["schedule"] != "linear" and final is not None:
+        raise TrainConfigError(source, "ppo.learning_rate_final", "only the linear schedule uses a final rate",
+                               "set ppo.schedule: linear, or remove learning_rate_final")
     for key in ("actor_hidden_dims", "critic_hidden_dims"):
         dims = config["policy"][key]
         if not isinstance(dims, list) or not dims or not all(isinstance(d, int) and d > 0 for d in dims):
@@ -187,6 +198,9 @@ def rsl_rl_config(config: Mapping[str, Any]) -> dict[str, Any]:
     from sim2real.train.rsl_rl_env import obs_groups
 
     policy, ppo = config["policy"], dict(config["ppo"])
+    # rsl_rl keeps a linear schedule's rate fixed; the runner moves it each iteration.
+    if ppo.pop("learning_rate_final", None) is not None:
+        ppo["schedule"] = "fixed"
     model = {"class_name": "rsl_rl.models:MLPModel", "activation": policy["activation"],
              "obs_normalization": bool(policy["obs_normalization"])}
     return {

@@ -119,7 +119,7 @@ def test_arm_estimator_filters_velocity_and_gives_end_effector_twist():
         estimator = ArmEstimator(panda, load_estimation_config("panda"))
         kinematics = Kinematics(panda)
         dt = panda.sensing_period
-        raw, filtered, truth_v, truth_a, twist_error = [], [], [], [], []
+        raw, filtered, truth_v, twist_error = [], [], [], []
         previous = None
         for k in range(1500):
             t = (k + 1) * dt

@@ -172,7 +172,7 @@ def test_config_errors_name_the_field(tmp_path):
 @pytest.mark.parametrize("robot,task", [("go2", "walk"), ("panda", "reach")])
 def test_shipped_configs_load(robot, task):
     config = load_train_config(robot, task, overrides={"num_envs": 8})
-    assert config["num_envs"] == 8 and config["ppo"]["schedule"] == "fixed"
+    assert config["num_envs"] == 8 and config["ppo"]["schedule"] == {"go2": "fixed", "panda": "linear"}[robot]
     assert config["ppo"]["learning_rate"] == 3e-4 and config["policy"]["obs_normalization"] is True
 
 

@@ -16,6 +16,7 @@ from sim2real.core.robot_profile import load_profile
 from sim2real.pipeline import adapt_randomization
 from sim2real.sim.randomization import load_randomization
 from sim2real.train.checkpoint import load_checkpoint
+from sim2real.train.policy_warm_start import policy_iteration
 from tests.policy_models import metadata, write_policy, write_target_policy
 from tests.unit.failure_bundles import write_arm_bundle
 
@@ -119,8 +120,10 @@ def test_retrain_without_a_checkpoint_fine_tunes_the_policy_file_itself(tmp_path
     assert not out.exists()
     assert main(common) == 0
     shipped = load_policy(SHIPPED)
-    tuned = load_checkpoint(out / "train" / "model_703.pt")  # the shipped file is checkpoint 700
-    assert tuned["warm_start"] == {"from": str(SHIPPED), "iteration": 700, "policy_sha256": shipped.sha256}
+    start = policy_iteration(shipped.metadata)  # the shipped file's checkpoint: iterations count on from it
+    assert start > 0
+    tuned = load_checkpoint(out / "train" / f"model_{start + 3}.pt")
+    assert tuned["warm_start"] == {"from": str(SHIPPED), "iteration": start, "policy_sha256": shipped.sha256}
     assert tuned["training_config"]["critic_warmup"]["iterations"] == 2
     assert tuned["training_config"]["seed"] == shipped.metadata.training_config["seed"]  # the file's own recipe
     assert json.loads((out / "pipeline.json").read_text())["candidate"] == str(out / "candidate.onnx")

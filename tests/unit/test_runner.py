@@ -145,6 +145,9 @@ def test_a_linear_schedule_decays_the_rate_to_its_final_value_over_the_run(toy_c
                                          progress=False).run().checkpoint)
     # The rate the last of the 3 iterations trained with: 2/3 of the way down.
     assert checkpoint["optimizer_state_dict"]["param_groups"][0]["lr"] == pytest.approx(3e-4 - 2 / 3 * 2e-4)
+    older = {**toy_config, "ppo": {k: v for k, v in toy_config["ppo"].items() if k != "learning_rate_final"}}
+    older["ppo"]["schedule"] = "fixed"  # a config written before the schedule existed resumes as it was
+    assert override_config(older, {"iterations": 9})["ppo"]["learning_rate_final"] is None
 
 
 def test_config_errors_name_the_field(tmp_path):

@@ -48,8 +48,8 @@ DEFAULTS: dict[str, Any] = {
     # schedule: fixed | adaptive (rsl_rl's KL-driven rate) | linear (from learning_rate down to
     # learning_rate_final at the run's last iteration, counted from the end of any critic warm-up).
     "ppo": {"learning_rate": 3.0e-4, "schedule": "fixed", "learning_rate_final": None, "desired_kl": 0.01,
-            "num_learning_epochs": 5, "num_mini_batches": 4, "clip_param": 0.2, "gamma": 0.99, "lam": 0.95, "value_loss_coef": 1.0,
-            "entropy_coef": 0.005, "max_grad_norm": 1.0},
+            "num_learning_epochs": 5, "num_mini_batches": 4, "clip_param": 0.2, "gamma": 0.99, "lam": 0.95,
+            "value_loss_coef": 1.0, "entropy_coef": 0.005, "max_grad_norm": 1.0},
 }
 # Sections whose content another module validates (make_env, make_curriculum).
 _FREE_FORM = ("task_config", "curriculum")
@@ -108,8 +108,11 @@ def override_config(config: Mapping[str, Any], overrides: Mapping[str, Any] | No
                     source: str | Path = "command line") -> dict[str, Any]:
     """A resolved config (e.g. a checkpoint's) with ``overrides`` applied and checked again."""
     result = copy.deepcopy(dict(config))
-    for key, default in DEFAULTS.items():  # a config saved before the key existed
+    for key, default in DEFAULTS.items():  # a config saved before the key (or a section's key) existed
         result.setdefault(key, copy.deepcopy(default))
+        if isinstance(default, dict) and key not in _FREE_FORM and isinstance(result[key], dict):
+            for inner, value in default.items():
+                result[key].setdefault(inner, copy.deepcopy(value))
     for key, value in (overrides or {}).items():
         if value is not None:
             _merge(result, _nest(key, value), source, "")

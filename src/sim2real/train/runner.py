@@ -337,7 +337,8 @@ def _warm_up_critic(alg, warming: bool, warmup_rate: float, rate: float) -> None
 def linear_rate(ppo: dict, iteration: int, first: int, total: int) -> float:
     """The linear schedule's rate at ``iteration``: ``learning_rate`` at ``first`` (the run's
     first PPO iteration after any critic warm-up), ``learning_rate_final`` at ``total``.
-    Derived from the iteration alone, so a resumed run continues the same line."""
+    Derived from the iteration and the run's total alone, so a resumed run continues the same
+    line; a resume with a larger total redraws the line to the new end (the rate steps up)."""
     fraction = min(1.0, max(0.0, (iteration - first) / max(1, total - first)))
     return ppo["learning_rate"] + fraction * (ppo["learning_rate_final"] - ppo["learning_rate"])
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,13 +34,15 @@ from pathlib import Path
 from sim2real.train.checkpoint import latest_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
-# Each stage: its config, and the iteration it stops at (None: the config's own).
+# Each stage: its config, and the checkpoint it stops at (None: the config's own end). A stop is
+# made as the shipped run was stopped, by ending the run once that checkpoint is written, so
+# the config's total (and with it the learning-rate schedule) is the one that made the file.
 RECIPES = {
     "panda": {"task": "reach", "stages": [("config/train/panda_reach.yaml", None)], "minutes": 10.0,
-              "randomization": "config/randomization/panda_reference.yaml"},
+              "randomization": "config/randomization/panda_reference.yaml", "episodes": 100},
     "go2": {"task": "walk", "stages": [("config/train/go2_walk_onehour.yaml", None),
                                        ("config/train/go2_walk_onehour_stage2.yaml", 3300)],
-            "minutes": 60.0, "randomization": "config/randomization/go2_reference.yaml"},
+            "minutes": 60.0, "randomization": "config/randomization/go2_reference.yaml", "episodes": 50},
 }
 
 
@@ -66,67 +68,90 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="folder for the stages' runs (default: a temporary one, deleted after)")
     parser.add_argument("--iterations", type=int,
                         help="N iterations per stage, to check the plumbing (not a figure)")
-    parser.add_argument("--episodes", type=int, default=100, help="evaluation episodes per world set (default: 100)")
+    parser.add_argument("--episodes", type=int,
+                        help="evaluation episodes per world set (default: as policies/README.md reports, "
+                             "panda 100, go2 50)")
     parser.add_argument("--seed", type=int, default=0, help="evaluation seed (default: 0, as policies/README.md)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     recipe = RECIPES[args.robot]
-    stages = [(args.config, None)] if args.config else recipe["stages"]
+    stages = [(str(Path(args.config).resolve()), None)] if args.config else recipe["stages"]
     config = " then ".join(c for c, _ in stages)
+    episodes = args.episodes or recipe["episodes"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
 
+    def say(text: str) -> None:  # progress to stderr: stdout stays the result (JSON with --json)
+        print(f"[wall time] {text}", file=sys.stderr, flush=True)
+
+    def failed(what: str, run: subprocess.CompletedProcess | subprocess.Popen, output: str) -> int:
+        print(output[-4000:], file=sys.stderr)
+        say(f"{what} failed (exit {run.returncode}); its output is above")
+        return 1
+
     with tempfile.TemporaryDirectory(prefix="sim2real_wall_") as scratch:
-        root = args.out or Path(scratch)
-        start, last, iterations, rates = time.monotonic(), None, 0, []
+        root = (args.out or Path(scratch)).resolve()
+        start, last = time.monotonic(), None
         for number, (stage_config, stop) in enumerate(stages, 1):
             out = root / f"stage{number}"
-            stop = number * args.iterations if args.iterations else stop
-            print(f"[wall time] stage {number}: training {args.robot} {recipe['task']} with {stage_config} into "
-                  f"{out} ...", flush=True)
             command = ["train", "--config", stage_config, "--out", str(out), "--no-progress"]
             command += ["--init-from", str(last)] if last else ["--robot", args.robot, "--task", recipe["task"]]
-            command += ["--iterations", str(stop)] if stop else []
-            train = subprocess.run(sim2real(*command), cwd=ROOT, env=env, capture_output=True, text=True)
-            if train.returncode != 0:
-                print(train.stdout[-2000:], train.stderr[-4000:], sep="\n", file=sys.stderr)
-                print(f"[wall time] stage {number} failed (exit {train.returncode}); its output is above",
-                      file=sys.stderr)
-                return 1
-            done = re.search(r"^done: (\d+) iterations in .*\(([\d.]+) it/s", train.stdout + train.stderr,
-                             re.MULTILINE)
-            if done:
-                iterations += int(done.group(1))
-                rates.append(float(done.group(2)))
-            last = latest_checkpoint(out)
+            if args.iterations:  # a plumbing check: the run's total itself
+                command += ["--iterations", str(number * args.iterations)]
+                stop = None
+            say(f"stage {number}: training {args.robot} {recipe['task']} with {stage_config} into {out}"
+                + (f", stopped at checkpoint {stop}" if stop else "") + " ...")
+            log = out.parent / f"stage{number}.log"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "w") as sink:
+                run = subprocess.Popen(sim2real(*command), cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
+                while run.poll() is None:
+                    if stop and (out / f"model_{stop}.pt").is_file():
+                        time.sleep(2.0)  # let the save finish; on SIGINT the runner stops its workers cleanly
+                        run.send_signal(signal.SIGINT)
+                        try:
+                            run.wait(timeout=120)
+                        except subprocess.TimeoutExpired:
+                            run.kill()
+                            run.wait()
+                        break
+                    time.sleep(2.0)
+            text = log.read_text()
+            if run.returncode != 0 and not stop:
+                return failed(f"stage {number}", run, text)
+            last = out / f"model_{stop}.pt" if stop else latest_checkpoint(out)
+            if last is None or not last.is_file():
+                return failed(f"stage {number} (no checkpoint {last or 'in ' + str(out)})", run, text)
         minutes = (time.monotonic() - start) / 60.0
-        policy = Path(scratch) / "policy.onnx"
-        subprocess.run(sim2real("export", str(last), "-o", str(policy)), cwd=ROOT, env=env, check=True,
-                       capture_output=True)
-        print(f"[wall time] trained in {minutes:.1f} min; evaluating {args.episodes} episodes per world set ...",
-              flush=True)
+        policy = root / "policy.onnx"
+        export = subprocess.run(sim2real("export", str(last), "-o", str(policy)), cwd=ROOT, env=env,
+                                capture_output=True, text=True)
+        if export.returncode != 0:
+            return failed("export", export, export.stdout + export.stderr)
+        say(f"trained in {minutes:.1f} min; evaluating {episodes} episodes per world set ...")
         evaluation = subprocess.run(sim2real("eval", str(policy), "--worlds", "nominal", recipe["randomization"],
-                                             "--episodes", str(args.episodes), "--seed", str(args.seed),
+                                             "--episodes", str(episodes), "--seed", str(args.seed),
                                              "--no-progress", "--json"),
-                                    cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+                                    cwd=ROOT, env=env, capture_output=True, text=True)
+        if evaluation.returncode != 0:
+            return failed("evaluation", evaluation, evaluation.stdout + evaluation.stderr)
         worlds = json.loads(evaluation.stdout)["worlds"]
 
     rows = targets_met(args.robot, worlds[0], worlds[1])
     in_time = minutes <= recipe["minutes"]
     result = {"robot": args.robot, "config": config, "training_minutes": round(minutes, 2),
-              "iterations": iterations, "iterations_per_s": rates, "checkpoint": last.name,
+              "checkpoint": last.name, "episodes": episodes,
               "minutes_asked": recipe["minutes"], "targets": [
                   {"what": what, "measured": measured, "asked": asked, "met": met} for what, measured, asked, met in rows],
               "all_met_in_time": in_time and all(met for *_, met in rows)}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"\n{args.robot} {recipe['task']} ({config}): {iterations} iterations to {last.name} in "
-          f"{minutes:.1f} min (it/s per stage: {', '.join(f'{r:g}' for r in rates)}), "
+    print(f"\n{args.robot} {recipe['task']} ({config}): {last.name} in {minutes:.1f} min, "
           f"asked <= {recipe['minutes']:.0f} min: "
           f"{'met' if in_time else 'MISSED'}")
     for what, measured, asked, met in rows:
         print(f"  {what:30s} {measured:8.3f}  asked {asked:8s} {'met' if met else 'MISSED'}")
-    print(f"  evaluation: {args.episodes} episodes per world set, seed {args.seed}")
+    print(f"  evaluation: {episodes} episodes per world set, seed {args.seed}")
     print(f"all targets met within the time: {'yes' if result['all_met_in_time'] else 'no'}")
     return 0
 

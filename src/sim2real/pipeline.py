@@ -203,6 +203,11 @@ def stage_retrain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         def warm_for(config: dict[str, Any]) -> dict[str, Any]:
             return warm_start_from_policy(args.policy, config)
     overrides = {"iterations": start + args.iterations, "num_envs": args.num_envs, "workers": args.workers, **extra}
+    ppo = trained.get("ppo", {})
+    if ppo.get("schedule") == "linear" and ppo.get("learning_rate_final"):
+        # A fine-tune goes on at the rate the recipe ended at, not back at its start (which is
+        # what made the Panda's success swing before its schedule decayed).
+        overrides["ppo.learning_rate"] = ppo["learning_rate_final"]
     print(f"[retrain] warm start from {source} (iteration {start}: {how}) for {args.iterations} iterations "
           f"under {randomization}")
     if args.dry_run:

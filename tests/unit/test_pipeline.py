@@ -126,4 +126,8 @@ def test_retrain_without_a_checkpoint_fine_tunes_the_policy_file_itself(tmp_path
     assert tuned["warm_start"] == {"from": str(SHIPPED), "iteration": start, "policy_sha256": shipped.sha256}
     assert tuned["training_config"]["critic_warmup"]["iterations"] == 2
     assert tuned["training_config"]["seed"] == shipped.metadata.training_config["seed"]  # the file's own recipe
+    # The shipped recipe decays its rate; the fine-tune goes on at the rate it ended at.
+    recipe = shipped.metadata.training_config["ppo"]
+    assert recipe["schedule"] == "linear"
+    assert tuned["optimizer_state_dict"]["param_groups"][0]["lr"] == pytest.approx(recipe["learning_rate_final"])
     assert json.loads((out / "pipeline.json").read_text())["candidate"] == str(out / "candidate.onnx")

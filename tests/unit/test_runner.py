@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import contextlib
+from pathlib import Path
 from functools import partial
 
 import pytest
@@ -134,7 +135,7 @@ def test_refuses_to_overwrite_a_run_or_to_resume_past_its_end(toy_config, tmp_pa
         Trainer(toy_config, out, resume=out / "model_3.pt", make_env=make_toy_task, progress=False).run()
 
 
-def test_a_linear_schedule_decays_the_rate_to_its_final_value_over_the_run(toy_config, tmp_path):
+def test_a_linear_schedule_decays_the_rate_toward_its_final_value_at_the_run_end(toy_config, tmp_path):
     ppo = {"learning_rate": 3e-4, "learning_rate_final": 1e-4}
     assert [linear_rate(ppo, it, 0, 4) for it in (0, 2, 4, 9)] == pytest.approx([3e-4, 2e-4, 1e-4, 1e-4])
     assert linear_rate(ppo, 12, 10, 14) == pytest.approx(2e-4)  # counted from the end of a warm-up
@@ -158,6 +159,9 @@ def test_config_errors_name_the_field(tmp_path):
     bad.write_text("ppo: {schedule: linear}\n")
     with pytest.raises(TrainConfigError, match=r"ppo.learning_rate_final: the linear schedule needs a final rate"):
         load_train_config("toy", "reach", bad)
+    bad.write_text("ppo: {schedule: linear, learning_rate: 1.0e-4, learning_rate_final: 3.0e-4}\n")
+    with pytest.raises(TrainConfigError, match=r"needs a final rate in \(0, learning_rate\], got 0.0003"):
+        load_train_config("toy", "reach", bad)
     bad.write_text("ppo: {learning_rate_final: 1.0e-5}\n")
     with pytest.raises(TrainConfigError, match=r"only the linear schedule uses a final rate"):
         load_train_config("toy", "reach", bad)
@@ -177,6 +181,12 @@ def test_shipped_configs_load(robot, task):
     config = load_train_config(robot, task, overrides={"num_envs": 8})
     assert config["num_envs"] == 8 and config["ppo"]["schedule"] == {"go2": "fixed", "panda": "linear"}[robot]
     assert config["ppo"]["learning_rate"] == 3e-4 and config["policy"]["obs_normalization"] is True
+
+
+@pytest.mark.parametrize("path", sorted(Path("config/train").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_training_config_in_the_repository_loads(path):
+    config = load_train_config(*path.stem.split("_")[:2], path)
+    assert config["iterations"] > 0
 
 
 def test_adapter_satisfies_rsl_rl_on_policy_runner(tmp_path, toy_config):

@@ -46,7 +46,8 @@ DEFAULTS: dict[str, Any] = {
     "policy": {"actor_hidden_dims": [256, 128, 64], "critic_hidden_dims": [256, 128, 64], "activation": "elu",
                "init_noise_std": 1.0, "obs_normalization": True},
     # schedule: fixed | adaptive (rsl_rl's KL-driven rate) | linear (from learning_rate down to
-    # learning_rate_final at the run's last iteration, counted from the end of any critic warm-up).
+    # learning_rate_final at the run's end, iteration `iterations`; the line starts at the end
+    # of any critic warm-up).
     "ppo": {"learning_rate": 3.0e-4, "schedule": "fixed", "learning_rate_final": None, "desired_kl": 0.01,
             "num_learning_epochs": 5, "num_mini_batches": 4, "clip_param": 0.2, "gamma": 0.99, "lam": 0.95,
             "value_loss_coef": 1.0, "entropy_coef": 0.005, "max_grad_norm": 1.0},

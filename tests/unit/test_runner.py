@@ -151,6 +151,24 @@ def test_a_linear_schedule_decays_the_rate_toward_its_final_value_at_the_run_end
     assert override_config(older, {"iterations": 9})["ppo"]["learning_rate_final"] is None
 
 
+def test_a_linear_schedule_keeps_its_line_across_a_resume_and_starts_after_a_warm_up(toy_config, tmp_path):
+    toy_config["ppo"].update(schedule="linear", learning_rate_final=1e-4)
+    run = tmp_path / "run"
+    Trainer(toy_config, run, make_env=make_toy_task, progress=False).run()
+    more = override_config(load_checkpoint(run / "model_3.pt")["training_config"], {"iterations": 6})
+    Trainer(more, run, resume=run / "model_3.pt", make_env=make_toy_task, progress=False).run()
+    # Iteration 5 of a 6-iteration line that starts at 0 (not at the resume's 3).
+    assert load_checkpoint(run / "model_6.pt")["optimizer_state_dict"]["param_groups"][0]["lr"] == \
+        pytest.approx(linear_rate(toy_config["ppo"], 5, 0, 6)) == pytest.approx(3e-4 - 5 / 6 * 2e-4)
+    # A warm start from iteration 6 with a 2-iteration critic warm-up: the line starts at 8.
+    tuned = override_config(more, {"iterations": 10, "critic_warmup.iterations": 2})
+    warm = save_checkpoint(tmp_path / "ft" / "warm_start.pt", warm_start(load_checkpoint(run / "model_6.pt"), tuned,
+                                                                         run / "model_6.pt"))
+    Trainer(tuned, tmp_path / "ft", resume=warm, make_env=make_toy_task, progress=False).run()
+    rate = load_checkpoint(tmp_path / "ft" / "model_10.pt")["optimizer_state_dict"]["param_groups"][0]["lr"]
+    assert rate == pytest.approx(linear_rate(toy_config["ppo"], 9, 8, 10)) == pytest.approx(2e-4)
+
+
 def test_config_errors_name_the_field(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("ppo: {learning_rat: 0.001}\n")

@@ -169,28 +169,21 @@ def test_a_linear_schedule_keeps_its_line_across_a_resume_and_starts_after_a_war
     assert rate == pytest.approx(linear_rate(toy_config["ppo"], 9, 8, 10)) == pytest.approx(2e-4)
 
 
-def test_config_errors_name_the_field(tmp_path):
+@pytest.mark.parametrize("text, error", [
+    ("ppo: {learning_rat: 0.001}", r"ppo.learning_rat: unknown field"),
+    ("ppo: {schedule: linear}", r"ppo.learning_rate_final: the linear schedule needs a final rate"),
+    ("ppo: {schedule: linear, learning_rate: 1.0e-4, learning_rate_final: 3.0e-4}",
+     r"needs a final rate in \(0, learning_rate\], got 0.0003"),
+    ("ppo: {learning_rate_final: 1.0e-5}", r"only the linear schedule uses a final rate"),
+    ("num_envs: 0", r"num_envs: expected an integer >= 1"),
+    ("robot: go2", "the file is for robot 'go2'"),
+    ("adr: {enabled: true}", "adaptive DR needs a randomization"),
+], ids=["unknown-field", "linear-without-final", "final-above-start", "final-without-linear", "zero-envs",
+        "other-robot", "adr-without-ranges"])
+def test_config_errors_name_the_field(tmp_path, text, error):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("ppo: {learning_rat: 0.001}\n")
-    with pytest.raises(TrainConfigError, match=r"ppo.learning_rat: unknown field"):
-        load_train_config("toy", "reach", bad)
-    bad.write_text("ppo: {schedule: linear}\n")
-    with pytest.raises(TrainConfigError, match=r"ppo.learning_rate_final: the linear schedule needs a final rate"):
-        load_train_config("toy", "reach", bad)
-    bad.write_text("ppo: {schedule: linear, learning_rate: 1.0e-4, learning_rate_final: 3.0e-4}\n")
-    with pytest.raises(TrainConfigError, match=r"needs a final rate in \(0, learning_rate\], got 0.0003"):
-        load_train_config("toy", "reach", bad)
-    bad.write_text("ppo: {learning_rate_final: 1.0e-5}\n")
-    with pytest.raises(TrainConfigError, match=r"only the linear schedule uses a final rate"):
-        load_train_config("toy", "reach", bad)
-    bad.write_text("num_envs: 0\n")
-    with pytest.raises(TrainConfigError, match=r"num_envs: expected an integer >= 1"):
-        load_train_config("toy", "reach", bad)
-    bad.write_text("robot: go2\n")
-    with pytest.raises(TrainConfigError, match="the file is for robot 'go2'"):
-        load_train_config("toy", "reach", bad)
-    bad.write_text("adr: {enabled: true}\n")
-    with pytest.raises(TrainConfigError, match="adaptive DR needs a randomization"):
+    bad.write_text(text + "\n")
+    with pytest.raises(TrainConfigError, match=error):
         load_train_config("toy", "reach", bad)
 
 

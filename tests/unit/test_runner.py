@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import contextlib
+import os
 from pathlib import Path
 from functools import partial
 
@@ -12,7 +13,7 @@ import torch
 from sim2real.train.checkpoint import (FORMAT, CheckpointError, latest_checkpoint, load_checkpoint,
                                        save_checkpoint, warm_start)
 from sim2real.train.rsl_rl_env import RslRlVecEnv
-from sim2real.train.runner import Trainer, TrainingError, linear_rate, summary
+from sim2real.train.runner import Trainer, TrainingError, linear_rate, summary, update_threads
 from sim2real.train.train_config import (TrainConfigError, load_train_config, override_config,
                                          rsl_rl_config)
 from sim2real.train.vec_env import ProcessVecEnv
@@ -167,6 +168,26 @@ def test_a_linear_schedule_keeps_its_line_across_a_resume_and_starts_after_a_war
     Trainer(tuned, tmp_path / "ft", resume=warm, make_env=make_toy_task, progress=False).run()
     rate = load_checkpoint(tmp_path / "ft" / "model_10.pt")["optimizer_state_dict"]["param_groups"][0]["lr"]
     assert rate == pytest.approx(linear_rate(toy_config["ppo"], 9, 8, 10)) == pytest.approx(2e-4)
+
+
+def test_the_update_on_the_idle_workers_cores_gives_bitwise_the_weights_of_one_thread(toy_config, tmp_path):
+    # One worker -> the update on 1 thread; two -> on 2 (where the machine has them). The
+    # shipped recipes' networks and a recipe-sized minibatch (256 samples), so the matrix
+    # products are big enough for torch to split them across threads.
+    assert update_threads(1) == 1 and update_threads(2) == min(2, os.cpu_count())
+    toy_config.update(num_envs=8, num_steps_per_env=64, iterations=2)
+    toy_config["policy"].update(actor_hidden_dims=[512, 256, 128], critic_hidden_dims=[512, 256, 128])
+    weights = []
+    for workers in (1, 2):
+        toy_config["workers"] = workers
+        checkpoint = load_checkpoint(Trainer(toy_config, tmp_path / f"run{workers}", make_env=make_toy_task,
+                                             progress=False).run().checkpoint)
+        weights.append({**checkpoint["actor_state_dict"], **{f"critic.{k}": v for k, v in
+                                                             checkpoint["critic_state_dict"].items()}})
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    first = load_checkpoint(tmp_path / "run2" / "model_1.pt")["actor_state_dict"]["mlp.0.weight"]
+    assert not torch.equal(first, weights[1]["mlp.0.weight"])  # the second update moved them
 
 
 @pytest.mark.parametrize("text, error", [

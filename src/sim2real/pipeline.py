@@ -205,9 +205,12 @@ def stage_retrain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     overrides = {"iterations": start + args.iterations, "num_envs": args.num_envs, "workers": args.workers, **extra}
     ppo = trained.get("ppo", {})
     if ppo.get("schedule") == "linear" and ppo.get("learning_rate_final"):
-        # A fine-tune goes on at the rate the recipe ended at, not back at its start (which is
-        # what made the Panda's success swing before its schedule decayed).
+        # A fine-tune goes on at the rate the recipe's line ends at, not back at its start (which
+        # is what made the Panda's success swing before its schedule decayed): a flat line, so
+        # the recipe's own final iteration (an iteration of the old run) moves to the fine-tune's end.
         overrides["ppo.learning_rate"] = ppo["learning_rate_final"]
+        if ppo.get("learning_rate_final_iteration"):
+            overrides["ppo.learning_rate_final_iteration"] = start + args.iterations
     print(f"[retrain] warm start from {source} (iteration {start}: {how}) for {args.iterations} iterations "
           f"under {randomization}")
     if args.dry_run:

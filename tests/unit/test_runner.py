@@ -170,6 +170,26 @@ def test_a_linear_schedule_keeps_its_line_across_a_resume_and_starts_after_a_war
     assert rate == pytest.approx(linear_rate(toy_config["ppo"], 9, 8, 10)) == pytest.approx(2e-4)
 
 
+def test_a_final_iteration_past_the_end_stops_a_run_part_way_down_the_longer_line(toy_config, tmp_path):
+    toy_config["ppo"].update(schedule="linear", learning_rate_final=1e-4)
+    longer = override_config(toy_config, {"iterations": 6})
+    Trainer(longer, tmp_path / "long", make_env=make_toy_task, progress=False).run()
+    part = override_config(toy_config, {"iterations": 3, "ppo.learning_rate_final_iteration": 6})
+    Trainer(part, tmp_path / "part", make_env=make_toy_task, progress=False).run()
+    long, short = load_checkpoint(tmp_path / "long" / "model_3.pt"), load_checkpoint(tmp_path / "part" / "model_3.pt")
+    # Iteration 2 of the 6-iteration line, and the very weights of the longer run's third iteration.
+    assert short["optimizer_state_dict"]["param_groups"][0]["lr"] == pytest.approx(3e-4 - 2 / 6 * 2e-4)
+    assert all(torch.equal(long["actor_state_dict"][k], v) for k, v in short["actor_state_dict"].items())
+    # After the line's end the final rate holds.
+    assert linear_rate(toy_config["ppo"], 8, 0, 6) == pytest.approx(1e-4)
+    # A warm start at iteration 3 whose line would end at 3: refused before any worker starts.
+    tuned = override_config(part, {"iterations": 5, "ppo.learning_rate_final_iteration": 3})
+    warm = save_checkpoint(tmp_path / "ft" / "warm_start.pt", warm_start(short, tuned, tmp_path / "part" / "model_3.pt"))
+    with pytest.raises(TrainingError, match=r"learning_rate_final_iteration is 3, but the linear schedule starts at "
+                                            r"iteration 3.*Fix: set it above 3"):
+        Trainer(tuned, tmp_path / "ft", resume=warm, make_env=make_toy_task, progress=False).run()
+
+
 def test_the_update_on_the_idle_workers_cores_gives_bitwise_the_weights_of_one_thread(toy_config, tmp_path):
     # One worker -> the update on 1 thread; two -> on 2 (where the machine has them). The
     # shipped recipes' networks and a recipe-sized minibatch (256 samples), so the matrix
@@ -196,11 +216,15 @@ def test_the_update_on_the_idle_workers_cores_gives_bitwise_the_weights_of_one_t
     ("ppo: {schedule: linear, learning_rate: 1.0e-4, learning_rate_final: 3.0e-4}",
      r"needs a final rate in \(0, learning_rate\], got 0.0003"),
     ("ppo: {learning_rate_final: 1.0e-5}", r"only the linear schedule uses a final rate"),
+    ("ppo: {learning_rate_final_iteration: 900}", r"only the linear schedule has a final iteration"),
+    ("ppo: {schedule: linear, learning_rate_final: 1.0e-5, learning_rate_final_iteration: 9.5}",
+     r"ppo.learning_rate_final_iteration: expected an iteration \(a whole number >= 1\), got 9.5"),
     ("num_envs: 0", r"num_envs: expected an integer >= 1"),
     ("robot: go2", "the file is for robot 'go2'"),
     ("adr: {enabled: true}", "adaptive DR needs a randomization"),
-], ids=["unknown-field", "linear-without-final", "final-above-start", "final-without-linear", "zero-envs",
-        "other-robot", "adr-without-ranges"])
+], ids=["unknown-field", "linear-without-final", "final-above-start", "final-without-linear",
+        "final-iteration-without-linear", "fractional-final-iteration", "zero-envs", "other-robot",
+        "adr-without-ranges"])
 def test_config_errors_name_the_field(tmp_path, text, error):
     bad = tmp_path / "bad.yaml"
     bad.write_text(text + "\n")

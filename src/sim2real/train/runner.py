@@ -152,6 +152,15 @@ class Trainer:
             raise TrainingError(f"{self.resume} has already run {start} iterations and --iterations is {total}. "
                                 f"Fix: pass --iterations N with N > {start} (the run's total)")
 
+        warmup = cfg.get("critic_warmup") or {"iterations": 0, "learning_rate": None}
+        warmup_start = int((checkpoint or {}).get("warm_start", {}).get("iteration", 0))
+        warmup_end = warmup_start + int(warmup["iterations"])
+        line_end = cfg["ppo"].get("learning_rate_final_iteration") or total
+        if cfg["ppo"].get("learning_rate_final_iteration") and line_end <= warmup_end:
+            raise TrainingError(
+                f"ppo.learning_rate_final_iteration is {line_end}, but the linear schedule starts at "
+                f"iteration {warmup_end} (the warm start's iteration plus any critic warm-up). "
+                f"Fix: set it above {warmup_end}, or remove it to end the line at the run's end ({total})")
         randomization, adr = self._randomization(checkpoint)
         curriculum = make_curriculum(cfg["curriculum"], total_iterations=total, source="training config")
         if checkpoint is not None and checkpoint.get("curriculum") is not None:
@@ -217,16 +226,13 @@ class Trainer:
                        dynamic_ncols=True, disable=not self.progress)
             obs = env.get_observations()
             alg.train_mode()
-            warmup = cfg.get("critic_warmup") or {"iterations": 0, "learning_rate": None}
-            warmup_start = int((checkpoint or {}).get("warm_start", {}).get("iteration", 0))
-            warmup_end = warmup_start + int(warmup["iterations"])
             try:
                 for it in range(start, total):
                     if warmup_start <= it <= warmup_end and warmup["iterations"]:
                         _warm_up_critic(alg, it < warmup_end, warmup["learning_rate"],
                                         rsl_cfg["algorithm"]["learning_rate"])
                     if cfg["ppo"]["schedule"] == "linear" and it >= warmup_end:
-                        _set_learning_rate(alg, linear_rate(cfg["ppo"], it, warmup_end, total))
+                        _set_learning_rate(alg, linear_rate(cfg["ppo"], it, warmup_end, line_end))
                     t0 = time.monotonic()
                     with torch.inference_mode():
                         for _ in range(cfg["num_steps_per_env"]):
@@ -343,9 +349,11 @@ def _warm_up_critic(alg, warming: bool, warmup_rate: float, rate: float) -> None
 
 def linear_rate(ppo: dict, iteration: int, first: int, total: int) -> float:
     """The linear schedule's rate at ``iteration``: ``learning_rate`` at ``first`` (the run's
-    first PPO iteration after any critic warm-up), ``learning_rate_final`` at ``total``.
-    Derived from the iteration and the run's total alone, so a resumed run continues the same
-    line; a resume with a larger total redraws the line to the new end (the rate steps up)."""
+    first PPO iteration after any critic warm-up), ``learning_rate_final`` at ``total`` (the
+    run's end, or ``ppo.learning_rate_final_iteration``) and after it.
+    Derived from the iteration and the line's end alone, so a resumed run continues the same
+    line; a resume with a larger total redraws the line to the new end (the rate steps up)
+    unless the config fixes the end."""
     fraction = min(1.0, max(0.0, (iteration - first) / max(1, total - first)))
     return ppo["learning_rate"] + fraction * (ppo["learning_rate_final"] - ppo["learning_rate"])
 

@@ -46,9 +46,12 @@ DEFAULTS: dict[str, Any] = {
     "policy": {"actor_hidden_dims": [256, 128, 64], "critic_hidden_dims": [256, 128, 64], "activation": "elu",
                "init_noise_std": 1.0, "obs_normalization": True},
     # schedule: fixed | adaptive (rsl_rl's KL-driven rate) | linear (from learning_rate down to
-    # learning_rate_final at the run's end, iteration `iterations`; the line starts at the end
-    # of any critic warm-up).
-    "ppo": {"learning_rate": 3.0e-4, "schedule": "fixed", "learning_rate_final": None, "desired_kl": 0.01,
+    # learning_rate_final at iteration learning_rate_final_iteration, by default the run's end,
+    # `iterations`, and held after it; the line starts at the end of any critic warm-up). A
+    # final iteration past the run's end stops a run part-way down a longer line: the same
+    # rates, iteration for iteration, as the longer run up to there.
+    "ppo": {"learning_rate": 3.0e-4, "schedule": "fixed", "learning_rate_final": None,
+            "learning_rate_final_iteration": None, "desired_kl": 0.01,
             "num_learning_epochs": 5, "num_mini_batches": 4, "clip_param": 0.2, "gamma": 0.99, "lam": 0.95,
             "value_loss_coef": 1.0, "entropy_coef": 0.005, "max_grad_norm": 1.0},
 }
@@ -155,7 +158,7 @@ def _validate(config: dict[str, Any], source: str | Path) -> None:
     for section in ("ppo", "policy", "adr"):
         for key, value in config[section].items():
             if key in ("parameters", "activation", "schedule", "enabled") or key.endswith("hidden_dims") \
-                    or key == "obs_normalization" or (key == "learning_rate_final" and value is None):
+                    or key == "obs_normalization" or (key.startswith("learning_rate_final") and value is None):
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise TrainConfigError(source, f"{section}.{key}", f"expected a finite number, got {value!r}",
@@ -179,6 +182,16 @@ def _validate(config: dict[str, Any], source: str | Path) -> None:
     if config["ppo"]["schedule"] != "linear" and final is not None:
         raise TrainConfigError(source, "ppo.learning_rate_final", "only the linear schedule uses a final rate",
                                "set ppo.schedule: linear, or remove learning_rate_final")
+    final_iteration = config["ppo"]["learning_rate_final_iteration"]
+    if final_iteration is not None:
+        if isinstance(final_iteration, bool) or not isinstance(final_iteration, int) or final_iteration < 1:
+            raise TrainConfigError(source, "ppo.learning_rate_final_iteration",
+                                   f"expected an iteration (a whole number >= 1), got {final_iteration!r}",
+                                   "write e.g. learning_rate_final_iteration: 2400, or remove it (the run's end)")
+        if config["ppo"]["schedule"] != "linear":
+            raise TrainConfigError(source, "ppo.learning_rate_final_iteration",
+                                   "only the linear schedule has a final iteration",
+                                   "set ppo.schedule: linear, or remove learning_rate_final_iteration")
     for key in ("actor_hidden_dims", "critic_hidden_dims"):
         dims = config["policy"][key]
         if not isinstance(dims, list) or not dims or not all(isinstance(d, int) and d > 0 for d in dims):
@@ -203,6 +216,7 @@ def rsl_rl_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
     policy, ppo = config["policy"], dict(config["ppo"])
     # rsl_rl keeps a linear schedule's rate fixed; the runner moves it each iteration.
+    ppo.pop("learning_rate_final_iteration", None)
     if ppo.pop("learning_rate_final", None) is not None:
         ppo["schedule"] = "fixed"
     model = {"class_name": "rsl_rl.models:MLPModel", "activation": policy["activation"],

@@ -298,6 +298,29 @@ def test_sensor_noise_has_the_configured_std(go2):
         assert value == pytest.approx(std[name], rel=0.1), name
 
 
+def test_one_read_gives_the_separate_reads_bitwise(go2):
+    # A training step reads the joints once and the base once: the shortcuts must give what
+    # the separate calls give, noise draws included, and leave the true reading untouched.
+    worlds = [make_world(go2, seed=5, joint_position_noise=0.01, joint_velocity_noise=0.05) for _ in range(2)]
+    try:
+        for world in worlds:
+            world.command(go2.default_positions + 0.1)
+            world.step(40)
+        true = worlds[0].true_joint_state()
+        kept = [a.copy() for a in true]
+        shared, separate = worlds[0].joint_state(true), worlds[1].joint_state()
+        for a, b in zip(shared, separate):
+            assert np.array_equal(a, b)
+        assert all(np.array_equal(a, b) for a, b in zip(true, kept))
+        assert not np.array_equal(shared.position, true.position)  # the noise went on a copy
+        together = worlds[0].base_pose_and_velocity()
+        apart = (*worlds[0].base_pose(), *worlds[0].base_velocity())
+        assert all(np.array_equal(a, b) for a, b in zip(together, apart))
+    finally:
+        for world in worlds:
+            world.close()
+
+
 # ---------------------------------------------------------------------- sensing
 def test_imu_at_rest_reads_gravity_up_and_no_rotation(go2, panda):
     with make_world(panda) as world:

@@ -8,7 +8,9 @@ import numpy as np
 
 def quat_to_matrix(q) -> np.ndarray:
     """Rotation matrix of a unit quaternion (x, y, z, w): body -> world."""
-    x, y, z, w = np.asarray(q, dtype=float)
+    # Python floats, not numpy scalars: the same IEEE arithmetic at a third of the cost (this
+    # runs twice per training step of a legged env).
+    x, y, z, w = (float(v) for v in q)
     return np.array([
         [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
         [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],

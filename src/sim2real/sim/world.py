@@ -506,9 +506,12 @@ class SimWorld:
         return JointState(np.array([s[0] for s in states]), np.array([s[1] for s in states]),
                           self._actuator.motor_torque.copy())
 
-    def joint_state(self) -> JointState:
-        """Joint readings as an encoder would give them: with the configured noise."""
-        state = self.true_joint_state()
+    def joint_state(self, true: JointState | None = None) -> JointState:
+        """Joint readings as an encoder would give them: with the configured noise. ``true``:
+        this instant's :meth:`true_joint_state` when the caller has read it already (a
+        training step reads both; the noise goes on copies)."""
+        state = (self.true_joint_state() if true is None
+                 else JointState(true.position.copy(), true.velocity.copy(), true.effort.copy()))
         conditions, rng = self._conditions, self._noise_rng
         position, velocity, _ = state
         if conditions.joint_position_noise > 0:
@@ -557,6 +560,15 @@ class SimWorld:
         com, orientation = pb.getBasePositionAndOrientation(self._robot, physicsClientId=self._client)
         position, orientation = pb.multiplyTransforms(com, orientation, *self._base_inertial_inv)
         return np.array(position), np.array(orientation)
+
+    def base_pose_and_velocity(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`base_pose` and :meth:`base_velocity` from one read of the base (position,
+        orientation, linear velocity, angular velocity)."""
+        c = self._client
+        com, orientation = pb.getBasePositionAndOrientation(self._robot, physicsClientId=c)
+        origin, frame = pb.multiplyTransforms(com, orientation, *self._base_inertial_inv)
+        v, w = pb.getBaseVelocity(self._robot, physicsClientId=c)
+        return np.array(origin), np.array(frame), np.array(_add(v, _cross(w, _sub(origin, com)))), np.array(w)
 
     def base_velocity(self) -> tuple[np.ndarray, np.ndarray]:
         """Ground truth (linear m/s, angular rad/s) of the base link frame, both in world axes."""

@@ -20,6 +20,10 @@ FOOT_CONTACT_FORCE = 1.0
 BODY_CONTACT_FORCE = 1.0
 PENALIZED_CONTACT_FORCE = 0.1
 
+# np.sum and np.mean without their Python wrappers (~2 us a call): the same pairwise sum, so
+# the same bits, for the reward terms' small reductions that run every step.
+_sum = np.add.reduce
+
 
 class _SegmentMean:
     """Tracking error of the mean velocity over each command segment, averaged over the
@@ -290,10 +294,9 @@ class Go2WalkEnv(RobotTaskEnv):
         true = world.true_joint_state()
         self._dq_previous = self._dq
         self._q, self._dq, self._tau = true
-        self._measured = world.joint_state() if self._noisy else true
+        self._measured = world.joint_state(true) if self._noisy else true
         self._imu = world.imu()
-        position, orientation = world.base_pose()
-        velocity, angular = world.base_velocity()
+        position, orientation, velocity, angular = world.base_pose_and_velocity()
         rotation = quat_to_matrix(orientation)
         self._v_body = rotation.T @ velocity
         self._w_body = rotation.T @ angular
@@ -403,7 +406,7 @@ class Go2WalkEnv(RobotTaskEnv):
     def _reward_feet_air_time(self) -> float:
         if self._command_speed <= 0.1 or not self._first_contact.any():
             return 0.0
-        return float(np.sum((self._touchdown_air - self._air_time_target) * self._first_contact))
+        return float(_sum((self._touchdown_air - self._air_time_target) * self._first_contact))
 
     def _reward_collision(self) -> float:
         return float(self._collisions)
@@ -415,16 +418,16 @@ class Go2WalkEnv(RobotTaskEnv):
     def _reward_stand_still(self) -> float:
         if self._command_speed >= 0.1:
             return 0.0
-        return float(np.sum(np.abs(self._q - self.action_offset)))
+        return float(_sum(np.abs(self._q - self.action_offset)))
 
     def _reward_gait_contact(self) -> float:
         # Feet on the ground when the clock says stance, in the air when it says swing (all
         # down when told to stand): the fraction of feet that agree, at the phase the action
         # was chosen at.
         if self._command_speed <= self._standing_below and abs(self._command_yaw) < 0.1:
-            return float(np.mean(self._contact))
+            return float(_sum(self._contact, dtype=float) / self._contact.size)
         wanted = self._clock.stance(self._gait["offsets"], self._gait["stance"])
-        return float(np.mean(self._contact == wanted))
+        return float(_sum(self._contact == wanted, dtype=float) / self._contact.size)
 
     def _reward_feet_clearance(self) -> float:
         # walk-these-ways' foot clearance: each swinging foot's lowest point over the ground
@@ -445,4 +448,4 @@ class Go2WalkEnv(RobotTaskEnv):
 
     def _reward_dof_pos_limits(self) -> float:
         q = self._q
-        return float(np.sum(np.maximum(self._soft_lower - q, 0.0)) + np.sum(np.maximum(q - self._soft_upper, 0.0)))
+        return float(_sum(np.maximum(self._soft_lower - q, 0.0)) + _sum(np.maximum(q - self._soft_upper, 0.0)))

@@ -137,7 +137,7 @@ class PandaReachEnv(RobotTaskEnv):
         self._ee = self.kinematics.end_effector_position(self._q)
         if self._noisy:
             # The policy sees what the robot reports: FK of the noisy joint readings.
-            self._measured = world.joint_state()
+            self._measured = world.joint_state(true)
             self._ee_measured = self.kinematics.end_effector_position(self._measured.position)
         else:
             self._measured, self._ee_measured = true, self._ee

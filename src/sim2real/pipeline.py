@@ -203,14 +203,7 @@ def stage_retrain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         def warm_for(config: dict[str, Any]) -> dict[str, Any]:
             return warm_start_from_policy(args.policy, config)
     overrides = {"iterations": start + args.iterations, "num_envs": args.num_envs, "workers": args.workers, **extra}
-    ppo = trained.get("ppo", {})
-    if ppo.get("schedule") == "linear" and ppo.get("learning_rate_final"):
-        # A fine-tune goes on at the rate the recipe's line ends at, not back at its start (which
-        # is what made the Panda's success swing before its schedule decayed): a flat line, so
-        # the recipe's own final iteration (an iteration of the old run) moves to the fine-tune's end.
-        overrides["ppo.learning_rate"] = ppo["learning_rate_final"]
-        if ppo.get("learning_rate_final_iteration"):
-            overrides["ppo.learning_rate_final_iteration"] = start + args.iterations
+    overrides.update(fine_tune_rate(trained.get("ppo", {}), start + args.iterations))
     print(f"[retrain] warm start from {source} (iteration {start}: {how}) for {args.iterations} iterations "
           f"under {randomization}")
     if args.dry_run:
@@ -436,3 +429,16 @@ def add_parser(sub) -> None:
             args.failures = str(default_dir())
         return cmd_pipeline(args)
     p.set_defaults(func=run)
+
+
+def fine_tune_rate(ppo: dict[str, Any], end: int) -> dict[str, Any]:
+    """Overrides for a fine-tune (ending at iteration ``end``) of a recipe with ``ppo``: a
+    linear recipe goes on at the rate its line ends at, not back at its start (which is what
+    made the Panda's success swing before its schedule decayed). A flat line, so a final
+    iteration of the recipe's own (an iteration of the old run) moves to the fine-tune's end."""
+    if ppo.get("schedule") != "linear" or not ppo.get("learning_rate_final"):
+        return {}
+    overrides = {"ppo.learning_rate": ppo["learning_rate_final"]}
+    if ppo.get("learning_rate_final_iteration"):
+        overrides["ppo.learning_rate_final_iteration"] = end
+    return overrides

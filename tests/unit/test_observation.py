@@ -83,6 +83,15 @@ def test_projected_gravity_by_hand_for_a_roll():
                                [0.0, -0.5, -np.sqrt(3) / 2], atol=1e-6)
 
 
+@pytest.mark.parametrize("orientation", [(0.0, 0.0, 1.0), np.zeros(4), np.array([[0.0, 0.0, 0.0, 1.0]]),
+                                         (0.0, 0.0, 0.0, 1.0, 0.0)])
+def test_projected_gravity_refuses_what_is_not_a_quaternion_by_name(orientation):
+    spec = ObservationSpec([ObservationTerm("projected_gravity", 3, 1.0)])
+    with pytest.raises(ValueError, match=r"observation term 'projected_gravity': base_orientation .* is not a "
+                                         r"quaternion \(x, y, z, w\)"):
+        spec.observe(RobotSignals(base_orientation=orientation))
+
+
 def test_goal_offset_and_arm_terms():
     spec = ObservationSpec.from_config([{"name": "ee_position", "scale": 1.0}, {"name": "goal_position", "scale": 2.0},
                                         {"name": "goal_offset", "scale": 1.0}], num_joints=7)

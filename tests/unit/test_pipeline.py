@@ -13,9 +13,10 @@ from sim2real.core.policy_file import load_policy
 from sim2real.core.failure_bundle import list_bundles
 from sim2real.core.paths import share_dir
 from sim2real.core.robot_profile import load_profile
-from sim2real.pipeline import adapt_randomization
+from sim2real.pipeline import adapt_randomization, fine_tune_rate
 from sim2real.sim.randomization import load_randomization
 from sim2real.train.checkpoint import load_checkpoint
+from sim2real.train.train_config import load_train_config, override_config
 from sim2real.train.policy_warm_start import policy_iteration
 from tests.policy_models import metadata, write_policy, write_target_policy
 from tests.unit.failure_bundles import write_arm_bundle
@@ -107,6 +108,20 @@ def test_the_pipeline_runs_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     assert load_randomization(out / "randomization.yaml").ranges()["latency"][1] >= 0.03
     assert "[validate]" in printed and "SR cand" in printed
     assert code == 1 and not state.get("pushed")  # refused by validation, or no runtime answered
+
+
+def test_a_fine_tune_of_a_linear_recipe_goes_on_flat_at_its_final_rate():
+    assert fine_tune_rate({"schedule": "fixed", "learning_rate": 3e-4}, 900) == {}
+    assert fine_tune_rate({"schedule": "linear", "learning_rate": 3e-4, "learning_rate_final": 3e-5}, 900) == \
+        {"ppo.learning_rate": 3e-5}
+    # A recipe whose line ended at an iteration of its own run (here 2400, before the
+    # fine-tune's start): the fine-tune's flat line ends with the fine-tune, else it is refused.
+    recipe = override_config(load_train_config("go2", "walk", "config/train/go2_walk_onehour.yaml"),
+                             {"ppo.learning_rate_final_iteration": 2400})
+    overrides = fine_tune_rate(recipe["ppo"], 3300 + 200)
+    assert overrides == {"ppo.learning_rate": 5e-5, "ppo.learning_rate_final_iteration": 3500}
+    tuned = override_config(recipe, {"iterations": 3500, **overrides})
+    assert tuned["ppo"]["learning_rate"] == tuned["ppo"]["learning_rate_final"] == 5e-5
 
 
 @pytest.mark.slow

@@ -190,20 +190,41 @@ def test_a_final_iteration_past_the_end_stops_a_run_part_way_down_the_longer_lin
         Trainer(tuned, tmp_path / "ft", resume=warm, make_env=make_toy_task, progress=False).run()
 
 
-def test_the_update_on_the_idle_workers_cores_gives_bitwise_the_weights_of_one_thread(toy_config, tmp_path):
-    # One worker -> the update on 1 thread; two -> on 2 (where the machine has them). The
-    # shipped recipes' networks and a recipe-sized minibatch (256 samples), so the matrix
-    # products are big enough for torch to split them across threads.
-    assert update_threads(1) == 1 and update_threads(2) == min(2, os.cpu_count())
+def test_a_line_that_ends_before_the_run_holds_its_final_rate(toy_config, tmp_path):
+    toy_config["ppo"].update(schedule="linear", learning_rate_final=1e-4, learning_rate_final_iteration=2)
+    checkpoint = load_checkpoint(Trainer(toy_config, tmp_path / "run", make_env=make_toy_task,
+                                         progress=False).run().checkpoint)
+    assert checkpoint["optimizer_state_dict"]["param_groups"][0]["lr"] == pytest.approx(1e-4)  # iteration 2 of 3
+
+
+def test_the_update_on_the_idle_workers_cores_gives_bitwise_the_weights_of_one_thread(toy_config, tmp_path,
+                                                                                      monkeypatch):
+    # The learner's core and each worker's: all free while the workers wait for the update.
+    assert update_threads(1) == min(2, len(os.sched_getaffinity(0)))
+    # The shipped recipes' networks, a recipe-sized minibatch (256 samples) so torch splits the
+    # products across threads, and gradients clipped every step (the norm is a reduction too).
     toy_config.update(num_envs=8, num_steps_per_env=64, iterations=2)
     toy_config["policy"].update(actor_hidden_dims=[512, 256, 128], critic_hidden_dims=[512, 256, 128])
+    toy_config["ppo"]["max_grad_norm"] = 1e-3
+    from rsl_rl.algorithms import PPO
+
+    seen = []
+    update = PPO.update
+
+    def counted(alg, *args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return update(alg, *args, **kwargs)
+
+    monkeypatch.setattr(PPO, "update", counted)
     weights = []
-    for workers in (1, 2):
-        toy_config["workers"] = workers
-        checkpoint = load_checkpoint(Trainer(toy_config, tmp_path / f"run{workers}", make_env=make_toy_task,
+    for threads in (1, 2):
+        monkeypatch.setattr("sim2real.train.runner.update_threads", lambda workers, n=threads: n)
+        checkpoint = load_checkpoint(Trainer(toy_config, tmp_path / f"run{threads}", make_env=make_toy_task,
                                              progress=False).run().checkpoint)
         weights.append({**checkpoint["actor_state_dict"], **{f"critic.{k}": v for k, v in
                                                              checkpoint["critic_state_dict"].items()}})
+    assert seen == [1, 1, 2, 2]  # each run's two updates, on the threads asked
+    assert torch.get_num_threads() == 1  # and the learner back on one thread after them
     assert weights[0].keys() == weights[1].keys()
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
     first = load_checkpoint(tmp_path / "run2" / "model_1.pt")["actor_state_dict"]["mlp.0.weight"]

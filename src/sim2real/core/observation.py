@@ -68,7 +68,10 @@ SIGNAL_NAMES = tuple(f.name for f in fields(RobotSignals))
 
 def _projected_gravity(s: RobotSignals) -> np.ndarray:
     # R^T (0, 0, -1) is minus the third row of R; written out, this avoids building R.
-    x, y, z, w = (float(v) for v in s.base_orientation)  # Python floats: numpy scalars cost 3x as much
+    try:  # Python floats: numpy scalars cost 3x as much
+        x, y, z, w = (float(v) for v in s.base_orientation)
+    except (TypeError, ValueError):
+        x = y = z = w = 0.0  # not four numbers: refused below, by name
     norm2 = x * x + y * y + z * z + w * w
     if not norm2 > 1e-12:
         raise ValueError(f"observation term 'projected_gravity': base_orientation {s.base_orientation!r} "

@@ -572,11 +572,7 @@ class SimWorld:
 
     def base_velocity(self) -> tuple[np.ndarray, np.ndarray]:
         """Ground truth (linear m/s, angular rad/s) of the base link frame, both in world axes."""
-        c = self._client
-        com, orientation = pb.getBasePositionAndOrientation(self._robot, physicsClientId=c)
-        origin, _ = pb.multiplyTransforms(com, orientation, *self._base_inertial_inv)
-        v, w = pb.getBaseVelocity(self._robot, physicsClientId=c)
-        return np.array(_add(v, _cross(w, _sub(origin, com)))), np.array(w)
+        return self.base_pose_and_velocity()[2:]
 
     def foot_contacts(self) -> np.ndarray:
         """Whether each of ``profile.foot_links`` touches the ground, in that order."""

@@ -49,7 +49,8 @@ DEFAULTS: dict[str, Any] = {
     # learning_rate_final at iteration learning_rate_final_iteration, by default the run's end,
     # `iterations`, and held after it; the line starts at the end of any critic warm-up). A
     # final iteration past the run's end stops a run part-way down a longer line: the same
-    # rates, iteration for iteration, as the longer run up to there.
+    # rates, iteration for iteration, as the longer run up to there (the same weights too
+    # unless something else follows `iterations`, e.g. a linear curriculum's default length).
     "ppo": {"learning_rate": 3.0e-4, "schedule": "fixed", "learning_rate_final": None,
             "learning_rate_final_iteration": None, "desired_kl": 0.01,
             "num_learning_epochs": 5, "num_mini_batches": 4, "clip_param": 0.2, "gamma": 0.99, "lam": 0.95,

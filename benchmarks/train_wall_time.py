@@ -13,11 +13,11 @@ Targets (issue 3): panda reach SR >= 0.95 nominal and >= 0.90 under the referenc
 <= 10 minutes of training; go2 walk no falls and mean velocity error <= 0.1 m/s nominal,
 SR >= 0.90 under DR, in <= 60 minutes. The Panda recipe takes ~7 minutes; the Go2 recipe
 (``go2_walk_onehour.yaml``, 2400 iterations, then ``go2_walk_onehour_stage2.yaml`` to
-iteration 3300) ~78.
+iteration 3300) 74.2 in session 11, bitwise the shipped run's checkpoints.
 
 Example:
     .venv/bin/python benchmarks/train_wall_time.py                      # panda, ~9 min in all
-    .venv/bin/python benchmarks/train_wall_time.py --robot go2 --out runs/go2_wall   # ~80 min
+    .venv/bin/python benchmarks/train_wall_time.py --robot go2 --out runs/go2_wall   # ~76 min
 """
 from __future__ import annotations
 

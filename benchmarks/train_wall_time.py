@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,14 +33,13 @@ from pathlib import Path
 from sim2real.train.checkpoint import latest_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
-# Each stage: its config, and the checkpoint it stops at (None: the config's own end). A stop is
-# made as the shipped run was stopped, by ending the run once that checkpoint is written, so
-# the config's total (and with it the learning-rate schedule) is the one that made the file.
+# Each stage: its config, run to the config's own end (a stage that stops part-way down a longer
+# learning-rate line says so with ppo.learning_rate_final_iteration).
 RECIPES = {
-    "panda": {"task": "reach", "stages": [("config/train/panda_reach.yaml", None)], "minutes": 10.0,
+    "panda": {"task": "reach", "stages": ["config/train/panda_reach.yaml"], "minutes": 10.0,
               "randomization": "config/randomization/panda_reference.yaml", "episodes": 100},
-    "go2": {"task": "walk", "stages": [("config/train/go2_walk_onehour.yaml", None),
-                                       ("config/train/go2_walk_onehour_stage2.yaml", 3300)],
+    "go2": {"task": "walk", "stages": ["config/train/go2_walk_onehour.yaml",
+                                       "config/train/go2_walk_onehour_stage2.yaml"],
             "minutes": 60.0, "randomization": "config/randomization/go2_reference.yaml", "episodes": 50},
 }
 
@@ -75,15 +73,15 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     recipe = RECIPES[args.robot]
-    stages = [(str(Path(args.config).resolve()), None)] if args.config else recipe["stages"]
-    config = " then ".join(c for c, _ in stages)
+    stages = [str(Path(args.config).resolve())] if args.config else recipe["stages"]
+    config = " then ".join(stages)
     episodes = args.episodes or recipe["episodes"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
 
     def say(text: str) -> None:  # progress to stderr: stdout stays the result (JSON with --json)
         print(f"[wall time] {text}", file=sys.stderr, flush=True)
 
-    def failed(what: str, run: subprocess.CompletedProcess | subprocess.Popen, output: str) -> int:
+    def failed(what: str, run: subprocess.CompletedProcess, output: str) -> int:
         print(output[-4000:], file=sys.stderr)
         say(f"{what} failed (exit {run.returncode}); its output is above")
         return 1
@@ -91,34 +89,21 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sim2real_wall_") as scratch:
         root = (args.out or Path(scratch)).resolve()
         start, last = time.monotonic(), None
-        for number, (stage_config, stop) in enumerate(stages, 1):
+        for number, stage_config in enumerate(stages, 1):
             out = root / f"stage{number}"
             command = ["train", "--config", stage_config, "--out", str(out), "--no-progress"]
             command += ["--init-from", str(last)] if last else ["--robot", args.robot, "--task", recipe["task"]]
             if args.iterations:  # a plumbing check: the run's total itself
                 command += ["--iterations", str(number * args.iterations)]
-                stop = None
-            say(f"stage {number}: training {args.robot} {recipe['task']} with {stage_config} into {out}"
-                + (f", stopped at checkpoint {stop}" if stop else "") + " ...")
+            say(f"stage {number}: training {args.robot} {recipe['task']} with {stage_config} into {out} ...")
             log = out.parent / f"stage{number}.log"
             out.parent.mkdir(parents=True, exist_ok=True)
             with open(log, "w") as sink:
-                run = subprocess.Popen(sim2real(*command), cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
-                while run.poll() is None:
-                    if stop and (out / f"model_{stop}.pt").is_file():
-                        time.sleep(2.0)  # let the save finish; on SIGINT the runner stops its workers cleanly
-                        run.send_signal(signal.SIGINT)
-                        try:
-                            run.wait(timeout=120)
-                        except subprocess.TimeoutExpired:
-                            run.kill()
-                            run.wait()
-                        break
-                    time.sleep(2.0)
+                run = subprocess.run(sim2real(*command), cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
             text = log.read_text()
-            if run.returncode != 0 and not stop:
+            if run.returncode != 0:
                 return failed(f"stage {number}", run, text)
-            last = out / f"model_{stop}.pt" if stop else latest_checkpoint(out)
+            last = latest_checkpoint(out)
             if last is None or not last.is_file():
                 return failed(f"stage {number} (no checkpoint {last or 'in ' + str(out)})", run, text)
         minutes = (time.monotonic() - start) / 60.0

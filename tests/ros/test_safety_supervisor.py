@@ -270,3 +270,32 @@ def test_lost_deadman_holds(probe, start_graph, tmp_path):
     assert operator.time_to_mode("TAKEOVER") < load_safety_config("panda").checks["deadman"]["deadline"] + REACT_S
     assert "deadman" in operator.status_value("last_trip")
     joy_timer.cancel()
+
+
+def test_in_lockstep_a_re_announced_state_is_answered_again(probe, start_graph):
+    """The probe plays sim_robot in lockstep. Its first state can reach the supervisor before
+    the supervisor's /joint_commands publisher has matched the sim's subscription: that answer is
+    lost, and the sim re-announces the state. The supervisor must answer the same state again
+    (seen in CI: the panda lockstep demo waited at sim time 0 until its 120 s deadline)."""
+    from rosgraph_msgs.msg import Clock
+
+    start_graph(robot="panda", lockstep=True, only=["safety_supervisor"])
+    commands = probe.record(JointState, "/joint_commands", qos.COMMAND)
+    clock_pub = probe.node.create_publisher(Clock, "/clock", qos.CLOCK)
+    state_pub = probe.node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
+    state = JointState(name=PANDA.joint_names, position=PANDA.default_positions.tolist(),
+                       velocity=[0.0] * PANDA.num_joints, effort=[0.0] * PANDA.num_joints)
+
+    def announce():  # as sim_robot does at sim time 0 while nothing answers (every 0.5 s)
+        clock_pub.publish(Clock())
+        state_pub.publish(state)
+
+    assert wait_for(lambda: (announce() or bool(commands)), STARTUP_S, poll=0.5), "no answer to the first state"
+    time.sleep(0.3)  # any answer still in flight lands before counting
+    answered = len(commands)
+    for _ in range(3):
+        announce()
+        time.sleep(0.3)
+    assert len(commands) == answered + 3, f"{len(commands) - answered} answers to 3 re-announcements"
+    assert all(m.header.stamp.sec == 0 and m.header.stamp.nanosec == 0 for m in commands)
+    assert all(np.all(np.isfinite(m.position)) for m in commands)

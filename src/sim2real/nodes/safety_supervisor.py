@@ -75,6 +75,8 @@ class SafetySupervisorNode(Node):
         self._next_tick_ns = 0
         self._period_ns = round(self.period * 1e9)
         self._latest_state_ns = 0
+        self._last_command: JointState | None = None  # lockstep: the answer a re-announced state gets again
+        self._answered_ns = -1  # lockstep: the stamp of the newest state a command answered
         self.sim_time = self.get_parameter("use_sim_time").value
 
         self._command_pub = self.create_publisher(JointState, "/joint_commands", qos.COMMAND)
@@ -132,6 +134,13 @@ class SafetySupervisorNode(Node):
         self._latest_state_ns = stamps.to_ns(msg.header.stamp)
         self.inputs.joint_states_time = self._now() if received is None else received
         if self.sim_time:
+            if self._last_command is not None and self._latest_state_ns <= self._answered_ns:
+                # The sim re-announces a state only when no answer to it arrived: an answer
+                # published before DDS matched the sim's subscription is lost (reliable QoS
+                # keeps nothing for a reader it does not know yet). Answer again, or both wait
+                # for each other forever.
+                self._command_pub.publish(self._last_command)
+                return
             # Lockstep: the sim waits for us, so its states drive the ticks. While a policy is
             # alive, the tick also waits for the policy's answer to this state: otherwise the
             # sim would run ahead of the policy and every command would carry stale actions.
@@ -256,6 +265,7 @@ class SafetySupervisorNode(Node):
                              velocity=command.velocity.tolist(), effort=command.effort.tolist())
             msg.header.stamp = stamp
             self._command_pub.publish(msg)
+            self._last_command, self._answered_ns = msg, self._latest_state_ns
         self._publish_status(decision, stamp)
 
     def _publish_status(self, decision, stamp) -> None:

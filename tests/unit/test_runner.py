@@ -243,9 +243,12 @@ def test_the_update_on_the_idle_workers_cores_gives_bitwise_the_weights_of_one_t
     ("num_envs: 0", r"num_envs: expected an integer >= 1"),
     ("robot: go2", "the file is for robot 'go2'"),
     ("adr: {enabled: true}", "adaptive DR needs a randomization"),
+    ("symmetry: {augmentation: 1}", r"symmetry.augmentation: expected true or false, got 1"),
+    ("symmetry: {mirror_loss_coef: -0.1}", r"symmetry.mirror_loss_coef: expected a number >= 0, got -0.1"),
+    ("symmetry: {mirror: true}", r"symmetry.mirror: unknown field"),
 ], ids=["unknown-field", "linear-without-final", "final-above-start", "final-without-linear",
         "final-iteration-without-linear", "fractional-final-iteration", "zero-envs", "other-robot",
-        "adr-without-ranges"])
+        "adr-without-ranges", "symmetry-not-a-bool", "negative-mirror-loss", "symmetry-unknown-key"])
 def test_config_errors_name_the_field(tmp_path, text, error):
     bad = tmp_path / "bad.yaml"
     bad.write_text(text + "\n")

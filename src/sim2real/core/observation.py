@@ -39,6 +39,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from sim2real.core.mirror import RobotMirror, SignedPermutation
+
 METADATA_FORMAT = "sim2real.observation"
 METADATA_VERSION = 1
 
@@ -86,6 +88,7 @@ class _Definition:
     signals: tuple[str, ...]
     compute: Callable[[RobotSignals], Any]
     meaning: str
+    mirror: str  # how the left-right reflection maps it (core/mirror.py): polar, axial, command, joints, gait_clock
     size: int = 3
 
 
@@ -96,28 +99,30 @@ def _gait_clock(s: RobotSignals) -> np.ndarray:
 
 VOCABULARY: dict[str, _Definition] = {
     "base_ang_vel": _Definition(False, ("base_angular_velocity",), lambda s: s.base_angular_velocity,
-                                "base angular velocity, body frame, rad/s"),
+                                "base angular velocity, body frame, rad/s", "axial"),
     "projected_gravity": _Definition(False, ("base_orientation",), _projected_gravity,
-                                     "unit gravity direction in the body frame"),
+                                     "unit gravity direction in the body frame", "polar"),
     "velocity_command": _Definition(False, ("velocity_command",), lambda s: s.velocity_command,
-                                    "commanded vx, vy (m/s), yaw rate (rad/s)"),
+                                    "commanded vx, vy (m/s), yaw rate (rad/s)", "command"),
     "joint_pos_rel": _Definition(True, ("joint_position", "default_joint_position"),
                                  lambda s: np.subtract(s.joint_position, s.default_joint_position),
-                                 "joint position minus default pose, rad"),
-    "joint_vel": _Definition(True, ("joint_velocity",), lambda s: s.joint_velocity, "joint velocity, rad/s"),
-    "last_action": _Definition(True, ("last_action",), lambda s: s.last_action, "previous action"),
+                                 "joint position minus default pose, rad", "joints"),
+    "joint_vel": _Definition(True, ("joint_velocity",), lambda s: s.joint_velocity, "joint velocity, rad/s",
+                            "joints"),
+    "last_action": _Definition(True, ("last_action",), lambda s: s.last_action, "previous action", "joints"),
     "base_lin_vel": _Definition(False, ("base_linear_velocity",), lambda s: s.base_linear_velocity,
-                                "base linear velocity, body frame, m/s"),
-    "joint_pos": _Definition(True, ("joint_position",), lambda s: s.joint_position, "joint position, rad"),
+                                "base linear velocity, body frame, m/s", "polar"),
+    "joint_pos": _Definition(True, ("joint_position",), lambda s: s.joint_position, "joint position, rad",
+                            "joints"),
     "ee_position": _Definition(False, ("end_effector_position",), lambda s: s.end_effector_position,
-                               "end-effector position, base frame, m"),
+                               "end-effector position, base frame, m", "polar"),
     "goal_position": _Definition(False, ("goal_position",), lambda s: s.goal_position,
-                                 "goal position, base frame, m"),
+                                 "goal position, base frame, m", "polar"),
     "goal_offset": _Definition(False, ("goal_position", "end_effector_position"),
                                lambda s: np.subtract(s.goal_position, s.end_effector_position),
-                               "goal minus end-effector position, base frame, m"),
+                               "goal minus end-effector position, base frame, m", "polar"),
     "gait_clock": _Definition(False, ("gait_phase",), _gait_clock,
-                              "sin and cos of the policy's gait phase", size=2),
+                              "sin and cos of the policy's gait phase", "gait_clock", size=2),
 }
 
 
@@ -263,6 +268,29 @@ class ObservationSpec:
             if not math.isclose(term.scale, match.scale, rel_tol=1e-9, abs_tol=1e-12):
                 problems.append(f"term {term.name!r}: scale {term.scale:g} here vs {match.scale:g} in the other")
         return problems
+
+    def mirror(self, robot: RobotMirror, gait_shift: float | None = None) -> SignedPermutation:
+        """The left-right mirror of this layout's observations (see :mod:`sim2real.core.mirror`).
+
+        ``gait_shift``: how far, in cycles, the mirror image's gait clock runs ahead (the
+        twin feet's phase offset: 0.5 for a trot or a pace, 0 for a bound); a clock shifted by
+        half a cycle has sin and cos negated. Needed only when the layout has a gait clock."""
+        parts = []
+        for term, definition in zip(self.terms, self._definitions):
+            kind = definition.mirror
+            if kind == "joints":
+                if term.size != len(robot.joints):
+                    raise ValueError(f"observation term {term.name!r} has {term.size} values, but the robot's "
+                                     f"mirror pairs {len(robot.joints)} joints")
+                parts.append(robot.joints)
+            elif kind == "gait_clock":
+                if gait_shift is None or min(gait_shift % 1.0, 1.0 - gait_shift % 1.0) not in (0.0, 0.5):
+                    raise ValueError(f"observation term 'gait_clock' mirrors only with twin feet in phase or "
+                                     f"half a cycle apart (gait shift 0 or 0.5), got {gait_shift!r}")
+                parts.append(SignedPermutation([0, 1], [-1.0, -1.0] if gait_shift % 1.0 == 0.5 else [1.0, 1.0]))
+            else:
+                parts.append(SignedPermutation.of_vector(kind))
+        return SignedPermutation.concatenate(parts)
 
     # ----------------------------------------------------------------- compute
     def observe(self, signals: RobotSignals) -> np.ndarray:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from sim2real.core.config_files import ConfigError, available_configs, config_path, read_config
+from sim2real.core.mirror import RobotMirror, SignedPermutation
 from sim2real.core.paths import resolve
 
 KINDS = ("quadruped", "arm")
@@ -63,6 +64,7 @@ class RobotProfile:
     spec_mass: float
     joints: tuple[JointSpec, ...]
     source: Path
+    mirror: RobotMirror | None = None  # left-right twins (``mirror:``); None: not mirror-symmetric
 
     @property
     def joint_names(self) -> list[str]:
@@ -202,8 +204,67 @@ class _ProfileReader:
                                                 None, positive=True),
             gravity_compensation=self._gravity_compensation(kind),
             spec_mass=self.number(d, "spec_mass", "spec_mass", positive=True),
-            joints=joints, source=self.path,
+            joints=joints, source=self.path, mirror=self._mirror(joints, feet),
         )
+
+    def _mirror(self, joints: tuple[JointSpec, ...], feet: tuple[str, ...]) -> RobotMirror | None:
+        """The ``mirror:`` section: twin joints with a sign, twin links (feet). Checked against
+        the joints themselves: twins must be mirror images in pose, limits, gains and strength."""
+        section = self.get(self.data, "mirror", "mirror", None, kind=dict)
+        if section is None:
+            return None
+        names = [j.name for j in joints]
+        index, sign = list(range(len(names))), [1.0] * len(names)
+        seen: set[str] = set()
+        pairs = self.get(section, "joints", "mirror.joints", kind=list)
+        for i, pair in enumerate(pairs):
+            field = f"mirror.joints[{i}]"
+            if not (isinstance(pair, list) and len(pair) == 3 and pair[2] in (1, -1) and not isinstance(pair[2], bool)):
+                raise self.fail(field, f"expected [joint, twin joint, sign +1 or -1], got {pair!r}",
+                                "write e.g. [FL_hip_joint, FR_hip_joint, -1] (-1: the twin's angle is the negative)")
+            a, b, s = pair
+            for joint in (a, b):
+                if joint not in names:
+                    raise self.fail(field, f"{joint!r} is not a joint of the profile", f"use one of {names}")
+                if joint in seen:
+                    raise self.fail(field, f"{joint!r} is in two pairs", "list each joint in one pair")
+            seen.update((a, b))
+            ia, ib = names.index(a), names.index(b)
+            index[ia], index[ib], sign[ia], sign[ib] = ib, ia, float(s), float(s)
+            ja, jb = joints[ia], joints[ib]
+            mirrored = {"default": (s * ja.default, jb.default),
+                        "lower": (min(s * ja.lower, s * ja.upper), jb.lower),
+                        "upper": (max(s * ja.lower, s * ja.upper), jb.upper)}
+            mirrored.update({key: (getattr(ja, key), getattr(jb, key))
+                             for key in ("velocity_limit", "effort_limit", "kp", "kd")})
+            for key, (want, got) in mirrored.items():
+                if not math.isclose(want, got, rel_tol=1e-9, abs_tol=1e-9):
+                    raise self.fail(field, f"{b}'s {key} is {got}, but the mirror image of {a}'s is {want}",
+                                    "correct the joints or the pair's sign: twins must be mirror images")
+        unpaired = [n for n in names if n not in seen]
+        if unpaired:
+            raise self.fail("mirror.joints", f"joints without a twin: {unpaired}",
+                            "pair every joint; one on the plane of symmetry is its own twin: [joint, joint, 1] "
+                            "(or -1 for a joint whose angle the reflection flips, e.g. a trunk yaw)")
+        foot_index = list(range(len(feet)))
+        links = self.get(section, "links", "mirror.links", [], kind=list)
+        paired_feet: set[str] = set()
+        for i, pair in enumerate(links):
+            field = f"mirror.links[{i}]"
+            if not (isinstance(pair, list) and len(pair) == 2 and all(link in feet for link in pair)):
+                raise self.fail(field, f"expected [foot link, twin foot link] of foot_links {list(feet)}, got {pair!r}",
+                                "write e.g. [FL_foot, FR_foot]")
+            if paired_feet & set(pair):
+                raise self.fail(field, f"{pair} repeats a foot of another pair", "list each foot in one pair")
+            paired_feet.update(pair)
+            a, b = (feet.index(link) for link in pair)
+            foot_index[a], foot_index[b] = b, a
+        unpaired = [f for f in feet if f not in paired_feet]
+        if unpaired:
+            raise self.fail("mirror.links", f"foot links without a twin: {unpaired}",
+                            "pair every foot link, e.g. [FL_foot, FR_foot]")
+        return RobotMirror(joints=SignedPermutation(index, sign),
+                           feet=SignedPermutation(foot_index, [1.0] * len(feet)))
 
     def _gravity_compensation(self, kind: str) -> bool:
         """Whether the robot's own controller adds gravity torques to every command (Franka

@@ -23,6 +23,7 @@ product differently on other machines, so that is a measurement, not a guarantee
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import math
@@ -42,6 +43,7 @@ from sim2real.train.adaptive_dr import AdaptiveRandomization
 from sim2real.train.checkpoint import (FORMAT, describe_env, latest_checkpoint, load_checkpoint,
                                        save_checkpoint, source_revision)
 from sim2real.train.curriculum import make_curriculum
+from sim2real.train.symmetry import MirrorAugmentation, env_mirrors, log_mirror_loss_without_gradients
 from sim2real.train.train_config import rsl_rl_config
 
 _DECISION = {"widen": 1.0, "hold": 0.0, "narrow": -1.0}
@@ -181,12 +183,22 @@ class Trainer:
             vec.set_difficulty(curriculum.difficulty)
             env = RslRlVecEnv(vec, interface["max_episode_steps"], cfg=interface["task_config"],
                               seed=cfg["seed"] + start * cfg["num_envs"])
-            rsl_cfg = rsl_rl_config(cfg)
+            rsl_cfg = rsl_rl_config(cfg)  # plain data: every checkpoint keeps it
+            # rsl_rl adds the env to the config it is given, and symmetry adds a function: neither
+            # belongs in a checkpoint (which loads weights-only), so rsl_rl gets a copy.
+            runner_cfg = copy.deepcopy(rsl_cfg)
+            if runner_cfg["algorithm"].get("symmetry_cfg") is not None:
+                mirrors = vec.run_on_first(env_mirrors)
+                if isinstance(mirrors, str):
+                    raise TrainingError(f"symmetry (training config) cannot mirror this task: {mirrors}")
+                runner_cfg["algorithm"]["symmetry_cfg"]["data_augmentation_func"] = MirrorAugmentation(mirrors)
             setup_log = io.StringIO()
             with contextlib.redirect_stdout(setup_log):  # rsl_rl prints its models; keep them in a file
-                runner = OnPolicyRunner(env, rsl_cfg, log_dir=None, device="cpu")
+                runner = OnPolicyRunner(env, runner_cfg, log_dir=None, device="cpu")
             (self.out / "model.txt").write_text(setup_log.getvalue())
             alg = runner.alg
+            if alg.symmetry is not None:
+                log_mirror_loss_without_gradients(alg.symmetry)
             if checkpoint is not None:
                 if _term_names(checkpoint["interface"]) != _term_names(interface):
                     raise TrainingError(

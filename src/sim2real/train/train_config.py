@@ -36,6 +36,10 @@ DEFAULTS: dict[str, Any] = {
     "adr": {"enabled": False, "target_return": 0.0, "rate": 0.1, "widen_above": 0.1, "narrow_below": 0.2,
             "parameters": None, "warmup_iterations": 0},
     "curriculum": None,
+    # Learn from the mirror image of every sample too (train/symmetry.py): needs a robot with a
+    # mirror: section in its profile. augmentation doubles each PPO mini-batch with mirrored
+    # samples; mirror_loss_coef > 0 adds rsl_rl's mirror loss.
+    "symmetry": {"augmentation": False, "mirror_loss_coef": 0.0},
     # What the critic sees: "policy" (the actor's observation) or "privileged" (that plus
     # simulator truth: true velocities, contacts, the episode's physical conditions).
     "critic_observation": "policy",
@@ -204,6 +208,14 @@ def _validate(config: dict[str, Any], source: str | Path) -> None:
     if config["adr"]["enabled"] and config["randomization"] is None:
         raise TrainConfigError(source, "adr.enabled", "adaptive DR needs a randomization to adapt",
                                "set randomization: <name> or adr.enabled: false")
+    if not isinstance(config["symmetry"]["augmentation"], bool):
+        raise TrainConfigError(source, "symmetry.augmentation",
+                               f"expected true or false, got {config['symmetry']['augmentation']!r}",
+                               "write true or false")
+    coef = config["symmetry"]["mirror_loss_coef"]
+    if isinstance(coef, bool) or not isinstance(coef, (int, float)) or not math.isfinite(coef) or coef < 0:
+        raise TrainConfigError(source, "symmetry.mirror_loss_coef", f"expected a number >= 0, got {coef!r}",
+                               "write e.g. 0.0 (off) or 0.1")
     if not isinstance(config["task_config"], dict):
         raise TrainConfigError(source, "task_config", "expected a mapping", "write task_config: {} or a mapping")
     if config["num_envs"] * config["num_steps_per_env"] < config["ppo"]["num_mini_batches"]:
@@ -214,6 +226,7 @@ def _validate(config: dict[str, Any], source: str | Path) -> None:
 def rsl_rl_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The dict rsl_rl 5.x builds PPO and its actor/critic from."""
     from sim2real.train.rsl_rl_env import obs_groups
+    from sim2real.train.symmetry import symmetry_cfg
 
     policy, ppo = config["policy"], dict(config["ppo"])
     # rsl_rl keeps a linear schedule's rate fixed; the runner moves it each iteration.
@@ -226,7 +239,8 @@ def rsl_rl_config(config: Mapping[str, Any]) -> dict[str, Any]:
         "num_steps_per_env": config["num_steps_per_env"],
         "save_interval": config["save_interval"],
         "obs_groups": obs_groups(config.get("critic_observation", "policy")),
-        "algorithm": {"class_name": "rsl_rl.algorithms:PPO", **ppo},
+        "algorithm": {"class_name": "rsl_rl.algorithms:PPO", **ppo,
+                      "symmetry_cfg": symmetry_cfg(config.get("symmetry") or {})},
         "actor": {**model, "hidden_dims": list(policy["actor_hidden_dims"]),
                   "distribution_cfg": {"class_name": "rsl_rl.modules.distribution:GaussianDistribution",
                                        "init_std": float(policy["init_noise_std"]), "std_type": "scalar"}},

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import gymnasium
 import numpy as np
 
+from sim2real.core.mirror import SignedPermutation
 from sim2real.core.observation import ObservationSpec, RobotSignals
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.sim.conditions import PhysicalConditions
@@ -251,6 +252,20 @@ class RobotTaskEnv(gymnasium.Env):
         """One name per value of :meth:`privileged_observation`."""
         return [*self._privileged_state_names(), *_PRIVILEGED_CONDITIONS, "torque_limit_scale"]
 
+    def mirrors(self) -> dict[str, SignedPermutation]:
+        """The left-right mirror of the policy observation (``policy``), of the privileged
+        observation (``privileged``) and of the action (``action``), for symmetric training
+        (:mod:`sim2real.core.mirror`). ValueError, naming the fix, for a robot whose profile
+        has no ``mirror:`` section or a task that cannot be mirrored."""
+        mirror = self.profile.mirror
+        if mirror is None:
+            raise ValueError(f"{self.profile.name} has no left-right twins: add a mirror: section to "
+                             f"{self.profile.source} (see config/robots/go2.yaml), or train without symmetry")
+        conditions = SignedPermutation.identity(len(self._privileged_conditions))  # scalars: a mirror keeps them
+        return {"policy": self.observation_spec.mirror(mirror, self._gait_shift()),
+                "privileged": SignedPermutation.concatenate([self._privileged_state_mirror(), conditions]),
+                "action": mirror.joints}
+
     def close(self) -> None:
         if self._world is not None:
             self._world.close()
@@ -292,6 +307,14 @@ class RobotTaskEnv(gymnasium.Env):
 
     def _privileged_state_names(self) -> list[str]:
         return []
+
+    def _privileged_state_mirror(self) -> SignedPermutation:
+        """The left-right mirror of :meth:`_privileged_state`."""
+        return SignedPermutation.identity(0)
+
+    def _gait_shift(self) -> float | None:
+        """How far (cycles) the mirror image's gait clock runs ahead; None without a clock."""
+        return None
 
     def _success(self) -> bool:
         raise NotImplementedError

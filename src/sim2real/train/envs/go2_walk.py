@@ -10,6 +10,7 @@ import pybullet as pb
 from scipy.ndimage import uniform_filter
 
 from sim2real.core.gait import GaitClock, gait_settings
+from sim2real.core.mirror import SignedPermutation
 from sim2real.core.observation import RobotSignals
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.core.rotations import quat_to_matrix
@@ -372,6 +373,23 @@ class Go2WalkEnv(RobotTaskEnv):
         return ([f"base_lin_vel_{a}" for a in "xyz"] + [f"base_ang_vel_{a}" for a in "xyz"] + ["base_height"]
                 + [f"{f}_contact" for f in feet] + [f"{f}_air_time" for f in feet]
                 + [f"{j}_pos_rel_true" for j in joints] + [f"{j}_vel_true" for j in joints])
+
+    def _privileged_state_mirror(self) -> SignedPermutation:
+        feet, joints = self.profile.mirror.feet, self.profile.mirror.joints
+        return SignedPermutation.concatenate([
+            SignedPermutation.of_vector("polar"), SignedPermutation.of_vector("axial"),
+            SignedPermutation.identity(1), feet, feet, joints, joints])
+
+    def _gait_shift(self) -> float | None:
+        if self._gait is None:
+            return None
+        offsets, twin = self._gait["offsets"], self.profile.mirror.feet.index
+        shifts = {round((offsets[twin[i]] - offsets[i]) % 1.0, 9) for i in range(len(offsets))}
+        if len(shifts) != 1:
+            raise ValueError(f"gait.offsets {offsets}: twin feet {list(self.profile.foot_links)} are not all the "
+                             "same phase apart, so the mirror image of this gait is another gait; train without "
+                             "symmetry, or use a symmetric gait (a trot, a pace, a bound)")
+        return shifts.pop()
 
     # ----------------------------------------------------------------- rewards
     def _reward_tracking_lin_vel(self) -> float:

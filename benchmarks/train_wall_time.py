@@ -38,8 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RECIPES = {
     "panda": {"task": "reach", "stages": ["config/train/panda_reach.yaml"], "minutes": 10.0,
               "randomization": "config/randomization/panda_reference.yaml", "episodes": 100},
-    "go2": {"task": "walk", "stages": ["config/train/go2_walk_onehour.yaml",
-                                       "config/train/go2_walk_onehour_stage2.yaml"],
+    "go2": {"task": "walk", "stages": ["config/train/go2_walk_symmetric.yaml"],
             "minutes": 60.0, "randomization": "config/randomization/go2_reference.yaml", "episodes": 50},
 }
 

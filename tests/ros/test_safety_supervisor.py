@@ -299,3 +299,20 @@ def test_in_lockstep_a_re_announced_state_is_answered_again(probe, start_graph):
     assert len(commands) == answered + 3, f"{len(commands) - answered} answers to 3 re-announcements"
     assert all(m.header.stamp.sec == 0 and m.header.stamp.nanosec == 0 for m in commands)
     assert all(np.all(np.isfinite(m.position)) for m in commands)
+
+    # The next period's state gets its own answer; then the sim restarts (time jumps back to 0):
+    # that state gets a fresh tick on the new time line, never the cached answer of the old one.
+    def stamped(ns):
+        state.header.stamp.sec, state.header.stamp.nanosec = divmod(ns, 10**9)
+        clock_pub.publish(Clock(clock=state.header.stamp))
+        state_pub.publish(state)
+
+    period_ns = round(PANDA.policy_period * 1e9)
+    before = len(commands)
+    stamped(period_ns)
+    assert wait_for(lambda: len(commands) > before, 5.0), "no answer to the next period's state"
+    assert commands[-1].header.stamp.nanosec == period_ns
+    before = len(commands)
+    stamped(0)
+    assert wait_for(lambda: len(commands) > before, 5.0), "no answer after the sim restarted"
+    assert (commands[-1].header.stamp.sec, commands[-1].header.stamp.nanosec) == (0, 0)

@@ -134,7 +134,12 @@ class SafetySupervisorNode(Node):
         self._latest_state_ns = stamps.to_ns(msg.header.stamp)
         self.inputs.joint_states_time = self._now() if received is None else received
         if self.sim_time:
-            if self._last_command is not None and self._latest_state_ns <= self._answered_ns:
+            if self._latest_state_ns < self._answered_ns:
+                # Sim time went back (the sim restarted): tick on the new time line, afresh.
+                self.get_logger().warning("/joint_states stamps jumped back (sim restarted?): ticking on the new "
+                                          "time line")
+                self._next_tick_ns, self._answered_ns, self._last_command = 0, -1, None
+            elif self._last_command is not None and self._latest_state_ns == self._answered_ns:
                 # The sim re-announces a state only when no answer to it arrived: an answer
                 # published before DDS matched the sim's subscription is lost (reliable QoS
                 # keeps nothing for a reader it does not know yet). Answer again, or both wait

@@ -3,6 +3,8 @@ matters for training, checked on real physics: the mirror image of a Go2 episode
 by the mirrored actions, observes the mirrored observations."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import yaml
@@ -57,8 +59,8 @@ def _profile_with(tmp_path, edit):
     (lambda d: d["mirror"]["joints"][1].__setitem__(1, "FL_hip_joint"), "mirror.joints[1]", "in two pairs"),
     (lambda d: d["mirror"]["joints"][1].__setitem__(1, "FR_knee"), "mirror.joints[1]", "not a joint"),
     (lambda d: d["joints"][4].__setitem__("kp", 25.0), "mirror.joints[1]", "FR_thigh_joint's kp is 25.0"),
-    (lambda d: d["mirror"]["links"].pop(), "mirror.links", "without a twin: ['RL_foot', 'RR_foot']"),
-    (lambda d: d["mirror"]["links"].append(["FL_foot", "RR_foot"]), "mirror.links[2]", "repeats a foot"),
+    (lambda d: d["mirror"]["feet"].pop(), "mirror.feet", "without a twin: ['RL_foot', 'RR_foot']"),
+    (lambda d: d["mirror"]["feet"].append(["FL_foot", "RR_foot"]), "mirror.feet[2]", "repeats a foot"),
 ])
 def test_a_profile_whose_twins_are_not_mirror_images_is_refused_by_field(tmp_path, edit, field, words):
     with pytest.raises(ProfileError) as error:
@@ -76,6 +78,16 @@ def test_a_task_that_has_no_mirror_image_says_why(robot, task, config, words):
     env = make_env(robot, task, config=config)
     try:
         with pytest.raises(ValueError, match=words):
+            env.mirrors()
+    finally:
+        env.close()
+
+
+def test_a_task_whose_mirror_hooks_do_not_fit_its_vectors_is_refused():
+    env = make_env("go2", "walk")
+    try:
+        env._privileged_state_mirror = lambda: SignedPermutation.identity(3)  # the true state has 39 values
+        with pytest.raises(ValueError, match=r"the privileged mirror maps 16 values \(the privileged vector has 52\)"):
             env.mirrors()
     finally:
         env.close()
@@ -153,16 +165,18 @@ def _short_go2_config(tmp_path, symmetry: str, robot: str = "go2", task: str = "
     return load_train_config(robot, task, path)
 
 
-def test_go2_trains_on_its_mirror_images_too(tmp_path):
-    """A real Go2 run with augmentation and the mirror loss, privileged critic included:
-    rsl_rl takes the task's mirrors and logs the mirror loss every iteration."""
+@pytest.mark.parametrize("symmetry, mirror_loss", [("{augmentation: true}", False),
+                                                    ("{augmentation: true, mirror_loss_coef: 1.0}", True)],
+                         ids=["augmentation (the shipped recipe)", "augmentation and mirror loss"])
+def test_go2_trains_on_its_mirror_images_too(tmp_path, symmetry, mirror_loss):
+    """A real Go2 run, privileged critic included: rsl_rl takes the task's mirrors and logs
+    the mirror loss every iteration."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from sim2real.train.checkpoint import load_checkpoint
     from sim2real.train.runner import Trainer
 
-    config = _short_go2_config(tmp_path, "{augmentation: true, mirror_loss_coef: 1.0}")
-    result = Trainer(config, tmp_path / "run", progress=False).run()
+    result = Trainer(_short_go2_config(tmp_path, symmetry), tmp_path / "run", progress=False).run()
     assert result.iterations == 2
     events = EventAccumulator(str(tmp_path / "run"), size_guidance={"scalars": 0}).Reload()
     losses = [e.value for e in events.Scalars("Loss/symmetry")]
@@ -170,7 +184,22 @@ def test_go2_trains_on_its_mirror_images_too(tmp_path):
     # The checkpoint stays plain data (it loads weights-only): the settings, not the function.
     checkpoint = load_checkpoint(result.checkpoint)
     assert checkpoint["rsl_rl_config"]["algorithm"]["symmetry_cfg"] == {
-        "use_data_augmentation": True, "use_mirror_loss": True, "mirror_loss_coeff": 1.0}
+        "use_data_augmentation": True, "use_mirror_loss": mirror_loss, "mirror_loss_coeff": float(mirror_loss)}
+
+
+def test_a_mirror_loss_only_logged_is_computed_without_gradients():
+    """With augmentation alone rsl_rl still computes the mirror loss on every mini-batch, for
+    its log: the same value, without an autograd graph."""
+    import torch
+
+    from sim2real.train.symmetry import log_mirror_loss_without_gradients
+
+    weight = torch.ones(1, requires_grad=True)
+    for used, wants_grad in ((False, False), (True, True)):
+        symmetry = SimpleNamespace(use_mirror_loss=used, compute_loss=lambda x: (weight * x).sum())
+        log_mirror_loss_without_gradients(symmetry)
+        loss = symmetry.compute_loss(torch.tensor([2.0]))
+        assert loss.item() == 2.0 and loss.requires_grad == wants_grad
 
 
 def test_a_run_without_symmetry_logs_no_mirror_loss(tmp_path):

@@ -16,7 +16,7 @@ reflection y -> -y of the body frame gives, per kind of quantity:
     command  a velocity command (vx, vy, yaw rate): (vx, -vy, -yaw rate)
     joints   the robot profile's twins and signs (``mirror.joints``): a hip abduction
              changes sign, a knee does not
-    feet     the robot profile's twin feet (``mirror.links``), no sign
+    feet     the robot profile's twin feet (``mirror.feet``), no sign
 """
 from __future__ import annotations
 
@@ -78,10 +78,10 @@ class SignedPermutation:
         return len(self.index)
 
     def __call__(self, values: Any) -> Any:
-        """Mirror the last axis of ``values`` (a numpy array; torch tensors via :meth:`torch`)."""
+        """Mirror the last axis of ``values`` (a numpy array; torch tensors via :meth:`as_torch`)."""
         return np.asarray(values)[..., self.index] * self.sign
 
-    def torch(self):
+    def as_torch(self):
         """``(index, sign)`` as torch tensors, for ``values[..., index] * sign`` on tensors."""
         import torch
 

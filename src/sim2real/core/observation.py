@@ -284,7 +284,10 @@ class ObservationSpec:
                                      f"mirror pairs {len(robot.joints)} joints")
                 parts.append(robot.joints)
             elif kind == "gait_clock":
-                if gait_shift is None or min(gait_shift % 1.0, 1.0 - gait_shift % 1.0) not in (0.0, 0.5):
+                if gait_shift is None:
+                    raise ValueError("observation term 'gait_clock' needs the gait shift of the mirror image "
+                                     "(how far its clock runs ahead), and the task gives none")
+                if min(gait_shift % 1.0, 1.0 - gait_shift % 1.0) not in (0.0, 0.5):
                     raise ValueError(f"observation term 'gait_clock' mirrors only with twin feet in phase or "
                                      f"half a cycle apart (gait shift 0 or 0.5), got {gait_shift!r}")
                 parts.append(SignedPermutation([0, 1], [-1.0, -1.0] if gait_shift % 1.0 == 0.5 else [1.0, 1.0]))

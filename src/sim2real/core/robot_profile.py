@@ -208,7 +208,7 @@ class _ProfileReader:
         )
 
     def _mirror(self, joints: tuple[JointSpec, ...], feet: tuple[str, ...]) -> RobotMirror | None:
-        """The ``mirror:`` section: twin joints with a sign, twin links (feet). Checked against
+        """The ``mirror:`` section: twin joints with a sign, twin feet. Checked against
         the joints themselves: twins must be mirror images in pose, limits, gains and strength."""
         section = self.get(self.data, "mirror", "mirror", None, kind=dict)
         if section is None:
@@ -247,10 +247,10 @@ class _ProfileReader:
                             "pair every joint; one on the plane of symmetry is its own twin: [joint, joint, 1] "
                             "(or -1 for a joint whose angle the reflection flips, e.g. a trunk yaw)")
         foot_index = list(range(len(feet)))
-        links = self.get(section, "links", "mirror.links", [], kind=list)
+        foot_pairs = self.get(section, "feet", "mirror.feet", [], kind=list)
         paired_feet: set[str] = set()
-        for i, pair in enumerate(links):
-            field = f"mirror.links[{i}]"
+        for i, pair in enumerate(foot_pairs):
+            field = f"mirror.feet[{i}]"
             if not (isinstance(pair, list) and len(pair) == 2 and all(link in feet for link in pair)):
                 raise self.fail(field, f"expected [foot link, twin foot link] of foot_links {list(feet)}, got {pair!r}",
                                 "write e.g. [FL_foot, FR_foot]")
@@ -261,7 +261,7 @@ class _ProfileReader:
             foot_index[a], foot_index[b] = b, a
         unpaired = [f for f in feet if f not in paired_feet]
         if unpaired:
-            raise self.fail("mirror.links", f"foot links without a twin: {unpaired}",
+            raise self.fail("mirror.feet", f"foot links without a twin: {unpaired}",
                             "pair every foot link, e.g. [FL_foot, FR_foot]")
         return RobotMirror(joints=SignedPermutation(index, sign),
                            feet=SignedPermutation(foot_index, [1.0] * len(feet)))

@@ -184,8 +184,8 @@ class Trainer:
             env = RslRlVecEnv(vec, interface["max_episode_steps"], cfg=interface["task_config"],
                               seed=cfg["seed"] + start * cfg["num_envs"])
             rsl_cfg = rsl_rl_config(cfg)  # plain data: every checkpoint keeps it
-            # rsl_rl adds the env to the config it is given, and symmetry adds a function: neither
-            # belongs in a checkpoint (which loads weights-only), so rsl_rl gets a copy.
+            # rsl_rl gets a copy: symmetry adds a function to it (and rsl_rl changes what it is
+            # given), and a checkpoint must stay plain data (it loads weights-only).
             runner_cfg = copy.deepcopy(rsl_cfg)
             if runner_cfg["algorithm"].get("symmetry_cfg") is not None:
                 mirrors = vec.run_on_first(env_mirrors)

@@ -13,7 +13,10 @@ training config's ``symmetry`` section switches it on:
 The mirrors come from the env (``RobotTaskEnv.mirrors``), where the observation spec and
 the profile's twins define them, and are checked there against real physics
 (tests/unit/test_symmetry.py). The deployed policy and its observation contract do not
-change.
+change. rsl_rl updates the observation normalizers from the collected samples only, so the
+mirrored inputs are scaled by statistics of the unmirrored ones: for the Go2 these are
+nearly mirror-symmetric anyway (the commands, the terrain and the start poses are drawn
+symmetrically).
 """
 from __future__ import annotations
 
@@ -36,8 +39,8 @@ class MirrorAugmentation:
     their mirror images (either may be None, and stays None)."""
 
     def __init__(self, mirrors: Mapping[str, SignedPermutation]):
-        self._groups = {name: mirror.torch() for name, mirror in mirrors.items() if name != "action"}
-        self._action = mirrors["action"].torch()
+        self._groups = {name: mirror.as_torch() for name, mirror in mirrors.items() if name != "action"}
+        self._action = mirrors["action"].as_torch()
 
     def __call__(self, env: Any = None, obs: Any = None, actions: Any = None) -> tuple[Any, Any]:
         import torch

@@ -262,9 +262,17 @@ class RobotTaskEnv(gymnasium.Env):
             raise ValueError(f"{self.profile.name} has no left-right twins: add a mirror: section to "
                              f"{self.profile.source} (see config/robots/go2.yaml), or train without symmetry")
         conditions = SignedPermutation.identity(len(self._privileged_conditions))  # scalars: a mirror keeps them
-        return {"policy": self.observation_spec.mirror(mirror, self._gait_shift()),
-                "privileged": SignedPermutation.concatenate([self._privileged_state_mirror(), conditions]),
-                "action": mirror.joints}
+        mirrors = {"policy": self.observation_spec.mirror(mirror, self._gait_shift()),
+                   "privileged": SignedPermutation.concatenate([self._privileged_state_mirror(), conditions]),
+                   "action": mirror.joints}
+        sizes = {"policy": self.observation_spec.size, "privileged": len(self.privileged_names()),
+                 "action": self.profile.num_joints}
+        for name, permutation in mirrors.items():
+            if len(permutation) != sizes[name] or not permutation.is_involution():
+                raise ValueError(f"{type(self).__name__}: the {name} mirror maps {len(permutation)} values "
+                                 f"(the {name} vector has {sizes[name]}) or is not its own inverse: "
+                                 "fix the task's mirror hooks")
+        return mirrors
 
     def close(self) -> None:
         if self._world is not None:
@@ -309,7 +317,10 @@ class RobotTaskEnv(gymnasium.Env):
         return []
 
     def _privileged_state_mirror(self) -> SignedPermutation:
-        """The left-right mirror of :meth:`_privileged_state`."""
+        """The left-right mirror of :meth:`_privileged_state` (a task with one must say it)."""
+        if self._privileged_state_names():
+            raise NotImplementedError(f"{type(self).__name__} has a privileged state but no mirror of it: "
+                                      "override _privileged_state_mirror")
         return SignedPermutation.identity(0)
 
     def _gait_shift(self) -> float | None:

@@ -386,7 +386,9 @@ class Go2WalkEnv(RobotTaskEnv):
         offsets, twin = self._gait["offsets"], self.profile.mirror.feet.index
         shifts = {round((offsets[twin[i]] - offsets[i]) % 1.0, 9) for i in range(len(offsets))}
         if len(shifts) != 1:
-            raise ValueError(f"gait.offsets {offsets}: twin feet {list(self.profile.foot_links)} are not all the "
+            feet = self.profile.foot_links
+            pairs = sorted({tuple(sorted((feet[i], feet[twin[i]]))) for i in range(len(feet))})
+            raise ValueError(f"gait.offsets {offsets} (feet {list(feet)}): the twin feet {pairs} are not all the "
                              "same phase apart, so the mirror image of this gait is another gait; train without "
                              "symmetry, or use a symmetric gait (a trot, a pace, a bound)")
         return shifts.pop()

@@ -316,3 +316,31 @@ def test_in_lockstep_a_re_announced_state_is_answered_again(probe, start_graph):
     stamped(0)
     assert wait_for(lambda: len(commands) > before, 5.0), "no answer after the sim restarted"
     assert (commands[-1].header.stamp.sec, commands[-1].header.stamp.nanosec) == (0, 0)
+
+
+def test_in_lockstep_a_policy_command_before_the_first_state_does_not_use_up_its_tick(probe, start_graph):
+    """The policy answers the sim's first state; its command can reach the supervisor before
+    that state does. The supervisor must still answer the state (seen in CI: the panda lockstep
+    demo's sim waited at sim time 0 for 120 s)."""
+    from rosgraph_msgs.msg import Clock
+
+    start_graph(robot="panda", lockstep=True, only=["safety_supervisor"])
+    commands = probe.record(JointState, "/joint_commands", qos.COMMAND)
+    policy_pub = probe.node.create_publisher(JointState, "/policy/joint_commands", qos.COMMAND)
+    clock_pub = probe.node.create_publisher(Clock, "/clock", qos.CLOCK)
+    state_pub = probe.node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
+    policy = JointState(name=PANDA.joint_names, position=PANDA.default_positions.tolist())  # stamped 0
+    # The supervisor is up once it listens to the policy (in lockstep it reports only when it
+    # ticks); then the policy speaks first, until it is surely heard.
+    assert wait_for(lambda: probe.node.count_subscribers("/policy/joint_commands") >= 1
+                    and probe.node.count_publishers("/joint_commands") >= 1, STARTUP_S), "no supervisor"
+    for _ in range(10):
+        policy_pub.publish(policy)
+        time.sleep(0.1)
+    assert not commands
+    state = JointState(name=PANDA.joint_names, position=PANDA.default_positions.tolist(),
+                       velocity=[0.0] * PANDA.num_joints, effort=[0.0] * PANDA.num_joints)
+    clock_pub.publish(Clock())
+    state_pub.publish(state)
+    assert wait_for(lambda: bool(commands), 5.0), "the first state was never answered"
+    assert (commands[0].header.stamp.sec, commands[0].header.stamp.nanosec) == (0, 0)

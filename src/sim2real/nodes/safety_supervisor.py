@@ -250,6 +250,11 @@ class SafetySupervisorNode(Node):
         self._maybe_tick()
 
     def _maybe_tick(self) -> None:
+        if self.sim_time and self.inputs.joint_position is None:
+            # Lockstep ticks on the sim's states: a policy command (or the watchdog) before the
+            # first state must not use up the tick, or the state at that time is never answered
+            # and the sim waits for ever (seen: the panda lockstep demo, policy first by a hair).
+            return
         now_ns = round(self._now() * 1e9)
         if now_ns < self._next_tick_ns:
             return

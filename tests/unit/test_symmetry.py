@@ -84,11 +84,18 @@ def test_a_task_that_has_no_mirror_image_says_why(robot, task, config, words):
 
 
 def test_a_task_whose_mirror_hooks_do_not_fit_its_vectors_is_refused():
+    from sim2real.train.envs.base import RobotTaskEnv
+    from sim2real.train.symmetry import env_mirrors
+
     env = make_env("go2", "walk")
     try:
         env._privileged_state_mirror = lambda: SignedPermutation.identity(3)  # the true state has 39 values
         with pytest.raises(ValueError, match=r"the privileged mirror maps 16 values \(the privileged vector has 52\)"):
             env.mirrors()
+        # A task with a privileged state that never says how it mirrors: the base hook refuses,
+        # in the words the runner reports (no traceback out of a worker).
+        env._privileged_state_mirror = RobotTaskEnv._privileged_state_mirror.__get__(env)
+        assert env_mirrors(env).startswith("Go2WalkEnv has a privileged state but no mirror of it")
     finally:
         env.close()
 

@@ -317,10 +317,11 @@ class RobotTaskEnv(gymnasium.Env):
         return []
 
     def _privileged_state_mirror(self) -> SignedPermutation:
-        """The left-right mirror of :meth:`_privileged_state` (a task with one must say it)."""
+        """The left-right mirror of :meth:`_privileged_state` (a task with one must say it).
+        A ValueError, as every reason a task cannot be mirrored: the runner reports it by name."""
         if self._privileged_state_names():
-            raise NotImplementedError(f"{type(self).__name__} has a privileged state but no mirror of it: "
-                                      "override _privileged_state_mirror")
+            raise ValueError(f"{type(self).__name__} has a privileged state but no mirror of it: override "
+                             "_privileged_state_mirror, or train without symmetry")
         return SignedPermutation.identity(0)
 
     def _gait_shift(self) -> float | None:

@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from sim2real.core.joint_command import JointTargets
 from sim2real.core.paths import share_dir
 from sim2real.core.policy_file import load_policy
@@ -46,7 +44,7 @@ def stop_mid_trot(seed: int, walk_steps: int, config: SafetyConfig | None = None
         obs, _ = env.reset(seed=seed)
         world, period = env.world, env.policy_period
         core = SupervisorCore(profile, config or load_safety_config("go2"), period)
-        now, n = 0.0, profile.num_joints
+        now = 0.0
         fed = SupervisorInputs()
 
         def sense(policy_targets=None) -> SupervisorInputs:
@@ -56,7 +54,7 @@ def stop_mid_trot(seed: int, walk_steps: int, config: SafetyConfig | None = None
             fed.joint_position, fed.joint_velocity, fed.joint_effort = state.position, state.velocity, state.effort
             fed.base_orientation, fed.joint_states_time, fed.imu_time = imu.orientation, now, now
             if policy_targets is not None:
-                fed.policy_command = JointTargets(policy_targets, np.zeros(n), np.zeros(n))
+                fed.policy_command = JointTargets.positions(policy_targets)
                 fed.policy_time = fed.policy_stamp = now
             return fed
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import os
 import threading
 import time
 import uuid
@@ -13,20 +12,10 @@ import pytest
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.parameter import Parameter
 
 from sim2real.bringup import make_plan
 from sim2real.graph_processes import GraphProcesses
-
-
-def pytest_collection_modifyitems(config, items):
-    """Graph tests run real processes and DDS on a 2-core machine, where a scheduling stall of
-    a node (a 62 ms gap in /joint_states at start-up was seen) can trip a deadline the test did
-    not mean to test. Such a test runs again, up to twice; a real fault fails all three runs.
-    SIM2REAL_GRAPH_RERUNS=0 shows every first failure (when hunting a flaky test)."""
-    reruns = int(os.environ.get("SIM2REAL_GRAPH_RERUNS", "2"))
-    for item in items:
-        if "tests/ros/" in str(item.fspath):
-            item.add_marker(pytest.mark.flaky(reruns=reruns, reruns_delay=1))
 
 
 def wait_for(predicate, timeout: float, poll: float = 0.02) -> bool:
@@ -131,3 +120,24 @@ def start_graph(tmp_path_factory):
     yield start
     for graph in graphs:
         graph.stop()
+
+
+@pytest.fixture
+def make_any():
+    """make_any(NodeClass, **parameters): a node in this process, in a context of its own, its
+    handlers driven directly with real messages (no graph, no spinning). ``robot`` defaults to
+    panda. Nodes are destroyed and the context shut down after the test."""
+    context = Context()
+    rclpy.init(context=context)
+    nodes = []
+
+    def make(node_class, **parameters):
+        node = node_class(context=context, parameter_overrides=[
+            Parameter(name, value=value) for name, value in {"robot": "panda", **parameters}.items()])
+        nodes.append(node)
+        return node
+
+    yield make
+    for node in nodes:
+        node.destroy_node()
+    rclpy.shutdown(context=context)

@@ -3,10 +3,7 @@ start_timeout without one. Handlers are driven directly, with real messages, in 
 from __future__ import annotations
 
 import pytest
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from rclpy.context import Context
-from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 
 from sim2real.core.robot_profile import load_profile
@@ -16,21 +13,8 @@ pytestmark = pytest.mark.ros
 
 
 @pytest.fixture
-def make_node():
-    context = Context()
-    rclpy.init(context=context)
-    nodes = []
-
-    def make(**parameters):
-        node = DemoScriptNode(context=context, parameter_overrides=[
-            Parameter(name, value=value) for name, value in {"robot": "panda", **parameters}.items()])
-        nodes.append(node)
-        return node
-
-    yield make
-    for node in nodes:
-        node.destroy_node()
-    rclpy.shutdown(context=context)
+def make_node(make_any):
+    return lambda **parameters: make_any(DemoScriptNode, **parameters)
 
 
 PANDA = load_profile("panda")
@@ -73,3 +57,36 @@ def test_without_active_the_script_starts_after_the_timeout(make_node):
     states(node, 0.2, start=1.9)
     assert node.started_by == "timeout"
     assert (node.start_ns - node.first_state_ns) * 1e-9 == pytest.approx(2.0, abs=0.011)
+
+
+def test_a_malformed_joint_state_is_ignored_not_fatal(make_node):
+    """A message without the robot's joints (ValueError) or with fewer positions than names
+    (IndexError) raised in the callback, which ends the node."""
+    node = make_node(duration=1.0)
+    states(node, 0.1)
+    q = node.q.copy()
+    node._on_joint_states(JointState(name=["gripper"], position=[0.0]))
+    node._on_joint_states(JointState(name=list(PANDA.joint_names), position=[0.0] * 3))
+    assert (node.q == q).all()
+
+
+# -- pose_commander, driven the same way ----------------------------------------------------------
+@pytest.fixture
+def make_commander(make_any):
+    from sim2real.nodes.pose_commander import PoseCommanderNode
+
+    return lambda **parameters: make_any(PoseCommanderNode, **parameters)
+
+
+def test_pose_commander_speaks_as_a_policy_and_refuses_what_would_break_it(make_commander):
+    node = make_commander()
+    assert node.pub.topic_name == "/policy/joint_commands"  # through the supervisor, even run on its own
+    for name, value in (("amplitude", float("nan")), ("command_period", -0.02), ("frequency", 0.0)):
+        with pytest.raises(ValueError, match=f"parameter {name}"):  # NaN targets; an endless loop
+            make_commander(**{name: value})
+    node._on_joint_states = node._on_state  # states() drives the handler by this name
+    states(node, 0.5, start=100.0)
+    node._on_state(JointState(name=list(PANDA.joint_names), position=[0.0] * 3))  # ignored, no raise
+    assert node.start_ns == 100 * 10**9
+    states(node, 0.1, start=0.0)  # the sim restarted: the script starts again on the new time line
+    assert node.start_ns == 0 and node.next_command_ns <= round(0.1 * 1e9) + node.period_ns

@@ -351,3 +351,28 @@ def test_killing_the_runtime_makes_the_supervisor_hold_and_keep_commanding(probe
     np.testing.assert_allclose(held[0], LEAN, atol=1e-6)
     np.testing.assert_allclose(held[-1], GO2.default_positions, atol=1e-6)
     assert np.abs(np.diff(held, axis=0)).max() < 0.2 * 3 * PERIOD / config.hold_duration  # 2x the smoothstep's peak rate
+
+
+def test_a_driver_that_sends_effort_without_velocity_is_waited_on_not_crashed_on(probe, start_graph, go2_policies):
+    """The actuation-latency fit reads velocity and effort: a driver with effort but no velocity
+    (or short arrays) killed the runtime in its /joint_states callback (IndexError)."""
+    from sensor_msgs.msg import Imu
+
+    graph = start_graph(only=["policy_runtime"], robot="go2", policy=str(go2_policies["stand"]))
+    watch = Watcher(probe, graph)
+    states = probe.node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
+    imu = probe.node.create_publisher(Imu, "/imu/data", qos.SENSOR_PUBLISH)
+    deadline = time.monotonic() + STARTUP_S
+    while time.monotonic() < deadline and "velocity" not in watch.runtime().get("state", ""):
+        stamp = probe.node.get_clock().now().to_msg()
+        message = JointState(name=list(GO2.joint_names), position=GO2.default_positions.tolist(),
+                             effort=[0.0] * GO2.num_joints)
+        message.header.stamp = stamp
+        states.publish(message)
+        reading = Imu()
+        reading.header.stamp = stamp
+        reading.orientation.w = 1.0
+        imu.publish(reading)
+        time.sleep(0.01)
+    assert "no /joint_states velocity received" in watch.runtime().get("state", ""), watch.runtime()
+    assert not graph.exited(), graph.log.text()[-2000:]

@@ -2,6 +2,7 @@
 processes, the test's probe node playing the policy (and the operator)."""
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -344,3 +345,159 @@ def test_in_lockstep_a_policy_command_before_the_first_state_does_not_use_up_its
     state_pub.publish(state)
     assert wait_for(lambda: bool(commands), 5.0), "the first state was never answered"
     assert (commands[0].header.stamp.sec, commands[0].header.stamp.nanosec) == (0, 0)
+
+
+def test_joint_states_are_matched_by_name_every_message_and_malformed_ones_ignored(probe, start_graph):
+    """The probe plays the driver. In DAMPING the supervisor sends the measured positions, so its
+    commands show how it read /joint_states: a message in another name order is matched by name
+    (a cached index read it in the first message's order), and one with arrays shorter than its
+    names is ignored (it raised IndexError in the tick and the node exited: no more commands)."""
+    graph = start_graph(robot="panda", only=["safety_supervisor"])
+    operator = Operator(probe, PANDA)
+    operator.streaming = False
+    states = probe.node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
+    names = list(PANDA.joint_names)
+    q = PANDA.default_positions + 0.01 * np.arange(1, PANDA.num_joints + 1)
+
+    def stream(seconds, names, position, effort=None):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            msg = JointState(name=names, position=[float(x) for x in position],
+                             effort=[0.0] * len(names) if effort is None else effort)
+            msg.header.stamp = probe.node.get_clock().now().to_msg()
+            states.publish(msg)
+            time.sleep(0.005)
+
+    assert wait_for(lambda: stream(0.1, names, q) or len(operator.commands) > 5, STARTUP_S, poll=0.0)
+    assert operator.call("damp").success
+    stream(0.5, names[::-1], q[::-1])
+    np.testing.assert_allclose(operator.commands[-1].position, q, atol=1e-12)
+    before = len(operator.commands)
+    stream(0.5, names, q + 0.1, effort=[0.0] * 3)
+    assert len(operator.commands) > before and not graph.exited(), graph.log.text()[-2000:]
+    np.testing.assert_allclose(operator.commands[-1].position, q, atol=1e-12)  # the short ones were ignored
+    assert "ignoring /joint_states with 7 names, 7 positions, 0 velocities and 3 efforts" in graph.log.text()
+
+
+def test_a_teleop_session_naming_some_joints_keeps_the_others_where_the_robot_holds(probe, start_graph):
+    """Joints a teleop command does not name keep their targets: at a new session's start those
+    are the held pose, not the previous session's targets (which they jumped back to)."""
+    start_graph(robot="panda", only=["sim_robot", "safety_supervisor"])
+    operator = Operator(probe, PANDA)
+    operator.start()
+    assert operator.call("takeover").success
+
+    def teleop_for(seconds, names, position):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            operator.teleop_pub.publish(JointState(name=names, position=[float(x) for x in position]))
+            time.sleep(PERIOD)
+
+    away = PANDA.default_positions + 0.3
+    teleop_for(1.0, PANDA.joint_names, away)
+    np.testing.assert_allclose(operator.commands[-1].position, away, atol=1e-6)
+    time.sleep(load_safety_config("panda").stand_duration + 0.5)  # teleop ended: the hold goes to the stand pose
+    held = np.asarray(operator.commands[-1].position)
+    np.testing.assert_allclose(held, PANDA.default_positions, atol=1e-6)
+    teleop_for(0.5, PANDA.joint_names[:1], [held[0] + 0.1])
+    latest = np.asarray(operator.commands[-1].position)
+    assert latest[0] == pytest.approx(held[0] + 0.1)
+    np.testing.assert_allclose(latest[1:], held[1:], atol=1e-6)
+
+
+def test_in_lockstep_after_a_sim_restart_the_tick_waits_for_the_policys_new_answer(probe, start_graph):
+    """The probe plays sim and policy. After the sim restarts (its time back to 0), the policy's
+    command from the old time line (stamped later than any new state) must not count as the
+    answer to the new states: the supervisor waits for the policy's answer to each of them."""
+    from rosgraph_msgs.msg import Clock
+
+    start_graph(robot="panda", lockstep=True, only=["safety_supervisor"])
+    commands = probe.record(JointState, "/joint_commands", qos.COMMAND)
+    policy_pub = probe.node.create_publisher(JointState, "/policy/joint_commands", qos.COMMAND)
+    clock_pub = probe.node.create_publisher(Clock, "/clock", qos.CLOCK)
+    state_pub = probe.node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
+    assert wait_for(lambda: probe.node.count_subscribers("/policy/joint_commands") >= 1
+                    and probe.node.count_publishers("/joint_commands") >= 1, STARTUP_S), "no supervisor"
+    period_ns = round(PANDA.policy_period * 1e9)
+
+    def stamped(msg, ns):
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(ns, 10**9)
+        return msg
+
+    def policy(ns):
+        policy_pub.publish(stamped(JointState(name=PANDA.joint_names, position=PANDA.default_positions.tolist()), ns))
+
+    def state(ns):
+        clock_pub.publish(Clock(clock=stamped(JointState(), ns).header.stamp))
+        state_pub.publish(stamped(JointState(name=PANDA.joint_names, position=PANDA.default_positions.tolist(),
+                                             velocity=[0.0] * 7, effort=[0.0] * 7), ns))
+
+    for k in range(6):  # the old time line: the policy answers each state, the supervisor each tick
+        for _ in range(20):
+            policy(k * period_ns)
+            state(k * period_ns)
+            if wait_for(lambda: commands and commands[-1].header.stamp.nanosec == k * period_ns, 0.25):
+                break
+        assert commands and commands[-1].header.stamp.nanosec == k * period_ns, f"tick {k} never answered"
+    before = len(commands)
+    state(0)  # the sim restarted
+    time.sleep(0.5)
+    assert len(commands) == before, "ticked on the old time line's policy command"
+    policy(0)
+    assert wait_for(lambda: len(commands) > before, 5.0), "no answer once the policy answered the new state"
+    assert (commands[-1].header.stamp.sec, commands[-1].header.stamp.nanosec) == (0, 0)
+
+
+def test_a_stopping_supervisor_sends_a_last_command_that_holds_the_joints_where_they_are(active_go2):
+    """Otherwise the driver keeps the last target sent: the policy's, mid-stride."""
+    arrivals = []
+    active_go2.probe.record(JointState, "/joint_commands", qos.COMMAND, lambda m: arrivals.append(time.monotonic()))
+    states = active_go2.probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
+    active_go2.action = GO2.default_positions + 0.1  # the policy's target, away from where the joints are
+    time.sleep(0.5)
+    supervisor = active_go2.graph.processes["safety_supervisor"]
+    sent, measured = time.monotonic(), np.asarray(states[-1].position)
+    supervisor.send_signal(signal.SIGINT)
+    supervisor.wait(timeout=10.0)
+    assert arrivals and arrivals[-1] > sent, "no command after the stop request"
+    last = active_go2.commands[-1]
+    assert all(v == 0.0 for v in last.velocity)
+    # Where the joints were when it stopped (the sim, left without commands, then damps and sags).
+    np.testing.assert_allclose(last.position, measured, atol=0.05)
+    assert np.max(np.abs(np.asarray(last.position) - active_go2.action)) > 0.05  # not the policy's target
+
+
+def test_sim2real_safety_asks_the_supervisor_and_says_its_answer(start_graph, capsys):
+    """The operator's services without a system ROS (no `ros2` command in a pip install)."""
+    from sim2real.cli import main
+
+    start_graph(robot="panda", only=["safety_supervisor"])
+    assert main(["safety", "damp", "--timeout", str(STARTUP_S)]) == 0
+    assert "damp: accepted: DAMPING" in capsys.readouterr().out
+    assert main(["safety", "reset", "--json"]) == 1  # nothing measured: a reset needs a live robot
+    answer = json.loads([line for line in capsys.readouterr().out.splitlines() if line.startswith('{"action"')][-1])
+    assert answer == {"action": "reset", "accepted": False,
+                      "message": "refused: /joint_states are stale; reset needs a live robot"}
+    assert main(["safety", "engage", "--node", "/nobody", "--timeout", "1"]) == 1
+    assert "no service /nobody/engage within 1 s" in capsys.readouterr().out
+
+
+def test_a_takeover_starts_the_teleop_session_from_the_pose_it_holds(probe, start_graph):
+    """A teleop stream that was already running while the policy drove: after the takeover, the
+    joints it does not name stay at the pose held at the takeover, not at the policy's targets of
+    when the stream began."""
+    start_graph(robot="panda", only=["sim_robot", "safety_supervisor"])
+    operator = Operator(probe, PANDA)
+    operator.start()
+    stream = probe.node.create_timer(PERIOD, lambda: operator.teleop_pub.publish(
+        JointState(name=PANDA.joint_names[:1], position=[float(PANDA.default_positions[0] + 0.2)])))
+    time.sleep(0.5)  # teleop streams while ACTIVE: the supervisor follows the policy
+    operator.action = PANDA.default_positions + 0.1
+    time.sleep(1.5)  # the policy moved on (the step limit spreads the move over a few ticks)
+    answer = operator.call("takeover")
+    assert answer.success, f"{answer.message}; last trip {operator.status_value('last_trip')}"
+    time.sleep(0.5)
+    stream.cancel()
+    latest = np.asarray(operator.commands[-1].position)
+    assert latest[0] == pytest.approx(PANDA.default_positions[0] + 0.2)
+    np.testing.assert_allclose(latest[1:], PANDA.default_positions[1:] + 0.1, atol=1e-6)

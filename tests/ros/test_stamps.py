@@ -20,3 +20,21 @@ def test_time_message_round_trip_is_exact():
 ])
 def test_next_period_start_is_the_following_grid_point(now, boundary):
     assert stamps.next_period_start_ns(now, PERIOD) == boundary
+
+
+@pytest.mark.parametrize("now, next_tick, due", [
+    (5 * PERIOD, 5 * PERIOD, True),            # on the boundary
+    (5 * PERIOD - 1, 5 * PERIOD, False),       # this period already ticked
+    (3 * PERIOD, 5 * PERIOD, False),           # up to two periods behind: jitter, reordered stamps
+    (3 * PERIOD - 1, 5 * PERIOD, True),        # further back: a new time line (restart, clock stepped back)
+    (0, 10**12, True),
+])
+def test_a_tick_is_due_past_the_boundary_or_after_a_jump_back(now, next_tick, due):
+    assert stamps.tick_due(now, next_tick, PERIOD) is due
+
+
+def test_repeated_stamps_are_reported_once_when_they_reach_the_limit():
+    repeated = stamps.RepeatedStamps()
+    seen = [repeated.stuck(0) for _ in range(stamps.RepeatedStamps.LIMIT + 50)]
+    assert seen.count(True) == 1 and seen.index(True) == stamps.RepeatedStamps.LIMIT
+    assert not any(repeated.stuck(k * PERIOD) for k in range(1, 500))  # moving stamps: never

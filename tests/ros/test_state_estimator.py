@@ -77,3 +77,42 @@ def test_panda_end_effector_pose_and_twist(probe, start_graph):
     assert 0.2 < p.x < 0.6 and 0.2 < p.z < 0.8  # the ready pose's hand, in front of and above the base
     v = last.twist.twist.linear
     assert np.linalg.norm([v.x, v.y, v.z]) < 0.01  # holding still
+
+
+def test_malformed_and_non_finite_joint_states_are_ignored_not_fatal(probe, start_graph):
+    """Short arrays raised in the callback (the node exited); a NaN made the arm's estimate NaN
+    for good. Both are now ignored and counted; the next valid state is estimated as before."""
+    from sensor_msgs.msg import JointState
+
+    from sim2real.core.robot_profile import load_profile
+
+    panda = load_profile("panda")
+    graph = start_graph(only=["state_estimator"], robot="panda")
+    estimates = probe.record(JointState, "/state_estimate/joint_states", qos.SENSOR_SUBSCRIBE)
+    diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
+    states = probe.node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
+    names, q = list(panda.joint_names), panda.default_positions.tolist()
+
+    def publish(position, velocity, effort=()):
+        msg = JointState(name=names, position=position, velocity=velocity, effort=list(effort))
+        msg.header.stamp = probe.node.get_clock().now().to_msg()
+        states.publish(msg)
+
+    assert wait_for(lambda: publish(q, [0.0] * 7) or bool(estimates), 30.0, poll=0.01)
+    for _ in range(20):
+        publish(q, [0.0] * 7, effort=[0.0] * 3)           # short effort array
+        publish([float("nan")] + q[1:], [0.0] * 7)       # a NaN position
+        time.sleep(0.005)
+    before = len(estimates)
+    assert wait_for(lambda: publish(q, [0.0] * 7) or len(estimates) > before + 5, 5.0, poll=0.01)
+    assert not graph.exited(), graph.log.text()[-2000:]
+    assert all(np.all(np.isfinite(m.position)) for m in estimates)
+
+    def ignored():
+        for array in reversed(list(diagnostics)):
+            for status in array.status:
+                for kv in status.values:
+                    if kv.key == "samples_ignored":
+                        return int(kv.value)
+        return 0
+    assert wait_for(lambda: ignored() >= 40, 5.0), ignored()

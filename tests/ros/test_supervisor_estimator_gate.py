@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import pytest
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rclpy.context import Context
-from rclpy.parameter import Parameter
 
 from sim2real.nodes.safety_supervisor import SafetySupervisorNode
 
@@ -14,13 +11,8 @@ pytestmark = pytest.mark.ros
 
 
 @pytest.fixture
-def supervisor():
-    context = Context()
-    rclpy.init(context=context)
-    node = SafetySupervisorNode(context=context, parameter_overrides=[Parameter("robot", value="go2")])
-    yield node
-    node.destroy_node()
-    rclpy.shutdown(context=context)
+def supervisor(make_any):
+    return make_any(SafetySupervisorNode, robot="go2")
 
 
 def estimator(diverged: bool) -> DiagnosticStatus:

@@ -139,3 +139,31 @@ def test_arm_estimator_filters_velocity_and_gives_end_effector_twist():
     raw, filtered = np.sqrt(np.mean(np.square(raw))), np.sqrt(np.mean(np.square(filtered)))
     assert filtered < 0.6 * raw, (filtered, raw)
     assert np.sqrt(np.mean(np.square(twist_error))) < 0.02
+
+
+def test_a_nan_sample_is_refused_and_the_estimate_stays_finite(go2, trot):
+    """One NaN accelerometer sample used to leave the position NaN for good (1989 good samples later)."""
+    estimator = LegKalmanFilter(go2, load_estimation_config("go2"))
+    fields = ("orientation", "gyro", "accel", "joint_position", "joint_velocity", "joint_effort")
+
+    def sample(k, **bad):
+        values = {f: np.array(trot[f][k], dtype=float) for f in fields}
+        values.update(bad)
+        return (float(trot["t"][k]), *(values[f] for f in fields))
+
+    for k in range(100):
+        estimator.step(*sample(k))
+    state = estimator.x.copy()
+    with pytest.raises(ValueError, match="linear_acceleration NaN or infinite"):
+        estimator.step(*sample(100, accel=np.array([np.nan, 0.0, 9.81])))
+    np.testing.assert_array_equal(estimator.x, state)
+    for k in range(101, 300):
+        estimate = estimator.step(*sample(k))
+    assert np.all(np.isfinite(estimate.position)) and not estimator.divergence.diverged(estimate.stamp)
+
+    panda = load_profile("panda")
+    arm = ArmEstimator(panda, load_estimation_config("panda"))
+    arm.step(0.0, panda.default_positions, np.zeros(7))
+    with pytest.raises(ValueError, match="joint_position NaN or infinite"):
+        arm.step(0.002, np.full(7, np.nan), np.zeros(7))
+    assert np.all(np.isfinite(arm.step(0.004, panda.default_positions, np.zeros(7)).joint_position))

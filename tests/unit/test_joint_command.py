@@ -45,3 +45,17 @@ def test_bad_commands_are_refused_whole_and_targets_keep(names, position, veloci
         m.apply(names, position, velocity, effort)
     np.testing.assert_array_equal(m.targets.position, before.position)
     np.testing.assert_array_equal(m.targets.velocity, before.velocity)
+
+
+def test_without_an_initial_pose_the_first_command_must_name_every_joint():
+    """A driver forwarding to hardware: before a full command, unnamed joints have no target
+    that is safe to send (a default pose would make them jump)."""
+    m = JointCommandMapper(NAMES, None)
+    with pytest.raises(CommandRefused, match=r"the first command must name every joint \(missing \['b', 'c'\]\)"):
+        m.apply(["a"], [1.0])
+    with pytest.raises(CommandRefused, match="non-finite"):
+        m.apply(NAMES, [1.0, math.nan, 3.0])  # refused whole: still no full command
+    with pytest.raises(CommandRefused, match="must name every joint"):
+        m.apply(["a"], [1.0])
+    np.testing.assert_allclose(m.apply(["c", "b", "a"], [3.0, 2.0, 1.0]).position, [1, 2, 3])
+    np.testing.assert_allclose(m.apply(["b"], [9.0]).position, [1, 9, 3])  # after a full one: fine

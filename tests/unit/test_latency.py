@@ -118,3 +118,18 @@ def test_only_the_latency_beyond_training_is_compensated():
     assert monitor.horizon == pytest.approx(0.0025)
     monitor._estimates[0] = 0.010
     assert monitor.horizon == 0.0
+
+
+def test_a_driver_clock_ahead_of_ours_is_counted_and_logged_as_measured_not_as_zero():
+    """A negative sensor->command time was clamped to 0 before it reached the log, so `dr
+    from-latency`'s clock check could never fire and the log read as no latency at all."""
+    from sim2real.core.latency import LatencyMonitor
+
+    monitor = LatencyMonitor(PANDA)
+    monitor.on_command(1.000, 0.970, PANDA.default_positions)  # published 30 ms "before" its state
+    sample = monitor.record((None, 0.010))
+    assert sample["sensor_to_command_s"] == pytest.approx(-0.030) and sample["total_s"] == pytest.approx(-0.020)
+    assert monitor.summary()["clock_ahead_samples"] == "1"
+    assert monitor.horizon >= 0.0  # the predictor still sees no negative latency
+    with pytest.raises(ValueError, match="negative latency samples .* the clocks of the stamps differ"):
+        latency_randomization([sample["total_s"]] * 10)

@@ -276,6 +276,11 @@ def test_reset_refused_without_live_joint_states():
     ({"checks": {"target_step": {"response": "estop"}}}, "use response: clamp"),
     ({"joystick": {"jump": 1}}, "joystick.jump: unknown action"),
     ({"speed": 1}, "unknown fields"),
+    ({"checks": {"policy_stale": {"response": "hold", "deadline": math.nan}}}, "checks.policy_stale.deadline: "
+                                                                                "expected a finite number"),
+    ({"checks": {"target_step": {"response": "clamp", "max_step": math.inf}}}, "checks.target_step.max_step"),
+    ({"checks": {"policy_stale": "hold"}}, "checks.policy_stale: expected a mapping of settings, got 'hold'"),
+    ({"joystick": {"estop": 6, "reset": 6}}, "buttons shared by several actions: {6: ['estop', 'reset']}"),
 ])
 def test_bad_safety_config_names_the_field_and_fix(data, words):
     with pytest.raises(SafetyConfigError) as info:
@@ -323,3 +328,88 @@ def test_stood_up_after_the_stand_duration():
     assert not rig.core.stood_up(rig.now)
     rig.tick(int(rig.core.config.stand_duration / PERIOD) + 1)
     assert rig.core.stood_up(rig.now)
+
+
+# -- measurements that are no numbers ------------------------------------------------------------
+def test_a_nan_joint_state_never_reaches_a_command_and_damps_only_if_it_lasts():
+    rig = Rig()
+    before = rig.engaged().command.position.copy()
+    good = rig.inputs.joint_position.copy()
+    rig.inputs.joint_position = good.copy()
+    rig.inputs.joint_position[4] = math.nan
+    glitch = rig.tick()
+    assert glitch.mode == Mode.ACTIVE and np.all(np.isfinite(glitch.command.position))
+    assert any("FR_thigh_joint" in event and "refused" in event for event in glitch.events)
+    rig.inputs.joint_position = good.copy()  # one bad sample: nothing else happens
+    assert rig.tick().mode == Mode.ACTIVE
+    rig.inputs.joint_position[4] = math.inf  # bad samples go on: as stale as no samples
+    rig.inputs.joint_velocity = np.zeros(12)
+    decisions = [rig.tick() for _ in range(5)]
+    assert decisions[-1].mode == Mode.DAMPING and "joint_states_stale" in rig.core.last_trip
+    assert "newer ones refused" in rig.core.last_trip
+    for decision in decisions:
+        assert np.all(np.isfinite(decision.command.position))
+    np.testing.assert_allclose(decisions[-1].command.position, good)  # damping at the last valid pose
+    assert np.max(np.abs(decisions[-1].command.position - before)) < 0.2
+    rig.inputs.joint_position = good.copy()  # valid again: reset works and STANDBY is finite
+    assert rig.request("reset")[0]
+    assert np.all(np.isfinite(rig.tick(50).command.position))
+
+
+def test_a_first_joint_state_with_nan_gives_no_command_and_no_engage():
+    rig = Rig()
+    rig.inputs.joint_position = GO2.default_positions.copy()
+    rig.inputs.joint_position[0] = math.nan
+    decision = rig.tick(3)
+    assert decision.command is None
+    assert "waiting for a valid /joint_states" in failed(decision, "joint_states_stale")[0].detail
+    accepted, message = rig.request("engage")
+    assert not accepted and "stale" in message
+    rig.inputs.joint_position = GO2.default_positions.copy()
+    assert np.all(np.isfinite(rig.tick().command.position))
+
+
+def test_a_nan_velocity_or_effort_is_a_missing_interface_and_hides_no_real_violation():
+    """ros2_control's joint_state_broadcaster reports an interface a joint lacks as NaN: that
+    joint is not checked, every other one is (np.argmax once picked the NaN and hid them)."""
+    rig = Rig()
+    rig.engaged()
+    rig.inputs.joint_effort = np.full(12, math.nan)  # an arm or leg without effort sensing
+    rig.inputs.joint_velocity = np.zeros(12)
+    rig.inputs.joint_velocity[0] = math.nan
+    assert rig.tick(10).mode == Mode.ACTIVE
+    rig.inputs.joint_effort[5] = -80.0
+    assert rig.tick().mode == Mode.DAMPING and "torque_limit" in rig.core.last_trip
+    rig = Rig()
+    rig.engaged()
+    rig.inputs.joint_velocity = np.zeros(12)
+    rig.inputs.joint_velocity[0], rig.inputs.joint_velocity[5] = math.nan, 1000.0
+    assert rig.tick().mode == Mode.DAMPING and "velocity_limit" in rig.core.last_trip
+
+
+@pytest.mark.parametrize("orientation", [[math.nan, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+def test_an_orientation_that_is_no_unit_quaternion_fails_the_tilt_check(orientation):
+    rig = Rig()
+    rig.engaged()
+    rig.inputs.base_orientation = np.array(orientation)
+    assert rig.tick().mode == Mode.DAMPING
+    assert "base_tilt" in rig.core.last_trip and "not a unit quaternion" in rig.core.last_trip
+
+
+def test_a_hold_after_engaging_out_of_teleop_keeps_the_arm_where_it_stopped():
+    """Panda (hold_pose: last): engage while teleop is still fresh, then a HOLD trip must keep
+    the last targets, not sweep to the stand pose as the end of a teleop session would."""
+    profile = load_profile("panda")
+    rig = Rig(load_safety_config("panda"), profile)
+    rig.engaged()
+    assert rig.request("takeover")[0]
+    teleop = profile.default_positions + 0.1
+    for _ in range(30):
+        rig.inputs.teleop_command, rig.inputs.teleop_time = targets(teleop), rig.now + PERIOD
+        rig.tick()
+    assert rig.request("engage")[0]  # teleop still fresh
+    before = rig.tick(40).command.position.copy()
+    rig.fresh.discard("policy")
+    later = rig.tick(round(1.0 / PERIOD)).command.position
+    assert rig.core.mode == Mode.TAKEOVER and "policy_stale" in rig.core.last_trip
+    np.testing.assert_allclose(later, before, atol=1e-9)

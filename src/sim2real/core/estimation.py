@@ -147,6 +147,21 @@ def _positive(source, field: str, value: Any, allow_zero: bool = False) -> float
 
 
 # ---------------------------------------------------------------------------------- contact
+def _require_finite(**values: Any) -> None:
+    # One sum over everything (it runs per IMU sample: ~2 us against 36 us for an isfinite per
+    # value): NaN or inf anywhere makes it non-finite. Only then, or on an overflow, the names.
+    total = 0.0
+    for value in values.values():
+        if value is not None:
+            total += value if isinstance(value, (int, float)) else sum(value)
+    if math.isfinite(total):
+        return
+    bad = [name for name, value in values.items()
+           if value is not None and not np.all(np.isfinite(np.asarray(value, dtype=float)))]
+    if bad:
+        raise ValueError(f"sample refused: {', '.join(bad)} NaN or infinite")
+
+
 class ContactDetector:
     """Which feet stand, from joint efforts (with hysteresis) or from a gait clock."""
 
@@ -311,7 +326,12 @@ class LegKalmanFilter:
     def step(self, t: float, orientation: Sequence[float], angular_velocity: Sequence[float],
              linear_acceleration: Sequence[float], joint_position: Sequence[float],
              joint_velocity: Sequence[float], joint_effort: Optional[Sequence[float]] = None) -> BaseEstimate:
-        """One IMU sample at time ``t`` (s) with the newest joint state (profile order, SI)."""
+        """One IMU sample at time ``t`` (s) with the newest joint state (profile order, SI).
+        ValueError, the state untouched, for a sample with a NaN or infinite value: folded in,
+        one would make the state NaN for good."""
+        _require_finite(t=t, orientation=orientation, angular_velocity=angular_velocity,
+                        linear_acceleration=linear_acceleration, joint_position=joint_position,
+                        joint_velocity=joint_velocity, joint_effort=joint_effort)
         q_wxyz = np.asarray(orientation, dtype=float)
         R = quat_to_matrix(q_wxyz)
         omega = np.asarray(angular_velocity, dtype=float)
@@ -424,7 +444,9 @@ class ArmEstimator:
         return self.estimate()
 
     def filter(self, t: float, joint_position: Sequence[float], joint_velocity: Sequence[float]) -> None:
-        """Fold in one joint state (cheap: the per-sample part of :meth:`step`)."""
+        """Fold in one joint state (cheap: the per-sample part of :meth:`step`). ValueError, the
+        state untouched, for a sample with a NaN or infinite value."""
+        _require_finite(t=t, joint_position=joint_position, joint_velocity=joint_velocity)
         q = np.asarray(joint_position, dtype=float)
         dq = np.asarray(joint_velocity, dtype=float)
         if self.x is None:

@@ -28,17 +28,28 @@ class JointTargets:
     def copy(self) -> "JointTargets":
         return JointTargets(self.position.copy(), self.velocity.copy(), self.effort.copy())
 
+    @classmethod
+    def positions(cls, position) -> "JointTargets":
+        """Position targets only (a copy), with zero velocity targets and no feed-forward: a pose
+        to hold or a policy's targets."""
+        position = np.array(position, dtype=float)
+        return cls(position, np.zeros_like(position), np.zeros_like(position))
+
 
 class JointCommandMapper:
     """Maps name-addressed commands onto the profile's joint order, validating them."""
 
-    def __init__(self, joint_names: Sequence[str], initial_position: Sequence[float]):
+    def __init__(self, joint_names: Sequence[str], initial_position: Sequence[float] | None):
+        """``initial_position``: the targets of joints no command has named yet. None when no
+        pose is safe to assume (a driver forwarding to real hardware, where the arm may be
+        anywhere): then the first command must name every joint."""
         self.joint_names = list(joint_names)
         self._index = {name: i for i, name in enumerate(self.joint_names)}
         n = len(self.joint_names)
-        if len(initial_position) != n:
+        if initial_position is not None and len(initial_position) != n:
             raise ValueError(f"initial_position has {len(initial_position)} values for {n} joints")
-        self.targets = JointTargets(np.array(initial_position, dtype=float), np.zeros(n), np.zeros(n))
+        self._awaiting_full_command = initial_position is None
+        self.targets = JointTargets.positions(np.zeros(n) if initial_position is None else initial_position)
 
     def apply(self, names: Sequence[str], position: Sequence[float],
               velocity: Sequence[float] = (), effort: Sequence[float] = ()) -> JointTargets:
@@ -51,6 +62,10 @@ class JointCommandMapper:
             raise CommandRefused(f"unknown joint names {unknown}; this robot's joints are {self.joint_names}")
         if len(set(names)) != len(names):
             raise CommandRefused(f"joint names repeated in one command: {names}")
+        if self._awaiting_full_command and len(names) != len(self.joint_names):
+            missing = [n for n in self.joint_names if n not in names]
+            raise CommandRefused(f"the first command must name every joint (missing {missing}): the others have "
+                                 "no target yet, and a default pose would make them jump")
         if len(position) != len(names):
             raise CommandRefused(
                 f"position has {len(position)} values for {len(names)} names; send one target per named joint")
@@ -67,4 +82,5 @@ class JointCommandMapper:
         self.targets.position[index] = position_arr
         self.targets.velocity[index] = velocity_arr if velocity_arr.size else 0.0
         self.targets.effort[index] = effort_arr if effort_arr.size else 0.0
+        self._awaiting_full_command = False
         return self.targets

@@ -225,8 +225,9 @@ def read_latency_log(paths: Iterable[str]) -> list[float]:
     for path in paths:
         file = Path(path)
         if not file.is_file():
-            raise ValueError(f"latency log {path!r} not found; write one with: ros2 run sim2real policy_runtime "
-                             "--ros-args -p latency_log:=latency.jsonl (or sim2real up ... and the same parameter)")
+            raise ValueError(f"latency log {path!r} not found; write one with: sim2real up --robot ROBOT --policy "
+                             "FILE --latency-log latency.jsonl (launch: latency_log:=latency.jsonl; node parameter "
+                             "latency_log)")
         for number, line in enumerate(file.read_text().splitlines(), 1):
             if not line.strip():
                 continue
@@ -288,9 +289,9 @@ class LatencyMonitor:
         self._driver: collections.deque = collections.deque(maxlen=9)
         self.predictor = StatePredictor(profile) if compensate else None
         self._estimates: collections.deque = collections.deque(maxlen=9)
-        self._last_sensor_to_command = 0.0
+        self._raw_sensor_to_command = 0.0  # as measured, negative when the driver's clock runs ahead
+        self.clock_ahead = 0  # commands published "before" the state they answer: a driver clock ahead of ours
         self._recent: collections.deque = collections.deque(maxlen=25)  # the horizon follows the last half second
-        self.samples: collections.deque = collections.deque(maxlen=window)  # total latency per update
 
     def on_state(self, t: float, position, velocity, effort) -> None:
         self.actuation_estimator.add_state(t, position, velocity, effort)
@@ -298,9 +299,15 @@ class LatencyMonitor:
 
     def on_command(self, stamp: float, published: float, targets) -> None:
         """The runtime published ``targets`` computed on the state stamped ``stamp``."""
-        self._last_sensor_to_command = max(0.0, published - stamp)
-        self.sensor_to_command.add(self._last_sensor_to_command)
-        self._recent.append(self._last_sensor_to_command)
+        # Negative: the state's stamp is later than our clock, so the driver stamps with a clock that
+        # runs ahead of this computer's. Clamped for the predictor and the statistics, counted, and
+        # logged as measured (a log of clamped zeros would read as "no latency").
+        self._raw_sensor_to_command = published - stamp
+        if self._raw_sensor_to_command < 0:
+            self.clock_ahead += 1
+        clamped = max(0.0, self._raw_sensor_to_command)
+        self.sensor_to_command.add(clamped)
+        self._recent.append(clamped)
         self.actuation_estimator.add_command(published, targets)
         if self.predictor is not None:
             self.predictor.add_command(published, targets)
@@ -328,9 +335,8 @@ class LatencyMonitor:
             return None
         self._estimates.append(estimate)
         self.actuation.add(estimate)
-        sample = {"sensor_to_command_s": self._last_sensor_to_command, "actuation_s": estimate,
-                  "total_s": self._last_sensor_to_command + estimate}
-        self.samples.append(sample["total_s"])
+        sample = {"sensor_to_command_s": self._raw_sensor_to_command, "actuation_s": estimate,
+                  "total_s": self._raw_sensor_to_command + estimate}
         return sample
 
     def update(self) -> Optional[dict]:
@@ -380,4 +386,6 @@ class LatencyMonitor:
         out["actuation_latency_ms"] = "unknown" if self.actuation_latency is None else f"{self.actuation_latency * 1e3:.1f}"
         out["compensation"] = "on" if self.enabled else "off"
         out["horizon_ms"] = f"{self.horizon * 1e3:.1f}"
+        if self.clock_ahead:
+            out["clock_ahead_samples"] = str(self.clock_ahead)
         return out

@@ -22,6 +22,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core.observation import ObservationSpec, RobotSignals, VOCABULARY
 from sim2real.core.robot_profile import RobotProfile
 
@@ -41,14 +42,21 @@ CMD_VEL_TIMEOUT_S = 0.5  # teleop tools repeat /cmd_vel at >= 10 Hz; silence thi
 
 
 def missing_inputs(spec: ObservationSpec, signals: RobotSignals) -> list[str]:
-    """Why ``signals`` cannot fill ``spec`` (empty: it can), one line per observation term."""
+    """Why ``signals`` cannot fill ``spec`` (empty: it can), one line per observation term. A
+    signal holding NaN or inf counts as missing: fed to the policy, it would come back as its
+    next ``last_action`` and poison every later tick."""
     reasons = []
     for term in spec.terms:
-        absent = [name for name in VOCABULARY[term.name].signals
-                  if name not in PER_POLICY and getattr(signals, name) is None]
+        names = [name for name in VOCABULARY[term.name].signals if name not in PER_POLICY]
+        absent = [name for name in names if getattr(signals, name) is None]
+        invalid = [name for name in names if name not in absent and not np.all(np.isfinite(getattr(signals, name)))]
         sources = list(dict.fromkeys(SOURCES[name] for name in absent))
         if sources:
             reasons.append(f"policy needs {term.name}: no {' and no '.join(sources)} received")
+        bad = list(dict.fromkeys(SOURCES[name] for name in invalid))
+        if bad:
+            reasons.append(f"policy needs {term.name}: the newest {' and '.join(bad)} has NaN or infinite values "
+                           "(the driver's; the policy waits for a valid one)")
     return reasons
 
 
@@ -81,7 +89,7 @@ class RobotInputs:
     def __init__(self, profile: RobotProfile, cmd_vel_timeout: float = CMD_VEL_TIMEOUT_S):
         self.profile = profile
         self.cmd_vel_timeout = cmd_vel_timeout
-        self._names: Optional[tuple] = None
+        self._order = JointStateOrder(profile.joint_names, profile.name)
         self._index: Optional[np.ndarray] = None
         self._position = None
         self._velocity = None
@@ -99,19 +107,7 @@ class RobotInputs:
                          stamp_ns: int) -> None:
         """A /joint_states message; raises ValueError (and keeps the previous state) if it
         lacks a joint of the profile or its arrays do not match its names."""
-        key = tuple(names)
-        if key != self._names:
-            # Drivers keep one name order; the index is rebuilt only when it changes.
-            lookup = {name: i for i, name in enumerate(key)}
-            absent = [n for n in self.profile.joint_names if n not in lookup]
-            if absent:
-                raise ValueError(f"/joint_states lack joints {absent} of robot {self.profile.name!r} "
-                                 f"(names: {list(key)})")
-            self._index = np.array([lookup[n] for n in self.profile.joint_names])
-            self._names = key
-        if len(position) != len(key) or len(velocity) not in (0, len(key)):
-            raise ValueError(f"/joint_states has {len(key)} names, {len(position)} positions and "
-                             f"{len(velocity)} velocities")
+        self._index = self._order.index_of(names, position, velocity)
         # Stored raw: this runs at the sensing rate, the conversion only once per tick.
         self._position = position
         self._velocity = velocity if len(velocity) else None

@@ -23,8 +23,18 @@ def world_to_body(q, vector) -> np.ndarray:
     return quat_to_matrix(q).T @ np.asarray(vector, dtype=float)
 
 
+def is_unit_quaternion(q, tolerance: float = 0.1) -> bool:
+    """Finite with a norm within ``tolerance`` of 1: an orientation. An IMU that gives none sends
+    all zeros (REP-145); a glitch, NaN."""
+    return abs(math.sqrt(sum(float(v) * float(v) for v in q)) - 1.0) < tolerance  # NaN fails
+
+
 def tilt_angle(q) -> float:
-    """Angle (rad) between the body z axis and the world z axis: 0 upright, pi upside down."""
+    """Angle (rad) between the body z axis and the world z axis: 0 upright, pi upside down; NaN
+    for a ``q`` that is no orientation (:func:`is_unit_quaternion`): clamped, NaN read as 0,
+    upright, and a fall detector never fired on it."""
+    if not is_unit_quaternion(q):
+        return math.nan
     x, y = float(q[0]), float(q[1])
     z_world = 1.0 - 2.0 * (x * x + y * y)  # quat_to_matrix(q)[2, 2], without building the matrix
     return math.acos(max(-1.0, min(1.0, z_world)))

@@ -5,6 +5,7 @@ Each check has a threshold and a response; responses are ordered by severity
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
@@ -45,7 +46,9 @@ CHECKS: dict[str, dict[str, Any]] = {
 }
 # Checks that act as filters on every outgoing command rather than as trips.
 FILTERS = ("position_limit", "target_step")
-BUTTONS = ("deadman", "engage", "takeover", "damp", "estop", "reset")
+# What an operator may ask (the supervisor node's ~/ACTION services, the joystick, `sim2real safety ACTION`).
+OPERATOR_ACTIONS = ("engage", "takeover", "damp", "estop", "reset")
+BUTTONS = ("deadman", *OPERATOR_ACTIONS)
 HOLD_POSES = ("last", "stand")
 
 
@@ -90,8 +93,10 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
         return SafetyConfigError(source, field, problem, fix)
 
     def number(value: Any, field: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise fail(field, f"expected a number >= 0, got {value!r}", "write a non-negative number in SI units")
+        # NaN passes `value < 0`: a NaN deadline never trips, a NaN max_step makes every command NaN.
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise fail(field, f"expected a finite number >= 0, got {value!r}",
+                       "write a non-negative number in SI units")
         return float(value)
 
     unknown = sorted(set(data) - {"command_period", "stand_duration", "blend_duration", "hold_pose", "hold_duration",
@@ -105,6 +110,9 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
     for name, entry in checks_data.items():
         if name not in CHECKS:
             raise fail(f"checks.{name}", "unknown check", f"use one of {sorted(CHECKS)}")
+        if entry is not None and not isinstance(entry, dict):
+            raise fail(f"checks.{name}", f"expected a mapping of settings, got {entry!r}",
+                       f"write e.g. {name}: {{response: hold}} (see config/safety/go2.yaml)")
         entry = dict(entry or {})
         response_name = str(entry.pop("response", "")).upper()
         if response_name not in Response.__members__ or response_name == "NONE":
@@ -132,6 +140,11 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
         if isinstance(index, bool) or not isinstance(index, int) or index < 0:
             raise fail(f"joystick.{action}", f"expected a button index >= 0, got {index!r}", "write an integer")
         buttons[action] = index
+    shared = sorted({index for index in buttons.values() if list(buttons.values()).count(index) > 1})
+    if shared:
+        # One press would run several actions in a tick: estop, then reset, stands the robot back up.
+        actions = {index: [a for a, i in buttons.items() if i == index] for index in shared}
+        raise fail("joystick", f"buttons shared by several actions: {actions}", "give each action its own button")
     hold_pose = data.get("hold_pose", "last")
     if hold_pose not in HOLD_POSES:
         raise fail("hold_pose", f"expected one of {list(HOLD_POSES)}, got {hold_pose!r}",

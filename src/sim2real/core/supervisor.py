@@ -23,11 +23,18 @@ returned every tick, whatever the inputs do:
   Panda ``last``.
 - DAMPING / ESTOP: position target = measured position, velocity target 0: with the
   profile's PD this is pure joint damping.
+
+A NaN or infinite measurement never reaches a command: a /joint_states sample with a
+non-finite position counts as no sample (the last valid one is kept and ages, so
+``joint_states_stale`` damps if they go on); a NaN velocity or effort is a joint without that
+interface (ros2_control's joint_state_broadcaster reports it so) and is left out of its limit
+check, while every other joint is checked; an IMU orientation that is not a unit quaternion (NaN, or REP-145's
+all-zero "no orientation") fails ``base_tilt``: the tilt cannot be known.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Optional
 
@@ -36,7 +43,7 @@ import numpy as np
 from sim2real.core.joint_command import JointTargets
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.core.rotations import tilt_angle
-from sim2real.core.safety_config import CheckConfig, Response, SafetyConfig
+from sim2real.core.safety_config import OPERATOR_ACTIONS, CheckConfig, Response, SafetyConfig
 
 TELEOP_FRESH_S = 0.2  # teleop older than this no longer steers; the hold pose takes over
 
@@ -96,11 +103,9 @@ class SupervisorCore:
         self.mode = Mode.STANDBY
         self.last_trip: str = ""
         self.events: list[str] = []
-        n = profile.num_joints
         margin = config.checks["position_limit"]["margin"] if "position_limit" in config.checks else 0.0
         self._low = profile.lower_limits + margin
         self._high = profile.upper_limits - margin
-        self._zeros = np.zeros(n)
         self._last_sent: Optional[JointTargets] = None
         self._segment_start: Optional[np.ndarray] = None  # pose a STANDBY/TAKEOVER trajectory starts from
         self._segment_time = 0.0
@@ -109,10 +114,48 @@ class SupervisorCore:
         self._blend_from: Optional[np.ndarray] = None
         self._blend_time = 0.0
         self._previous_buttons: list[int] = []
+        # The newest /joint_states with every position finite, and when it came.
+        self._valid_state: Optional[tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], float]] = None
+        self._refused_state = ""  # why the newest sample was refused ("" when it was valid)
+
+    def _validated(self, inputs: SupervisorInputs) -> SupervisorInputs:
+        """``inputs`` with a non-finite /joint_states sample replaced by the last valid one
+        (its arrival time too, so it goes stale), or by none before a valid one has come."""
+        q = inputs.joint_position
+        if q is None:
+            return inputs
+        q = np.asarray(q, dtype=float)
+        dq = None if inputs.joint_velocity is None else np.asarray(inputs.joint_velocity, dtype=float)
+        # Only positions make a sample usable: ros2_control's joint_state_broadcaster fills an
+        # interface a joint lacks (velocity, effort) with NaN, and the limit checks skip those.
+        bad = ~np.isfinite(q)
+        if not bad.any():
+            if self._valid_state is None or self._valid_state[3] != inputs.joint_states_time:
+                self._valid_state = (q.copy(), None if dq is None else dq.copy(),
+                                     None if inputs.joint_effort is None else np.array(inputs.joint_effort, dtype=float),
+                                     inputs.joint_states_time)
+            self._refused_state = ""
+            return inputs
+        joints = [self.profile.joint_names[i] for i in np.flatnonzero(bad)]
+        reason = f"/joint_states with NaN or infinite positions for {joints} refused"
+        if reason != self._refused_state:
+            self.events.append(reason)
+            self._refused_state = reason
+        if self._valid_state is None:
+            return replace(inputs, joint_position=None, joint_velocity=None, joint_effort=None,
+                           joint_states_time=None)
+        position, velocity, effort, received = self._valid_state
+        return replace(inputs, joint_position=position.copy(), joint_velocity=None if velocity is None
+                       else velocity.copy(), joint_effort=None if effort is None else effort.copy(),
+                       joint_states_time=received)
 
     # -- operator requests (services, joystick) ---------------------------------------------
     def request(self, action: str, inputs: SupervisorInputs, now: float) -> tuple[bool, str]:
         """engage | takeover | damp | estop | reset. Returns (accepted, message)."""
+        return self._request(action, self._validated(inputs), now)
+
+    def _request(self, action: str, inputs: SupervisorInputs, now: float) -> tuple[bool, str]:
+        """:meth:`request` on inputs already validated (the tick's joystick presses)."""
         mode = self.mode
         if action == "estop":
             self._enter(Mode.ESTOP, now, inputs, "operator: estop")
@@ -149,7 +192,16 @@ class SupervisorCore:
             self._blend_time = now
             self._enter(Mode.ACTIVE, now, inputs, "operator: engage")
             return True, "ACTIVE"
-        return False, f"unknown request {action!r}; use engage, takeover, damp, estop or reset"
+        return False, f"unknown request {action!r}; use one of {', '.join(OPERATOR_ACTIONS)}"
+
+    def stop_command(self, inputs: SupervisorInputs, now: float) -> Optional[JointTargets]:
+        """The last command when the supervisor itself stops (None before any valid state): the
+        measured position with zero velocity, so the driver's PD holds the joints where they
+        are; otherwise the driver keeps the last target sent, a policy's mid-stride one."""
+        inputs = self._validated(inputs)
+        if inputs.joint_position is None or not self._fresh(inputs.joint_states_time, now, "joint_states_stale"):
+            return None  # where the joints are now is unknown: an old pose at full gain would be a jump
+        return JointTargets.positions(inputs.joint_position)
 
     def stood_up(self, now: float) -> bool:
         """STANDBY's stand-up motion has finished: the robot holds its stand pose."""
@@ -175,11 +227,14 @@ class SupervisorCore:
     # -- the tick ------------------------------------------------------------------------------
     def tick(self, inputs: SupervisorInputs, now: float) -> Decision:
         self.events = []
+        inputs = self._validated(inputs)
         self._handle_buttons(inputs, now)
         if inputs.joint_position is None:
             # Nothing measured yet: no command can be safe. The driver's own start-up behaviour holds.
-            return Decision(self.mode, None, [CheckResult("joint_states_stale", False, Response.NONE,
-                                                          "waiting for the first /joint_states")], self.events)
+            waiting = ("waiting for the first /joint_states" if not self._refused_state
+                       else f"waiting for a valid /joint_states ({self._refused_state})")
+            return Decision(self.mode, None, [CheckResult("joint_states_stale", False, Response.NONE, waiting)],
+                            self.events)
         if self._segment_start is None:  # first state: the stand-up starts from where the robot is
             self._segment_start = np.array(inputs.joint_position, dtype=float)
             self._segment_time = now
@@ -208,6 +263,7 @@ class SupervisorCore:
         if not reason.startswith("operator"):
             self.last_trip = event
         self.mode = mode
+        self._following_teleop = False  # a teleop session belongs to one TAKEOVER
         if mode != Mode.TAKEOVER:
             self._hold_in_place = False
         start = self._last_sent.position if self._last_sent is not None else inputs.joint_position
@@ -224,7 +280,7 @@ class SupervisorCore:
             pressed_now = buttons[index] == 1
             pressed_before = index < len(previous) and previous[index] == 1
             if pressed_now and not pressed_before:
-                accepted, message = self.request(action, inputs, now)
+                accepted, message = self._request(action, inputs, now)
                 if not accepted:
                     self.events.append(f"joystick {action}: {message}")
 
@@ -259,8 +315,10 @@ class SupervisorCore:
                 results.append(CheckResult(name, False, Response.NONE, f"waiting for the first {topic}"))
                 continue
             late = age(received)
+            refused = f"; newer ones refused: {self._refused_state}" if name == "joint_states_stale" \
+                and self._refused_state else ""
             check(name, late > config["deadline"],
-                  f"no {topic} for {late:.3f} s (deadline {config['deadline']:.3f} s)")
+                  f"no {topic} for {late:.3f} s (deadline {config['deadline']:.3f} s){refused}")
         if active and inputs.policy_missed:
             check("policy_stale", True, "lockstep: no /policy/joint_commands for this tick within the wall-clock wait")
         if active:
@@ -284,9 +342,15 @@ class SupervisorCore:
             self._limit_check(check, "torque_limit", np.abs(inputs.joint_effort), self.profile.effort_limits,
                               "effort", "N*m")
         if inputs.base_orientation is not None and "base_tilt" in self.config.checks:
-            tilt = tilt_angle(inputs.base_orientation)
+            orientation = inputs.base_orientation
             limit = self.config.checks["base_tilt"]["max_angle"]
-            check("base_tilt", tilt > limit, f"base tilted {tilt:.2f} rad (max {limit:.2f} rad)")
+            tilt = tilt_angle(orientation)  # NaN for anything that is not an orientation
+            if math.isnan(tilt):
+                check("base_tilt", True, f"/imu/data orientation {list(map(float, orientation))} is not a unit "
+                                         "quaternion (all zeros: an IMU that gives no orientation), so the tilt "
+                                         "is unknown")
+            else:
+                check("base_tilt", tilt > limit, f"base tilted {tilt:.2f} rad (max {limit:.2f} rad)")
         check("estimator_divergence", inputs.estimator_diverged, "the state estimator reports divergence")
         return results
 
@@ -294,7 +358,10 @@ class SupervisorCore:
         config = self.config.checks.get(name)
         if config is None:
             return
-        ratio = measured / (config["factor"] * limits)
+        # A NaN reading is a joint without that interface (ros2_control fills it with NaN): those
+        # joints are not checked, and the others are (argmax once picked the NaN and hid them).
+        # ``measured`` is an absolute value: an infinite reading stays infinite, over any limit.
+        ratio = np.where(np.isnan(measured), -np.inf, measured / (config["factor"] * limits))
         worst = int(np.argmax(ratio))
         check(name, bool(ratio[worst] > 1.0),
               f"{self.profile.joint_names[worst]} {what} {measured[worst]:.2f} {unit} "
@@ -304,12 +371,12 @@ class SupervisorCore:
     def _command(self, inputs: SupervisorInputs, now: float) -> JointTargets:
         q = np.asarray(inputs.joint_position, dtype=float)
         if self.mode in (Mode.DAMPING, Mode.ESTOP):
-            return JointTargets(q.copy(), self._zeros.copy(), self._zeros.copy())
+            return JointTargets.positions(q)
         if self.mode == Mode.ACTIVE:
             policy = inputs.policy_command
             if not _finite(policy):  # even with its check disabled, a NaN never leaves here
                 held = self._last_sent.position if self._last_sent is not None else q
-                return JointTargets(held.copy(), self._zeros.copy(), self._zeros.copy())
+                return JointTargets.positions(held)
             command = policy.copy()
             if self._blend_from is not None and self.config.blend_duration > 0:
                 alpha = min(1.0, (now - self._blend_time) / self.config.blend_duration)
@@ -330,14 +397,14 @@ class SupervisorCore:
             self._segment_time = now
         start = self._segment_start if self._segment_start is not None else q
         if self._hold_in_place and self.mode == Mode.TAKEOVER:
-            return JointTargets(start.copy(), self._zeros.copy(), self._zeros.copy())
+            return JointTargets.positions(start)
         duration = (self.config.hold_duration if self.mode == Mode.TAKEOVER and self.config.hold_pose == "stand"
                     else self.config.stand_duration)
         alpha = 1.0 if duration <= 0 else min(1.0, (now - self._segment_time) / duration)
         # Smoothstep: zero velocity at both ends of the stand-up motion.
         s = alpha * alpha * (3 - 2 * alpha)
         position = (1 - s) * start + s * self.profile.default_positions
-        return JointTargets(position, self._zeros.copy(), self._zeros.copy())
+        return JointTargets.positions(position)
 
     def _filter(self, command: JointTargets, checks: list[CheckResult]) -> JointTargets:
         if self.mode in (Mode.DAMPING, Mode.ESTOP):

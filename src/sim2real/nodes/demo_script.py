@@ -25,6 +25,7 @@ from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
+from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core import demo_script
 from sim2real.core.kinematics import Kinematics
 from sim2real.core.robot_profile import load_profile
@@ -54,7 +55,7 @@ class DemoScriptNode(Node):
         self.started_by = ""
         self.t = 0.0
         self.q = None
-        self.index = None
+        self.order = JointStateOrder(self.profile.joint_names, self.profile.name)
         self.events: list[dict] = []
         self.runtime_diagnostics: dict[str, str] = {}
         self.done = False
@@ -68,12 +69,15 @@ class DemoScriptNode(Node):
         self.create_timer(PUBLISH_PERIOD_S, self._publish_command)
 
     def _on_joint_states(self, msg: JointState) -> None:
-        if self.index is None:
-            self.index = [list(msg.name).index(n) for n in self.profile.joint_names]
+        try:  # a callback that raises ends the node
+            index = self.order.index_of(msg.name, msg.position, msg.velocity, msg.effort)
+        except ValueError as exc:
+            self.get_logger().warning(f"ignoring {exc}", throttle_duration_sec=2.0)
+            return
         now = stamps.to_ns(msg.header.stamp)
         self.latest_state_ns = now
         self.first_state_ns = now if self.first_state_ns is None else self.first_state_ns
-        self.q = np.asarray(msg.position)[self.index]
+        self.q = np.asarray(msg.position, dtype=float)[index]
         if self.start_ns is None:
             if (now - self.first_state_ns) * 1e-9 < self.start_timeout:
                 return

@@ -188,7 +188,7 @@ class PolicyRuntimeNode(Node):
             self.get_logger().error(str(exc), throttle_duration_sec=WARN_THROTTLE_S)
             return
         self._last_state_wall = time.monotonic()
-        if self.fit_actuation and len(msg.effort):
+        if self.fit_actuation and len(msg.effort) == len(msg.name) and len(msg.velocity) == len(msg.name):
             inputs = self.inputs
             self.latency.on_state(inputs.joint_states_stamp_ns * 1e-9, inputs.in_profile_order(msg.position),
                                   inputs.in_profile_order(msg.velocity), inputs.in_profile_order(msg.effort))
@@ -223,7 +223,7 @@ class PolicyRuntimeNode(Node):
     def _maybe_tick(self, received: float) -> None:
         stamp = self.inputs.joint_states_stamp_ns
         if stamp < self._next_tick_ns:
-            if stamp >= self._next_tick_ns - 2 * self._period_ns:
+            if not stamps.jumped_back(stamp, self._next_tick_ns, self._period_ns):
                 return
             self.get_logger().warning("/joint_states stamps jumped back (robot or sim restarted?): ticking on "
                                       "the new time line")

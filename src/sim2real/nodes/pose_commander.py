@@ -2,8 +2,10 @@
 
 The stand-in controller for the demo and the graph tests until a trained policy
 runs: it answers each ``/joint_states`` at the command period with a
-``/joint_commands`` stamped like the state it answers (so it works in real time and
-in lockstep), measures tracking, prints a report and exits when the script ends.
+``/policy/joint_commands`` stamped like the state it answers (so it works in real time
+and in lockstep), measures tracking, prints a report and exits when the script ends.
+Like a policy, it reaches the robot only through the safety supervisor, which is the
+only publisher of ``/joint_commands``.
 
     ros2 run sim2real pose_commander --ros-args -p robot:=panda -p report_path:=runs/demo.json
 """
@@ -16,6 +18,7 @@ import numpy as np
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
+from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core.pose_script import PoseScript, TrackingReport
 from sim2real.core.robot_profile import load_profile
 from sim2real.nodes import lifecycle, qos, stamps
@@ -29,42 +32,50 @@ class PoseCommanderNode(Node):
         super().__init__("pose_commander", **kwargs)
         robot = declare(self, "robot", "go2", "Robot profile name or path")
         self.profile = load_profile(robot)
+        # Checked: NaN became NaN targets, a negative period looped forever in the state callback.
         self.script = PoseScript(
             self.profile.default_positions, self.profile.lower_limits, self.profile.upper_limits,
-            hold=declare(self, "hold_duration", 3.0, "Seconds holding the default pose"),
-            move=declare(self, "move_duration", 6.0, "Seconds of sinusoidal joint motion"),
-            settle=declare(self, "settle_duration", 1.0, "Seconds holding again at the end"),
-            amplitude=declare(self, "amplitude", 0.2, "Joint amplitude in rad (capped by the limits)"),
-            frequency=declare(self, "frequency", 0.5, "Motion frequency in Hz"),
-        )
+            hold=declare(self, "hold_duration", 3.0, "Seconds holding the default pose", at_least=0),
+            move=declare(self, "move_duration", 6.0, "Seconds of sinusoidal joint motion", at_least=0),
+            settle=declare(self, "settle_duration", 1.0, "Seconds holding again at the end", at_least=0),
+            amplitude=declare(self, "amplitude", 0.2, "Joint amplitude in rad (capped by the limits)", at_least=0),
+            frequency=declare(self, "frequency", 0.5, "Motion frequency in Hz", above=0))
+        command_period = declare(self, "command_period", 0.0, "Seconds between commands; 0 = the profile's policy "
+                                 "period", at_least=0)
         self.report_path = declare(self, "report_path", "", "Write the tracking report as JSON here ('' = don't)")
-        period = declare(self, "command_period", 0.0, "Seconds between commands; 0 = the profile's policy period")
-        self.period_ns = round((period or self.profile.policy_period) * NS_PER_S)
+        self.period_ns = round((command_period or self.profile.policy_period) * NS_PER_S)
         self.report = TrackingReport(self.profile.sensing_period)
-        self.index = None  # profile order -> message order, from the first message
+        self.order = JointStateOrder(self.profile.joint_names, self.profile.name)
+        self.repeated = stamps.RepeatedStamps()
         self.start_ns = None
         self.next_command_ns = None
         self.target = self.profile.default_positions
         self.done = False
-        self.pub = self.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+        self.pub = self.create_publisher(JointState, "/policy/joint_commands", qos.COMMAND)
         self.create_subscription(JointState, "/joint_states", self._on_state, qos.SENSOR_SUBSCRIBE)
 
     def _on_state(self, msg: JointState) -> None:
         if self.done:
             return
         stamp_ns = stamps.to_ns(msg.header.stamp)
-        if self.index is None:
-            try:
-                self.index = [list(msg.name).index(n) for n in self.profile.joint_names]
-            except ValueError:
-                self.get_logger().error(f"/joint_states names {list(msg.name)} do not cover {self.profile.joint_names}")
-                return
+        try:
+            index = self.order.index_of(msg.name, msg.position, msg.velocity, msg.effort)
+        except ValueError as exc:
+            self.get_logger().warning(f"ignoring {exc}", throttle_duration_sec=2.0)
+            return
+        if self.start_ns is None or stamps.jumped_back(stamp_ns, self.next_command_ns, self.period_ns):
+            if self.start_ns is not None:
+                self.get_logger().warning("/joint_states stamps jumped back (robot or sim restarted?): the "
+                                          "script starts again on the new time line")
             self.start_ns = stamp_ns
             # Command on the period grid of sim time (as policy_runtime does): the supervisor ticks on
             # that grid and, in lockstep, waits for this node's answer to each tick's state.
             self.next_command_ns = -(-stamp_ns // self.period_ns) * self.period_ns
+        if self.repeated.stuck(stamp_ns):  # the script's clock is the states' stamps: they must move
+            self.get_logger().error(f"{stamps.RepeatedStamps.LIMIT} /joint_states in a row carry the same "
+                                    "header.stamp: the driver does not stamp its states, so the script cannot advance")
         t = (stamp_ns - self.start_ns) / NS_PER_S
-        measured = np.asarray(msg.position)[self.index]
+        measured = np.asarray(msg.position, dtype=float)[index]
         phase = self.script.phase(t)
         self.report.add(phase, stamp_ns / NS_PER_S, measured, self.target)
         if phase == "done":

@@ -42,9 +42,13 @@ class Ros2ControlBridgeNode(Node):
                              "/<controller>/commands")
         joints = declare(self, "controller_joints", [""],
                          "The controller's `joints` parameter, in its order; empty = the profile's joint order")
+        if not controller.strip("/"):
+            raise ValueError("parameter controller:='' names no controller: give the forward_command_controller "
+                             "taking the commands (e.g. forward_position_controller)")
         self.profile = load_profile(robot)
         self.order = ControllerJointOrder(self.profile.joint_names, [j for j in joints if j])
-        self.mapper = JointCommandMapper(self.profile.joint_names, self.profile.default_positions)
+        # No initial pose: before any full command the arm may be anywhere (see JointCommandMapper).
+        self.mapper = JointCommandMapper(self.profile.joint_names, None)
         self.topic = f"/{controller.strip('/')}/commands"
         self.forwarded = 0
         self.refused = 0
@@ -63,8 +67,8 @@ class Ros2ControlBridgeNode(Node):
             targets = self.mapper.apply(msg.name, msg.position, msg.velocity, msg.effort)
         except CommandRefused as exc:
             self.refused += 1
-            self.get_logger().warning(f"refused /joint_commands: {exc}; the controller keeps the last target",
-                                      throttle_duration_sec=WARN_THROTTLE_S)
+            held = "the controller keeps the last target" if self.forwarded else "nothing was sent to the controller yet"
+            self.get_logger().warning(f"refused /joint_commands: {exc}; {held}", throttle_duration_sec=WARN_THROTTLE_S)
             return
         self._pub.publish(Float64MultiArray(data=self.order.to_controller(targets.position)))
         self.forwarded += 1

@@ -25,21 +25,23 @@ from typing import Any
 
 import numpy as np
 import rclpy.clock
+import rclpy.duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState, Joy
 from std_srvs.srv import Trigger
 
-from sim2real.core.joint_command import CommandRefused, JointCommandMapper
+from sim2real.core.joint_state_order import JointStateOrder
+from sim2real.core.joint_command import CommandRefused, JointCommandMapper, JointTargets
 from sim2real.core.period_stats import GapFreeStream
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import load_safety_config
-from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
+from sim2real.core.supervisor import OPERATOR_ACTIONS, TELEOP_FRESH_S, Mode, SupervisorCore, SupervisorInputs
 from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare
 from sim2real.nodes.polled import PolledSubscription, companion_node
+from sim2real.nodes.sole_publisher import SolePublisherCheck
 
-ACTIONS = ("engage", "takeover", "damp", "estop", "reset")
 LEVELS = {Mode.STANDBY: DiagnosticStatus.OK, Mode.ACTIVE: DiagnosticStatus.OK, Mode.TAKEOVER: DiagnosticStatus.WARN,
           Mode.DAMPING: DiagnosticStatus.ERROR, Mode.ESTOP: DiagnosticStatus.ERROR}
 WARN_THROTTLE_S = 2.0
@@ -69,7 +71,7 @@ class SafetySupervisorNode(Node):
         self._estimator_diverged = False
         self._policy_reads_estimate = True
         self.engage_on_start = autostart
-        self._state_index: list[int] | None = None
+        self._state_order = JointStateOrder(self.profile.joint_names, self.profile.name)
         self._policy = JointCommandMapper(self.profile.joint_names, self.profile.default_positions)
         self._teleop = JointCommandMapper(self.profile.joint_names, self.profile.default_positions)
         self._next_tick_ns = 0
@@ -80,6 +82,7 @@ class SafetySupervisorNode(Node):
         self.sim_time = self.get_parameter("use_sim_time").value
 
         self._command_pub = self.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+        SolePublisherCheck(self, self._command_pub, "only the safety supervisor may command the robot")
         self._status_pub = self.create_publisher(DiagnosticArray, "/safety/status", 10)
         self._polled: list[tuple[PolledSubscription, Any]] = []
         if self.sim_time:
@@ -96,13 +99,15 @@ class SafetySupervisorNode(Node):
         self.create_subscription(JointState, "/teleop/joint_commands", self._on_teleop, qos.COMMAND)
         self.create_subscription(Joy, "/joy", self._on_joy, qos.SENSOR_SUBSCRIBE)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
-        for action in ACTIONS:
+        for action in OPERATOR_ACTIONS:
             self.create_service(Trigger, f"~/{action}", self._service(action))
         if not self.sim_time:
             # Real time: a timer ticks every period whatever the inputs do. In lockstep the sim's
             # states (and the policy's answers) drive the ticks: a sim-time timer would tick
             # without waiting for the policy.
-            self.create_timer(self.period, self._realtime_tick)
+            # On the steady clock: a system clock stepped back (NTP) must not stop the ticks.
+            self.create_timer(self.period, self._realtime_tick,
+                              clock=rclpy.clock.Clock(clock_type=rclpy.clock.ClockType.STEADY_TIME))
         self._awaiting_policy_since = None  # lockstep: wall time since this tick's state arrived
         self._policy_alive = False  # lockstep: a policy answers ticks, so ticks wait for it
         self._policy_stream = GapFreeStream(max(STREAM_GAP_S, STREAM_GAP_PERIODS * self.period))
@@ -120,14 +125,11 @@ class SafetySupervisorNode(Node):
         return max(now, self._latest_state_ns) * 1e-9 if self.sim_time else now * 1e-9
 
     def _on_joint_states(self, msg: JointState, received: float | None = None) -> None:
-        if self._state_index is None:
-            try:
-                self._state_index = [list(msg.name).index(n) for n in self.profile.joint_names]
-            except ValueError:
-                self.get_logger().error(f"/joint_states names {list(msg.name)} lack joints of "
-                                        f"{self.profile.joint_names}", throttle_duration_sec=WARN_THROTTLE_S)
-                return
-        index = self._state_index
+        try:
+            index = self._state_order.index_of(msg.name, msg.position, msg.velocity, msg.effort)
+        except ValueError as exc:  # another publisher's joints, short arrays: read wrongly or raised in the tick
+            self.get_logger().warning(f"ignoring {exc}", throttle_duration_sec=WARN_THROTTLE_S)
+            return
         self.inputs.joint_position = np.asarray(msg.position)[index]
         self.inputs.joint_velocity = np.asarray(msg.velocity)[index] if len(msg.velocity) else None
         self.inputs.joint_effort = np.asarray(msg.effort)[index] if len(msg.effort) else None
@@ -139,6 +141,10 @@ class SafetySupervisorNode(Node):
                 self.get_logger().warning("/joint_states stamps jumped back (sim restarted?): ticking on the new "
                                           "time line")
                 self._next_tick_ns, self._answered_ns, self._last_command = 0, -1, None
+                # The old time line's policy answer is no answer to the new one's states (one on the
+                # new time line may already be here: it stays).
+                if self._policy_stamp_ns > self._latest_state_ns:
+                    self._policy_stamp_ns, self._awaiting_policy_since = -1, None
             elif self._last_command is not None and self._latest_state_ns == self._answered_ns:
                 # The sim re-announces a state only when no answer to it arrived: an answer
                 # published before DDS matched the sim's subscription is lost (reliable QoS
@@ -198,11 +204,24 @@ class SafetySupervisorNode(Node):
                 self.get_logger().info("engaged on start (engage_on_start)")
 
     def _on_teleop(self, msg: JointState) -> None:
+        now = self._now()
+        session_start = self.inputs.teleop_time is None or now - self.inputs.teleop_time > TELEOP_FRESH_S
+        if session_start and self._last_command is not None:
+            # Joints a teleop command does not name keep their targets: at the start of a session
+            # those are what the robot holds now, not the stand pose or an old session's targets.
+            held = np.asarray(self._last_command.position, dtype=float)
+            self._teleop.targets = JointTargets.positions(held)
         try:
             self.inputs.teleop_command = self._teleop.apply(msg.name, msg.position, msg.velocity, msg.effort).copy()
-            self.inputs.teleop_time = self._now()
+            self.inputs.teleop_time = now
         except CommandRefused as exc:
             self.get_logger().warning(f"ignoring /teleop/joint_commands: {exc}", throttle_duration_sec=WARN_THROTTLE_S)
+
+    def _start_teleop_session_on_takeover(self, before: Mode, held: np.ndarray) -> None:
+        # A takeover starts a teleop session from what is held now: joints a teleop command does
+        # not name stay there (not at targets a teleop stream sent while the policy ran).
+        if self.core.mode == Mode.TAKEOVER and before != Mode.TAKEOVER:
+            self._teleop.targets = JointTargets.positions(held)
 
     def _on_joy(self, msg: Joy) -> None:
         self.inputs.joy_buttons = list(msg.buttons)
@@ -225,6 +244,8 @@ class SafetySupervisorNode(Node):
         def handle(request, response):
             before = self.core.mode
             response.success, response.message = self.core.request(action, self.inputs, self._now())
+            if self._last_command is not None:
+                self._start_teleop_session_on_takeover(before, np.asarray(self._last_command.position, dtype=float))
             self.get_logger().info(f"~/{action}: {before.value} -> {self.core.mode.value}: {response.message}")
             return response
         return handle
@@ -241,13 +262,23 @@ class SafetySupervisorNode(Node):
         self.inputs.policy_missed = False
 
     # -- the tick ------------------------------------------------------------------------------
-    def _realtime_tick(self) -> None:
+    def _poll_inputs(self) -> None:
+        """Real time: take the newest of each polled input (none in lockstep)."""
         for subscription, handle in self._polled:
             newest = subscription.take_newest()
             if newest is not None:
                 msg, received_ns = newest
                 handle(msg, received_ns * 1e-9)  # real time: the ROS clock is the system clock
+
+    def _realtime_tick(self) -> None:
+        self._poll_inputs()
         self._maybe_tick()
+
+    def _command_msg(self, command, stamp) -> JointState:
+        msg = JointState(name=self.profile.joint_names, position=command.position.tolist(),
+                         velocity=command.velocity.tolist(), effort=command.effort.tolist())
+        msg.header.stamp = stamp
+        return msg
 
     def _maybe_tick(self) -> None:
         if self.sim_time and self.inputs.joint_position is None:
@@ -257,10 +288,16 @@ class SafetySupervisorNode(Node):
             return
         now_ns = round(self._now() * 1e9)
         if now_ns < self._next_tick_ns:
-            return
+            if not stamps.tick_due(now_ns, self._next_tick_ns, self._period_ns):
+                return
+            self.get_logger().warning(f"the clock jumped back {(self._next_tick_ns - now_ns) * 1e-9:.3f} s: "
+                                      "ticking on the new time line")
         self._next_tick_ns = stamps.next_period_start_ns(now_ns, self._period_ns)
         now = now_ns * 1e-9
+        before = self.core.mode
         decision = self.core.tick(self.inputs, now)
+        if decision.command is not None:
+            self._start_teleop_session_on_takeover(before, decision.command.position)
         for event in decision.events:
             # One call site per severity: rclpy refuses a call site whose severity changes
             # (ValueError), which once stopped this node at its first operator event after a trip.
@@ -270,10 +307,7 @@ class SafetySupervisorNode(Node):
                 self.get_logger().error(event)
         stamp = self.get_clock().now().to_msg() if not self.sim_time else stamps.to_msg(now_ns)
         if decision.command is not None:
-            command = decision.command
-            msg = JointState(name=self.profile.joint_names, position=command.position.tolist(),
-                             velocity=command.velocity.tolist(), effort=command.effort.tolist())
-            msg.header.stamp = stamp
+            msg = self._command_msg(decision.command, stamp)
             self._command_pub.publish(msg)
             self._last_command, self._answered_ns = msg, self._latest_state_ns
         self._publish_status(decision, stamp)
@@ -289,6 +323,19 @@ class SafetySupervisorNode(Node):
         array = DiagnosticArray(status=[status])
         array.header.stamp = stamp
         self._status_pub.publish(array)
+
+    def stop(self) -> None:
+        """Leaving: one last command that holds the joints where they are (lifecycle.run calls this)."""
+        self._poll_inputs()  # real time: where the joints are now, not at the last tick
+        command = self.core.stop_command(self.inputs, self._now())
+        if command is None:
+            return
+        self._command_pub.publish(self._command_msg(command, self.get_clock().now().to_msg()))
+        self.get_logger().info("stopping: last command holds the joints where they are")
+        try:  # reliable QoS: let it reach the driver before the process leaves
+            self._command_pub.wait_for_all_acked(rclpy.duration.Duration(seconds=0.5))
+        except Exception:
+            time.sleep(0.1)
 
     def destroy_node(self) -> None:
         if self._polled:

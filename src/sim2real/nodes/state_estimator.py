@@ -33,6 +33,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
 
+from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core.estimation import ArmEstimator, LegKalmanFilter, load_estimation_config
 from sim2real.core.policy_runtime import RollingStats
 from sim2real.core.robot_profile import load_profile
@@ -57,9 +58,9 @@ class StateEstimatorNode(Node):
         self.step_time = RollingStats()
         self._count = 0
         self._window_start = time.monotonic()
-        self._joint_index = None
-        self._joint_names = None
+        self._joint_order = JointStateOrder(self.profile.joint_names, self.profile.name)
         self._joints = None  # (position, velocity, effort) in profile order
+        self.refused = 0  # samples ignored: malformed or not finite
         self._t = 0.0
         self._window_t0 = None  # stamp of the first estimate of this diagnostics window
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
@@ -89,23 +90,28 @@ class StateEstimatorNode(Node):
 
     # -- inputs -----------------------------------------------------------------------------
     def _on_joint_states(self, msg: JointState) -> None:
-        names = tuple(msg.name)
-        if names != self._joint_names:
-            lookup = {n: i for i, n in enumerate(names)}
-            absent = [n for n in self.profile.joint_names if n not in lookup]
-            if absent:
-                self.get_logger().error(f"/joint_states lack joints {absent} of robot {self.profile.name!r}",
-                                        throttle_duration_sec=WARN_THROTTLE_S)
-                return
-            self._joint_index = np.array([lookup[n] for n in self.profile.joint_names])
-            self._joint_names = names
-        index = self._joint_index
-        position = np.asarray(msg.position)[index]
-        velocity = np.asarray(msg.velocity)[index] if len(msg.velocity) else np.zeros(len(index))
-        effort = np.asarray(msg.effort)[index] if len(msg.effort) else None
+        try:
+            index = self._joint_order.index_of(msg.name, msg.position, msg.velocity, msg.effort)
+        except ValueError as exc:
+            self._refuse(str(exc))
+            return
+        position = np.asarray(msg.position, dtype=float)[index]
+        velocity = np.asarray(msg.velocity, dtype=float)[index] if len(msg.velocity) else np.zeros(len(index))
+        effort = np.asarray(msg.effort, dtype=float)[index] if len(msg.effort) else None
+        if effort is not None and not np.all(np.isfinite(effort)):
+            effort = None  # no effort sensing (ros2_control reports a missing interface as NaN)
+        if not (np.all(np.isfinite(position)) and np.all(np.isfinite(velocity))):
+            self._refuse("/joint_states with NaN or infinite positions or velocities")
+            return
         self._joints = (position, velocity, effort)
         if not self.quadruped:
             self._step_arm(stamps.to_ns(msg.header.stamp) * 1e-9, msg.header.stamp)
+
+    def _refuse(self, what: str) -> None:
+        # Folded in, a NaN would make the estimate NaN for good; a short array raised in the callback.
+        self.refused += 1
+        self.get_logger().warning(f"ignoring {what} ({self.refused} samples ignored so far)",
+                                  throttle_duration_sec=WARN_THROTTLE_S)
 
     def _on_imu(self, msg: Imu) -> None:
         if self._joints is None:
@@ -113,7 +119,11 @@ class StateEstimatorNode(Node):
         start = time.perf_counter()
         o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
         t = stamps.to_ns(msg.header.stamp) * 1e-9
-        estimate = self.filter.step(t, (o.x, o.y, o.z, o.w), (w.x, w.y, w.z), (a.x, a.y, a.z), *self._joints)
+        try:
+            estimate = self.filter.step(t, (o.x, o.y, o.z, o.w), (w.x, w.y, w.z), (a.x, a.y, a.z), *self._joints)
+        except ValueError as exc:
+            self._refuse(f"/imu/data: {exc}")
+            return
         odom = self._odom
         odom.header.stamp = msg.header.stamp
         pose, twist = odom.pose, odom.twist
@@ -180,7 +190,8 @@ class StateEstimatorNode(Node):
         # time) and per second of wall time; the capacity is what one core could compute.
         span = self._t - self._window_t0 if self._window_t0 is not None else 0.0
         values = {"rate_hz": f"{(self._count - 1) / span if span > 0 else 0.0:.1f}",
-                  "wall_rate_hz": f"{self._count / elapsed if elapsed > 0 else 0.0:.1f}"}
+                  "wall_rate_hz": f"{self._count / elapsed if elapsed > 0 else 0.0:.1f}",
+                  "samples_ignored": str(self.refused)}
         self._count, self._window_start, self._window_t0 = 0, now, None
         steps = self.step_time.summary_ms("step")
         values.update({k: f"{v:.3f}" for k, v in steps.items()})

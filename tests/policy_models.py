@@ -1,4 +1,5 @@
-"""Small ONNX policies with behaviour the tests choose (constant, NaN, huge, mislabelled).
+"""Small ONNX policies with behaviour the tests choose (constant, NaN, huge, mislabelled,
+stepping with the gait clock).
 
 Built like the exporter builds the real ones: a torch MLP through the TorchScript ONNX
 exporter (input ``obs``, output ``actions``), the sim2real metadata written with the
@@ -53,9 +54,12 @@ def actions_for(meta: PolicyMetadata, targets: Sequence[float]) -> np.ndarray:
 
 
 def write_policy(path: str | Path, meta: PolicyMetadata, output: Sequence[float] | float,
-                 hidden: Sequence[int] = (32,), input_size: int | None = None) -> Path:
+                 hidden: Sequence[int] = (32,), input_size: int | None = None,
+                 weight: np.ndarray | None = None) -> Path:
     """A policy whose actions are always ``output`` (per joint, or one value for all; NaN and
-    huge values allowed). ``input_size`` other than the metadata's makes a mislabelled graph."""
+    huge values allowed). ``input_size`` other than the metadata's makes a mislabelled graph.
+    ``weight`` (actions x last hidden layer, or x observation with ``hidden=()``): the last
+    layer's weights instead of zeros, for a policy that reacts to what it observes."""
     import onnx
     import torch
 
@@ -67,7 +71,7 @@ def write_policy(path: str | Path, meta: PolicyMetadata, output: Sequence[float]
         layers += [torch.nn.Linear(a, b), torch.nn.ELU()]
     last = torch.nn.Linear(sizes[-1], n_out)
     with torch.no_grad():
-        last.weight.zero_()
+        last.weight.copy_(torch.zeros_like(last.weight) if weight is None else torch.as_tensor(weight))
         last.bias.copy_(torch.as_tensor(np.broadcast_to(np.asarray(output, dtype=np.float32), (n_out,)).copy()))
     model = torch.nn.Sequential(*layers, last).eval()
     buffer = io.BytesIO()
@@ -90,3 +94,15 @@ def write_target_policy(path: str | Path, profile: RobotProfile, targets: Sequen
     """A policy that always commands ``targets`` (rad, profile order)."""
     meta = metadata(profile, **changes)
     return write_policy(path, meta, actions_for(meta, targets))
+
+
+def write_clock_policy(path: str | Path, profile: RobotProfile, amplitude: float) -> Path:
+    """A policy whose joint targets are ``default + amplitude * sin(2 pi gait_phase)`` on
+    every joint: a stand-in for a trot, whose targets depend on where it is in its gait."""
+    meta = metadata(profile)
+    spec = meta.observation_spec
+    clock = spec.slices()["gait_clock"].start  # sin comes first
+    scale = next(term.scale for term in spec.terms if term.name == "gait_clock")
+    weight = np.zeros((meta.num_joints, meta.observation_size), dtype=np.float32)
+    weight[:, clock] = amplitude / (scale * meta.action_scale)
+    return write_policy(path, meta, 0.0, hidden=(), weight=weight)

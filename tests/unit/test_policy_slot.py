@@ -8,11 +8,12 @@ import pytest
 
 from sim2real.core.kinematics import Kinematics
 from sim2real.core.observation import ObservationSpec
+from sim2real.core.paths import share_dir
 from sim2real.core.policy_runtime import STALE, PolicyRuntime
 from sim2real.core.policy_slot import PolicyRefused, PolicySlot
 from sim2real.core.robot_inputs import RobotInputs, missing_inputs, unbuildable_terms
 from sim2real.core.robot_profile import load_profile
-from tests.policy_models import metadata, write_policy, write_target_policy
+from tests.policy_models import metadata, write_clock_policy, write_policy, write_target_policy
 
 GO2 = load_profile("go2")
 PANDA = load_profile("panda")
@@ -78,6 +79,10 @@ def test_joint_states_without_a_profile_joint_are_refused_and_the_last_state_kep
         inputs.set_joint_states(GO2.joint_names[1:], np.zeros(11), np.zeros(11), 5)
     with pytest.raises(ValueError, match="12 names, 3 positions"):
         inputs.set_joint_states(GO2.joint_names, np.zeros(3), (), 5)
+    np.testing.assert_array_equal(inputs.signals(0.0).joint_position, GO2.default_positions)
+    # A refused message in another name order leaves the kept state in its own order.
+    with pytest.raises(ValueError, match="12 names, 11 positions"):
+        inputs.set_joint_states(list(reversed(GO2.joint_names)), np.zeros(11), (), 6)
     np.testing.assert_array_equal(inputs.signals(0.0).joint_position, GO2.default_positions)
 
 
@@ -299,10 +304,7 @@ def test_a_refused_swap_during_a_fade_names_the_fade(policies):
 # -- the tick --------------------------------------------------------------------------------------------
 def test_runtime_waits_with_the_reason_then_ticks_and_times_itself(policies):
     root, files = policies
-    slot = PolicySlot(GO2, [root])
-    slot.start(files["stand"])
-    inputs = RobotInputs(GO2)
-    runtime = PolicyRuntime(slot, inputs)
+    slot, inputs, runtime = running_slot(root, files["stand"], ticks=0)
     feed(inputs, 0, imu=False)
     tick = runtime.tick(0.0, 0)
     assert tick.targets is None and tick.waiting.startswith("policy needs base_ang_vel: no /imu/data received")
@@ -342,9 +344,51 @@ def test_a_gait_clock_policy_runs_its_own_clock_from_phase_zero(policies):
     assert running.clock.phase == pytest.approx((7 * 2.0 * GO2.policy_period) % 1.0)
 
 
+def test_a_gait_policy_swapped_onto_a_running_gait_takes_up_its_phase(policies):
+    """A trot swapped onto itself mid-stride: the candidate's dry run sees the running gait's
+    phases and it goes on in step (before: its own clock from 0, targets 0.61 rad away, refused)."""
+    root, _ = policies
+    path = write_clock_policy(root / "clock.onnx", GO2, amplitude=0.6)
+    slot, inputs, runtime = running_slot(root, path, ticks=60)  # 2.4 cycles: phase 0.4
+    event = slot.propose(path)
+    assert event.accepted, event.reason
+    assert event.dry_run.jump < 1e-5
+    phase_before = slot.running[0].gait_phase
+    stamp = feed(inputs, 60)
+    runtime.tick(stamp * 1e-9, stamp)
+    assert event.swap_gap < 1e-5
+    assert slot.running[1].gait_phase == pytest.approx(slot.running[0].gait_phase)
+    assert slot.running[0].gait_phase == pytest.approx((phase_before + 2.0 * GO2.policy_period) % 1.0)
+
+
 def test_a_gait_clock_policy_without_a_gait_frequency_is_refused(policies, tmp_path):
     root, _ = policies
     path = write_policy(root / "no_gait.onnx", metadata(GO2, task_config={}), 0.0)
     slot = PolicySlot(GO2, [root])
     with pytest.raises(PolicyRefused, match="no gait.frequency"):
         slot.start(path)
+
+
+def test_a_nan_input_is_waited_out_and_never_poisons_the_shipped_policy():
+    """One NaN gyro sample: the tick waits, naming the input; the next clean tick is finite
+    (before, the NaN came back as last_action and every later tick was NaN)."""
+    policy = share_dir() / "policies" / "go2_walk.onnx"
+    slot, inputs, runtime = running_slot(policy.parent, policy, ticks=0)
+    for tick in range(5):
+        stamp = feed(inputs, tick)
+        assert np.all(np.isfinite(runtime.tick(stamp * 1e-9, stamp).targets))
+    stamp = feed(inputs, 5)
+    inputs.set_imu(LEVEL, (math.nan, 0.0, 0.0))
+    waiting = runtime.tick(stamp * 1e-9, stamp)
+    assert waiting.targets is None and "/imu/data has NaN or infinite values" in waiting.waiting
+    for tick in range(6, 10):
+        stamp = feed(inputs, tick)
+        assert np.all(np.isfinite(runtime.tick(stamp * 1e-9, stamp).targets))
+
+
+def test_a_non_finite_action_is_not_fed_back_as_last_action(policies):
+    root, files = policies
+    slot, inputs, runtime = running_slot(root, files["nan"], ticks=0)
+    stamp = feed(inputs, 0)
+    assert not np.all(np.isfinite(runtime.tick(stamp * 1e-9, stamp).targets))  # the supervisor holds on it
+    np.testing.assert_array_equal(slot.running[0].last_action, np.zeros(GO2.num_joints))

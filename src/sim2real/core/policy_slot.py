@@ -14,7 +14,10 @@ reason string; a refused model never touches the running one. Checks, in order:
 4. **how it behaves**: a dry run over the last ticks' real inputs (a ring buffer of
    :class:`RobotSignals`): every action finite and within the action bound (its
    ``action_clip``, else the configured ``action_bound``), and its joint targets for the
-   newest input within ``max_jump`` rad of the targets being sent now.
+   newest input within ``max_jump`` rad of the targets being sent now. A candidate that
+   observes a gait clock runs the dry run on the running policy's gait phases (recorded
+   with each input) and keeps that phase when it takes over: a trot swapped onto a trot
+   goes on in step, instead of starting its clock at 0 against legs already mid-stride.
 
 A staged model takes over at the next tick boundary. For ``crossfade`` seconds both
 policies run, each on its own ``last_action``, and the sent targets move linearly from
@@ -116,7 +119,8 @@ class RunningPolicy:
         self.default = np.asarray(meta.default_joint_positions, dtype=float)
         self.last_action = np.zeros(meta.num_joints) if last_action is None else np.array(last_action, dtype=float)
         self.inference_s = 0.0
-        # Its own clock from phase 0, as in training, if it was trained with one.
+        # Its own clock from phase 0, as in training, if it was trained with one (a swapped-in
+        # policy's clock is then set to the running gait's phase: PolicySlot.dry_run).
         observes_clock = "gait_clock" in self.spec.names
         try:
             gait = gait_settings(meta.task_config, required=observes_clock) if observes_clock else None
@@ -126,8 +130,21 @@ class RunningPolicy:
         self.clock = None if gait is None else GaitClock(gait["frequency"], meta.control_period)
         self.reads_state_estimate = "base_linear_velocity" in self.spec.signals_needed()
 
-    def step(self, signals: RobotSignals) -> tuple[np.ndarray, np.ndarray]:
-        """(raw actions, joint targets) for ``signals``; advances ``last_action`` and the gait clock."""
+    @property
+    def gait_phase(self) -> Optional[float]:
+        """The phase (cycles) the next :meth:`step` observes; None without a gait clock."""
+        return None if self.clock is None else self.clock.phase
+
+    def set_gait_phase(self, phase: float) -> None:
+        """Take up a running gait's phase (cycles); nothing without a gait clock."""
+        if self.clock is not None:
+            self.clock.phase = float(phase) % 1.0
+
+    def step(self, signals: RobotSignals, gait_phase: Optional[float] = None) -> tuple[np.ndarray, np.ndarray]:
+        """(raw actions, joint targets) for ``signals``; advances ``last_action`` and the gait
+        clock. ``gait_phase``: set the clock to this phase first (ignored without a clock)."""
+        if gait_phase is not None:
+            self.set_gait_phase(gait_phase)
         own = replace(signals, last_action=self.last_action, default_joint_position=self.default,
                       gait_phase=None if self.clock is None else self.clock.phase)
         if self.clock is not None:
@@ -136,8 +153,11 @@ class RunningPolicy:
         start = time.perf_counter()
         actions = np.asarray(self.policy.act(observation), dtype=float)
         self.inference_s = time.perf_counter() - start
-        # The env fed back the clipped action; feeding the raw one would be a different input.
-        self.last_action = np.clip(actions, -self.clip, self.clip) if self.clip is not None else actions
+        # The env fed back the clipped action; feeding the raw one would be a different input. A
+        # non-finite action is not fed back: the supervisor holds on it, and the next tick's
+        # observation must not carry it (it would make every later action NaN too).
+        if np.all(np.isfinite(actions)):
+            self.last_action = np.clip(actions, -self.clip, self.clip) if self.clip is not None else actions
         return actions, self.policy.metadata.joint_targets(actions)
 
 
@@ -195,7 +215,8 @@ class PolicySlot:
         self.inference_s = 0.0  # onnxruntime time of the last tick, every policy it ran
         self._lock = threading.Lock()
         self._propose_lock = threading.Lock()  # one candidate at a time, whoever calls
-        self._history: collections.deque[RobotSignals] = collections.deque(maxlen=history)
+        # Each tick's inputs with the gait phase the running policy observed on them (None: no clock).
+        self._history: collections.deque[tuple[RobotSignals, Optional[float]]] = collections.deque(maxlen=history)
         self._targets: Optional[np.ndarray] = None  # what the last tick sent
         self._staged: Optional[tuple[RunningPolicy, SwapEvent, float]] = None
         self._fade: Optional[_Fade] = None
@@ -241,7 +262,7 @@ class PolicySlot:
         trial = RunningPolicy(candidate)
         if not history:
             return DryRunResult(0, 0.0, note="no tick has run yet: nothing is being commanded"), trial
-        missing = missing_inputs(candidate.metadata.observation_spec, history[-1])
+        missing = missing_inputs(candidate.metadata.observation_spec, history[-1][0])
         if missing:
             raise PolicyRefused("; ".join(missing))
         clip = candidate.metadata.action_clip
@@ -249,8 +270,8 @@ class PolicySlot:
         bound_name = "its action_clip" if clip is not None else "the action bound (parameter action_bound)"
         largest = 0.0
         targets = None
-        for tick, signals in enumerate(history):
-            actions, targets = trial.step(signals)
+        for tick, (signals, gait_phase) in enumerate(history):
+            actions, targets = trial.step(signals, gait_phase)
             if not np.all(np.isfinite(actions)):
                 bad = [self.profile.joint_names[i] for i in np.flatnonzero(~np.isfinite(actions))]
                 raise PolicyRefused(f"dry run: non-finite actions for {bad} on recorded tick {tick + 1}/{len(history)}")
@@ -319,6 +340,7 @@ class PolicySlot:
         if staged is not None:
             self._begin_fade(*staged)
         active = self.active
+        gait_phase = active.gait_phase
         _, targets = active.step(signals)
         self.inference_s = active.inference_s
         fade = self._fade
@@ -326,12 +348,16 @@ class PolicySlot:
             targets = self._fade_step(fade, signals, targets)
             self.inference_s += fade.incoming.inference_s
         with self._lock:
-            self._history.append(signals)
+            self._history.append((signals, gait_phase))
             self._targets = targets
         return targets
 
     def _begin_fade(self, incoming: RunningPolicy, event: SwapEvent, staged_at: float) -> None:
         event.staged_to_swap_s = time.monotonic() - staged_at
+        running_phase = self.active.gait_phase if self.active is not None else None
+        if running_phase is not None:
+            # Ticks may have passed since the dry run: take up the gait where it is now.
+            incoming.set_gait_phase(running_phase)
         event.fade_ticks = max(1, self.fade_ticks)  # crossfade 0: the next tick is all new
         self.swaps += 1
         self._fade = _Fade(incoming, event, event.fade_ticks)

@@ -9,13 +9,14 @@ import argparse
 import json
 import math
 import shutil
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from sim2real.core.bags import read_bag
+from sim2real.core.bags import BagReadError, read_bag
 from sim2real.core.failure_bundle import Bundle, find_bundle, list_bundles
 from sim2real.core.failure_config import load_failure_config
 from sim2real.core.rotations import tilt_angle
@@ -169,12 +170,26 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from sim2real.evaluate.failure_replay import replay_failure
 
+    from sim2real.evaluate.failure_replay import ReplayError
+
     root = _resolve(args)
-    bundles = list_bundles(root) if args.bundle == "all" else [find_bundle(root, args.bundle)]
-    results = []
+    every = args.bundle == "all"
+    bundles = list_bundles(root) if every else [find_bundle(root, args.bundle)]
+    results, skipped = [], []
     for bundle in bundles:
-        for seed in range(args.runs):
-            results.append(replay_failure(bundle, args.policy, lead_s=args.lead, seed=seed))
+        try:
+            for seed in range(args.runs):
+                results.append(replay_failure(bundle, args.policy, lead_s=args.lead, seed=seed))
+        except (ReplayError, BagReadError) as exc:
+            if not every:
+                raise
+            skipped.append(f"{bundle.name}: {exc}" if isinstance(exc, BagReadError) else str(exc))
+            # one bundle that cannot replay does not stop the others
+    for reason in skipped:
+        print(f"skipped {reason}", file=sys.stderr)
+    if every and not results:
+        raise ReplayError(f"none of the {len(bundles)} bundles in {root} could be replayed (reasons above)"
+                          if bundles else f"no failure bundles in {root}")
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=2))
     else:
@@ -190,6 +205,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------ export
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    from sim2real.nodes.trigger_call import call_trigger
+
+    ok, message = call_trigger(f"{args.node.rstrip('/')}/snapshot", args.timeout)
+    print(f"{'snapshot' if ok else 'no snapshot'}: {message}")
+    return 0 if ok else 1
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     root = _resolve(args)
     bundles = list_bundles(root) if args.bundle == "all" else [find_bundle(root, args.bundle)]
@@ -211,9 +234,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub) -> None:
+def add_parser(sub, fmt: type[argparse.HelpFormatter] = argparse.RawDescriptionHelpFormatter) -> None:
     """The `failures` command and its actions, on the main parser's subparsers."""
-    fmt = argparse.RawDescriptionHelpFormatter
     failures = sub.add_parser(
         "failures", formatter_class=fmt, help="list, plot, replay and export failure bundles from the robot",
         description="The failure_collector node keeps the last seconds of the robot's topics in memory and, when\n"
@@ -224,7 +246,8 @@ def add_parser(sub) -> None:
         epilog="examples:\n  sim2real failures list\n  sim2real failures show 20261130T0418  # a unique prefix is enough\n"
                "  sim2real failures replay all --policy runs/reach/policy.onnx\n"
                "  sim2real failures export all -o failures.tar.gz\n"
-               "then: sim2real pipeline --robot panda --dry-run   # failures -> randomization -> policy\n")
+               "then: sim2real pipeline run --robot panda --policy policies/panda_reach.onnx --dry-run\n"
+               "      # failures -> adapted randomization -> retrained, validated, hot-swapped policy\n")
     actions = failures.add_subparsers(dest="failures_command", required=True, metavar="ACTION")
 
     def action(name, help_text, description, epilog, func):
@@ -258,6 +281,14 @@ def add_parser(sub) -> None:
     p.add_argument("--lead", type=float, default=1.0, help="seconds before the event to start from")
     p.add_argument("--runs", type=int, default=1, help="replays per bundle (seeds 0..N-1: sensor noise)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p = actions.add_parser("snapshot", formatter_class=fmt, help="ask the running collector for a bundle now",
+                           description="The operator's ~/snapshot of the running failure_collector: it writes a "
+                                       "bundle of the last seconds\nas for a failure (`ros2 service call "
+                                       "/failure_collector/snapshot std_srvs/srv/Trigger`, without ros2).",
+                           epilog="example:\n  sim2real failures snapshot\nthen: sim2real failures list\n")
+    p.add_argument("--node", default="/failure_collector", help="the failure_collector node")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for its answer")
+    p.set_defaults(func=cmd_snapshot)
     p = action("export", "copy bundles to a folder or a .tar.gz, for a workstation",
                "Copy whole bundles (bag + failure.json) to a folder, or pack them into one .tar.gz when OUTPUT\n"
                "ends in .tar.gz or .tgz. Bundles already in the folder are left alone.",

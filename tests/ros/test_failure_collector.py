@@ -112,7 +112,7 @@ def test_supervisor_damp_and_a_manual_snapshot_each_write_a_bundle(go2_graph, pr
     # before the service call: either way the collector must have caught a transition to DAMPING.
     assert info["robot"] == "go2" and any("-> DAMPING" in r for r in reasons)
     assert info["supervisor"]["checks"] and "base_tilt" in info["supervisor"]["checks"]
-    assert info["hardware"] == "sim" and info["conditions"] == {}
+    assert info["hardware"] == "sim" and info["conditions"] == {} and info["suspended"] is False
     modes = [(t, m.status[0].message) for _, t, m in read_bag(bundle.path, ["/safety/status"])]
     before = [mode for t, mode in modes if t < info["time_ns"]]
     assert before and before[-1] != "DAMPING"  # the transition happened at the event
@@ -176,7 +176,9 @@ def test_in_lockstep_a_snapshot_bundle_is_on_the_sim_clock(probe, start_graph, t
     from tests.ros.test_sim_robot import command
 
     out = tmp_path / "bundles"
-    start_graph(robot="go2", only=["sim_robot", "failure_collector"], failures_dir=str(out), lockstep=True)
+    # On a stand: the bundle must say so (the replay then hangs the robot too).
+    start_graph(robot="go2", only=["sim_robot", "failure_collector"], failures_dir=str(out), lockstep=True,
+                suspended=True)
     clock = probe.record(Clock, "/clock", qos.CLOCK)
     publisher = probe.node.create_publisher(JointState, "/joint_commands", qos.COMMAND)
     policy_ns = round(GO2.policy_period * NS)
@@ -198,6 +200,7 @@ def test_in_lockstep_a_snapshot_bundle_is_on_the_sim_clock(probe, start_graph, t
     bundle = wait_bundle(out, "manual", timeout=60.0 + WRITE_S)
     info = bundle.info
     assert 1.5 * NS < info["time_ns"] < sim_s() * NS  # on the sim clock, not the wall clock
+    assert info["hardware"] == "sim" and info["suspended"] is True and info["conditions"] == {}
     offsets = []
     for _, t, msg in read_bag(bundle.path, ["/joint_states"]):
         assert info["window"]["start_ns"] <= t <= info["window"]["end_ns"]
@@ -205,3 +208,11 @@ def test_in_lockstep_a_snapshot_bundle_is_on_the_sim_clock(probe, start_graph, t
     assert len(offsets) > 100
     # Received after it was stamped, and by far less than a drain period (50 ms) late on average.
     assert np.median(offsets) >= -0.002 * NS and np.median(offsets) < 0.025 * NS, np.percentile(offsets, [5, 50, 95])
+
+
+def test_sim2real_failures_snapshot_asks_the_running_collector(start_graph, tmp_path, capsys):
+    from sim2real.cli import main
+
+    start_graph(robot="panda", only=["failure_collector"], failures_dir=str(tmp_path / "bundles"))
+    assert main(["failures", "snapshot", "--timeout", "30"]) == 0
+    assert f"snapshot: {tmp_path / 'bundles'}" in capsys.readouterr().out

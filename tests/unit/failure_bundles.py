@@ -20,8 +20,11 @@ def _stamp(store, t_ns):
 
 
 def write_arm_bundle(root: str | Path, name: str, profile: RobotProfile, policy: str | Path,
-                     goal=(0.5, 0.0, 0.4), event_s: float = 5.0, conditions: dict | None = None) -> Path:
-    """7 s of /joint_states at 500 Hz at the default pose and a /goal_pose, event at ``event_s``."""
+                     goal=(0.5, 0.0, 0.4), event_s: float = 5.0, conditions: dict | None = None,
+                     wall_time: str = "2026-11-30T00:00:00+00:00", suspended: bool | None = None) -> Path:
+    """7 s of /joint_states at 500 Hz at the default pose and a /goal_pose, event at ``event_s``.
+    Any profile works (a quadruped's policy ignores the goal); ``suspended`` is written to
+    failure.json when given, as the collector does in sim."""
     store = typestore()
     JointState = store.types["sensor_msgs/msg/JointState"]
     PoseStamped = store.types["geometry_msgs/msg/PoseStamped"]
@@ -40,9 +43,11 @@ def write_arm_bundle(root: str | Path, name: str, profile: RobotProfile, policy:
     event = int(event_s * NS)
     info = {"format": "sim2real failure bundle 1", "reason": "test failure", "kind": "supervisor_damping",
             "triggers": [{"kind": "supervisor_damping", "reason": "test failure"}], "time_ns": event,
-            "wall_time": "2026-11-30T00:00:00+00:00", "robot": profile.name,
+            "wall_time": wall_time, "robot": profile.name,
             "window": {"start_ns": 0, "end_ns": 7 * NS, "pre_event_s": event_s, "post_event_s": 7 - event_s},
             "topics": {}, "conditions": conditions or {},
             "policy": {"path": str(Path(policy).resolve()), "sha256": "test"}}
+    if suspended is not None:
+        info["suspended"] = suspended
     return write_bundle(root, name, {"/joint_states": "sensor_msgs/msg/JointState",
                                      "/goal_pose": "geometry_msgs/msg/PoseStamped"}, messages, info)

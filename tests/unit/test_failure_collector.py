@@ -50,6 +50,20 @@ def test_default_config_loads_and_bad_configs_name_the_fix():
         small_config(triggers={"stale_topics": ["/imu/data"]})
     with pytest.raises(FailureConfigError, match="unknown setting"):
         small_config(pre_event=3)
+    bad = {  # each silently switched a trigger off, lost every bundle, or used a default unseen
+        "saturation_streak: 0.7": ({"triggers": {"saturation_streak": 0.7, "stale_topics": []}},
+                                   "triggers.saturation_streak: expected a whole number"),
+        "non_finite_command: 'false'": ({"triggers": {"non_finite_command": "false", "stale_topics": []}},
+                                        "triggers.non_finite_command: expected true or false"),
+        "fall_tilt_deg: 720": ({"triggers": {"fall_tilt_deg": 720, "stale_topics": []}}, "can never be reached"),
+        "a typo in a topic": ({"topics": {"/joint_states": {"type": "sensor_msgs/msg/JointState", "second": 30}}},
+                              "topics./joint_states.second: unknown setting"),
+        "a type the writer lacks": ({"topics": {"/low": {"type": "unitree_go/msg/LowState"}},
+                                     "triggers": {"stale_topics": []}}, "not a message type the bag writer knows"),
+    }
+    for case, (changes, words) in bad.items():
+        with pytest.raises(FailureConfigError, match=words):
+            small_config(**changes)
 
 
 def test_ring_keeps_its_duration_and_byte_bounds():
@@ -77,6 +91,8 @@ def test_detector_triggers_on_each_failure_kind_once_per_episode():
     assert d.context()["supervisor"]["checks"] == {}
     upright, side = (0, 0, 0, 1), (math.sin(math.pi / 4), 0, 0, math.cos(math.pi / 4))
     assert d.imu(upright) is None
+    assert d.imu((math.nan, 0, 0, 1)) is None and d.imu((0, 0, 0, 0)) is None  # no tilt in these, not "upright"
+    assert d.max_tilt_deg == 0.0
     assert d.imu(side).kind == "fall" and d.imu(side) is None
     names = profile.joint_names
     nan = np.full(len(names), np.nan)
@@ -228,3 +244,66 @@ def test_trigger_fields_are_read_in_place_from_the_cdr_bytes(frame_id):
     names, q = joint_state_positions(bytes(store.serialize_cdr(state, "sensor_msgs/msg/JointState")))
     assert names == list(state.name)
     np.testing.assert_array_equal(q, state.position)
+
+
+def test_a_disk_below_min_free_is_made_room_on_before_the_write_and_a_failed_write_leaves_nothing(tmp_path,
+                                                                                                monkeypatch):
+    """On a full disk the old bundles were kept (rotation ran only after a successful write)
+    and every later bundle failed too."""
+    import shutil as shutil_module
+
+    from sim2real.core import failure_bundle
+
+    data = b"\x00\x01\x00\x00" + b"\x00" * 100_000
+    for k in range(3):
+        write_bundle(tmp_path, f"2026113{k}T000000.000Z_old", {"/x": "std_msgs/msg/String"}, [("/x", k, data)],
+                     {"reason": "x", "time_ns": k})
+    collector = FailureCollector(small_config(min_free_mb=1), tmp_path)
+    real_usage = shutil_module.disk_usage
+    held = lambda: sum(b.size_bytes() for b in list_bundles(tmp_path))  # noqa: E731
+
+    def usage(path):  # a disk whose free space is what the bundles leave of 1.2 MB
+        total, used, _ = real_usage(path)
+        return type(real_usage(path))(total, used, max(0, int(1.2 * 1024 * 1024) - held()))
+
+    monkeypatch.setattr(failure_bundle.shutil, "disk_usage", usage)
+    try:
+        t = 0
+        for k in range(100):
+            t += NS // 100
+            collector.record("/joint_states", t, joint_state_cdr(t, np.zeros(200)))
+        collector.trigger(Trigger("manual", "on a nearly full disk"), t - NS)
+        collector.poll(t)
+        assert collector.wait_idle(20.0)
+    finally:
+        collector.stop()
+    names = [b.name for b in list_bundles(tmp_path)]
+    assert not collector.errors and "20261130T000000.000Z_old" not in names and names[-1].endswith("_manual")
+
+    def failing_write(*args, **kwargs):
+        (tmp_path / f"{PARTIAL_PREFIX}x").mkdir()
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("sim2real.core.failure_collector.write_bundle", failing_write)
+    collector = FailureCollector(small_config(), tmp_path)
+    try:
+        collector.record("/joint_states", t + NS, joint_state_cdr(t + NS, np.zeros(200)))
+        collector.trigger(Trigger("manual", "disk full"), t + NS)
+        collector.poll(t + 3 * NS)
+        assert collector.wait_idle(20.0)
+    finally:
+        collector.stop()
+    assert "No space left on device" in collector.errors[0]
+    assert not list(tmp_path.glob(f"{PARTIAL_PREFIX}*"))
+
+
+def test_a_malformed_policy_command_is_no_trigger_and_no_crash():
+    detector = FailureDetector(small_config(triggers={"saturation_streak": 3, "stale_topics": []}).triggers,
+                               ["a", "b"], np.array([-1.0, -2.0]), np.array([1.0, 2.0]))
+    assert detector.policy_command(["a", "b"], [0.0]) is None
+    # ... and the detector still works: three commands at a limit are a saturation streak, also
+    # when the next command names the joints in another order.
+    assert detector.policy_command(["a", "b"], [1.0, 0.0]) is None
+    assert detector.policy_command(["a", "b"], [1.0, 0.0]) is None
+    trigger = detector.policy_command(["b", "a"], [0.0, 1.0])
+    assert trigger is not None and trigger.kind == "saturation" and "(a)" in trigger.reason

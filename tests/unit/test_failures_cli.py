@@ -65,6 +65,23 @@ def test_replay_reports_whether_the_policy_fails_again(bundles, tmp_path):
     assert main(["failures", "replay", "all", "--dir", str(bundles), "--policy", str(holding)]) == 0
 
 
+def test_a_bundle_recorded_on_a_suspended_robot_replays_it_suspended(tmp_path):
+    """A Go2 whose left hips swing out (0.8 rad) tips over standing; held in the air, as the
+    collector recorded it, its trunk stays level."""
+    go2 = load_profile("go2")
+    targets = go2.default_positions.copy()
+    for joint in ("FL_hip_joint", "RL_hip_joint"):
+        targets[go2.joint_names.index(joint)] = 0.8
+    policy = write_target_policy(tmp_path / "splay.onnx", go2, targets)
+    results = {}
+    for suspended in (False, True):
+        name = f"20261130T00000{int(suspended)}.000Z_supervisor_damping"
+        write_arm_bundle(tmp_path / "failures", name, go2, policy, suspended=suspended)
+        results[suspended] = replay_failure(find_bundle(tmp_path / "failures", name), policy)
+    assert results[False].max_tilt_deg > 10
+    assert results[True].max_tilt_deg < 1 and "the robot hung in the air (suspended), as recorded" in results[True].notes
+
+
 def test_replay_without_the_recorded_policy_says_how_to_fix_it(bundles, capsys):
     bundle = find_bundle(bundles, "20261130T000000")
     info = json.loads((bundle.path / "failure.json").read_text())
@@ -72,3 +89,47 @@ def test_replay_without_the_recorded_policy_says_how_to_fix_it(bundles, capsys):
     (bundle.path / "failure.json").write_text(json.dumps(info))
     assert main(["failures", "replay", "20261130T000000", "--dir", str(bundles)]) == 2
     assert "Fix: give one with --policy FILE" in capsys.readouterr().err
+
+
+def test_list_is_oldest_first_by_wall_time_not_by_the_nodes_clock(bundles, capsys):
+    """In lockstep time_ns is sim time, which restarts with every run: a later run's bundle
+    has a smaller one."""
+    write_arm_bundle(bundles, "20261130T000200.000Z_supervisor_damping", PANDA, SHIPPED, event_s=1.0,
+                     wall_time="2026-11-30T00:02:00+00:00")
+    assert main(["failures", "list", "--dir", str(bundles), "--json"]) == 0
+    assert [r["name"][:15] for r in json.loads(capsys.readouterr().out)] == [
+        "20261130T000000", "20261130T000100", "20261130T000200"]
+
+
+def test_replay_all_skips_a_bundle_it_cannot_replay_and_replays_the_rest(bundles, capsys):
+    bundle = find_bundle(bundles, "20261130T000000")
+    info = json.loads((bundle.path / "failure.json").read_text())
+    info["policy"] = None  # recorded without a policy running
+    (bundle.path / "failure.json").write_text(json.dumps(info))
+    assert main(["failures", "replay", "all", "--dir", str(bundles), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert [r["bundle"] for r in json.loads(captured.out)] == ["20261130T000100.000Z_supervisor_damping"]
+    assert "skipped 20261130T000000.000Z_supervisor_damping: the recorded policy None" in captured.err
+    # With nothing left to replay, an error that says so.
+    other = find_bundle(bundles, "20261130T000100")
+    (other.path / "failure.json").write_text(json.dumps(info))
+    assert main(["failures", "replay", "all", "--dir", str(bundles)]) == 2
+    assert "none of the 2 bundles" in capsys.readouterr().err
+
+
+def test_a_damaged_bundle_is_named_and_skipped_by_replay_all(bundles, tmp_path, capsys):
+    """A truncated MCAP (a recorder killed mid-write, a full disk) ended show and replay in a
+    rosbags traceback, and replay all at the first one."""
+    bundle = find_bundle(bundles, "20261130T000000")
+    data = next(bundle.path.glob("*.mcap"))
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    assert main(["failures", "show", "20261130T000000", "--dir", str(bundles), "--plot", str(tmp_path / "x.png")]) == 2
+    assert "cannot be read" in capsys.readouterr().err
+    holding = write_target_policy(tmp_path / "hold.onnx", PANDA, PANDA.default_positions)
+    assert main(["failures", "replay", "all", "--dir", str(bundles), "--policy", str(holding), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert [r["bundle"] for r in json.loads(captured.out)] == ["20261130T000100.000Z_supervisor_damping"]
+    assert "skipped 20261130T000000.000Z_supervisor_damping: " in captured.err and "cannot be read" in captured.err
+    (bundle.path / "failure.json").write_text('{"reason": "half-writ')
+    assert main(["failures", "show", str(bundle.path)]) == 2
+    assert "failure.json cannot be read" in capsys.readouterr().err

@@ -120,20 +120,35 @@ def write_bag(path: str | Path, connections: Mapping[str, str],
     return Path(path)
 
 
+class BagReadError(ValueError):
+    """A bag that cannot be read (truncated, damaged, not a bag); the message names it and the fix."""
+
+    def __init__(self, path: str | Path, exc: BaseException):
+        super().__init__(f"{path}: cannot be read ({type(exc).__name__}: {exc}). Fix: the bag is truncated or "
+                         "damaged (a recorder killed mid-write, a full disk): `ros2 bag reindex` may recover it")
+
+
 def read_bag(path: str | Path, topics: Iterable[str] | None = None) -> Iterator[tuple[str, int, Any]]:
-    """(topic, receive time ns, decoded message) in time order; ``topics`` narrows them."""
+    """(topic, receive time ns, decoded message) in time order; ``topics`` narrows them.
+    BagReadError for a bag that cannot be read, whenever the damage is met."""
     store = TYPESTORE
     wanted = None if topics is None else set(topics)
-    with Reader(Path(path)) as reader:
-        selected = [c for c in reader.connections if wanted is None or c.topic in wanted]
-        for connection, stamp_ns, data in reader.messages(connections=selected):
-            yield connection.topic, stamp_ns, store.deserialize_cdr(data, connection.msgtype)
+    try:
+        with Reader(Path(path)) as reader:
+            selected = [c for c in reader.connections if wanted is None or c.topic in wanted]
+            for connection, stamp_ns, data in reader.messages(connections=selected):
+                yield connection.topic, stamp_ns, store.deserialize_cdr(data, connection.msgtype)
+    except Exception as exc:  # rosbags raises several types for damaged storage
+        raise BagReadError(path, exc) from None
 
 
 def bag_topics(path: str | Path) -> dict[str, tuple[str, int]]:
     """topic -> (message type, message count), from the bag's metadata."""
-    with Reader(Path(path)) as reader:
-        return {c.topic: (c.msgtype, c.msgcount) for c in reader.connections}
+    try:
+        with Reader(Path(path)) as reader:
+            return {c.topic: (c.msgtype, c.msgcount) for c in reader.connections}
+    except Exception as exc:
+        raise BagReadError(path, exc) from None
 
 
 _CDR_LE = (0x00, 0x01)  # encapsulation header: plain CDR, little endian

@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -26,6 +27,8 @@ from sim2real.core.bags import write_bag
 
 FAILURE_FILE = "failure.json"
 PARTIAL_PREFIX = ".partial-"
+# A bundle's name starts with its UTC time; the collector writes it to the millisecond.
+BUNDLE_TIME_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 
 
 class BundleError(ValueError):
@@ -117,7 +120,7 @@ def clean_partials(root: str | Path) -> list[Path]:
 
 
 def list_bundles(root: str | Path) -> list[Bundle]:
-    """The complete bundles under ``root``, oldest first (by event time, then name)."""
+    """The complete bundles under ``root``, oldest first (by wall-clock event time, then name)."""
     root = Path(root).expanduser()
     bundles = []
     if not root.is_dir():
@@ -131,14 +134,32 @@ def list_bundles(root: str | Path) -> list[Bundle]:
         except (OSError, ValueError):
             info = {"reason": "(unreadable failure.json)"}
         bundles.append(Bundle(item, info))
-    return sorted(bundles, key=lambda b: (b.info.get("time_ns", 0), b.name))
+    return sorted(bundles, key=lambda b: (_wall_time(b), b.name))
+
+
+def _wall_time(bundle: Bundle) -> float:
+    """When the event happened (s since the epoch): ``time_ns`` is the node's clock, which in
+    lockstep is sim time and restarts with every run, so it cannot order bundles."""
+    try:
+        return datetime.fromisoformat(str(bundle.info["wall_time"])).timestamp()
+    except (KeyError, ValueError):
+        pass
+    try:  # the name starts with the event's UTC time, e.g. 20261130T041815.123Z_fall
+        return datetime.strptime(bundle.name.split("_", 1)[0], BUNDLE_TIME_FORMAT).replace(
+            tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def find_bundle(root: str | Path, name_or_path: str | Path) -> Bundle:
     """A bundle by path, by name under ``root`` or by a unique name prefix; the error lists them."""
     candidate = Path(name_or_path).expanduser()
     if (candidate / FAILURE_FILE).is_file():
-        return Bundle(candidate, json.loads((candidate / FAILURE_FILE).read_text()))
+        try:
+            return Bundle(candidate, json.loads((candidate / FAILURE_FILE).read_text()))
+        except (OSError, ValueError) as exc:
+            raise BundleError(f"{candidate / FAILURE_FILE} cannot be read ({exc}): the bundle is damaged. Fix: "
+                              "look at it with `ros2 bag info`, or delete it") from None
     bundles = list_bundles(root)
     matches = [b for b in bundles if b.name == str(name_or_path)] or \
               [b for b in bundles if b.name.startswith(str(name_or_path))]

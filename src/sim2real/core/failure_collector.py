@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from sim2real.core.failure_bundle import clean_partials, rotate, write_bundle
+from sim2real.core.failure_bundle import BUNDLE_TIME_FORMAT, clean_partials, rotate, write_bundle
 from sim2real.core.failure_config import FailureConfig, TopicBuffer, TriggerConfig
 from sim2real.core.rotations import tilt_angle
 
@@ -109,7 +109,8 @@ class FailureDetector:
         self._saturated = 0
         self._overrun = False
         self._stale: set[str] = set()
-        self._index: list[int] | None = None
+        self._index_names: tuple[str, ...] | None = None  # the command names self._index maps
+        self._index = np.zeros(0, dtype=int)
 
     def safety_status(self, mode: str, values: Mapping[str, str]) -> Trigger | None:
         previous, self.mode = self.mode, mode
@@ -127,6 +128,10 @@ class FailureDetector:
         if threshold is None:
             return None
         tilt = math.degrees(tilt_angle(orientation_xyzw))
+        if math.isnan(tilt):
+            # No orientation in it (NaN, all zeros): the supervisor damps on that (base_tilt), and
+            # its DAMPING is a trigger of its own.
+            return None
         self.max_tilt_deg = max(self.max_tilt_deg, tilt)
         if tilt > threshold and not self._fallen:
             self._fallen = True
@@ -136,6 +141,8 @@ class FailureDetector:
         return None
 
     def policy_command(self, names: Sequence[str], positions: Sequence[float]) -> Trigger | None:
+        if len(positions) != len(names):
+            return None  # malformed: the supervisor ignores it too (it raised IndexError here, ending the node)
         q = np.asarray(positions, float)
         finite = bool(np.all(np.isfinite(q)))
         if self.config.non_finite_command:
@@ -148,10 +155,11 @@ class FailureDetector:
         if self.config.saturation_streak <= 0 or self.lower is None or not finite:
             self._saturated = 0
             return None
-        if self._index is None or len(self._index) != len(names):
+        if self._index_names != tuple(names):  # keyed on the names: another order of as many joints re-maps
             lookup = {n: i for i, n in enumerate(self.joint_names)}
-            self._index = [lookup.get(n, -1) for n in names]
-        index = np.asarray(self._index)
+            self._index_names = tuple(names)
+            self._index = np.asarray([lookup.get(n, -1) for n in names], dtype=int)
+        index = self._index
         known = index >= 0
         margin = self.config.saturation_margin
         at_limit = (q[known] <= self.lower[index[known]] + margin) | (q[known] >= self.upper[index[known]] - margin)
@@ -260,7 +268,7 @@ class FailureCollector:
             last.triggers.append(trigger)
             return last.name
         wall = time.time()
-        stamp = datetime.fromtimestamp(wall, tz=timezone.utc).strftime("%Y%m%dT%H%M%S.%f")[:-3] + "Z"
+        stamp = datetime.fromtimestamp(wall, tz=timezone.utc).strftime(BUNDLE_TIME_FORMAT)[:-4] + "Z"  # ms
         event = _Event(name=f"{stamp}_{trigger.kind}", time_ns=t_ns, wall=wall, triggers=[trigger],
                        context=self.detector.context(), due_ns=t_ns + int(self.config.post_event_s * NS))
         self.pending.append(event)
@@ -323,7 +331,15 @@ class FailureCollector:
         }
         if self.enrich is not None:
             self.enrich(info)
-        path = write_bundle(self.output_dir, event.name, topics, messages, info)
+        # Make room first: on a disk already below min_free the write itself would fail, and
+        # rotating only after a successful write would then never free anything again.
+        size = sum(len(data) for _, _, data in messages)
+        rotate(self.output_dir, max(0, self.config.quota_bytes - size), self.config.min_free_bytes + size)
+        try:
+            path = write_bundle(self.output_dir, event.name, topics, messages, info)
+        except BaseException:
+            clean_partials(self.output_dir)  # the writer thread is the only writer: what is partial is ours
+            raise
         rotate(self.output_dir, self.config.quota_bytes, self.config.min_free_bytes, keep=[path])
         return path
 

@@ -99,6 +99,17 @@ def parse_failure_config(data: dict[str, Any], source: str | Path = "<failure co
         if not isinstance(entry, dict) or not isinstance(entry.get("type"), str) or entry["type"].count("/") != 2:
             raise fail(field, f"{entry!r} has no message type like sensor_msgs/msg/JointState",
                        "write {type: pkg/msg/Type, seconds: S, max_mb: M}")
+        extra = sorted(set(entry) - {"type", "seconds", "max_mb"})
+        if extra:
+            raise fail(f"{field}.{extra[0]}", "unknown setting", "a topic takes type, seconds and max_mb")
+        try:  # a type rosbags cannot write would lose every bundle holding the topic, at failure time
+            from sim2real.core.bags import TYPESTORE
+
+            TYPESTORE.types[entry["type"]]
+        except KeyError:
+            raise fail(f"{field}.type", f"{entry['type']} is not a message type the bag writer knows (the "
+                                        "standard ROS 2 Humble set)", "buffer a standard message type, or leave "
+                                        "the topic out") from None
         seconds = number(entry, "seconds", f"{field}.seconds", pre + post, positive=True)
         if seconds < pre + post:
             raise fail(f"{field}.seconds", f"{seconds:g} s cannot hold the event window "
@@ -122,12 +133,23 @@ def parse_failure_config(data: dict[str, Any], source: str | Path = "<failure co
     if missing:
         raise fail("triggers.stale_topics", f"{missing} are not buffered, so their silence cannot be seen",
                    "add them under topics: or remove them here")
+    non_finite = trig.get("non_finite_command", True)
+    if not isinstance(non_finite, bool):  # bool("false") is True
+        raise fail("triggers.non_finite_command", f"expected true or false, got {non_finite!r}", "write true or false")
+    streak = trig.get("saturation_streak", 25)
+    if isinstance(streak, bool) or not isinstance(streak, int) or streak < 0:  # int(0.7) = 0 switched it off
+        raise fail("triggers.saturation_streak", f"expected a whole number of commands >= 0, got {streak!r}",
+                   "write e.g. 25 (0: no saturation trigger)")
+    fall = number(trig, "fall_tilt_deg", "triggers.fall_tilt_deg", 60.0, positive=True, optional=True)
+    if fall is not None and fall >= 180:
+        raise fail("triggers.fall_tilt_deg", f"{fall:g} deg can never be reached (a tilt is at most 180 deg)",
+                   "write e.g. 60 (or null to switch it off)")
     triggers = TriggerConfig(
         supervisor_modes=modes,
-        fall_tilt_deg=number(trig, "fall_tilt_deg", "triggers.fall_tilt_deg", 60.0, positive=True, optional=True),
-        non_finite_command=bool(trig.get("non_finite_command", True)),
+        fall_tilt_deg=fall,
+        non_finite_command=non_finite,
         saturation_margin=number(trig, "saturation_margin", "triggers.saturation_margin", 0.01),
-        saturation_streak=int(number(trig, "saturation_streak", "triggers.saturation_streak", 25)),
+        saturation_streak=streak,
         latency_p99_ms=number(trig, "latency_p99_ms", "triggers.latency_p99_ms", 15.0, positive=True,
                               optional=True),
         stale_s=number(trig, "stale_s", "triggers.stale_s", 0.5, positive=True, optional=True),

@@ -1,11 +1,12 @@
 """Replay a recorded failure in simulation: does this policy fail again from there?
 
 The robot's own stack runs, ROS-free, around a :class:`~sim2real.sim.world.SimWorld`:
-the recorded conditions (failure.json ``conditions``; nominal where unknown), the robot
-put in the recorded joint state (and base orientation) ``lead_s`` before the event, the
-recorded goal or velocity command, the policy through :class:`PolicySlot` exactly as
-policy_runtime runs it, and the safety supervisor's checks (:class:`SupervisorCore`,
-the robot's safety config) deciding what reaches the joints. The replay *fails again*
+the recorded conditions (failure.json ``conditions``; nominal where unknown), held in the
+air if it was (``suspended``), the robot put in the recorded joint state (and base
+orientation) ``lead_s`` before the event, the recorded goal or velocity command, the
+policy through :class:`PolicySlot` exactly as policy_runtime runs it, and the safety
+supervisor's checks (:class:`SupervisorCore`, the robot's safety config) deciding what
+reaches the joints. The replay *fails again*
 when the supervisor trips out of ACTIVE (hold, damp, e-stop), the policy's output is
 not finite, or the base tilts past the collector's fall threshold.
 
@@ -147,7 +148,10 @@ def replay_failure(bundle: Bundle, policy_path: str | Path | None = None, lead_s
     fall_deg = TriggerConfig().fall_tilt_deg
     steps = max(1, round(period / profile.physics_period))
     total_ticks = int(round((lead_s + after_s) / period))
-    world = SimWorld(profile, world_conditions, seed=seed)
+    suspended = info.get("suspended") is True and not profile.fixed_base
+    if suspended:
+        notes.append("the robot hung in the air (suspended), as recorded")
+    world = SimWorld(profile, world_conditions, seed=seed, suspended=suspended)
     try:
         orientation = start.orientation if not profile.fixed_base else None
         if not profile.fixed_base and orientation is None:
@@ -172,8 +176,7 @@ def replay_failure(bundle: Bundle, policy_path: str | Path | None = None, lead_s
                 sup_inputs.base_orientation, sup_inputs.imu_time = np.asarray(imu.orientation), t
                 max_tilt = max(max_tilt, math.degrees(tilt_angle(imu.orientation)))
             targets = slot.tick(inputs.signals(t))
-            n = profile.num_joints
-            sup_inputs.policy_command = JointTargets(np.asarray(targets, float), np.zeros(n), np.zeros(n))
+            sup_inputs.policy_command = JointTargets.positions(targets)
             sup_inputs.policy_time = sup_inputs.policy_stamp = t
             if not engaged:
                 # The robot was running this policy: engage at once (the supervisor blends in).

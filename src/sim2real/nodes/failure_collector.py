@@ -208,17 +208,22 @@ class FailureCollectorNode(Node):
         return response
 
     def _ask_sim_conditions(self) -> None:
+        # One request per name: rclpy answers nothing at all when any name asked is undeclared,
+        # and a sim_robot older than `suspended` must still give its conditions.
         if self._sim_future is None:
             if self._sim_params.service_is_ready():
-                self._sim_future = self._sim_params.call_async(GetParameters.Request(names=["conditions"]))
+                self._sim_future = {name: self._sim_params.call_async(GetParameters.Request(names=[name]))
+                                    for name in ("conditions", "suspended")}
             return
-        if self._sim_future.done():
-            result = self._sim_future.result()
-            if result is not None and result.values:
-                text = result.values[0].string_value or "{}"
+        if all(future.done() for future in self._sim_future.values()):
+            answers = {name: future.result().values[0] for name, future in self._sim_future.items()
+                       if future.result() is not None and future.result().values}
+            if "conditions" in answers:
                 # A new dict, not an update: the writer thread may be reading the old one.
-                self.collector.static_info = {**self.collector.static_info, "hardware": "sim",
-                                              "conditions": yaml.safe_load(text) or {}}
+                self.collector.static_info = {
+                    **self.collector.static_info, "hardware": "sim",
+                    "conditions": yaml.safe_load(answers["conditions"].string_value or "{}") or {},
+                    "suspended": bool(answers["suspended"].bool_value) if "suspended" in answers else False}
             self._sim_params = None
 
     def _poll(self) -> None:

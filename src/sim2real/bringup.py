@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from sim2real.core.paths import share_dir
 from sim2real.core.controller_joints import ControllerJointOrder, ControllerJointsError, parse_joint_list
-from sim2real.core.robot_profile import load_profile
+from sim2real.core.robot_profile import RobotProfile, load_profile
+from sim2real.sim.conditions import PhysicalConditions
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,10 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
                                         "every node then uses sim time", BOOL_CHOICES),
     LaunchArgument("seed", "0", "sim only: seed for terrain and sensor noise"),
     LaunchArgument("conditions", "{}", "sim only: physical conditions as YAML, e.g. '{ground_friction: 0.5}'"),
+    LaunchArgument("suspended", "auto", "sim only: hold a floating-base robot's trunk in the air, feet clear of "
+                                        "the ground, as a gantry holds a real quadruped for joint checks; auto = "
+                                        "when pose_commander moves the joints (demo without a policy), which would "
+                                        "topple a standing quadruped", ("auto", "true", "false")),
     LaunchArgument("safety_config", "", "safety checks and joystick mapping: a name under config/safety/ or a "
                                         "path; '' = the robot's name"),
     LaunchArgument("autoengage", "false", "the supervisor engages by itself once the robot stands and a policy has "
@@ -61,6 +67,10 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
                    ("auto", "true", "false")),
     LaunchArgument("latency_compensation", "false", "policy_runtime predicts the state forward by the measured "
                                                     "latency before each observation", BOOL_CHOICES),
+    LaunchArgument("latency_log", "", "policy_runtime appends every latency it measures to this file (JSON "
+                                      "lines) for `sim2real dr from-latency`; '' = none"),
+    LaunchArgument("policy_dirs", "", "more folders policy_runtime may hot-swap policies from, comma-separated "
+                                      "(the shipped policies/ and the starting policy's folder always are)"),
 )}
 
 
@@ -103,10 +113,7 @@ def parse_arguments(values: Mapping[str, Any]) -> dict[str, Any]:
     for name, value in merged.items():
         arg = LAUNCH_ARGUMENTS[name]
         if arg.choices == BOOL_CHOICES:
-            text = str(value).strip().lower()
-            if text not in ("true", "false", "1", "0"):
-                raise PlanError(f"launch argument {name}:={value!r} must be true or false")
-            typed[name] = text in ("true", "1")
+            typed[name] = parse_bool(name, value)
         elif name == "seed":
             try:
                 typed[name] = int(value)
@@ -121,6 +128,14 @@ def parse_arguments(values: Mapping[str, Any]) -> dict[str, Any]:
     return typed
 
 
+def parse_bool(name: str, value: Any) -> bool:
+    """A boolean launch argument: true/false (any case) or 1/0, from `ros2 launch` or Python."""
+    text = str(value).strip().lower()
+    if text not in ("true", "false", "1", "0"):
+        raise PlanError(f"launch argument {name}:={value!r} must be true or false")
+    return text in ("true", "1")
+
+
 def make_plan(**arguments: Any) -> BringupPlan:
     """The nodes for these launch arguments (see LAUNCH_ARGUMENTS for names and defaults)."""
     args = parse_arguments(arguments)
@@ -130,9 +145,14 @@ def make_plan(**arguments: Any) -> BringupPlan:
     use_sim_time = sim and args["lockstep"]
     if args["lockstep"] and not sim:
         raise PlanError("lockstep:=true needs hardware:=sim (real hardware keeps its own time)")
+    if args["suspended"] == "true" and not sim:
+        raise PlanError("suspended:=true needs hardware:=sim: hang the real robot on its gantry or stand yourself")
 
     nodes: list[NodeSpec] = []
     if args["hardware"] == "ros2_control":
+        if not args["controller"].strip("/"):
+            raise PlanError("launch argument controller:='' names no controller: give the forward_command_controller "
+                            "taking the commands (e.g. forward_position_controller)")
         controller_joints = parse_joint_list(args["controller_joints"])
         try:
             ControllerJointOrder(profile.joint_names, controller_joints)
@@ -144,9 +164,13 @@ def make_plan(**arguments: Any) -> BringupPlan:
             **({"controller_joints": controller_joints} if controller_joints else {}),
         }))
     if sim:
+        try:  # here, before any process starts: a node that dies of it leaves the demo waiting
+            PhysicalConditions.from_yaml(args["conditions"], f"launch argument conditions:={args['conditions']!r}")
+        except ValueError as exc:
+            raise PlanError(str(exc)) from None
         nodes.append(NodeSpec("sim_robot", "sim_robot", "hardware", {
             "robot": robot, "lockstep": args["lockstep"], "seed": args["seed"],
-            "conditions": args["conditions"],
+            "conditions": args["conditions"], "suspended": _suspended(args, profile),
         }))
     # The supervisor is the only publisher of /joint_commands, in sim as on hardware.
     nodes.append(NodeSpec("safety_supervisor", "safety_supervisor", "safety", {
@@ -162,14 +186,24 @@ def make_plan(**arguments: Any) -> BringupPlan:
         runtime = {"robot": robot, "policy_path": str(policy.absolute())}
         if args["latency_compensation"]:
             runtime["latency_compensation"] = True
+        if args["latency_log"]:
+            runtime["latency_log"] = str(Path(args["latency_log"]).expanduser().absolute())
+        extra_dirs = [Path(d.strip()).expanduser().absolute() for d in args["policy_dirs"].split(",") if d.strip()]
+        if extra_dirs:
+            runtime["policy_dirs"] = [str(share_dir() / "policies"), *map(str, extra_dirs)]
         nodes.append(NodeSpec("policy_runtime", "policy_runtime", "control", runtime))
+    else:
+        defaults = parse_arguments({})
+        unused = [name for name in ("latency_compensation", "latency_log", "policy_dirs") if args[name] != defaults[name]]
+        if unused:
+            raise PlanError(f"launch arguments {unused} set policy_runtime up, which runs only with a policy: "
+                            "add policy:=FILE")
     if args["demo"] and args["policy"]:
         # The operator of the main job: scripted /cmd_vel or /goal_pose, and a report.
         nodes.append(NodeSpec("demo_script", "demo_script", "demo", {"robot": robot}))
-    elif args["demo"]:
+    elif _runs_pose_commander(args):
         # No policy yet: a scripted stand-in for one; its commands go through the supervisor too.
-        nodes.append(NodeSpec("pose_commander", "pose_commander", "demo", {"robot": robot},
-                              remappings=(("/joint_commands", "/policy/joint_commands"),)))
+        nodes.append(NodeSpec("pose_commander", "pose_commander", "demo", {"robot": robot}))
     if args["failure_collector"]:
         # Same parameters in sim and on hardware: it asks sim_robot for its conditions itself.
         nodes.append(NodeSpec("failure_collector", "failure_collector", "monitoring", {
@@ -179,3 +213,24 @@ def make_plan(**arguments: Any) -> BringupPlan:
     nodes = [NodeSpec(n.executable, n.name, n.role, {**n.parameters, "use_sim_time": use_sim_time}, n.remappings)
              for n in nodes]
     return BringupPlan(robot=robot, hardware=args["hardware"], use_sim_time=use_sim_time, nodes=tuple(nodes))
+
+
+def _runs_pose_commander(args: Mapping[str, Any]) -> bool:
+    """A demo without a policy: pose_commander swings every joint in its place."""
+    return bool(args["demo"]) and not args["policy"]
+
+
+def _suspended(args: Mapping[str, Any], profile: RobotProfile) -> bool:
+    if args["suspended"] == "auto":
+        return not profile.fixed_base and _runs_pose_commander(args)
+    if args["suspended"] == "true":
+        require_suspendable(profile)
+    return args["suspended"] == "true"
+
+
+def require_suspendable(profile: RobotProfile) -> None:
+    """PlanError for suspended:=true on a robot that cannot hang on a stand."""
+    try:
+        profile.check_suspendable()
+    except ValueError as exc:
+        raise PlanError(f"suspended:=true: {exc}. Leave suspended out (or at auto)") from None

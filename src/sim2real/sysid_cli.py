@@ -92,7 +92,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             raise ValueError(f"--conditions must be a YAML mapping, got {args.conditions!r}")
         conditions = PhysicalConditions(**values).validate()
         excitation = _make_excitation(args, profile)
-        path = record_in_sim(profile, excitation, args.output, conditions, seed=args.seed)
+        path = record_in_sim(profile, excitation, args.output, conditions, seed=args.seed, suspended=args.suspended)
     except (ProfileError, ExcitationError, BagWriteError, ValueError, TypeError) as exc:
         return _fail(exc)
     print(f"wrote {path} ({excitation.duration:g} s {excitation.kind} excitation)")
@@ -113,14 +113,14 @@ def cmd_dr_from_sysid(args: argparse.Namespace) -> int:
         out = write_recentred(args.identified, args.output, base=args.base)
     except (ConfigError, ValueError) as exc:
         return _fail(exc)
-    print(f"wrote {out}\ntrain on it: set 'randomization: {out.stem}' (or the path) in a training config, then "
-          f"sim2real train --config THAT.yaml")
+    print(f"wrote {out}\ntrain on it: set 'randomization: {out.stem}' (or the path) in a copy of a training "
+          f"config (config/train/<robot>_<task>.yaml), then sim2real train --config THAT.yaml --out runs/NAME")
     return 0
 
 
 def add_sysid_commands(sub, formatter) -> None:
     """Register `sysid` on the top-level subparsers of `sim2real`."""
-    sysid = sub.add_parser("sysid", formatter_class=formatter, help="system identification: record, fit",
+    sysid = sub.add_parser("sysid", formatter_class=formatter, help="system identification: record, fit, simulate",
                            description="Identify the simulator's physical parameters from recordings of the robot.",
                            epilog=WORKFLOW)
     actions = sysid.add_subparsers(dest="sysid_command", required=True, metavar="ACTION")
@@ -128,8 +128,9 @@ def add_sysid_commands(sub, formatter) -> None:
     fit = actions.add_parser(
         "fit", formatter_class=formatter, help="fit simulator (and arm rigid-body) parameters to sysid bags",
         description="Replay each bag's /joint_commands in PyBullet from the recorded state and fit motor_strength,\n"
-                    "mass_scale, joint_friction (Coulomb), joint_damping (viscous), armature, latency (and ground_friction on\n"
-                    "a floating base) with CMA-ES then least squares, on the first --train-fraction of each bag;\n"
+                    "mass_scale, joint_friction (Coulomb), joint_damping (viscous), armature, latency (and ground_friction for\n"
+                    "a quadruped recorded standing; one recorded on a stand, --suspended, is replayed hanging) with\n"
+                    "CMA-ES then least squares, on the first --train-fraction of each bag;\n"
                     "report the position RMSE on the held-out rest, before and after. For a fixed-base arm with\n"
                     "efforts, also identify base inertial parameters + per-joint friction with pinocchio's torque\n"
                     "regressor and check physical consistency. Writes OUTPUT (YAML) and OUTPUT.png (plots).\n"
@@ -162,6 +163,8 @@ def add_sysid_commands(sub, formatter) -> None:
     simulate.add_argument("-o", "--output", required=True, help="bag directory to create")
     simulate.add_argument("--conditions", default="{}", help="hidden physical conditions as YAML")
     simulate.add_argument("--seed", type=int, default=0, help="sensor-noise seed")
+    simulate.add_argument("--suspended", action="store_true",
+                          help="a quadruped hangs on a stand, feet clear of the ground (recorded; the fit replays it so)")
     _excitation_arguments(simulate)
     simulate.set_defaults(func=cmd_simulate)
 
@@ -174,7 +177,9 @@ def add_sysid_commands(sub, formatter) -> None:
                     "default pose and writes /joint_states, /imu/data, /joint_commands (+ --topics) to a rosbag2\n"
                     "MCAP directory whose metadata carries the excitation, the profile hash and the time.\n"
                     "Same as: ros2 launch sim2real sysid_record.launch.py robot:=R hardware:=H bag:=DIR\n"
-                    "A quadruped on the ground excites only small motions; put it on a stand for larger ones.",
+                    "A quadruped on the ground excites only small motions and its fit is approximate (the bag\n"
+                    "has no base state); hang it on a stand and pass --suspended for larger ones and a fit\n"
+                    "without that approximation (the base stays put, as in the replay).",
         epilog="examples:\n  sim2real sysid record --robot panda --hardware topic -o bags/panda_1\n"
                "  sim2real sysid record --robot panda --hardware sim --lockstep -o /tmp/b "
                "--conditions '{motor_strength: 0.9}' --duration 30\n")
@@ -186,6 +191,9 @@ def add_sysid_commands(sub, formatter) -> None:
     record.add_argument("--conditions", default="{}", help="sim only: hidden physical conditions as YAML")
     record.add_argument("--seed", type=int, default=0, help="sim only: noise seed")
     record.add_argument("--topics", nargs="*", default=[], help="extra topics to record (standard message types)")
+    record.add_argument("--suspended", action="store_true",
+                        help="the quadruped hangs on a stand, feet clear of the ground: in sim, sim_robot holds it "
+                             "so; on hardware, hang it yourself. Recorded in the bag; the fit replays it hanging")
     record.add_argument("--timeout", type=float, default=0.0, help="give up after this many wall seconds "
                                                                    "(0: excitation + 120 s)")
     _excitation_arguments(record)
@@ -199,9 +207,10 @@ def add_dr_from_sysid(dr_actions, formatter) -> None:
         "from-sysid", formatter_class=formatter, help="a randomization re-centred on identified parameters",
         description="Centre each identified condition's range on its value, with a width from its uncertainty:\n"
                     "mass_scale narrow (+-max(2 std, 2 %)), motor_strength normal (std >= 3 %), friction and\n"
-                    "damping wide (+-max(3 std, 50 %)), latency +-max(2 std, 2 ms). Conditions not identified\n"
-                    "(sensor noise, pushes, terrain) come from --base unchanged. The output loads with\n"
-                    "sim2real.sim.randomization.load_randomization and trains with 'randomization: NAME'.",
+                    "damping wide (+-max(3 std, 50 %)), armature +-max(2 std, 30 %, 0.002 kg*m^2), latency\n"
+                    "+-max(2 std, 2 ms). Conditions not identified (sensor noise, pushes, terrain) come from\n"
+                    "--base unchanged. The output loads with sim2real.sim.randomization.load_randomization\n"
+                    "and trains with 'randomization: NAME'.",
         epilog="example:\n  sim2real dr from-sysid config/identified/panda.yaml -o config/randomization/panda_identified.yaml\n")
     recentre.add_argument("identified", metavar="IDENTIFIED", help="YAML written by sim2real sysid fit")
     recentre.add_argument("-o", "--output", required=True, help="randomization YAML to write")

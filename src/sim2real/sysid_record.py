@@ -14,7 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sim2real.bringup import LAUNCH_ARGUMENTS, BringupPlan, LaunchArgument, NodeSpec, PlanError, make_plan
+from sim2real.core.robot_profile import load_profile
+
+from sim2real.bringup import (BOOL_CHOICES, LAUNCH_ARGUMENTS, BringupPlan, LaunchArgument, NodeSpec, PlanError,
+                              make_plan, parse_bool, require_suspendable)
 
 # Bringup arguments that mean the same here; the policy/demo ones do not apply.
 # The bringup arguments a recording shares: the hardware part (ros2_control included) and the supervisor.
@@ -33,6 +36,9 @@ SYSID_ARGUMENTS: dict[str, LaunchArgument] = {
         LaunchArgument("velocity_fraction", "0.5", "peak speed as a fraction of the velocity limit"),
         LaunchArgument("excitation_seed", "0", "seed of the Fourier coefficient search"),
         LaunchArgument("extra_topics", "", "comma-separated 'topic:pkg/msg/Type' to record as well"),
+        LaunchArgument("suspended", "false", "the robot hangs on a stand, feet clear of the ground (sim: sim_robot "
+                                             "holds it so), and the fit replays it hanging; a quadruped on the "
+                                             "ground excites only small motions", BOOL_CHOICES),
     )},
 }
 _FLOATS = ("duration", "amplitude", "f_min", "f_max", "velocity_fraction")
@@ -49,10 +55,16 @@ def make_sysid_plan(**arguments: Any) -> BringupPlan:
         raise PlanError(f"bag:={values['bag']} exists already; choose a new directory (bags are never overwritten)")
     # Only the hardware, the supervisor and the logger: the excitation needs no estimate, and the
     # logger's bag already records what a failure bundle would.
-    base = make_plan(**{name: values[name] for name in SHARED}, estimator="false", failure_collector="false")
+    suspended = parse_bool("suspended", values["suspended"])
+    # On hardware the robot is on its stand already: only the bag says so.
+    base = make_plan(**{name: values[name] for name in SHARED}, estimator="false", failure_collector="false",
+                     suspended=suspended and str(values["hardware"]) == "sim")
+    if suspended:
+        require_suspendable(load_profile(base.robot))
     logger: dict[str, Any] = {"robot": base.robot, "bag": str(Path(str(values["bag"])).absolute()),
                               "use_sim_time": base.use_sim_time, "hardware": base.hardware,
-                              "conditions": str(values["conditions"]) if base.hardware == "sim" else ""}
+                              "conditions": str(values["conditions"]) if base.hardware == "sim" else "",
+                              "suspended": suspended}
     for name in ("kind", "joints", "extra_topics"):
         logger[name] = str(values[name])
     try:
@@ -74,7 +86,8 @@ def record_on_graph(args: argparse.Namespace) -> int:
                                conditions=args.conditions, bag=args.output, kind=args.kind,
                                duration=args.duration, joints=",".join(args.joints or []), amplitude=args.amplitude,
                                f_min=args.f_min, f_max=args.f_max, velocity_fraction=args.velocity_fraction,
-                               excitation_seed=args.excitation_seed, extra_topics=",".join(args.topics or []))
+                               excitation_seed=args.excitation_seed, extra_topics=",".join(args.topics or []),
+                               suspended=args.suspended)
     except (PlanError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -52,6 +52,7 @@ def test_record_through_the_supervisor_then_fit(tmp_path):
     assert segment.metadata["completed"] is True
     assert segment.metadata["excitation"]["kind"] == "multisine"
     assert segment.metadata["hardware"] == "sim"
+    assert segment.metadata["suspended"] is False and not segment.suspended  # an arm: never on a stand
     assert segment.duration > DURATION
 
     out = tmp_path / "panda.yaml"

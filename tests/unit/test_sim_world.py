@@ -8,7 +8,7 @@ import pytest
 from sim2real.core.robot_profile import load_profile
 from sim2real.sim.actuator import Actuator
 from sim2real.sim.conditions import PhysicalConditions
-from sim2real.sim.world import TERRAIN_CELL, SimWorld
+from sim2real.sim.world import SUSPENSION_CLEARANCE, TERRAIN_CELL, SimWorld
 
 
 @pytest.fixture(scope="module")
@@ -362,6 +362,34 @@ def test_go2_stands_in_the_default_pose(go2):
         assert max(heights) - min(heights) < 0.04
         assert max(tilts) < 0.1
         assert world.foot_contacts().all()
+
+
+def test_a_suspended_go2_hangs_still_while_its_legs_swing_clear_of_the_ground(go2):
+    """The gantry: every joint swung 0.2 rad at once (what topples a standing Go2) moves the
+    legs, not the trunk, and the joints track their targets with only the legs' weight to hold."""
+    with SimWorld(go2, suspended=True) as world:
+        start = world.base_pose()[0]
+        assert start[2] == pytest.approx(go2.spawn_height + SUSPENSION_CLEARANCE)
+        worst = 0.0
+        for k in range(1500):
+            target = go2.default_positions + 0.2 * np.sin(2 * np.pi * 0.5 * k * 0.002)
+            world.command(target)
+            world.step()
+            worst = max(worst, np.abs(world.true_joint_state().position - target).max())
+            assert not world.foot_contacts().any()
+        position, orientation = world.base_pose()
+        np.testing.assert_allclose(position, start, atol=1e-3)
+        assert np.arccos(min(1.0, pb.getMatrixFromQuaternion(orientation)[8])) < 1e-3
+        np.testing.assert_allclose(world.imu().linear_acceleration, [0, 0, 9.81], atol=0.05)
+        assert worst < 0.15
+        world.reset(base_position=(1.0, 0.0, 1.0))  # the gantry moves with a reset
+        world.step(500)
+        np.testing.assert_allclose(world.base_pose()[0], (1.0, 0.0, 1.0), atol=1e-3)
+
+
+def test_a_fixed_base_robot_cannot_be_suspended(panda):
+    with pytest.raises(ValueError, match="has a fixed base"):
+        SimWorld(panda, suspended=True)
 
 
 def test_panda_holds_its_default_pose(panda):

@@ -10,7 +10,7 @@ from mcap.reader import make_reader
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.bags import BagWriteError, BagWriter
 from sim2real.sim.conditions import PhysicalConditions
-from sim2real.sysid.dataset import COMMANDS, JOINT_STATE_TYPE, STATES, BagError, read_bag
+from sim2real.sysid.dataset import COMMANDS, JOINT_STATE_TYPE, STATES, BagError, read_bag, read_bags
 from sim2real.sysid.excitation import make_excitation
 from sim2real.sysid.metadata import profile_hash
 from sim2real.sysid.sim_recording import joint_state_message, record_in_sim
@@ -41,6 +41,24 @@ def test_sim_bag_reads_into_aligned_arrays_with_metadata(sim_bag, panda):
     assert "recorded_utc" in segment.metadata
 
 
+def test_bags_say_whether_the_robot_hung_on_a_stand_and_are_not_mixed(tmp_path):
+    go2 = load_profile("go2")
+    excitation = make_excitation(go2, "chirp", duration=3.0, ramp=1.0)
+    hanging = record_in_sim(go2, excitation, tmp_path / "hanging", suspended=True)
+    standing = record_in_sim(go2, excitation, tmp_path / "standing")
+    assert read_bags([hanging], go2).suspended and not read_bags([standing], go2).suspended
+    with pytest.raises(BagError, match="recorded standing, while .*hanging was recorded on a stand") as info:
+        read_bags([hanging, standing], go2)
+    assert "fit the bags recorded on the stand and those recorded standing separately" in str(info.value)
+    # An arm's bag that claims a stand (edited metadata, a hand-started logger) is refused before any fit.
+    panda = load_profile("panda")
+    arm = record_in_sim(panda, make_excitation(panda, "chirp", duration=3.0, ramp=1.0), tmp_path / "arm")
+    metadata = arm / "metadata.yaml"
+    metadata.write_text(metadata.read_text().replace("suspended: 'false'", "suspended: 'true'"))
+    with pytest.raises(BagError, match="has a fixed base"):
+        read_bags([arm], panda)
+
+
 def test_bag_opens_with_the_mcap_reader_and_is_standard_rosbag2(sim_bag):
     files = list(sim_bag.glob("*.mcap"))
     assert len(files) == 1 and (sim_bag / "metadata.yaml").is_file()
@@ -54,13 +72,16 @@ def test_bag_opens_with_the_mcap_reader_and_is_standard_rosbag2(sim_bag):
     assert "storage_identifier: mcap" in text and "custom_data" in text
 
 
-def _bag(path, panda, states=50, commands=5, names=None, topics=(STATES, COMMANDS)):
+def _bag(path, panda, states=50, commands=5, names=None, topics=(STATES, COMMANDS), nan_states=(), metadata=None):
     names = names or panda.joint_names
-    with BagWriter(path, {"robot": "panda"}) as bag:
+    with BagWriter(path, {"robot": "panda", **(metadata or {})}) as bag:
         for topic in topics:
             bag.add_topic(topic, JOINT_STATE_TYPE)
         for k in range(states if STATES in topics else 0):
-            bag.write(STATES, k * 2_000_000, joint_state_message(names, k * 2_000_000, panda.default_positions,
+            position = panda.default_positions.copy()
+            if k in nan_states:
+                position[2] = np.nan
+            bag.write(STATES, k * 2_000_000, joint_state_message(names, k * 2_000_000, position,
                                                                  np.zeros(len(names)), np.zeros(len(names))))
         for k in range(commands if COMMANDS in topics else 0):
             bag.write(COMMANDS, k * 20_000_000, joint_state_message(names, k * 20_000_000, panda.default_positions))
@@ -86,6 +107,47 @@ def test_bag_of_another_robot(sim_bag):
 def test_empty_bag(tmp_path, panda):
     with pytest.raises(BagError, match="only 0 /joint_states messages"):
         read_bag(_bag(tmp_path / "b", panda, states=0, commands=0), panda)
+
+
+def test_a_few_nan_states_are_left_out_and_many_refused(tmp_path, panda):
+    """One encoder glitch must not end the fit in a traceback (it did: every cost NaN)."""
+    segment = read_bag(_bag(tmp_path / "few", panda, states=100, nan_states=(10, 11)), panda)
+    assert len(segment.t) == 98 and np.all(np.isfinite(segment.q))
+    with pytest.raises(BagError, match="20 of 100 /joint_states messages hold NaN or infinite values"):
+        read_bag(_bag(tmp_path / "many", panda, states=100, nan_states=range(20)), panda)
+
+
+def test_an_aborted_recording_is_refused_with_its_reason(tmp_path, panda):
+    aborted = {"completed": "false", "aborted": "the supervisor left ACTIVE (TAKEOVER) during chirp"}
+    with pytest.raises(BagError, match=r"excitation was aborted \(the supervisor left ACTIVE .*record it again"):
+        read_bag(_bag(tmp_path / "b", panda, metadata=aborted), panda)
+
+
+def test_a_driver_that_does_not_stamp_its_states_is_told_so(tmp_path, panda):
+    path = tmp_path / "unstamped"
+    with BagWriter(path, {"robot": "panda"}) as bag:
+        for topic in (STATES, COMMANDS):
+            bag.add_topic(topic, JOINT_STATE_TYPE)
+        for k in range(100):  # received at 500 Hz, every header.stamp zero
+            bag.write(STATES, k * 2_000_000, joint_state_message(panda.joint_names, 0, panda.default_positions,
+                                                                 np.zeros(7), np.zeros(7)))
+        bag.write(COMMANDS, 0, joint_state_message(panda.joint_names, 0, panda.default_positions))
+    with pytest.raises(BagError, match="100 /joint_states messages carry only 1 distinct header stamps"):
+        read_bag(path, panda)
+
+
+def test_states_and_commands_on_different_clocks_are_told_so(tmp_path, panda):
+    path = tmp_path / "clocks"
+    with BagWriter(path, {"robot": "panda"}) as bag:
+        for topic in (STATES, COMMANDS):
+            bag.add_topic(topic, JOINT_STATE_TYPE)
+        for k in range(100):  # the driver's clock: 100 s since boot; the supervisor's: the epoch
+            t_state, t_command = 100 * 10**9 + k * 2_000_000, 1_700_000_000 * 10**9 + k * 2_000_000
+            bag.write(STATES, k, joint_state_message(panda.joint_names, t_state, panda.default_positions,
+                                                     np.zeros(7), np.zeros(7)))
+            bag.write(COMMANDS, k, joint_state_message(panda.joint_names, t_command, panda.default_positions))
+    with pytest.raises(BagError, match="do not overlap: the driver and the computer running the supervisor"):
+        read_bag(path, panda)
 
 
 def test_truncated_bag(tmp_path, sim_bag, panda):

@@ -30,6 +30,21 @@ def test_topic_hardware_runs_no_simulator(tmp_path):
     assert plan.node("sysid_logger").parameters["conditions"] == ""
 
 
+def test_a_quadruped_on_a_stand_hangs_in_sim_and_the_bag_says_so(tmp_path):
+    sim = make_sysid_plan(robot="go2", bag=str(tmp_path / "a"), suspended="true")
+    assert sim.node("sim_robot").parameters["suspended"] is True
+    assert sim.node("sysid_logger").parameters["suspended"] is True
+    # On hardware the robot already hangs on its stand: only the bag records it.
+    real = make_sysid_plan(robot="go2", hardware="topic", bag=str(tmp_path / "b"), suspended="true")
+    assert real.node("sysid_logger").parameters["suspended"] is True
+    standing = make_sysid_plan(robot="go2", bag=str(tmp_path / "c"))
+    assert standing.node("sim_robot").parameters["suspended"] is False
+    assert standing.node("sysid_logger").parameters["suspended"] is False
+    for hardware in ("sim", "topic"):
+        with pytest.raises(PlanError, match="has a fixed base"):
+            make_sysid_plan(robot="panda", hardware=hardware, bag=str(tmp_path / "d"), suspended="true")
+
+
 def test_bad_arguments(tmp_path):
     with pytest.raises(PlanError, match="bag:=DIR is required"):
         make_sysid_plan(robot="panda")

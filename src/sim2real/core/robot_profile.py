@@ -105,6 +105,13 @@ class RobotProfile:
     def kd(self) -> np.ndarray:
         return self._array("kd")
 
+    def check_suspendable(self) -> None:
+        """Raise ValueError unless this robot can hang on a stand (``suspended``): a bolted-down
+        arm is held already, so a stand means nothing for it."""
+        if self.fixed_base:
+            raise ValueError(f"robot {self.name!r} has a fixed base; only a floating-base robot (a quadruped) "
+                             "hangs on a stand (suspended)")
+
 
 def profile_path(name_or_path: str | Path) -> Path:
     """``go2`` -> ``<share>/config/robots/go2.yaml``; an existing path is returned as is."""

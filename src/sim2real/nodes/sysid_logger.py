@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from pathlib import Path
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
@@ -27,13 +28,14 @@ from rclpy.qos import QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
 from sensor_msgs.msg import Imu, JointState
 from std_srvs.srv import Trigger
 
+from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core.robot_profile import load_profile
-from sim2real.core.bags import BagWriter
+from sim2real.core.bags import TYPESTORE, BagWriter
 from sim2real.core.safety_config import load_safety_config
 from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare
 from sim2real.sysid.excitation import make_excitation
-from sim2real.sysid.metadata import bag_custom_data
+from sim2real.sysid.metadata import SUSPENDED, bag_custom_data
 
 NS_PER_S = stamps.NS_PER_S
 # Reliable and deep: matches a reliable publisher without dropping a burst; a best-effort
@@ -57,20 +59,40 @@ class SysidLoggerNode(Node):
         velocity_fraction = declare(self, "velocity_fraction", 0.5, "Peak speed as a fraction of the velocity limit")
         seed = declare(self, "excitation_seed", 0, "Seed of the Fourier coefficient search")
         extra = declare(self, "extra_topics", "", "Comma-separated 'topic:pkg/msg/Type' to record as well")
-        self.settle = declare(self, "settle", 1.0, "Seconds holding the default pose after the excitation")
+        self.settle = declare(self, "settle", 1.0, "Seconds holding the default pose after the excitation",
+                              at_least=0)
         supervisor = declare(self, "supervisor", "/safety_supervisor", "The safety supervisor node")
         hardware = declare(self, "hardware", "", "Recorded in the bag metadata (sim | topic)")
         conditions = declare(self, "conditions", "", "Recorded in the bag metadata (sim conditions, if any)")
+        suspended = declare(self, "suspended", False, "Recorded in the bag metadata: the robot hangs on a stand, feet "
+                                                      "clear of the ground (the fit replays it so)")
         if not self.bag_path:
             raise ValueError("parameter 'bag' is required: the rosbag2 directory to create")
+        # Everything that can be refused is checked before the bag is created: a bag opened and
+        # then abandoned has no metadata.yaml (unreadable) and blocks the same path next time.
+        if Path(self.bag_path).exists():
+            raise ValueError(f"parameter bag:={self.bag_path!r} exists already; a bag is never overwritten: "
+                             "choose a new directory or delete the old one")
+        extras = []
+        for entry in [e for e in extra.split(",") if e.strip()]:
+            topic, _, msgtype = entry.strip().partition(":")
+            if msgtype not in TYPESTORE.types:
+                raise ValueError(f"extra_topics: {msgtype!r} is not a message type the bag writer knows (the "
+                                 "standard ROS 2 Humble set); record a standard type or leave it out")
+            extras.append((topic, _message_class(msgtype), msgtype))
 
         self.profile = load_profile(robot)
+        if suspended:
+            try:
+                self.profile.check_suspendable()
+            except ValueError as exc:
+                raise ValueError(f"parameter suspended:=true: {exc}") from None
         safety = load_safety_config(self.profile.name)
         self.stand_s = safety.stand_duration
         self.blend_s = safety.blend_duration
         self.excitation = make_excitation(self.profile, kind, [j for j in joints.split(",") if j] or None, duration,
                                           amplitude, f_min, f_max, velocity_fraction=velocity_fraction, seed=seed)
-        metadata = {"hardware": hardware, "completed": "false"}
+        metadata = {"hardware": hardware, "completed": "false", SUSPENDED: suspended}
         if conditions:
             metadata["sim_conditions"] = conditions
         self.bag = BagWriter(self.bag_path, bag_custom_data(self.profile, self.excitation, "sysid_logger", metadata))
@@ -78,9 +100,8 @@ class SysidLoggerNode(Node):
         self._record("/joint_states", JointState, "sensor_msgs/msg/JointState", qos.SENSOR_SUBSCRIBE)
         self._record("/imu/data", Imu, "sensor_msgs/msg/Imu", qos.SENSOR_SUBSCRIBE)
         self._record("/joint_commands", JointState, "sensor_msgs/msg/JointState", RECORD_RELIABLE)
-        for entry in [e for e in extra.split(",") if e.strip()]:
-            topic, _, msgtype = entry.strip().partition(":")
-            self._record(topic, _message_class(msgtype), msgtype, RECORD_RELIABLE)
+        for topic, cls, msgtype in extras:
+            self._record(topic, cls, msgtype, RECORD_RELIABLE)
 
         self.period_ns = round(self.profile.policy_period * NS_PER_S)
         self.pub = self.create_publisher(JointState, "/policy/joint_commands", qos.COMMAND)
@@ -91,8 +112,9 @@ class SysidLoggerNode(Node):
         self.phase = "stand"  # stand -> engage -> blend -> excite -> settle -> done
         self.phase_start_ns = None
         self.next_command_ns = None
-        self.index = None
+        self.order = JointStateOrder(self.profile.joint_names, self.profile.name)
         self.last_engage_ns = None
+        self.repeated = stamps.RepeatedStamps()
         self.done = False
         self.failed = ""
         self.get_logger().info(f"{self.profile.name}: {self.excitation.kind} excitation of "
@@ -118,13 +140,21 @@ class SysidLoggerNode(Node):
         if self.done:
             return
         now = stamps.to_ns(msg.header.stamp)
-        if self.index is None:
-            try:
-                self.index = [list(msg.name).index(n) for n in self.profile.joint_names]
-            except ValueError:
-                self.get_logger().error(f"/joint_states names {list(msg.name)} lack {self.profile.joint_names}",
-                                        throttle_duration_sec=2.0)
-                return
+        if self.next_command_ns is not None and stamps.jumped_back(now, self.next_command_ns, self.period_ns):
+            # More than two periods back: the robot or sim restarted under the recording.
+            self._finish(completed=False, reason=f"/joint_states stamps jumped back during {self.phase} "
+                                                 "(robot or sim restarted?)")
+            return
+        if self.repeated.stuck(now):  # the phases run on the states' stamps: they must move
+            self.get_logger().error(f"{stamps.RepeatedStamps.LIMIT} /joint_states in a row carry the same "
+                                    "header.stamp: the driver does not stamp its states, so the excitation "
+                                    "cannot advance")
+        try:
+            self.order.index_of(msg.name, msg.position, msg.velocity, msg.effort)
+        except ValueError as exc:
+            self.get_logger().error(f"ignoring {exc}", throttle_duration_sec=2.0)
+            return
+        if self.phase_start_ns is None:
             self.phase_start_ns = now
             self.next_command_ns = -(-now // self.period_ns) * self.period_ns
         elapsed = (now - self.phase_start_ns) / NS_PER_S

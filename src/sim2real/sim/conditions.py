@@ -87,6 +87,28 @@ class PhysicalConditions:
         return self
 
     @classmethod
+    def from_yaml(cls, text: str, what: str = "parameter 'conditions'") -> "PhysicalConditions":
+        """Conditions from a YAML mapping such as ``'{ground_friction: 0.5}'`` (what sim_robot's
+        ``conditions`` parameter and ``sim2real demo/up --conditions`` take), validated;
+        ValueError naming ``what``, the problem and the valid names or range."""
+        import yaml
+
+        try:
+            values = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{what} is not valid YAML ({exc}); write a mapping such as "
+                             "'{ground_friction: 0.5}'") from exc
+        if not isinstance(values, dict):
+            raise ValueError(f"{what} must be a mapping such as '{{ground_friction: 0.5}}', got {values!r}")
+        unknown = sorted(set(values) - set(cls.names()))
+        if unknown:
+            raise ValueError(f"{what} has unknown names {unknown}; valid names: {list(cls.names())}")
+        try:
+            return cls(**values).validate()
+        except ValueError as exc:
+            raise ValueError(f"{what}: {exc}") from None
+
+    @classmethod
     def _metadata(cls, name: str) -> dict[str, Any]:
         for f in fields(cls):
             if f.name == name:

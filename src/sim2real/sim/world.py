@@ -29,6 +29,12 @@ GRAVITY = 9.81
 # below the patch (at its lowest level) catches a robot that walks off it.
 TERRAIN_CELL = 0.1
 TERRAIN_SIZE = 16.0
+# A suspended robot's trunk hangs this far above its standing height: the Go2's feet clear
+# the ground by 0.25 m in the default pose and by 0.13 m with a leg straight down.
+SUSPENSION_CLEARANCE = 0.25
+# The gantry's force cap, in robot weights (Bullet's default cap is 500 N whatever the robot):
+# it holds the robot and its swinging legs without giving way.
+GANTRY_WEIGHTS = 10.0
 
 
 class JointState(NamedTuple):
@@ -117,11 +123,20 @@ class SimWorld:
     """
 
     def __init__(self, profile: RobotProfile, conditions: PhysicalConditions | None = None, seed: int = 0,
-                 gravity_compensation: bool | None = None, physics_period: float | None = None):
+                 gravity_compensation: bool | None = None, physics_period: float | None = None,
+                 suspended: bool = False):
         """``gravity_compensation``: emulate a robot controller that adds gravity torques to
         every command (see :mod:`sim2real.sim.gravity_compensation`). None takes the
-        profile's ``gravity_compensation``."""
+        profile's ``gravity_compensation``.
+
+        ``suspended``: hold a floating-base robot's trunk in the air, feet clear of the
+        ground, as a gantry or a stand holds a real quadruped for joint checks. The base
+        stays where :meth:`reset` puts it (by default ``SUSPENSION_CLEARANCE`` above its
+        standing height) and the legs move freely."""
         self.profile = profile
+        if suspended:
+            profile.check_suspendable()
+        self.suspended = bool(suspended)
         if gravity_compensation is None:
             gravity_compensation = profile.gravity_compensation
         if gravity_compensation and not profile.fixed_base:
@@ -158,6 +173,11 @@ class SimWorld:
             # Without this flag PyBullet replaces the URDF inertia by one computed from
             # the collision shapes, which would silently change the robot.
             flags=pb.URDF_USE_INERTIA_FROM_FILE, physicsClientId=c)
+        # The gantry: a fixed joint between the trunk's centre of mass and the world, moved to
+        # the base's pose at every reset.
+        self._gantry = (pb.createConstraint(self._robot, -1, -1, -1, pb.JOINT_FIXED, (0, 0, 0), (0, 0, 0),
+                                            (0, 0, profile.spawn_height), physicsClientId=c)
+                        if self.suspended else None)
         joints, links = {}, {pb.getBodyInfo(self._robot, physicsClientId=c)[0].decode(): -1}
         for index in range(pb.getNumJoints(self._robot, physicsClientId=c)):
             info = pb.getJointInfo(self._robot, index, physicsClientId=c)
@@ -282,6 +302,8 @@ class SimWorld:
                 diagonal = diagonal + armature * self._armature_weights[link]
             pb.changeDynamics(self._robot, link, mass=mass * scale,
                               localInertiaDiagonal=diagonal.tolist(), physicsClientId=c)
+        if self._gantry is not None:  # the gantry's cap follows the robot's weight
+            pb.changeConstraint(self._gantry, maxForce=GANTRY_WEIGHTS * GRAVITY * self.total_mass(), physicsClientId=c)
         self._apply_joint_losses()
 
     def _armature_weights_per_link(self) -> dict[int, np.ndarray]:
@@ -404,7 +426,7 @@ class SimWorld:
 
         Defaults: the profile's default joint positions; the base at ``spawn_height``
         above the highest point of the ground (so it never starts inside the terrain),
-        upright.
+        upright; a suspended robot ``SUSPENSION_CLEARANCE`` higher, held there.
         """
         c = self._client
         q = self.profile.default_positions if joint_positions is None else joint_positions
@@ -412,11 +434,15 @@ class SimWorld:
         q = np.array(q, dtype=float)
         if base_position is None:
             lift = 0.0 if self.profile.fixed_base else self._ground.top
+            lift += SUSPENSION_CLEARANCE if self.suspended else 0.0
             base_position = (0.0, 0.0, self.profile.spawn_height + lift)
         position = _vector3(base_position, "base_position")
         orientation = (0.0, 0.0, 0.0, 1.0) if base_orientation is None else _quaternion(base_orientation)
         com_position, com_orientation = pb.multiplyTransforms(position, orientation, *self._base_inertial)
         pb.resetBasePositionAndOrientation(self._robot, com_position, com_orientation, physicsClientId=c)
+        if self._gantry is not None:
+            pb.changeConstraint(self._gantry, jointChildPivot=com_position, jointChildFrameOrientation=com_orientation,
+                                physicsClientId=c)
         pb.resetBaseVelocity(self._robot, (0, 0, 0), (0, 0, 0), physicsClientId=c)
         velocities = np.zeros(len(q)) if joint_velocities is None else np.asarray(joint_velocities, dtype=float)
         if velocities.shape != q.shape or not np.all(np.isfinite(velocities)):

@@ -20,6 +20,7 @@ import numpy as np
 import yaml
 
 from sim2real.core.robot_profile import RobotProfile
+from sim2real.sysid.metadata import SUSPENDED
 
 STATES = "/joint_states"
 COMMANDS = "/joint_commands"
@@ -60,6 +61,11 @@ class Segment:
     def sample_period(self) -> float:
         return float(np.median(np.diff(self.t)))
 
+    @property
+    def suspended(self) -> bool:
+        """Recorded with the robot on a stand (bag metadata ``suspended``, sysid record --suspended)."""
+        return self.metadata.get(SUSPENDED) is True
+
     def command_at(self, t: float) -> int:
         """Index of the command in force at time ``t`` (-1: none yet)."""
         return int(np.searchsorted(self.command_t, t, side="right")) - 1
@@ -74,11 +80,26 @@ class Dataset:
     def duration(self) -> float:
         return sum(s.duration for s in self.segments)
 
+    @property
+    def suspended(self) -> bool:
+        """The robot hung on a stand, feet clear of the ground, in every recording (read_bags
+        refuses a mix): the replay then holds its base in the air too."""
+        return bool(self.segments) and all(s.suspended for s in self.segments)
+
 
 def read_bags(paths: Sequence[str | Path], profile: RobotProfile) -> Dataset:
     if not paths:
         raise BagError("(no bag)", "no bag given", "pass one or more rosbag2 directories recorded by 'sim2real sysid record'")
-    return Dataset(profile.joint_names, [read_bag(p, profile) for p in paths])
+    segments = [read_bag(p, profile) for p in paths]
+    hanging = [s.source for s in segments if s.suspended]
+    if hanging and profile.fixed_base:
+        raise BagError(hanging[0], f"its metadata says the robot hung on a stand (suspended), but {profile.name!r} "
+                                   "has a fixed base", "record it again without --suspended")
+    if hanging and len(hanging) < len(segments):
+        standing = [s.source for s in segments if not s.suspended]
+        raise BagError(standing[0], f"recorded standing, while {hanging[0]} was recorded on a stand (suspended)",
+                       "fit the bags recorded on the stand and those recorded standing separately")
+    return Dataset(profile.joint_names, segments)
 
 
 def read_bag(path: str | Path, profile: RobotProfile) -> Segment:
@@ -127,6 +148,12 @@ def read_bag(path: str | Path, profile: RobotProfile) -> Segment:
                        f"record at least {MIN_STATES} (a whole excitation, tens of seconds)")
     if len(commands[0]) == 0:
         raise BagError(path, "no /joint_commands messages", "record while the safety supervisor commands the robot")
+    if commands[0][-1] < states[0][0] or commands[0][0] > states[0][-1]:
+        # Every state would then look like "no command yet" and the fit would replay the default pose.
+        raise BagError(path, f"the /joint_commands stamps ({commands[0][0]:.3f} to {commands[0][-1]:.3f} s) and the "
+                             f"/joint_states stamps ({states[0][0]:.3f} to {states[0][-1]:.3f} s) do not overlap: "
+                             "the driver and the computer running the supervisor stamp with different clocks",
+                       "synchronise the two clocks (chrony, PTP) or stamp the states on receipt, then record again")
     t0 = states[0][0]
     segment = Segment(str(path), states[0] - t0, states[1], states[2], states[3],
                       commands[0] - t0, commands[1], commands[2], commands[3], metadata)
@@ -134,6 +161,12 @@ def read_bag(path: str | Path, profile: RobotProfile) -> Segment:
     recorded = metadata.get("robot")
     if recorded and recorded != expected:
         raise BagError(path, f"recorded on robot {recorded!r}, fitting robot {expected!r}", f"use --robot {recorded}")
+    if metadata.get("completed") is False:
+        # After an abort the supervisor held or damped the joints: fitted as excitation, that
+        # would identify the supervisor's stop, not the robot.
+        raise BagError(path, f"the excitation was aborted ({metadata.get('aborted') or 'no reason recorded'}); "
+                             "the bag is marked completed: false",
+                       "record it again once what tripped is fixed (sim2real sysid record)")
     return segment
 
 
@@ -183,9 +216,21 @@ def _arrays(path: Path, topic: str, messages: list, profile: RobotProfile, need_
         dq.append(velocity[index] if velocity.size == len(first) else np.zeros(n))
         eff.append(effort[index] if effort.size == len(first) else np.zeros(n))
     t = np.asarray(t)
+    # Effort may be NaN for joints without that interface (ros2_control): absent, like an empty array.
+    eff = np.nan_to_num(np.asarray(eff, dtype=float), nan=0.0, posinf=0.0, neginf=0.0)
+    finite = np.isfinite(t) & np.all(np.isfinite(q), axis=1) & np.all(np.isfinite(dq), axis=1)
+    if np.count_nonzero(~finite) > 0.05 * len(t):
+        raise BagError(path, f"{np.count_nonzero(~finite)} of {len(t)} {topic} messages hold NaN or infinite values",
+                       "check the driver's encoders and velocity estimate, then record again")
+    # A few glitched samples (an encoder read error) are left out, not fitted: one NaN made
+    # every simulated trajectory's error NaN and the fit end in a traceback.
+    t, q, dq, eff = t[finite], np.asarray(q)[finite], np.asarray(dq)[finite], np.asarray(eff)[finite]
     order = np.argsort(t, kind="stable")
     t = t[order]
     keep = np.concatenate([[True], np.diff(t) > 0])  # duplicates (republished states) carry no information
+    if len(t) >= MIN_STATES and np.count_nonzero(keep) < 0.5 * len(t):
+        raise BagError(path, f"{len(t)} {topic} messages carry only {np.count_nonzero(keep)} distinct header stamps",
+                       "the driver must stamp each message with its measurement time (header.stamp)")
     arrays = [np.asarray(a)[order][keep] for a in (q, dq, eff)]
     return (t[keep], *arrays)
 

@@ -134,8 +134,13 @@ def make_excitation(profile: RobotProfile, kind: str = "fourier", joints: Sequen
     unknown = [j for j in excited if j not in names]
     if unknown:
         raise ExcitationError(f"joints {unknown} are not joints of robot {profile.name!r}; use some of {names}")
-    if not duration > 2 * ramp or ramp <= 0:
-        raise ExcitationError(f"duration {duration:g} s must exceed twice the ramp ({ramp:g} s), and ramp > 0")
+    for name, value in (("duration", duration), ("ramp", ramp), ("amplitude", amplitude), ("f_min", f_min),
+                        ("f_max", f_max)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            # NaN passed every comparison below and became NaN targets streamed to the robot.
+            raise ExcitationError(f"{name} must be a finite number > 0, got {value!r}")
+    if not duration > 2 * ramp:
+        raise ExcitationError(f"duration {duration:g} s must exceed twice the ramp ({ramp:g} s)")
     if not 0 < f_min < f_max:
         raise ExcitationError(f"frequencies must satisfy 0 < f_min < f_max, got f_min={f_min:g}, f_max={f_max:g} Hz")
     if not 0 < velocity_fraction <= 1:

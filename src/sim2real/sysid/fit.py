@@ -3,11 +3,11 @@
 What is fitted (names are :class:`PhysicalConditions` fields, so the result feeds the
 randomization directly): ``motor_strength``, ``mass_scale``, ``joint_friction`` (Coulomb),
 ``joint_damping`` (viscous), ``armature`` (rotor inertia), ``latency``, and
-``ground_friction`` when a floating-base robot touches the ground. Friction, damping and
-armature are one value for all joints because that is what the simulator's conditions
-express (SimWorld adds armature as link inertia about each joint axis: see
-``SimWorld._armature_weights_per_link``); for fixed-base arms the rigid-body regression,
-``rigid_body.py``, identifies them per joint from the measured efforts.
+``ground_friction`` when a floating-base robot stands on the ground (not on a stand).
+Friction, damping and armature are one value for all joints because that is what the
+simulator's conditions express (SimWorld adds armature as link inertia about each joint
+axis: see ``SimWorld._armature_weights_per_link``); for fixed-base arms the rigid-body
+regression, ``rigid_body.py``, identifies them per joint from the measured efforts.
 
 Cost: squared errors between measured and replayed joint positions, velocities (weighted
 by ``VELOCITY_WEIGHT`` s) and motor efforts (``EFFORT_WEIGHT`` rad/(N*m)) over windows of
@@ -17,7 +17,8 @@ squares (trust-region reflective, finite-difference Jacobian computed in paralle
 the continuous ones. Uncertainty: Gauss-Newton covariance ``s^2 (J^T J)^-1`` at the
 optimum. The residuals of a trajectory are correlated in time, so read these standard
 deviations as lower bounds. Latency moves in whole physics steps: it is settled by
-comparing the neighbouring steps, and its std is the step's quantisation std (step / sqrt(12)).
+comparing the neighbouring steps, then by walking its profile downhill (neighbours with the
+other parameters re-polished), and its std is the step's quantisation std (step / sqrt(12)).
 """
 from __future__ import annotations
 
@@ -52,7 +53,9 @@ class Parameter:
     unit: str
 
 
-def search_space(profile: RobotProfile) -> list[Parameter]:
+def search_space(profile: RobotProfile, suspended: bool = False) -> list[Parameter]:
+    """The conditions fitted; ``ground_friction`` only for a floating-base robot recorded
+    standing (on a stand its feet never touch the ground, so nothing in the data could fix it)."""
     space = [
         Parameter("motor_strength", 0.5, 1.5, 1.0, ""),
         Parameter("mass_scale", 0.5, 1.6, 1.0, ""),
@@ -61,7 +64,7 @@ def search_space(profile: RobotProfile) -> list[Parameter]:
         Parameter("armature", 0.0, 0.2, 0.0, "kg*m^2"),
         Parameter("latency", 0.0, 0.04, 0.0, "s"),
     ]
-    if not profile.fixed_base:
+    if not profile.fixed_base and not suspended:
         space.append(Parameter("ground_friction", 0.2, 1.5, 0.8, ""))
     return space
 
@@ -100,6 +103,7 @@ class FitResult:
     stop: str
     wall_time: float
     heldout_windows: list[Window] = field(default_factory=list)
+    suspended: bool = False  # recorded on a stand and replayed so
 
     def to_dict(self, joint_names: list[str]) -> dict[str, Any]:
         def per_joint(values):
@@ -114,6 +118,8 @@ class FitResult:
             "not_identified": {
                 "per_joint_losses": "SimWorld's joint_friction/joint_damping/armature are one value for all "
                                     "joints; see rigid_body for per-joint friction and armature (arms)",
+                **({"ground_friction": "recorded on a stand (suspended): the feet never touched the ground"}
+                   if self.suspended else {}),
             },
             "position_rmse_rad": {
                 "train_before": per_joint(self.train_rmse_before), "train_after": per_joint(self.train_rmse_after),
@@ -133,7 +139,7 @@ _STRIDE = 1
 
 def _init_worker(profile: RobotProfile, dataset: Dataset, window_sets: dict[str, list[Window]], stride: int) -> None:
     global _REPLAYER, _WINDOWS, _STRIDE
-    _REPLAYER = Replayer(profile, dataset.segments)
+    _REPLAYER = Replayer(profile, dataset)
     _WINDOWS = window_sets
     _STRIDE = stride
 
@@ -175,12 +181,25 @@ def _rmse(job: tuple[dict[str, float], str]) -> np.ndarray:
 
 
 class _Pool:
-    """A process pool, or this process when ``workers`` is 1 (no fork, easier to debug)."""
+    """A process pool, or this process when ``workers`` is 1 (easier to debug).
+
+    Workers come from a fork server, not from a fork of this process: a process with threads
+    (DDS, torch, a test session's ROS probes) can be forked while one of them holds a lock, and
+    the child then waits on it for ever (seen: a worker of `sysid fit` inside the test session,
+    stuck in futex_wait). The server imports this module once, so each worker starts warm."""
 
     def __init__(self, workers: int, init_args: tuple):
         self.pool = None
         if workers > 1:
-            self.pool = mp.get_context("fork").Pool(workers, _init_worker, init_args)
+            # An exception in a pool's initializer makes multiprocessing start the worker again,
+            # for ever (map never returns): build the worker state here first, so it is raised.
+            global _REPLAYER
+            _init_worker(*init_args)
+            _REPLAYER.close()
+            _REPLAYER = None
+            context = mp.get_context("forkserver")
+            context.set_forkserver_preload([__name__])
+            self.pool = context.Pool(workers, _init_worker, init_args)
         else:
             _init_worker(*init_args)
 
@@ -212,8 +231,15 @@ def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions 
     from scipy.optimize import least_squares
 
     options = options or FitOptions()
+    if not 0.0 < options.train_fraction < 1.0:  # NaN fails too
+        raise FitError(f"train fraction {options.train_fraction!r} must lie strictly between 0 and 1 (the rest "
+                       "of each recording is held out to judge the fit); e.g. 0.7")
+    for name, least in (("max_iterations", 1), ("cma_iterations", 1), ("popsize", 1), ("workers", 0)):
+        value = getattr(options, name)  # workers 0: replays in this process
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise FitError(f"{name.replace('_', '-')} must be a whole number >= {least}, got {value!r}")
     started = time.monotonic()
-    space = search_space(profile)
+    space = search_space(profile, dataset.suspended)
     train = _spread(windows(dataset.segments, options.window, 0.0, options.train_fraction),
                     options.train_seconds, options.window)
     heldout = _spread(windows(dataset.segments, options.window, options.train_fraction, 1.0),
@@ -252,7 +278,9 @@ def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions 
             log(f"  CMA-ES iteration {es.countiter:3d}: best cost {es.result.fbest:.3e} (weighted mean square, rad^2)")
         evaluations += es.countevals
         values = conditions(np.array(es.result.xbest))
-        values["latency"], n = _settle_latency(pool, values, profile.physics_period)
+        step = profile.physics_period
+        top = int(math.floor(next(p.high for p in space if p.name == "latency") / step + 1e-9))
+        values["latency"], n = _settle_latency(pool, values, step, top)
         evaluations += n
 
         anchor: dict[str, float] = {}  # the values the polished continuous parameters go into
@@ -301,48 +329,55 @@ def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions 
             full[smooth] = x
             return {**conditions(full), "latency": at["latency"]}
 
-        # Latency trades off against damping and friction: alternate polishing the continuous
-        # parameters with re-settling the latency until the latency stays put.
-        for _ in range(LATENCY_ROUNDS):
-            polished = polish(values, normalised(values)[smooth], options.max_iterations)
-            log(f"least squares (latency {values['latency'] * 1e3:.0f} ms): {polished.message} after "
+        def polish_fully(at: dict[str, float], x0: np.ndarray):
+            polished = polish(at, x0, options.max_iterations)
+            log(f"least squares (latency {at['latency'] * 1e3:.0f} ms): {polished.message} after "
                 f"{polished.nfev} steps; cost {2 * polished.cost / polished.fun.size * 3:.3e}")
             if polished.status <= 0:
                 raise FitError(f"the fit did not converge: least squares stopped with '{polished.message}' after "
                                f"{polished.nfev} steps. Record a longer or richer excitation (all joints moving, "
                                "tens of seconds), or raise --max-iterations")
+            return polished
+
+        # Latency trades off against damping and friction: alternate polishing the continuous
+        # parameters with re-settling the latency until the latency stays put.
+        for _ in range(LATENCY_ROUNDS):
+            polished = polish_fully(values, normalised(values)[smooth])
             values = with_polished(values, polished.x)
-            latency, n = _settle_latency(pool, values, profile.physics_period, reach=3)
+            latency, n = _settle_latency(pool, values, step, top, reach=3)
             evaluations += n
-            if abs(latency - values["latency"]) < 0.5 * profile.physics_period:
+            if abs(latency - values["latency"]) < 0.5 * step:
                 break
             values["latency"] = latency
-        values["latency"] = latency
+        else:  # the rounds ran out with the latency moved: polish at that latency
+            polished = polish_fully(values, normalised(values)[smooth])
+            values = with_polished(values, polished.x)
         # Alternating can stop in a valley where latency, damping and armature trade off: a
-        # latency a step or two off, with damping and armature bent to make up for it, fits
-        # better than the right latency with the wrong damping. Compare the neighbours with the
-        # continuous parameters re-polished for each (a few steps from here), keep the best.
-        profile_costs = {}
-        for k in (-2, -1, 1, 2):
-            candidate = values["latency"] + k * profile.physics_period
-            if candidate < -1e-12:
-                continue
-            short = polish({**values, "latency": candidate}, normalised(values)[smooth], LATENCY_PROFILE_STEPS)
-            profile_costs[candidate] = (short.cost, short.x)
-        if profile_costs:
-            best = min(profile_costs, key=lambda c: profile_costs[c][0])
-            if profile_costs[best][0] < polished.cost:
-                log(f"latency profile: {best * 1e3:.0f} ms fits better than {values['latency'] * 1e3:.0f} ms")
-                values["latency"] = best
-                polished = polish(values, profile_costs[best][1], options.max_iterations)
-                values = with_polished(values, polished.x)
+        # latency steps off, with damping and armature bent to make up for it, fits better than
+        # the right latency with the wrong damping. Walk the latency profile downhill (see
+        # walk_latency_profile); on the Go2 on a stand it went from 0 ms and from 8 ms to the
+        # hidden 16 ms, where comparing the neighbours within two steps alone stopped.
+        start_k = int(round(values["latency"] / step))
+
+        def short_polish(k: int, x: np.ndarray) -> tuple[float, np.ndarray]:
+            result = polish({**values, "latency": k * step}, x, LATENCY_PROFILE_STEPS)
+            return result.cost, result.x
+
+        best_k, _, best_x = walk_latency_profile(start_k, polished.cost, polished.x, top, short_polish)
+        if best_k != start_k:
+            log(f"latency profile: {best_k * step * 1e3:.0f} ms fits better than {values['latency'] * 1e3:.0f} ms")
+            values["latency"] = best_k * step
+            polished = polish_fully(values, best_x)
+            values = with_polished(values, polished.x)
         full = normalised(values)
         after_train, after_heldout = pool.map(_rmse, [(values, "train"), (values, "heldout")])
         if _mean_rmse(after_train) > options.max_rmse:
             raise FitError(f"the fit did not converge to a model that explains the data: training position RMSE "
                            f"{_mean_rmse(after_train):.3f} rad > {options.max_rmse:g} rad. Check that the bag "
                            "matches the robot profile (gains, URDF) and that the robot touched nothing")
-        at_edge = [name for name, x in zip(names, full) if lows[names.index(name)] != 0.0 and (x < 1e-3 or x > 1 - 1e-3)]
+        # A parameter whose range starts at 0 (friction, latency, ...) may rest there; at any other bound
+        # the search range, not the robot, stopped it.
+        at_edge = [name for name, x in zip(names, full) if x > 1 - 1e-3 or (lows[names.index(name)] != 0.0 and x < 1e-3)]
         if at_edge:
             raise FitError(f"the fit did not converge inside the search range: {at_edge} ended at a bound "
                            f"({ {n: round(values[n], 4) for n in at_edge} }); the simulator model cannot match "
@@ -352,19 +387,43 @@ def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions 
         pool.close()
     return FitResult(values, std, space, before_train, after_train, before_heldout, after_heldout,
                      evaluations, es.countiter, f"CMA-ES {es.countiter} iterations; least squares: {polished.message}",
-                     time.monotonic() - started, heldout)
+                     time.monotonic() - started, heldout, dataset.suspended)
 
 
 def _mean_rmse(per_joint: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.asarray(per_joint) ** 2)))
 
 
-def _settle_latency(pool: _Pool, values: dict[str, float], step: float, reach: int = 1) -> tuple[float, int]:
-    """The whole number of physics steps within ``reach`` of the fit that fits best."""
-    centre = int(round(values["latency"] / step))
-    candidates = [k for k in range(centre - reach, centre + reach + 1) if k >= 0]
+def _settle_latency(pool: _Pool, values: dict[str, float], step: float, top: int,
+                    reach: int = 1) -> tuple[float, int]:
+    """The whole number of physics steps, in [0, top], within ``reach`` of the fit that fits best."""
+    centre = min(max(int(round(values["latency"] / step)), 0), top)
+    candidates = [k for k in range(centre - reach, centre + reach + 1) if 0 <= k <= top]
     costs = pool.map(_cost, [({**values, "latency": k * step}, "train") for k in candidates])
     return candidates[int(np.argmin(costs))] * step, len(candidates)
+
+
+def walk_latency_profile(start: int, start_cost: float, start_x: Any, top: int,
+                         evaluate: Callable[[int, Any], tuple[float, Any]]) -> tuple[int, float, Any]:
+    """Walk the latency profile downhill on the physics-step grid [0, top].
+
+    From the best step so far, evaluate the steps within two of it not evaluated yet
+    (``evaluate(k, x) -> (cost, x)``, starting from the best step's ``x``), move to the best
+    of them if it fits better, and stop when none does. Every move lowers the cost and
+    visits a new step, so the walk ends. Returns the best (step, cost, x)."""
+    best = (start, start_cost, start_x)
+    seen = {start}
+    while True:
+        improved = None
+        for k in (best[0] + d for d in (-2, -1, 1, 2)):
+            if 0 <= k <= top and k not in seen:
+                seen.add(k)
+                cost, x = evaluate(k, best[2])
+                if cost < best[1] and (improved is None or cost < improved[1]):
+                    improved = (k, cost, x)
+        if improved is None:
+            return best
+        best = improved
 
 
 def _uncertainty(polished, parameters: list[Parameter], spans: np.ndarray, step: float) -> dict[str, float]:

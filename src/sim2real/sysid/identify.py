@@ -33,12 +33,13 @@ def identify_robot(profile: RobotProfile, bags: Sequence[str | Path], out: str |
         warnings.append("the robot profile or URDF changed since recording (profile hash differs): the fit uses "
                         "the current profile")
         log("warning: " + warnings[-1])
-    if not profile.fixed_base:
+    if not profile.fixed_base and not dataset.suspended:
         # Bags from a real robot carry no base pose or velocity, so each replay window starts
         # with the base at rest at its spawn pose: right for the first window after standing
-        # still, approximate later. Not validated against hidden parameters yet.
-        warnings.append("floating base: replay windows start with the base at rest at its spawn pose (the bag has "
-                        "no base state); this fit is not validated for quadrupeds yet")
+        # still, approximate later. On a stand (suspended) the base stays put, as in the replay.
+        warnings.append("floating base recorded standing: replay windows start with the base at rest at its spawn "
+                        "pose (the bag has no base state), so this fit is approximate; record on a stand "
+                        "(sim2real sysid record --suspended), where the base stays put as in the replay")
         log("warning: " + warnings[-1])
     result = fit_conditions(profile, dataset, options, log=log)
     document = {

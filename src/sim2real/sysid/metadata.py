@@ -10,6 +10,10 @@ from sim2real.core.robot_profile import RobotProfile
 from sim2real.sysid.excitation import Excitation
 
 
+# custom_data key: true when the robot hung on a stand, feet clear of the ground.
+SUSPENDED = "suspended"
+
+
 def profile_hash(profile: RobotProfile) -> str:
     """sha256 of the profile file and its URDF: a fit against a changed robot can be detected."""
     digest = hashlib.sha256()

@@ -20,7 +20,7 @@ def plot_before_after(profile: RobotProfile, dataset: Dataset, windows: list[Win
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     chosen = windows[:max_windows]
-    replayer = Replayer(profile, dataset.segments)
+    replayer = Replayer(profile, dataset)
     try:
         runs = [(w, replayer.run(w, nominal)[0], replayer.run(w, identified)[0]) for w in chosen]
     finally:

@@ -15,7 +15,7 @@ import numpy as np
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.world import SimWorld
-from sim2real.sysid.dataset import Segment
+from sim2real.sysid.dataset import Dataset, Segment
 
 # Conditions that a replay sets explicitly; noise stays 0 (the simulated readings are compared
 # with noisy measured ones, and noise would only add variance to the cost).
@@ -52,10 +52,12 @@ def windows(segments: list[Segment], length: float, begin: float, end: float, in
 class Replayer:
     """One noiseless SimWorld that replays windows of a dataset under candidate conditions."""
 
-    def __init__(self, profile: RobotProfile, segments: list[Segment]):
+    def __init__(self, profile: RobotProfile, dataset: Dataset):
+        """Recordings made on a stand (``dataset.suspended``) are replayed with the base held
+        in the air as well."""
         self.profile = profile
-        self.segments = segments
-        self.world = SimWorld(profile, PhysicalConditions(**NOISELESS), seed=0)
+        self.segments = segments = dataset.segments
+        self.world = SimWorld(profile, PhysicalConditions(**NOISELESS), seed=0, suspended=dataset.suspended)
         self.physics = profile.physics_period
         # Per state: the newest command at its time, and the physics steps to the next state.
         self._newest = [np.searchsorted(seg.command_t, seg.t, side="right") - 1 for seg in segments]

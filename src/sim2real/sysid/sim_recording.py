@@ -17,7 +17,7 @@ from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.world import SimWorld
 from sim2real.sysid.dataset import COMMANDS, JOINT_STATE_TYPE, STATES
 from sim2real.sysid.excitation import Excitation
-from sim2real.sysid.metadata import bag_custom_data
+from sim2real.sysid.metadata import SUSPENDED, bag_custom_data
 
 NS = 1_000_000_000
 
@@ -32,9 +32,11 @@ def joint_state_message(names, stamp_ns: int, position, velocity=(), effort=()):
 
 
 def record_in_sim(profile: RobotProfile, excitation: Excitation, out: str | Path,
-                  conditions: PhysicalConditions | None = None, seed: int = 0, settle: float = 0.5) -> Path:
-    """Run ``excitation`` on a simulated robot under ``conditions``; write a sysid bag to ``out``."""
-    world = SimWorld(profile, conditions, seed=seed)
+                  conditions: PhysicalConditions | None = None, seed: int = 0, settle: float = 0.5,
+                  suspended: bool = False) -> Path:
+    """Run ``excitation`` on a simulated robot under ``conditions``; write a sysid bag to
+    ``out``. ``suspended``: a floating-base robot hangs on a stand (SimWorld's gantry)."""
+    world = SimWorld(profile, conditions, seed=seed, suspended=suspended)
     try:
         world.reset()
         substeps = round(profile.sensing_period / profile.physics_period)
@@ -43,7 +45,8 @@ def record_in_sim(profile: RobotProfile, excitation: Excitation, out: str | Path
         total = int(round((excitation.duration + 2 * settle) / profile.sensing_period))
         names = profile.joint_names
         custom = bag_custom_data(profile, excitation, "sim2real.sysid.sim_recording",
-                                 {"sim_conditions": {k: v for k, v in vars(world.conditions).items()}, "seed": seed})
+                                 {"sim_conditions": {k: v for k, v in vars(world.conditions).items()}, "seed": seed,
+                                  SUSPENDED: suspended})
         with BagWriter(out, custom) as bag:
             bag.add_topic(STATES, JOINT_STATE_TYPE)
             bag.add_topic(COMMANDS, JOINT_STATE_TYPE)

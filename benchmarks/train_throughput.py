@@ -25,6 +25,19 @@ therefore also reports, for the single env, the fraction of its own step time sp
 inside ``pybullet.stepSimulation`` on the physics it actually simulates: what is left
 (1 - share) is the task's Python (actuator model, state reading, observation, rewards).
 
+``floor``: what an env written in Python over PyBullet costs per policy step before any
+task logic: the raw loop's own torque PD at every physics step (no actuator model), toward
+targets the task's own action mapping (``action_targets``: clip, scale, offset, joint
+limits) makes of random actions, plus only the reads a task cannot do
+without once per policy step (joint states; base pose, base velocity and contacts for a
+floating base, the last link's pose for a fixed one); no observation, no reward, no
+randomization, no process boundary. ``floor ratio`` is that rate over the raw ceiling: an
+env that steps one robot per PyBullet world adds its observation, rewards and actuator model
+on top of it. ``floor, N
+robots in a world`` puts N robots in one world stepped by one ``stepSimulation`` (what a
+batched worker would do), rate per robot: the bound for that design. The raw loop and the
+floors are measured interleaved, 5 rounds, medians (the machine's speed drifts).
+
 Example:
     .venv/bin/python benchmarks/train_throughput.py
     .venv/bin/python benchmarks/train_throughput.py --tasks panda:reach --randomization none --seconds 5 --json
@@ -35,6 +48,7 @@ import argparse
 import json
 import sys
 import time
+from typing import Callable
 from functools import partial
 from pathlib import Path
 
@@ -49,17 +63,37 @@ from sim2real.train.tasks import make_env  # noqa: E402
 from sim2real.train.vec_env import ProcessVecEnv  # noqa: E402
 
 
-def raw_physics_rate(robot: str, seconds: float) -> float:
-    loop = RawPyBulletLoop(load_profile(robot))
+def _rate(run, chunk: int, seconds: float) -> float:
+    """Units/s of ``run(chunk)`` (which does ``chunk`` units) over about ``seconds``."""
+    done, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        run(chunk)
+        done += chunk
+    return done / (time.perf_counter() - start)
+
+
+def raw_and_floor_rates(robot: str, decimation: int, action_targets: Callable[[np.ndarray], np.ndarray],
+                        robots_per_world: int, seconds: float, seed: int,
+                        rounds: int = 5) -> tuple[float, dict[int, float]]:
+    """(raw physics steps/s, {robots per world: floor policy steps/s per robot}), the subjects
+    interleaved round after round and each one's median kept: a drift of the machine's speed
+    during the run then moves numerator and denominator alike."""
+    raw = RawPyBulletLoop(load_profile(robot))
+    floors = {n: PythonFloor(robot, n, decimation, action_targets, seed) for n in sorted({1, robots_per_world})}
     try:
-        loop.run(200)  # warm-up
-        steps, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            loop.run(200)
-            steps += 200
-        return steps / (time.perf_counter() - start)
+        raw.run(200)  # warm-up
+        for floor in floors.values():
+            floor.policy_steps(50)
+        raw_rates, floor_rates = [], {n: [] for n in floors}
+        for _ in range(rounds):
+            raw_rates.append(_rate(raw.run, 200, seconds / rounds))
+            for n, floor in floors.items():
+                floor_rates[n].append(_rate(floor.policy_steps, 50, seconds / rounds) * n)
+        return float(np.median(raw_rates)), {n: float(np.median(r)) for n, r in floor_rates.items()}
     finally:
-        loop.close()
+        raw.close()
+        for floor in floors.values():
+            floor.close()
 
 
 def single_env_rate(robot: str, task: str, randomization: str | None, seconds: float,
@@ -91,6 +125,76 @@ def single_env_rate(robot: str, task: str, randomization: str | None, seconds: f
         env.close()
 
 
+class PythonFloor:
+    """``robots`` copies of the raw loop's robot in one world (3 m apart on the plane), the
+    raw loop's PD every physics step toward targets redrawn every policy step, and the
+    minimal per-policy-step reads. A robot that fell (base below half its spawn height) or
+    ran 1000 policy steps is put back, as an episode would end."""
+
+    def __init__(self, robot: str, robots: int, decimation: int,
+                 action_targets: Callable[[np.ndarray], np.ndarray], seed: int):
+        profile = load_profile(robot)
+        self.loop = RawPyBulletLoop(profile)  # the baseline's world, physics settings and first robot
+        c = self.loop.client
+        self.profile, self.decimation, self.action_targets = profile, decimation, action_targets
+        self.bodies = [self.loop.robot]
+        for k in range(1, robots):
+            body = pybullet.loadURDF(str(profile.urdf), (3.0 * k, 0.0, profile.spawn_height),
+                                     useFixedBase=profile.fixed_base, flags=pybullet.URDF_USE_INERTIA_FROM_FILE,
+                                     physicsClientId=c)
+            pybullet.setJointMotorControlArray(body, self.loop.ids, pybullet.VELOCITY_CONTROL,
+                                               forces=[0.0] * len(self.loop.ids), physicsClientId=c)
+            self.bodies.append(body)
+        for k in range(robots):
+            self._put_back(k)
+        self.rng = np.random.default_rng(seed)
+        self.ages = np.zeros(robots, dtype=int)
+
+    def _put_back(self, k: int) -> None:
+        c, body, profile = self.loop.client, self.bodies[k], self.profile
+        pybullet.resetBasePositionAndOrientation(body, (3.0 * k, 0.0, profile.spawn_height), (0, 0, 0, 1),
+                                                 physicsClientId=c)
+        pybullet.resetBaseVelocity(body, (0, 0, 0), (0, 0, 0), physicsClientId=c)
+        for joint, angle in zip(self.loop.ids, profile.default_positions):
+            pybullet.resetJointState(body, joint, float(angle), 0.0, physicsClientId=c)
+
+    def policy_steps(self, count: int) -> None:
+        loop, profile = self.loop, self.profile
+        c, ids, bodies = loop.client, loop.ids, self.bodies
+        kp, kd, limit = loop.kp, loop.kd, loop.limit
+        n, fixed, last_link = len(bodies), profile.fixed_base, ids[-1]
+        q, dq = np.zeros((n, len(ids))), np.zeros((n, len(ids)))
+        for _ in range(count):
+            target = self.action_targets(self.rng.standard_normal(q.shape))  # as the task maps its actions
+            for _ in range(self.decimation):
+                for k, body in enumerate(bodies):
+                    states = pybullet.getJointStates(body, ids, physicsClientId=c)
+                    q[k] = [s[0] for s in states]
+                    dq[k] = [s[1] for s in states]
+                tau = np.clip(kp * (target - q) - kd * dq, -limit, limit)
+                for k, body in enumerate(bodies):
+                    pybullet.setJointMotorControlArray(body, ids, pybullet.TORQUE_CONTROL, forces=tau[k].tolist(),
+                                                       physicsClientId=c)
+                pybullet.stepSimulation(physicsClientId=c)
+            self.ages += 1
+            for k, body in enumerate(bodies):
+                pybullet.getJointStates(body, ids, physicsClientId=c)
+                if fixed:
+                    pybullet.getLinkState(body, last_link, physicsClientId=c)
+                    fell = False
+                else:
+                    position, _ = pybullet.getBasePositionAndOrientation(body, physicsClientId=c)
+                    pybullet.getBaseVelocity(body, physicsClientId=c)
+                    pybullet.getContactPoints(bodyA=body, physicsClientId=c)
+                    fell = position[2] < 0.5 * profile.spawn_height
+                if fell or self.ages[k] >= 1000:
+                    self._put_back(k)
+                    self.ages[k] = 0
+
+    def close(self) -> None:
+        self.loop.close()
+
+
 def vec_env_rate(robot: str, task: str, randomization: str | None, num_envs: int, workers: int, seconds: float,
                  seed: int) -> float:
     fns = [partial(make_env, robot, task, seed=seed + i, randomization=randomization) for i in range(num_envs)]
@@ -108,14 +212,18 @@ def vec_env_rate(robot: str, task: str, randomization: str | None, num_envs: int
 
 
 def _row(robot: str, task: str, randomization: str | None, decimation: int, raw: float, single: float,
-         physics_share: float, vec: dict[int, float], first: float, num_envs: int) -> dict:
+         physics_share: float, vec: dict[int, float], first: float, num_envs: int,
+         floors: dict[int, float]) -> dict:
+    ceiling = raw / decimation
     return {
         "task": f"{robot} {task}", "randomization": randomization or "none",
         "physics_steps_per_policy_step": decimation,
-        "raw_physics_steps_per_s": raw, "raw_policy_step_ceiling_per_s": raw / decimation,
+        "raw_physics_steps_per_s": raw, "raw_policy_step_ceiling_per_s": ceiling,
+        "floor_policy_steps_per_s": {str(n): r for n, r in floors.items()},
+        "floor_ratio": floors[1] / ceiling,
         "single_env_steps_per_s": single, "single_env_physics_share": physics_share, "num_envs": num_envs,
         "vec_env_steps_per_s": {str(w): r for w, r in vec.items()},
-        "ratio_vec1_to_raw": first / (raw / decimation),
+        "ratio_vec1_to_raw": first / ceiling,
         "scaling": {str(w): r / first for w, r in vec.items()},
     }
 
@@ -131,6 +239,8 @@ def main() -> int:
                         help="worlds: none (nominal), reference (<robot>_reference) or a randomization "
                              "name/path (default: none reference)")
     parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per subject (default: 3)")
+    parser.add_argument("--robots-per-world", type=int, default=8, metavar="N",
+                        help="robots in one world for the batched floor (default: 8)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
@@ -138,23 +248,33 @@ def main() -> int:
     rows = []
     for spec in args.tasks:
         robot, _, task = spec.partition(":")
-        raw = raw_physics_rate(robot, args.seconds)
+        probe = make_env(robot, task, seed=args.seed)  # the task's decimation and action mapping
+        try:
+            raw, floors = raw_and_floor_rates(robot, probe.decimation, probe.action_targets, args.robots_per_world,
+                                              3 * args.seconds, args.seed)
+        finally:
+            probe.close()
+        decimation = probe.decimation
         for world in args.randomization:
             randomization = None if world == "none" else f"{robot}_reference" if world == "reference" else world
-            single, decimation, share = single_env_rate(robot, task, randomization, args.seconds, args.seed)
+            single, _, share = single_env_rate(robot, task, randomization, args.seconds, args.seed)
             vec = {w: vec_env_rate(robot, task, randomization, args.num_envs, w, args.seconds, args.seed)
                    for w in args.workers}
             first = vec[args.workers[0]]
-            rows.append(_row(robot, task, randomization, decimation, raw, single, share, vec, first, args.num_envs))
+            rows.append(_row(robot, task, randomization, decimation, raw, single, share, vec, first, args.num_envs,
+                             floors))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     workers = args.workers
-    header = ["task", "randomization", "phys/policy", "raw phys/s", "raw ceiling/s", "1 env/s", "physics share",
+    batched = str(args.robots_per_world)
+    header = ["task", "randomization", "phys/policy", "raw phys/s", "raw ceiling/s", "floor/s",
+              f"floor {batched}/world/s", "floor ratio", "1 env/s", "physics share",
               *(f"vec {w}w/s" for w in workers), "ratio", *(f"x{w}w" for w in workers[1:])]
     table = [[r["task"], r["randomization"], str(r["physics_steps_per_policy_step"]),
               f"{r['raw_physics_steps_per_s']:.0f}", f"{r['raw_policy_step_ceiling_per_s']:.0f}",
-              f"{r['single_env_steps_per_s']:.0f}", f"{r['single_env_physics_share']:.2f}",
+              f"{r['floor_policy_steps_per_s']['1']:.0f}", f"{r['floor_policy_steps_per_s'][batched]:.0f}",
+              f"{r['floor_ratio']:.2f}", f"{r['single_env_steps_per_s']:.0f}", f"{r['single_env_physics_share']:.2f}",
               *(f"{r['vec_env_steps_per_s'][str(w)]:.0f}" for w in workers), f"{r['ratio_vec1_to_raw']:.2f}",
               *(f"{r['scaling'][str(w)]:.2f}" for w in workers[1:])] for r in rows]
     widths = [max(len(line[i]) for line in [header, *table]) for i in range(len(header))]
@@ -162,6 +282,8 @@ def main() -> int:
     for line in [header, *table]:
         print("  ".join(cell.rjust(width) for cell, width in zip(line, widths)))
     print("raw ceiling = raw PyBullet physics steps/s / physics steps per policy step (one process); "
+          "floor = a Python env before any task logic (raw PD toward the task's targets for random actions, "
+          "minimal reads), per robot; floor ratio = floor / raw ceiling; "
           "ratio = vec env with 1 worker / raw ceiling; physics share = time in stepSimulation / "
           "time of the single env's steps")
     return 0

@@ -130,3 +130,17 @@ def test_factory_errors_name_the_field_and_the_fix(config, field, problem):
     message = str(caught.value)
     assert caught.value.field == field and isinstance(caught.value, ValueError)
     assert message.startswith(f"configs/go2_walk.yaml: {field}: ") and problem in message and "Fix:" in message
+
+
+def test_a_finished_line_resumed_into_a_longer_run_stays_where_it_ended():
+    """`sim2real train --resume model_100.pt --iterations 200`: the line is the one the run was on."""
+    finished = make_curriculum({"kind": "linear"}, total_iterations=100)
+    finished.update(100)
+    longer = make_curriculum({"kind": "linear"}, total_iterations=200)
+    longer.load_state_dict(json.loads(json.dumps(finished.state_dict())))
+    assert longer.difficulty == 1.0 and longer.update(150) == 1.0
+    reverse = make_curriculum({"kind": "reverse", "hard_fraction": 0.5}, total_iterations=100)
+    reverse.update(60)
+    resumed = make_curriculum({"kind": "reverse", "hard_fraction": 0.5}, total_iterations=200)
+    resumed.load_state_dict(reverse.state_dict())
+    assert resumed.difficulty == pytest.approx(reverse.difficulty)

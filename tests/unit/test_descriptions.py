@@ -17,6 +17,7 @@ import pinocchio
 import pybullet as p
 
 from sim2real.core.robot_profile import ProfileError, RobotProfile, load_profile
+from sim2real.sim.randomization import load_randomization
 
 ROOT = Path(__file__).resolve().parents[2]
 ROBOTS = ["go2", "panda"]
@@ -367,6 +368,19 @@ def test_unknown_profile_name_lists_the_known_ones():
     message = str(caught.value)
     assert "no_such_robot" in message and "Fix:" in message
     assert "go2" in message and "panda" in message
+
+
+def test_a_folder_named_like_a_robot_does_not_hide_its_profile(tmp_path, monkeypatch):
+    """`sim2real train --out go2` makes ./go2; the next command's --robot go2 is still the profile,
+    and so is a randomization's name; an extensionless file given as a path is still that file."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "go2").mkdir()
+    (tmp_path / "go2_reference").mkdir()
+    assert load_profile("go2").name == "go2"
+    assert load_randomization("go2_reference").parameters
+    custom = _write_go2_variant(tmp_path, GO2_TEXT).with_suffix("")
+    _write_go2_variant(tmp_path, GO2_TEXT).rename(custom)
+    assert load_profile(custom).source == custom
 
 
 def test_spec_mass_is_documented():

@@ -117,6 +117,19 @@ def test_action_maps_to_clipped_position_targets_and_last_action():
         env.step(np.full(12, np.nan))
 
 
+def test_action_targets_map_a_batch_of_actions_as_a_step_maps_one():
+    # benchmarks/train_throughput.py drives its floor robots through this mapping, one row each.
+    env = make_env("panda", "reach", seed=0)
+    env.reset()
+    actions = np.random.default_rng(0).normal(0.0, 3.0, (4, 7))
+    targets = env.action_targets(actions)
+    for action, target in zip(actions, targets):
+        env.step(action)
+        np.testing.assert_array_equal(env._target, target)
+    assert np.any(np.abs(actions) > env.action_clip)  # the draw reaches past the clip
+    assert np.all(targets >= env._lower) and np.all(targets <= env._upper)  # the Panda clips to its limits
+
+
 def test_time_limit_truncates_with_episode_info():
     env = make_env("panda", "reach", seed=0, config={"episode_length": 0.1})
     env.reset()

@@ -13,7 +13,7 @@ import torch
 from sim2real.train.checkpoint import (FORMAT, CheckpointError, latest_checkpoint, load_checkpoint,
                                        save_checkpoint, warm_start)
 from sim2real.train.rsl_rl_env import RslRlVecEnv
-from sim2real.train.runner import Trainer, TrainingError, linear_rate, summary, update_threads
+from sim2real.train.runner import Trainer, TrainingError, env_seed, linear_rate, summary, update_threads
 from sim2real.train.train_config import (TrainConfigError, load_train_config, override_config,
                                          rsl_rl_config)
 from sim2real.train.vec_env import ProcessVecEnv
@@ -50,7 +50,7 @@ def test_run_writes_checkpoints_with_everything_export_and_resume_need(toy_confi
     low, high = checkpoint["randomization"]["parameters"]["motor_strength"]["uniform"]
     assert low < 0.9 and high > 1.1
     assert checkpoint["adr"]["decisions"] == ["widen"]
-    assert checkpoint["curriculum"] == {"kind": "linear", "difficulty": 1.0, "iteration": 3}
+    assert checkpoint["curriculum"] == {"kind": "linear", "difficulty": 1.0, "iteration": 3, "total_iterations": 2}
     assert checkpoint["source"]["commit"] != ""
     assert "checkpoint:" in summary(result) and "sim2real export" in summary(result)
 
@@ -61,6 +61,37 @@ def test_adr_holds_until_the_curriculum_is_at_its_hardest(toy_config, tmp_path):
                                          progress=False).run().checkpoint)
     assert checkpoint["adr"]["decisions"] == []
     assert checkpoint["randomization"]["parameters"]["motor_strength"]["uniform"] == [0.9, 1.1]
+
+
+def test_adr_acts_at_the_end_of_a_line_that_rounds_below_d_max(toy_config, tmp_path):
+    """0.2 + 1.0 * (0.9 - 0.2) is 0.8999999999999999: ADR must still see the hardest difficulty."""
+    toy_config["curriculum"].update(d_min=0.2, d_max=0.9)
+    checkpoint = load_checkpoint(Trainer(toy_config, tmp_path / "run", make_env=make_toy_task,
+                                         progress=False).run().checkpoint)
+    assert checkpoint["adr"]["decisions"] == ["widen"]
+
+
+def test_adr_with_a_linear_curriculum_that_ends_with_the_run_is_refused(toy_config):
+    with pytest.raises(TrainConfigError, match=r"curriculum.total_iterations: .*ADR \(which waits for d_max\) "
+                                               r"would never act.*Fix: set curriculum.total_iterations below"):
+        override_config(toy_config, {"curriculum": {"kind": "linear", "d_min": 0.5, "d_max": 1.0}})
+
+
+def test_neighbouring_seeds_share_no_env_streams_and_seed_0_keeps_its_own():
+    assert [env_seed(0, 0, 16) + i for i in range(3)] == [0, 1, 2]  # the shipped runs' seeds, unchanged
+    assert env_seed(0, 5, 16) == 80  # a resume moves on by the env steps' worth of seeds, as before
+    seeds = {s: set(range(env_seed(s, 0, 16), env_seed(s, 0, 16) + 16)) for s in range(4)}
+    assert all(not seeds[a] & seeds[b] for a in seeds for b in seeds if a < b)
+
+
+def test_a_resume_into_another_runs_folder_is_refused(toy_config, tmp_path):
+    Trainer(toy_config, tmp_path / "a", make_env=make_toy_task, progress=False).run()
+    Trainer(toy_config, tmp_path / "b", make_env=make_toy_task, progress=False).run()
+    with pytest.raises(TrainingError, match="holds another training run .*would mix the two runs"):
+        Trainer(toy_config, tmp_path / "b", resume=tmp_path / "a" / "model_3.pt", make_env=make_toy_task,
+                progress=False).check_out()
+    Trainer(toy_config, tmp_path / "a", resume=tmp_path / "a" / "model_3.pt", make_env=make_toy_task,
+            progress=False).check_out()  # its own folder: fine
 
 
 def test_resume_continues_the_run_and_its_state(toy_config, tmp_path):
@@ -117,6 +148,9 @@ def test_warm_start_keeps_only_an_automatic_curriculum_clamped_to_the_new_range(
     curriculum = make_curriculum(automatic["curriculum"], total_iterations=3)
     curriculum.load_state_dict(warm["curriculum"])
     assert curriculum.difficulty == 0.6
+    # A config without a curriculum section (a few lines naming a robot, task and randomization)
+    # fine-tunes at its fixed difficulty.
+    assert warm_start(first, {**toy_config, "curriculum": None})["curriculum"] is None
 
 
 def test_warm_start_refuses_other_networks_with_the_difference(toy_config, tmp_path):
@@ -296,7 +330,22 @@ def test_cli_train_usage_errors(tmp_path, capsys):
     from sim2real.cli import main
 
     assert main(["train", "--robot", "panda", "--task", "reach"]) == 2
-    assert "--robot, --task and --out are required" in capsys.readouterr().err
+    assert "--out and either --robot and --task or a --config naming them are required" in capsys.readouterr().err
+    assert main(["train", "--robot", "panda", "--out", str(tmp_path / "x")]) == 2
+    assert "are required" in capsys.readouterr().err
+    unnamed = tmp_path / "unnamed.yaml"
+    unnamed.write_text("iterations: 3\n")
+    assert main(["train", "--config", str(unnamed), "--out", str(tmp_path / "x")]) == 2
+    assert "robot: not set, and not given on the command line. Fix: add `robot: ...`" in capsys.readouterr().err
+    flying = tmp_path / "flying.yaml"
+    flying.write_text("robot: panda\ntask: fly\n")
+    assert main(["train", "--config", str(flying), "--out", str(tmp_path / "x")]) == 2
+    assert "no task 'fly' for robot 'panda'" in capsys.readouterr().err
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("robot: panda\ntask: reach\ntask_config:\n  rewrads: {}\n")
+    assert main(["train", "--config", str(typo), "--out", str(tmp_path / "typo_run")]) == 2
+    assert "task_config: overrides: unknown task config key 'rewrads'" in capsys.readouterr().err
+    assert not (tmp_path / "typo_run").exists()  # refused before the run's folder is made
     assert main(["train", "--robot", "panda", "--task", "fly", "--out", str(tmp_path / "x")]) == 2
     assert "no task 'fly' for robot 'panda'" in capsys.readouterr().err
     assert main(["train", "--resume", str(tmp_path / "missing.pt")]) == 2
@@ -307,6 +356,19 @@ def test_cli_train_usage_errors(tmp_path, capsys):
     assert "--resume and --init-from exclude each other" in capsys.readouterr().err
     assert main(["train", "--init-from", "b.pt"]) == 2
     assert "--init-from needs --out" in capsys.readouterr().err
+
+
+def test_cli_train_takes_robot_and_task_from_the_config(tmp_path, capsys):
+    """`sim2real train --config my_panda_reach.yaml --out ...`, as `dr from-sysid` advises."""
+    from sim2real.cli import main
+
+    config = tmp_path / "my_panda_reach.yaml"
+    config.write_text("robot: panda\ntask: reach\nrandomization: panda_reference\n")
+    assert main(["train", "--config", str(config), "--out", str(tmp_path / "run"), "--iterations", "1",
+                 "--num-envs", "2", "--workers", "1", "--no-progress"]) == 0
+    run = load_checkpoint(tmp_path / "run" / "model_1.pt")
+    assert (run["robot"], run["task"]) == ("panda", "reach")
+    assert run["training_config"]["randomization"] == "panda_reference"
 
 
 @pytest.mark.slow

@@ -23,11 +23,19 @@ class ConfigError(ValueError):
 
 
 def config_path(folder: str, name_or_path: str | Path) -> Path:
-    """``("robots", "go2")`` -> ``<share>/config/robots/go2.yaml``; a path (or a .yaml name) stays."""
+    """``("robots", "go2")`` -> ``<share>/config/robots/go2.yaml``; a path (or a .yaml name) stays.
+
+    A bare name (no folder, no suffix) is a shipped config when one has that name, whatever
+    the current directory holds: a training run's ``--out go2`` folder must not hide the
+    ``go2`` profile. Any other existing file is a path; a folder never is a config."""
     candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
+    if candidate.suffix in (".yaml", ".yml"):
         return candidate
-    return share_dir() / "config" / folder / f"{name_or_path}.yaml"
+    shipped = share_dir() / "config" / folder / f"{name_or_path}.yaml"
+    bare_name = len(candidate.parts) == 1 and not str(name_or_path).startswith(".")
+    if candidate.is_file() and not (bare_name and shipped.is_file()):
+        return candidate
+    return shipped
 
 
 def available_configs(folder: str) -> list[str]:

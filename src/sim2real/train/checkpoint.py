@@ -169,18 +169,25 @@ def warm_start(checkpoint: dict[str, Any], config: dict[str, Any], path: str | P
         # Another critic input: the critic and its optimizer state start afresh, the actor carries over.
         warm.update(critic_state_dict=None, optimizer_state_dict=None)
     curriculum = checkpoint.get("curriculum")
-    if curriculum is None or curriculum.get("kind") != "automatic" or config["curriculum"]["kind"] != "automatic":
+    new_curriculum = config.get("curriculum") or {}  # None: the config has no curriculum
+    if curriculum is None or curriculum.get("kind") != "automatic" or new_curriculum.get("kind") != "automatic":
         # Only an automatic curriculum's difficulty is a skill level worth keeping; a scheduled one
         # (linear, reverse) or none follows the new config from its start.
         warm["curriculum"] = None
     return warm
 
 
-def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The ``model_<n>.pt`` with the highest ``n`` in a run folder."""
+def checkpoints_of(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """Every ``model_<n>.pt`` in a run folder as (n, path), in iteration order."""
     found = []
     for candidate in Path(run_dir).glob("model_*.pt"):
         stem = candidate.stem.split("_", 1)[1]
         if stem.isdigit():
             found.append((int(stem), candidate))
-    return max(found)[1] if found else None
+    return sorted(found)
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The ``model_<n>.pt`` with the highest ``n`` in a run folder."""
+    found = checkpoints_of(run_dir)
+    return found[-1][1] if found else None

@@ -95,11 +95,16 @@ class _Scheduled(Curriculum):
         return self._difficulty
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "iteration": self.iteration}
+        return {**super().state_dict(), "iteration": self.iteration, "total_iterations": self.total_iterations}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         super().load_state_dict(state)
         self.iteration = int(state["iteration"])
+        # A resumed run keeps the line it was on: with total_iterations defaulting to the run's
+        # length, `--resume ... --iterations 200` on a finished 100-iteration linear run would
+        # otherwise stretch the line and drop the difficulty from d_max back to the middle.
+        if state.get("total_iterations") is not None:
+            self.total_iterations = _check_iterations(int(state["total_iterations"]))
         self._difficulty = self.at(self.iteration)
 
 
@@ -109,7 +114,9 @@ class LinearCurriculum(_Scheduled):
     KIND = "linear"
 
     def at(self, iteration: int) -> float:
-        progress = min(max(iteration / self.total_iterations, 0.0), 1.0)
+        if iteration >= self.total_iterations:  # exactly: d_min + 1.0 * (d_max - d_min) may round below d_max
+            return self.d_max
+        progress = max(iteration / self.total_iterations, 0.0)
         return self.d_min + progress * (self.d_max - self.d_min)
 
 

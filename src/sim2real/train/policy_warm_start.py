@@ -4,7 +4,7 @@ The policy file is what travels: it is shipped, copied to robots and kept when t
 training run's folder is long gone. It holds the whole deterministic actor (observation
 normalizer and MLP, ``sim2real export``) but not the critic, the action noise or the
 optimizer. So a warm start from it loads the actor and starts those afresh: the critic
-from the config's initialisation (train it alone first: ``critic_warmup_iterations``),
+from the config's initialisation (train it alone first: ``critic_warmup.iterations``),
 the action noise at ``policy.init_noise_std``, a new optimizer.
 
 The weights are read from the graph the exporter writes (rsl_rl ``MLPModel.as_onnx``)::

@@ -82,6 +82,17 @@ def _default_make_env(*args: Any, **kwargs: Any):
     return make_env(*args, **kwargs)
 
 
+# Env i of a run with seed s starts from env_seed(s, ...) + i. Runs with neighbouring seeds must
+# not share env streams: with s + i, seed 1's env i was seed 0's env i + 1 (15 of 16 streams
+# alike). Seed 0 keeps the seeds it always had (0, 1, ...), so its runs stay reproducible.
+ENV_SEED_STRIDE = 1_000_003
+
+
+def env_seed(seed: int, start_iteration: int, num_envs: int) -> int:
+    """The seed of env 0 for a run with ``seed``, at ``start_iteration`` (a resume moves on)."""
+    return seed * ENV_SEED_STRIDE + start_iteration * num_envs
+
+
 class Trainer:
     """One training run into ``out``. ``config`` is a resolved training config
     (:func:`sim2real.train.train_config.load_train_config`); ``resume`` a checkpoint to
@@ -101,11 +112,15 @@ class Trainer:
 
     # ------------------------------------------------------------------ setup
     def check_out(self) -> None:
-        """Refuse to write a new run over an existing one."""
+        """Refuse to write a new run over an existing one, or a resumed run into another's folder."""
         existing = latest_checkpoint(self.out) if self.out.is_dir() else None
         if existing is not None and self.resume is None:
             raise TrainingError(f"{self.out} already holds a training run ({existing.name}). Fix: choose another "
                                 f"--out, or continue it with --resume {existing}")
+        if existing is not None and Path(self.resume).resolve().parent != self.out.resolve():
+            raise TrainingError(f"{self.out} holds another training run ({existing.name}): resuming "
+                                f"{self.resume} there would mix the two runs' checkpoints. Fix: leave out --out "
+                                "(the run continues in its own folder) or give an empty folder")
 
     def _randomization(self, checkpoint: dict | None) -> tuple[Randomization | None, AdaptiveRandomization | None]:
         cfg = self.config
@@ -127,7 +142,7 @@ class Trainer:
 
     def _env_fns(self, randomization: Randomization | None) -> list[Callable[[], Any]]:
         cfg = self.config
-        return [partial(self.make_env, cfg["robot"], cfg["task"], seed=cfg["seed"] + i,
+        return [partial(self.make_env, cfg["robot"], cfg["task"], seed=env_seed(cfg["seed"], 0, cfg["num_envs"]) + i,
                         randomization=randomization, config=cfg["task_config"] or None)
                 for i in range(cfg["num_envs"])]
 
@@ -182,7 +197,7 @@ class Trainer:
             interface = vec.run_on_first(describe_env)
             vec.set_difficulty(curriculum.difficulty)
             env = RslRlVecEnv(vec, interface["max_episode_steps"], cfg=interface["task_config"],
-                              seed=cfg["seed"] + start * cfg["num_envs"])
+                              seed=env_seed(cfg["seed"], start, cfg["num_envs"]))
             rsl_cfg = rsl_rl_config(cfg)  # plain data: every checkpoint keeps it
             # rsl_rl gets a copy: symmetry adds a function to it (and rsl_rl changes what it is
             # given), and a checkpoint must stay plain data (it loads weights-only).

@@ -83,11 +83,15 @@ def available_configs() -> list[str]:
     return sorted(p.stem for p in (share_dir() / "config" / "train").glob("*.yaml"))
 
 
-def load_train_config(robot: str, task: str, path: str | Path | None = None,
+def load_train_config(robot: str | None, task: str | None, path: str | Path | None = None,
                       overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The resolved config for ``robot``/``task``: defaults, then ``path`` (default:
     ``config/train/<robot>_<task>.yaml``), then ``overrides`` (dotted keys allowed:
-    ``{"ppo.learning_rate": 1e-3}``; None values are ignored)."""
+    ``{"ppo.learning_rate": 1e-3}``; None values are ignored). ``robot`` or ``task`` None:
+    the file's (a config that names them needs nothing else)."""
+    if path is None and (robot is None or task is None):
+        raise TrainConfigError("(no file)", "robot" if robot is None else "task", "not given",
+                               "give --robot and --task, or --config FILE naming them")
     source = Path(path) if path is not None else config_path(robot, task)
     if not source.is_file():
         raise TrainConfigError(source, "(file)", "not found",
@@ -104,7 +108,11 @@ def load_train_config(robot: str, task: str, path: str | Path | None = None,
         if value is not None:
             _merge(config, _nest(key, value), "command line", "")
     for key, expected in (("robot", robot), ("task", task)):
-        if config[key] is None:
+        if expected is None:
+            if config[key] is None:
+                raise TrainConfigError(source, key, "not set, and not given on the command line",
+                                       f"add `{key}: ...` to the file or pass --{key}")
+        elif config[key] is None:
             config[key] = expected
         elif config[key] != expected:
             raise TrainConfigError(source, key, f"the file is for {key} {config[key]!r}, not {expected!r}",
@@ -218,9 +226,36 @@ def _validate(config: dict[str, Any], source: str | Path) -> None:
                                "write e.g. 0.0 (off) or 0.1")
     if not isinstance(config["task_config"], dict):
         raise TrainConfigError(source, "task_config", "expected a mapping", "write task_config: {} or a mapping")
+    _validate_task_config(config, source)
+    curriculum = config.get("curriculum") or {}
+    line_end = curriculum.get("total_iterations") or config["iterations"]
+    if config["adr"]["enabled"] and curriculum.get("kind") == "linear" and line_end >= config["iterations"]:
+        # ADR decides only at the curriculum's hardest difficulty (a harder task lowers the return
+        # too), which a linear curriculum reaches at its total_iterations: past the run's end.
+        raise TrainConfigError(source, "curriculum.total_iterations",
+                               f"the linear curriculum reaches d_max at iteration {line_end} and the run ends at "
+                               f"{config['iterations']}, so ADR (which waits for d_max) would never act",
+                               f"set curriculum.total_iterations below iterations (e.g. "
+                               f"{max(1, int(0.7 * config['iterations']))}), or train without adr")
     if config["num_envs"] * config["num_steps_per_env"] < config["ppo"]["num_mini_batches"]:
         raise TrainConfigError(source, "ppo.num_mini_batches", "more mini-batches than samples per iteration",
                                "lower num_mini_batches or raise num_envs * num_steps_per_env")
+
+
+def _validate_task_config(config: dict[str, Any], source: str | Path) -> None:
+    """The task_config overrides against the task's declared keys, here in the learner: in a
+    worker a typo would end the run with a traceback after its folder was written."""
+    from sim2real.train.tasks import TaskConfigError, load_task_config, task_entry
+
+    try:
+        task_entry(config["robot"], config["task"])
+    except ValueError:
+        return  # not a registered task (a test's own env): its maker checks its config
+    try:
+        load_task_config(config["robot"], config["task"], config["task_config"])
+    except TaskConfigError as exc:
+        raise TrainConfigError(source, "task_config", str(exc), "correct the key (task_config may only set "
+                               f"keys of config/tasks/{config['robot']}_{config['task']}.yaml)") from None
 
 
 def rsl_rl_config(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -196,6 +196,18 @@ class RobotTaskEnv(gymnasium.Env):
         self._start_episode(rng, options or {})
         return self._observe(), {}
 
+    def action_targets(self, action: np.ndarray, clipped: np.ndarray | None = None,
+                       out: np.ndarray | None = None) -> np.ndarray:
+        """Joint position targets for actions (the last axis in profile joint order; any
+        leading axes, e.g. one row per robot): clip, scale, offset, and the joint limits if the
+        task clips to them. ``clipped`` receives the clipped action; ``out`` the targets."""
+        clipped = np.clip(action, -self.action_clip, self.action_clip, out=clipped)
+        target = np.multiply(clipped, self.action_scale, out=out)
+        target += self.action_offset
+        if self._clip_targets:
+            np.clip(target, self._lower, self._upper, out=target)
+        return target
+
     def step(self, action):
         if not self._episode_open:
             raise RuntimeError("step() called before reset() or after the episode ended; call reset()")
@@ -205,11 +217,7 @@ class RobotTaskEnv(gymnasium.Env):
         if not np.all(np.isfinite(a)):
             raise ValueError(f"action contains non-finite values: {a}")
         self._previous_action, self._action = self._action, self._previous_action
-        np.clip(a, -self.action_clip, self.action_clip, out=self._action)
-        np.multiply(self._action, self.action_scale, out=self._target)
-        self._target += self.action_offset
-        if self._clip_targets:
-            np.clip(self._target, self._lower, self._upper, out=self._target)
+        self.action_targets(a, clipped=self._action, out=self._target)
         world = self.world
         world.command(self._target)
         if self._next_push is not None and world.time >= self._next_push:

@@ -41,7 +41,9 @@ def add_dr_from_latency(dr_sub, formatter) -> None:
         description="Turn the latency policy_runtime measured on the robot (sensor -> command publish -> "
                     "actuation, logged with -p latency_log:=FILE) into a randomization of the 'latency' "
                     "condition, uniform over the measured [p1, p99], in the config/randomization format.",
-        epilog="examples:\n  ros2 run sim2real policy_runtime --ros-args -p policy_path:=p.onnx -p latency_log:=lat.jsonl\n"
+        epilog="examples:\n  sim2real up --robot panda --hardware topic --policy p.onnx --latency-log lat.jsonl\n"
+               "  (or: ros2 run sim2real policy_runtime --ros-args -p robot:=panda -p policy_path:=p.onnx "
+               "-p latency_log:=lat.jsonl)\n"
                "  sim2real dr from-latency lat.jsonl -o config/randomization/robot1_latency.yaml\n")
     parser.add_argument("logs", nargs="+", help="latency log files (JSON lines) written by policy_runtime")
     parser.add_argument("-o", "--output", required=True, help="randomization YAML to write")

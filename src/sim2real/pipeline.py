@@ -294,12 +294,15 @@ def stage_validate(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     current = Path(args.policy)
     bundles = _robot_bundles(Path(args.failures), args.robot)
     base = state.get("base_randomization") or args.randomization
-    if not base and not args.dry_run:
+    if not base:
         try:  # the worlds the current policy was trained on, the same for both policies
             stored = _current_randomization(current, None)
-            out.mkdir(parents=True, exist_ok=True)
             base = out / "base_randomization.yaml"
-            base.write_text(yaml.safe_dump(stored.to_dict(), sort_keys=False))
+            if args.dry_run:
+                base = f"{base} (the DR stored in {current.name}: {stored.name})"
+            else:
+                out.mkdir(parents=True, exist_ok=True)
+                base.write_text(yaml.safe_dump(stored.to_dict(), sort_keys=False))
         except PipelineError:
             base = None
     worlds = ["nominal", str(base)] if base else ["nominal"]
@@ -379,9 +382,9 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub) -> None:
+def add_parser(sub, fmt: type[argparse.HelpFormatter] = argparse.RawDescriptionHelpFormatter) -> None:
     p = sub.add_parser(
-        "pipeline", formatter_class=argparse.RawDescriptionHelpFormatter,
+        "pipeline", formatter_class=fmt,
         help="failures -> adapted randomization -> retrained policy -> validated -> hot-swapped",
         description=__doc__.split("\n", 2)[2],
         epilog="examples:\n  sim2real pipeline run --robot panda --policy policies/panda_reach.onnx "
@@ -407,7 +410,7 @@ def add_parser(sub) -> None:
     p.add_argument("--critic-warmup", type=int,
                    help="retrain from the policy file: iterations that train the new critic alone "
                         "(default: a quarter of --iterations, at most 50)")
-    p.add_argument("--iterations", type=int, default=200, help="retrain: PPO iterations to add (tiny: 2)")
+    p.add_argument("--iterations", type=int, default=200, help="retrain: PPO iterations to add (2 runs every stage quickly, for a try)")
     p.add_argument("--num-envs", type=int, help="retrain: parallel envs (default: the checkpoint's)")
     p.add_argument("--workers", type=int, help="retrain: env worker processes (default: the checkpoint's)")
     p.add_argument("--no-progress", action="store_true", help="retrain: no progress bar")

@@ -36,7 +36,7 @@ def test_short_ppo_run_on_panda_reach_improves_return(tmp_path, capsys):
         assert main(["export", str(tmp_path / "run" / f"model_{iteration}.pt"), "-o", str(policy)]) == 0
         capsys.readouterr()
         assert main(["eval", str(policy), "--worlds", "nominal", "dr", "--episodes", "8", "--difficulty",
-                     "0.3", "--json", "--no-progress"]) == 0
+                     "0.3", "--json", "--no-progress", "--no-plot"]) == 0
         report = json.loads(capsys.readouterr().out)
         returns[iteration] = report["worlds"][0]["mean_return"]
         success[iteration] = report["worlds"][0]["success_rate"]

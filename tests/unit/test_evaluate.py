@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 import math
 
 import numpy as np
@@ -131,24 +132,33 @@ def test_world_set_errors(toy_policy):
     assert names == ["nominal", "nominal#2"]
     with pytest.raises(EvaluationError, match="--episodes must be >= 1"):
         evaluate_policy(policy, ["nominal"], episodes=0, make_env=make_toy_task, progress=False)
+    with pytest.raises(EvaluationError, match=r"--difficulty must be in \[0, 1\].*got 3"):
+        evaluate_policy(policy, ["nominal"], episodes=1, difficulty=3.0, make_env=make_toy_task, progress=False)
 
 
-def test_cli_eval_on_panda_reach_with_a_constant_policy(tmp_path, capsys):
-    """Action 0 holds the default pose. At difficulty 0 the goal is the end effector's
-    default position (success), at difficulty 1 a point of the workspace box (failure)."""
+def tiny_panda_checkpoint(tmp_path) -> dict:
+    """A Panda reach checkpoint after one tiny PPO iteration (its actor is then made constant)."""
     config = tmp_path / "panda.yaml"
     config.write_text("iterations: 1\nnum_envs: 2\nworkers: 1\nnum_steps_per_env: 4\nrandomization: null\n"
                       "adr: {enabled: false}\nppo: {num_mini_batches: 2}\n"
                       "policy: {actor_hidden_dims: [8], critic_hidden_dims: [8]}\n")
     trained = Trainer(load_train_config("panda", "reach", config), tmp_path / "run", progress=False).run()
+    return load_checkpoint(trained.checkpoint)
+
+
+def test_cli_eval_on_panda_reach_with_a_constant_policy(tmp_path, capsys, monkeypatch):
+    """Action 0 holds the default pose. At difficulty 0 the goal is the end effector's
+    default position (success), at difficulty 1 a point of the workspace box (failure)."""
     constant = tmp_path / "constant.pt"
-    torch.save(set_constant_actor(load_checkpoint(trained.checkpoint), 0.0), constant)
+    torch.save(set_constant_actor(tiny_panda_checkpoint(tmp_path), 0.0), constant)
     policy = export_policy(constant, tmp_path / "hold.onnx").path
     capsys.readouterr()
 
+    monkeypatch.chdir(tmp_path)  # the default plot goes to ./runs/eval/
     assert main(["eval", str(policy), "--worlds", "nominal", "--episodes", "2", "--difficulty", "0",
                  "--workers", "1", "--json", "--no-progress"]) == 0
     easy = json.loads(capsys.readouterr().out)
+    assert easy["plot"] == "runs/eval/hold_returns.png" and (tmp_path / easy["plot"]).is_file()
     assert easy["robot"] == "panda" and easy["worlds"][0]["success_rate"] == 1.0
     assert easy["worlds"][0]["metrics"]["distance"] < 0.02
 
@@ -157,7 +167,7 @@ def test_cli_eval_on_panda_reach_with_a_constant_policy(tmp_path, capsys):
                  "--no-progress", "--plot", str(plot)]) == 0
     out = capsys.readouterr().out
     assert "nominal    0.0%" in out and plot.is_file()
-    assert main(["eval", str(policy), "--worlds", "dr", "--episodes", "1"]) == 2
+    assert main(["eval", str(policy), "--worlds", "dr", "--episodes", "1", "--no-plot"]) == 2
     assert "trained without randomization" in capsys.readouterr().err
     assert not math.isnan(easy["worlds"][0]["mean_return"])
 
@@ -170,3 +180,26 @@ def test_a_policy_with_non_finite_output_fails_its_episodes_instead_of_crashing(
     broken = write_policy(tmp_path / "nan.onnx", metadata(load_profile("panda")), np.nan)
     report = evaluate_policy(broken, ["nominal"], episodes=2, workers=0, difficulty=0.0, progress=False)
     assert report.worlds[0].success_rate == 0.0
+
+
+def test_select_exports_the_checkpoint_that_evaluates_best_not_the_last(tmp_path, capsys):
+    """At difficulty 0 the goal is where the hand starts: holding still (action 0) succeeds,
+    flinging every joint to its target bound fails. The later checkpoint flings."""
+    from sim2real.cli import main
+
+    checkpoint = tiny_panda_checkpoint(tmp_path)
+    run = tmp_path / "selection"
+    run.mkdir()
+    torch.save(set_constant_actor(dict(checkpoint), 0.0), run / "model_10.pt")
+    torch.save(set_constant_actor(dict(checkpoint), 3.0), run / "model_20.pt")
+    capsys.readouterr()
+    assert main(["select", str(run), "--worlds", "nominal", "--episodes", "2", "--difficulty", "0",
+                 "--workers", "0", "--no-progress", "--json"]) == 0
+    out = capsys.readouterr().out
+    result = json.loads(out[out.index("{"):])
+    assert result["selected"] == str(run / "model_10.pt") and Path(result["output"]) == run / "policy.onnx"
+    rates = {c["iteration"]: c["worlds"]["nominal"]["success_rate"] for c in result["candidates"]}
+    assert rates == {10: 1.0, 20: 0.0}
+    assert load_policy(run / "policy.onnx").metadata.checkpoint.startswith(str(run / "model_10.pt"))
+    assert main(["select", str(tmp_path / "empty_run")]) == 2
+    assert "holds no model_<iteration>.pt" in capsys.readouterr().err

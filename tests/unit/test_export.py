@@ -36,7 +36,7 @@ def test_export_writes_one_file_that_matches_torch(checkpoint_path, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["policy.onnx"]  # no .data sidecar, no leftovers
     model = onnx.load(str(out), load_external_data=False)
     assert all(t.data_location == onnx.TensorProto.DEFAULT for t in model.graph.initializer)
-    assert max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) >= 17
+    assert max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) == report.opset >= 17
     (graph_input,) = model.graph.input
     dims = graph_input.type.tensor_type.shape.dim
     assert graph_input.name == "obs" and dims[0].dim_param and dims[1].dim_value == 2

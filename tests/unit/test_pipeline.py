@@ -83,6 +83,8 @@ def test_dry_run_writes_nothing(tmp_path, capsys):
     # The shipped policy's stored ranges (ADR moved them) widened to 0.03 s plus a 10 % margin.
     assert re.search(r"latency: \[0, [0-9.]+\] -> \[0, 0.033\]", printed.out), printed.out
     assert "dry run: would write" in printed.out
+    # Validation runs on nominal worlds and on the policy's own DR, and the dry run says both.
+    assert "50 episodes on ['nominal', '" in printed.out and "(the DR stored in panda_reach.onnx" in printed.out
     assert "[push] dry run" in printed.out
     assert not out.exists()
 

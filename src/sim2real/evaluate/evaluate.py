@@ -240,6 +240,8 @@ def evaluate_policy(policy: PolicyFile | str | Path, worlds: list[str], episodes
 
     if episodes < 1:
         raise EvaluationError(f"--episodes must be >= 1, got {episodes}")
+    if not 0.0 <= difficulty <= 1.0:
+        raise EvaluationError(f"--difficulty must be in [0, 1] (the task's easiest to hardest), got {difficulty}")
     if not isinstance(policy, PolicyFile):
         policy = load_policy(policy)
     meta = policy.metadata

@@ -11,15 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
-import uuid
 from pathlib import Path
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 from rcl_interfaces.srv import SetParameters
-from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
+
+from sim2real.nodes.trigger_call import command_line_node
 
 DEFAULT_NODE = "/policy_runtime"
 SWAP_REPORT_WAIT_S = 2.5
@@ -36,13 +34,7 @@ def swap_policy(path: str | Path, node: str = DEFAULT_NODE, timeout: float = 10.
     text = str(path)
     target = text if Path(text).is_absolute() else str(Path(text).absolute())
     service = f"{node.rstrip('/')}/set_parameters"
-    context = Context()
-    rclpy.init(context=context)
-    client_node = executor = None
-    try:
-        client_node = rclpy.create_node(f"policy_swap_{uuid.uuid4().hex[:8]}", context=context)
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(client_node)
+    with command_line_node("policy_swap") as (client_node, executor):
         client = client_node.create_client(SetParameters, service)
         reports: list[str] = []
         status_name = f"{node.rstrip('/').rsplit('/', 1)[-1]}: policy"
@@ -68,12 +60,6 @@ def swap_policy(path: str | Path, node: str = DEFAULT_NODE, timeout: float = 10.
             executor.spin_once(timeout_sec=0.05)
         done = [r for r in reports if "swapped" in r]
         return True, done[-1] if done else f"accepted {target}: the runtime swaps at its next tick"
-    finally:
-        if executor is not None:
-            executor.shutdown()
-        if client_node is not None:
-            client_node.destroy_node()
-        rclpy.try_shutdown(context=context)
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:

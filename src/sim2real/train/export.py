@@ -46,6 +46,7 @@ class ExportReport:
     samples: int
     size_bytes: int
     iteration: int
+    opset: int = 0  # the default ONNX domain's opset the file declares
 
 
 def _check_finite(state: dict[str, Any], path: Path) -> None:
@@ -104,7 +105,8 @@ def _to_onnx_bytes(model, obs_size: int) -> bytes:
             return proto.SerializeToString()
 
 
-def _with_metadata(data: bytes, props: dict[str, str]) -> bytes:
+def _with_metadata(data: bytes, props: dict[str, str]) -> tuple[bytes, int]:
+    """The file's bytes with ``props`` as its metadata, and the default ONNX domain's opset it declares."""
     import onnx
 
     proto = onnx.load_from_string(data)
@@ -120,7 +122,8 @@ def _with_metadata(data: bytes, props: dict[str, str]) -> bytes:
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value
     proto.producer_name = "sim2real"
-    return proto.SerializeToString()
+    opset = max(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
+    return proto.SerializeToString(), opset
 
 
 def policy_metadata(checkpoint: dict[str, Any], checkpoint_path: str | Path) -> PolicyMetadata:
@@ -169,7 +172,7 @@ def export_policy(checkpoint_path: str | Path, out_path: str | Path, samples: in
     model = build_actor(checkpoint)
     obs_size = checkpoint["interface"]["observation_size"]
     metadata = policy_metadata(checkpoint, checkpoint_path)
-    data = _with_metadata(_to_onnx_bytes(model, obs_size), metadata.to_props())
+    data, opset = _with_metadata(_to_onnx_bytes(model, obs_size), metadata.to_props())
 
     out_path.parent.mkdir(parents=True, exist_ok=True)
     partial = out_path.with_name(out_path.name + ".partial")
@@ -191,4 +194,4 @@ def export_policy(checkpoint_path: str | Path, out_path: str | Path, samples: in
         partial.unlink(missing_ok=True)
     policy.path = out_path
     return ExportReport(path=out_path, policy=policy, max_abs_diff=diff, samples=samples, size_bytes=len(data),
-                        iteration=int(checkpoint["iteration"]))
+                        iteration=int(checkpoint["iteration"]), opset=opset)

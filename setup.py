@@ -71,7 +71,7 @@ setup(
         "pybullet>=3.2.5",
         "pin>=3",
         "tqdm>=4.60",
-        "matplotlib>=3.7",
+        "matplotlib>=3.9",  # boxplot(tick_labels=...) (3.9), the eval plot
         # Exactly this torch: its CPU build is on our machines' disk; any other version
         # (or an open range) makes pip download a multi-GB CUDA build.
         "torch==2.13.0",
@@ -87,7 +87,8 @@ setup(
     ],
     extras_require={
         "ros": ROS_WHEELS,
-        "test": ["pytest>=7", "pytest-rerunfailures>=12", "colcon-common-extensions>=0.3"],
+        "test": ["pytest>=7", "pytest-rerunfailures>=12", "pytest-timeout>=2.3",
+                 "colcon-common-extensions>=0.3"],
     },
     zip_safe=False,
     entry_points={

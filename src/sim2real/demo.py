@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,16 @@ from sim2real.core.paths import share_dir
 from sim2real.core.robot_profile import load_profile
 
 DEFAULT_TASK = {"quadruped": "walk", "arm": "reach"}
+
+
+DISCOVERY_RANGE = "ROS_AUTOMATIC_DISCOVERY_RANGE"
+
+
+def demo_environment() -> dict[str, str]:
+    """The demo is a sim on this machine: its topics stay on it (DDS discovery on loopback), so
+    two people running it on one network in the default ROS_DOMAIN_ID do not drive each
+    other's sims. A range the user set (to watch from another machine) is kept."""
+    return {} if os.environ.get(DISCOVERY_RANGE) else {DISCOVERY_RANGE: "LOCALHOST"}
 
 
 def shipped_policy(robot: str) -> Path | None:
@@ -39,12 +50,20 @@ def _run(plan: BringupPlan, node: str, report: Path, timeout: float) -> tuple[di
     report.unlink(missing_ok=True)
     plan = _with_report(plan, node, report)
     started = time.monotonic()
-    with GraphProcesses(plan) as graph:
-        graph.wait(duration=timeout, until=lambda: node in graph.exited())
+    with GraphProcesses(plan, env=demo_environment()) as graph:
+        reason = graph.wait(duration=timeout, until=lambda: node in graph.exited())
+        died = {name: code for name, code in graph.exited().items() if name != node}
     wall = time.monotonic() - started
     if not report.exists():
-        print(f"error: the demo produced no report within {timeout:.0f} s; see the node output above",
-              file=sys.stderr)
+        if reason == "exited" and died:
+            print(f"error: {', '.join(f'{name} (exit code {code})' for name, code in died.items())} stopped "
+                  f"after {wall:.1f} s, so the demo could not finish; its error is in the node output above",
+                  file=sys.stderr)
+        elif reason == "duration":
+            print(f"error: the demo produced no report within {timeout:.0f} s (--timeout); see the node output "
+                  "above", file=sys.stderr)
+        else:
+            print(f"error: {node} ended without writing its report; see the node output above", file=sys.stderr)
         return None, wall
     return json.loads(report.read_text()), wall
 

@@ -21,6 +21,7 @@ from typing import Callable, TextIO
 import yaml
 
 from sim2real.bringup import BringupPlan, NodeSpec
+from sim2real.launch_env import LAUNCHER_PID_ENV
 
 NODE_PACKAGE = "sim2real.nodes"
 
@@ -39,7 +40,8 @@ class GraphProcesses:
     def __init__(self, plan: BringupPlan, output: TextIO = sys.stdout, env: dict[str, str] | None = None):
         self.plan = plan
         self.output = output
-        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        # The launcher's pid lets each node stop when this process dies (lifecycle.stop_with_launcher).
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", LAUNCHER_PID_ENV: str(os.getpid()), **(env or {})}
         self.processes: dict[str, subprocess.Popen] = {}
         self._tmp = tempfile.TemporaryDirectory(prefix="sim2real-up-")
         self._pumps: list[threading.Thread] = []
@@ -53,6 +55,8 @@ class GraphProcesses:
         self.stop()
 
     def start(self) -> None:
+        """Start every node. Call it from a thread that outlives the graph (the main thread): the
+        kernel stops the nodes when the thread that started them ends (PR_SET_PDEATHSIG)."""
         for spec in self.plan.nodes:
             params_file = Path(self._tmp.name) / f"{spec.name}.yaml"
             params_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": spec.parameters}}))
@@ -74,30 +78,39 @@ class GraphProcesses:
         return {name: p.returncode for name, p in self.processes.items() if p.poll() is not None}
 
     def wait(self, duration: float | None = None, until: Callable[[], bool] | None = None,
-             poll: float = 0.1) -> str:
-        """Block until ``duration`` passes, ``until()`` is true or a node exits. Returns which."""
+             poll: float = 0.1, stop_on_exit: bool = True) -> str:
+        """Block until ``duration`` passes, ``until()`` is true or (``stop_on_exit``) a node
+        exits. Returns which."""
         deadline = None if duration is None else time.monotonic() + duration
         while True:
             if until is not None and until():
                 return "until"
-            if self.exited():
+            if stop_on_exit and self.exited():
                 return "exited"
             if deadline is not None and time.monotonic() >= deadline:
                 return "duration"
             time.sleep(poll)
 
     def stop(self, timeout: float = 5.0) -> dict[str, int]:
-        """SIGINT every node (what Ctrl-C in `ros2 launch` does), then escalate."""
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGINT)
-        deadline = time.monotonic() + timeout
-        for process in self.processes.values():
-            try:
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        """SIGINT every node (what Ctrl-C in `ros2 launch` does), then escalate. A second Ctrl-C
+        or a SIGTERM while stopping is ignored: it would interrupt the escalation and leave a
+        stuck node running."""
+        main = threading.current_thread() is threading.main_thread()
+        saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+        try:
+            for process in self.processes.values():
+                if process.poll() is None:
+                    process.send_signal(signal.SIGINT)
+            deadline = time.monotonic() + timeout
+            for process in self.processes.values():
+                try:
+                    process.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+        finally:
+            for signum, handler in saved.items():
+                signal.signal(signum, handler)
         for pump in self._pumps:
             pump.join(timeout=1.0)
         self._tmp.cleanup()

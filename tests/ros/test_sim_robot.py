@@ -56,13 +56,15 @@ def test_commanded_pose_converges_on_joint_states(probe, start_graph):
     # Send the joints in reverse order: the contract matches them by name.
     reversed_names = PANDA.joint_names[::-1]
     timer = probe.node.create_timer(0.02, lambda: publisher.publish(command(reversed_names, target[::-1])))
-    time.sleep(3.0)
+    error = lambda: np.abs(np.asarray(states[-1].position) - target)  # noqa: E731
+    # About 1 s on an idle machine; a loaded one runs the real-time sim slower than the clock.
+    converged = wait_for(lambda: error().max() < 0.02, 15.0)
     window = [m for m in list(states) if stamp_s(m) > stamp_s(states[-1]) - 1.0]
     timer.cancel()
-    error = np.abs(np.asarray(states[-1].position) - target)
-    assert error.max() < 0.02, f"joint errors {error.round(4)} after 3 s"
-    # Sensing rate in real time (the benchmark measures it properly; this catches a broken loop).
-    assert len(window) > 300, f"only {len(window)} /joint_states in the last second"
+    assert converged, f"joint errors {error().round(4)} after 15 s"
+    # Sensing rate in real time, 500 Hz idle and 154 Hz seen under load (benchmarks/sim_step.py
+    # measures it); this catches a broken loop.
+    assert len(window) > 100, f"only {len(window)} /joint_states in the last second"
 
 
 def test_quadruped_publishes_imu_and_ground_truth_and_holds_its_pose_before_commands(probe, start_graph):
@@ -119,10 +121,12 @@ def test_malformed_commands_are_refused_and_the_last_good_command_holds(probe, s
         sent["n"] += 1
 
     timer = probe.node.create_timer(0.01, tick)
-    time.sleep(3.0)
+    # Were every other command applied, the arm would swing between `good` and `far` and never
+    # settle on `good`.
+    error = lambda: np.abs(np.asarray(states[-1].position) - good)  # noqa: E731
+    settled = wait_for(lambda: sent["n"] > 100 and error().max() < 0.03, 15.0)
     timer.cancel()
-    error = np.abs(np.asarray(states[-1].position) - good)
-    assert error.max() < 0.03, f"bad commands moved the robot: errors {error.round(3)}"
+    assert settled, f"bad commands moved the robot: errors {error().round(3)}"
     assert wait_for(lambda: int(diagnostics_value(diagnostics, "refused_commands") or 0) > 20, 3.0)
     assert "sim_robot" not in graph.exited(), "a bad command must never crash the driver"
     log = graph.log.text()
@@ -172,9 +176,34 @@ def run_node(*ros_args: str) -> subprocess.CompletedProcess:
     (["-p", "robot:=spot"], "no profile named 'spot'"),
     (["-p", 'conditions:="{ground_fricton: 0.5}"'], "unknown names ['ground_fricton']"),
     (["-p", 'conditions:="{ground_friction: -1.0}"'], "ground_friction"),
+    (["-p", "command_timeout:=-0.1"], "command_timeout:=-0.1 must be a finite number >= 0"),
+    (["-p", "command_timeout:=.nan"], "command_timeout:=nan must be a finite number"),
 ])
 def test_bad_configuration_exits_with_a_clear_message(ros_args, words):
     result = run_node(*ros_args)
     assert result.returncode == 2
     assert words in result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_a_failed_simulation_loop_ends_the_node_with_its_traceback():
+    # The loop runs in its own thread: its death used to leave a process that spun on and
+    # published nothing (a lockstep graph then waited for it for ever). Physics that fails on
+    # its 200th step stands in for any fault in the loop.
+    code = """
+import sys
+from sim2real.nodes import sim_robot
+from sim2real.sim.world import SimWorld
+step, calls = SimWorld.step, []
+def failing_step(self, substeps):
+    calls.append(1)
+    if len(calls) > 200:
+        raise RuntimeError("physics server lost")
+    return step(self, substeps)
+SimWorld.step = failing_step
+sys.exit(sim_robot.main(["sim_robot", "--ros-args", "-p", "robot:=panda"]))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "[sim_robot] error: the simulation loop failed; the node stops (exit code 1)" in result.stdout
+    assert "RuntimeError: physics server lost" in result.stdout

@@ -31,7 +31,7 @@ def test_launch_strings_are_typed_like_python_values():
     assert [n.name for n in from_launch.nodes] == ["sim_robot", "safety_supervisor", "pose_commander",
                                                    "failure_collector"]
     # The scripted commander stands in for a policy: it never reaches hardware directly.
-    assert from_launch.node("pose_commander").remappings == (("/joint_commands", "/policy/joint_commands"),)
+    assert from_launch.node("pose_commander").remappings == ()  # it publishes /policy/joint_commands itself
 
 
 def test_hardware_topic_changes_only_the_hardware_part():
@@ -46,9 +46,16 @@ def test_hardware_topic_changes_only_the_hardware_part():
     ({"robot": "panda", "hardware": "ros2_control", "controller_joints": "panda_joint1,panda_joint2"},
      "missing profile joints ['panda_joint3'"),
     ({"lockstep": "maybe"}, "must be true or false"),
+    ({"robot": "panda", "hardware": "ros2_control", "controller": ""}, "controller:='' names no controller"),
     ({"seed": "x"}, "must be an integer"),
     ({"robto": "go2"}, "unknown launch arguments ['robto']"),
     ({"hardware": "topic", "lockstep": "true"}, "needs hardware:=sim"),
+    ({"conditions": "{ground_friction: -3}"}, "condition 'ground_friction': -3 is out of range"),
+    ({"conditions": "{grund_friction: 0.5}"}, "has unknown names ['grund_friction']"),
+    ({"conditions": "{ground_friction:"}, "is not valid YAML"),
+    ({"suspended": "yes"}, "is not one of ['auto', 'true', 'false']"),
+    ({"hardware": "topic", "suspended": "true"}, "suspended:=true needs hardware:=sim"),
+    ({"robot": "panda", "suspended": "true"}, "robot 'panda' has a fixed base"),
 ])
 def test_bad_arguments_name_the_argument(arguments, words):
     with pytest.raises(PlanError) as info:
@@ -63,10 +70,11 @@ def test_unknown_robot_lists_the_profiles():
 
 def test_parse_arguments_fills_defaults():
     assert parse_arguments({}) == {"robot": "go2", "hardware": "sim", "lockstep": False, "seed": 0,
-                                   "conditions": "{}", "safety_config": "", "autoengage": False,
+                                   "conditions": "{}", "suspended": "auto", "safety_config": "", "autoengage": False,
                                    "demo": False, "policy": "", "controller": "forward_position_controller",
                                    "controller_joints": "", "failure_collector": True, "failures_dir": "",
-                                   "estimator": "auto", "latency_compensation": False}
+                                   "estimator": "auto", "latency_compensation": False, "latency_log": "",
+                                   "policy_dirs": ""}
 
 
 def test_a_policy_adds_the_runtime_as_the_control_node_with_an_absolute_path(tmp_path, monkeypatch):
@@ -160,6 +168,56 @@ def test_ros2_control_swaps_only_the_hardware_part_for_the_bridge():
     # No joints given: the node's default (the profile's order), not an untyped empty list.
     assert "controller_joints" not in make_plan(robot="panda", hardware="ros2_control").node(
         "ros2_control_bridge").parameters
+
+
+def test_runtime_arguments_reach_policy_runtime_and_need_a_policy(tmp_path, monkeypatch):
+    (tmp_path / "walk.onnx").write_bytes(b"onnx")
+    monkeypatch.chdir(tmp_path)
+    runtime = make_plan(policy="walk.onnx", latency_log="lat.jsonl", policy_dirs="runs/a, runs/b",
+                        latency_compensation="true").node("policy_runtime").parameters
+    assert runtime["latency_log"] == str(tmp_path / "lat.jsonl")
+    assert runtime["latency_compensation"] is True
+    # The shipped folder stays allowed: the node's default, which the list replaces.
+    assert runtime["policy_dirs"] == [str(share_dir() / "policies"), str(tmp_path / "runs/a"), str(tmp_path / "runs/b")]
+    with pytest.raises(PlanError, match=r"\['latency_log'\] set policy_runtime up.*add policy:=FILE"):
+        make_plan(latency_log="lat.jsonl")
+
+
+def test_sim2real_up_takes_every_launch_argument(tmp_path, capsys):
+    """One source: each launch argument is an option of `sim2real up` and reaches the same plan."""
+    import json
+
+    from sim2real.cli import build_parser, main
+
+    options = {o for action in build_parser()._subparsers._group_actions[0].choices["up"]._actions
+               for o in action.option_strings}
+    for arg in LAUNCH_ARGUMENTS.values():
+        flag = arg.name.replace("_", "-")
+        assert {f"--{flag}", f"--no-{flag}"} & options, f"sim2real up has no option for {arg.name}:="
+    (tmp_path / "walk.onnx").write_bytes(b"onnx")
+    joints = ",".join(load_profile("panda").joint_names)
+    assert main(["up", "--robot", "panda", "--hardware", "ros2_control", "--controller", "arm_controller",
+                 "--controller-joints", joints, "--no-failure-collector", "--estimator", "false",
+                 "--policy", str(tmp_path / "walk.onnx"), "--latency-log", str(tmp_path / "lat.jsonl"),
+                 "--print-plan"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    nodes = {n["name"]: n for n in plan["nodes"]}
+    assert set(nodes) == {"ros2_control_bridge", "safety_supervisor", "policy_runtime"}
+    assert nodes["ros2_control_bridge"]["parameters"]["controller"] == "arm_controller"
+    assert nodes["policy_runtime"]["parameters"]["latency_log"] == str(tmp_path / "lat.jsonl")
+
+
+def test_a_quadruped_hangs_in_the_air_for_the_joint_script_and_stands_otherwise(tmp_path):
+    """The joint script swings every joint at once: a standing quadruped falls over under it,
+    so pose_commander's robot is suspended unless told otherwise (a gantry, in sim)."""
+    (tmp_path / "walk.onnx").write_bytes(b"onnx")
+    suspended = lambda **kw: make_plan(**kw).node("sim_robot").parameters["suspended"]  # noqa: E731
+    assert suspended(robot="go2", demo=True) is True
+    assert suspended(robot="go2", demo=True, suspended="false") is False
+    assert suspended(robot="go2", demo=True, policy=str(tmp_path / "walk.onnx")) is False
+    assert suspended(robot="go2") is False
+    assert suspended(robot="go2", suspended="true") is True
+    assert suspended(robot="panda", demo=True) is False  # bolted down already
 
 
 def test_the_estimator_runs_with_a_policy_unless_told_otherwise(tmp_path):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from sim2real.train.vec_env import ProcessVecEnv, WorkerError
+from tests.cli_runs import process_alive
 from tests.unit.toy_env import ToyReach, make_toy, toy_randomization
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,14 +151,7 @@ def test_workers_die_with_the_parent():
     parent.send_signal(signal.SIGKILL)
     parent.wait()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+    while time.monotonic() < deadline and any(process_alive(pid) for pid in pids):
         time.sleep(0.05)
-    assert not any(_alive(pid) for pid in pids)
+    assert not any(process_alive(pid) for pid in pids)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False

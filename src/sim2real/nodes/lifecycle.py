@@ -9,9 +9,13 @@ parameter) prints one clear line and exits with status 2.
 """
 from __future__ import annotations
 
+import ctypes
 import gc
+import os
 import signal
+import sys
 import threading
+import traceback
 from typing import Any, Callable
 
 import rclpy
@@ -20,9 +24,41 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from sim2real.core.robot_profile import ProfileError
+from sim2real.launch_env import LAUNCHER_PID_ENV
 
 CONFIG_ERROR_EXIT = 2
+FAULT_EXIT = 1
 SPIN_TIMEOUT_S = 0.1  # a stop request is seen within this
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+class NodeFault:
+    """A failure in a node's own worker thread, which must end the process (``node.fault``)."""
+
+    def __init__(self, what: str, exc: BaseException):
+        self.what = what
+        self.trace = "".join(traceback.format_exception(exc))
+
+
+def stop_with_launcher(stop: threading.Event) -> None:
+    """A node started by ``sim2real up`` stops when its launcher dies, however it dies.
+
+    A launcher killed with SIGKILL (the OOM killer, a test's timeout, ``kill -9``) used to
+    leave its nodes running: a supervisor and a sim nobody can stop from the terminal, and a
+    second ``up`` in the same ROS_DOMAIN_ID then had two supervisors and two drivers on one
+    set of topics. The kernel sends SIGTERM (the node's clean stop) when the parent dies."""
+    # Popped: a process this node starts is not the launcher's child.
+    launcher = os.environ.pop(LAUNCHER_PID_ENV, None)
+    if not launcher or not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGTERM), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                  ctypes.c_ulong(0)) != 0:
+        print(f"warning: prctl(PR_SET_PDEATHSIG) failed ({os.strerror(ctypes.get_errno())}): this node will "
+              "not stop by itself if its launcher is killed", flush=True)
+    if os.getppid() != int(launcher):  # it died before the prctl: nobody will send the signal
+        print("the launcher (sim2real up) is gone: stopping", flush=True)
+        stop.set()
 
 
 def settle_garbage_collector() -> None:
@@ -49,6 +85,7 @@ def run(name: str, make_node: Callable[[], Node], args=None,
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
+    stop_with_launcher(stop)
     node = spinner = None
     try:
         try:
@@ -63,7 +100,8 @@ def run(name: str, make_node: Callable[[], Node], args=None,
         settle_garbage_collector()
         if hasattr(node, "start"):
             node.start()
-        while rclpy.ok() and not stop.is_set() and not (until and until(node)):
+        while (rclpy.ok() and not stop.is_set() and not (until and until(node))
+               and getattr(node, "fault", None) is None):
             spinner.spin_once(timeout_sec=SPIN_TIMEOUT_S)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
@@ -75,4 +113,8 @@ def run(name: str, make_node: Callable[[], Node], args=None,
                 node.stop()
             node.destroy_node()
         rclpy.try_shutdown()
+    fault = getattr(node, "fault", None)
+    if fault is not None:
+        print(f"[{name}] error: {fault.what}; the node stops (exit code {FAULT_EXIT}):\n{fault.trace}", flush=True)
+        return FAULT_EXIT
     return 0

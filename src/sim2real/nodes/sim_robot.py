@@ -24,7 +24,6 @@ from __future__ import annotations
 import threading
 import time
 
-import yaml
 from builtin_interfaces.msg import Time as TimeMsg
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from nav_msgs.msg import Odometry
@@ -38,6 +37,7 @@ from sim2real.core.robot_profile import load_profile
 from sim2real.core.rotations import world_to_body
 from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare
+from sim2real.nodes.sole_publisher import SolePublisherCheck
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.world import SimWorld
 
@@ -56,13 +56,18 @@ class SimRobotNode(Node):
         seed = declare(self, "seed", 0, "Seed for terrain and sensor noise; same seed, same run")
         conditions = declare(self, "conditions", "{}",
                              "Physical conditions as a YAML mapping, e.g. '{ground_friction: 0.5, latency: 0.01}'")
+        # Checked: a NaN timeout never damped, a negative one damped almost every step.
         command_timeout = declare(self, "command_timeout", 0.0,
-                                  "Seconds without a valid /joint_commands before damping; 0 = the profile's value")
+                                  "Seconds without a valid /joint_commands before damping; 0 = the profile's value",
+                                  at_least=0)
         lockstep_period = declare(self, "lockstep_period", 0.0,
-                                  "Sim seconds advanced per answered command in lockstep; 0 = the profile's policy period")
-
+                                  "Sim seconds advanced per answered command in lockstep; 0 = the profile's policy "
+                                  "period", at_least=0)
+        suspended = declare(self, "suspended", False,
+                            "Hold a floating-base robot's trunk in the air, feet clear of the ground (a gantry), "
+                            "so joint scripts run without it falling")
         self.profile = load_profile(robot)
-        self.world = SimWorld(self.profile, _parse_conditions(conditions), seed=seed)
+        self.world = SimWorld(self.profile, PhysicalConditions.from_yaml(conditions), seed=seed, suspended=suspended)
         self.world.command(self.profile.default_positions)
         self.command_timeout = command_timeout or self.profile.command_timeout
         self.sensing_ns = round(self.profile.sensing_period * NS_PER_S)
@@ -80,6 +85,7 @@ class SimRobotNode(Node):
         self._damping = False
         self._refused = 0
         self._stop = threading.Event()
+        self.fault: lifecycle.NodeFault | None = None  # set by the loop thread when it dies
         self.sim_ns = 0
         self.stats = PeriodStats(self.profile.sensing_period)
 
@@ -90,13 +96,17 @@ class SimRobotNode(Node):
                            if self.floating_base else None)
         self._clock_pub = self.create_publisher(Clock, "/clock", qos.CLOCK) if self.lockstep else None
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        SolePublisherCheck(self, self._joint_pub, "the robot has one driver, this sim")
+        if self.lockstep:
+            SolePublisherCheck(self, self._clock_pub, "lockstep sim time comes from this sim alone")
         self.create_subscription(JointState, "/joint_commands", self._on_command, qos.COMMAND)
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         self._joint_msg = JointState(name=self.profile.joint_names)
         self._thread = threading.Thread(target=self._run_loop, name="sim_robot_loop", daemon=True)
         self.get_logger().info(
             f"{self.profile.name}: {self.profile.num_joints} joints, sensing {1 / self.profile.sensing_period:.0f} Hz, "
-            f"{'lockstep (publishing /clock)' if self.lockstep else 'real time'}")
+            f"{'lockstep (publishing /clock)' if self.lockstep else 'real time'}"
+            f"{', suspended (feet clear of the ground)' if suspended else ''}")
 
     # -- commands (executor thread) ------------------------------------------------
     def _on_command(self, msg: JointState) -> None:
@@ -134,9 +144,12 @@ class SimRobotNode(Node):
     def _run_loop(self) -> None:
         try:
             self._lockstep_loop() if self.lockstep else self._realtime_loop()
-        except Exception:
-            if self.context.ok() and not self._stop.is_set():
-                raise  # a real fault: let it show; a shutdown race is not one
+        except Exception as exc:
+            if self.context.ok() and not self._stop.is_set():  # a real fault; a shutdown race is not one
+                # The process must end with it: a node that spins on without its loop publishes
+                # nothing, and a lockstep graph waits for it for ever.
+                self.fault = lifecycle.NodeFault("the simulation loop failed", exc)
+
     def _realtime_loop(self) -> None:
         period = self.profile.sensing_period
         deadline = time.monotonic()
@@ -243,23 +256,6 @@ class SimRobotNode(Node):
         if self._thread.is_alive():
             self._thread.join(timeout=2.0)
         self.world.close()
-
-
-def _parse_conditions(text: str) -> PhysicalConditions:
-    try:
-        values = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise ValueError(f"parameter 'conditions' is not valid YAML ({exc}); "
-                         "write a mapping such as '{ground_friction: 0.5}'") from exc
-    if not isinstance(values, dict):
-        raise ValueError(f"parameter 'conditions' must be a mapping, got {values!r}")
-    unknown = sorted(set(values) - set(PhysicalConditions.names()))
-    if unknown:
-        raise ValueError(f"parameter 'conditions' has unknown names {unknown}; "
-                         f"valid names: {list(PhysicalConditions.names())}")
-    conditions = PhysicalConditions(**values)
-    conditions.validate()
-    return conditions
 
 
 def main(args=None) -> int:

@@ -1,0 +1,26 @@
+"""A second graph in the same ROS_DOMAIN_ID is named, not silently shared: the supervisor and
+the sim warn when /joint_commands or /joint_states has another publisher."""
+from __future__ import annotations
+
+import pytest
+from sensor_msgs.msg import JointState
+
+from sim2real.nodes import qos
+from tests.ros.conftest import wait_for
+
+pytestmark = pytest.mark.ros
+
+
+def test_another_commander_and_another_driver_are_named(start_graph, probe):
+    graph = start_graph(robot="panda", only=["sim_robot", "safety_supervisor"])
+    assert wait_for(lambda: "supervising at" in graph.log.text(), 30.0), graph.log.text()[-2000:]
+    assert "publishers on" not in graph.log.text()
+    # The probe stands in for a stray graph: it only needs to exist on the topics.
+    probe.node.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+    probe.node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
+    probe_name = f"/{probe.node.get_name()}"
+    commanders = ", ".join(sorted(["/safety_supervisor", probe_name]))
+    drivers = ", ".join(sorted(["/sim_robot", probe_name]))
+    assert wait_for(lambda: f"2 publishers on /joint_commands ({commanders})" in graph.log.text()
+                    and f"2 publishers on /joint_states ({drivers})" in graph.log.text(), 15.0), graph.log.text()[-2000:]
+    assert "only the safety supervisor may command the robot" in graph.log.text()

@@ -1,0 +1,94 @@
+"""`sim2real up` as the process tree a robot computer runs: a node that exits is reported and
+the others run on (as under `ros2 launch`); SIGTERM (kill, a systemd stop) stops every node."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli_runs import SIM2REAL, child_pids, process_alive, run_cli
+from tests.ros.conftest import wait_for
+
+pytestmark = pytest.mark.ros
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_node_that_exits_leaves_the_others_running_and_sigterm_stops_them_all(tmp_path):
+    # A policy for another robot: policy_runtime refuses it and exits; the supervisor must stay.
+    up = subprocess.Popen([str(SIM2REAL), "up", "--robot", "go2", "--policy", str(ROOT / "policies" / "panda_reach.onnx"),
+                           "--no-failure-collector", "--estimator", "false"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert wait_for(lambda: len(child_pids(up.pid)) == 3, 30.0), "the three nodes never started"
+        nodes = child_pids(up.pid)
+        assert wait_for(lambda: sum(process_alive(pid) for pid in nodes) == 2, 30.0), "policy_runtime did not exit"
+        time.sleep(2.0)
+        assert up.poll() is None and sum(process_alive(pid) for pid in nodes) == 2, "the graph went down with the runtime"
+        up.send_signal(signal.SIGTERM)
+        out, err = up.communicate(timeout=30.0)
+    finally:
+        if up.poll() is None:
+            up.kill()
+    assert not any(process_alive(pid) for pid in nodes), "SIGTERM left nodes running"
+    assert "policy_runtime exited (code 2); the other nodes run on" in err
+    assert up.returncode == 1 and "node(s) exited: {'policy_runtime': 2}" in err
+
+
+def test_nodes_stop_when_up_is_killed_outright(tmp_path):
+    # SIGKILL (the OOM killer, kill -9) gives `up` no chance to stop its nodes: the kernel must.
+    up = subprocess.Popen([str(SIM2REAL), "up", "--robot", "panda", "--no-failure-collector"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path, start_new_session=True)
+    try:
+        assert wait_for(lambda: len(child_pids(up.pid)) == 2, 30.0), "the two nodes never started"
+        nodes = child_pids(up.pid)
+        time.sleep(3.0)  # past the nodes' start-up, where the kernel is told to signal them
+        up.kill()
+        up.wait()
+        assert wait_for(lambda: not any(process_alive(pid) for pid in nodes), 15.0), "nodes outlived their launcher"
+    finally:
+        try:
+            os.killpg(up.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_up_with_the_demo_operator_ends_when_its_script_does(tmp_path):
+    result = run_cli(["up", "--robot", "panda", "--demo", "--lockstep", "--no-failure-collector"], timeout=240,
+                     cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "pose_commander finished its script: stopping the graph" in result.stdout
+
+
+def test_up_with_the_demo_operator_stops_when_a_node_it_needs_exits(tmp_path):
+    # A policy for another robot: policy_runtime exits at start, and the demo cannot play.
+    result = run_cli(["up", "--robot", "go2", "--demo", "--policy", str(ROOT / "policies" / "panda_reach.onnx"),
+                      "--no-failure-collector", "--estimator", "false"], timeout=120, cwd=tmp_path)
+    output = result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 1, output
+    assert "policy_runtime exited (code 2): the demo cannot go on; stopping the graph" in result.stderr, output
+    assert "node(s) exited: {'policy_runtime': 2}" in result.stderr, output
+
+
+def test_a_demo_node_stopped_from_outside_fails_the_demo(tmp_path):
+    # A clean stop (exit 0) of the sim is no demo either: `up --demo` must not report success.
+    up = subprocess.Popen([str(SIM2REAL), "up", "--robot", "panda", "--demo", "--no-failure-collector"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                          start_new_session=True)
+    try:
+        assert wait_for(lambda: len(child_pids(up.pid)) == 3, 30.0), "the three nodes never started"
+        sim = next(pid for pid in child_pids(up.pid)
+                   if b"sim_robot" in Path(f"/proc/{pid}/cmdline").read_bytes())
+        time.sleep(2.0)
+        os.kill(sim, signal.SIGTERM)
+        out, err = up.communicate(timeout=60.0)
+    finally:
+        if up.poll() is None:
+            os.killpg(up.pid, signal.SIGKILL)
+    assert up.returncode == 1, out[-2000:] + err[-2000:]
+    assert "sim_robot exited (code 0): the demo cannot go on; stopping the graph" in err
+    assert "error: the demo stopped before pose_commander finished its script" in err

@@ -60,6 +60,7 @@ class DemoScriptNode(Node):
         self.runtime_diagnostics: dict[str, str] = {}
         self.done = False
         self._last_mode = None
+        self._published_segment = None  # the script segment whose command went out last
         self._cmd_pub = self.create_publisher(Twist, "/cmd_vel", 10)
         self._goal_pub = self.create_publisher(PoseStamped, "/goal_pose", 10)
         self.create_subscription(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE)
@@ -87,6 +88,12 @@ class DemoScriptNode(Node):
                 "/joint_states: the script starts anyway (engage with `ros2 service call "
                 "/safety_supervisor/engage std_srvs/srv/Trigger`, or raise start_timeout)")
         self.t = (now - self.start_ns) * 1e-9
+        segment, _ = demo_script.segment_at(self.script, self.t)
+        if segment != self._published_segment:
+            # A new command goes out with the state that starts it, not at the next tick of the
+            # 10 Hz timer: in lockstep that timer's phase against the script's start depends on
+            # when the supervisor engaged, and a goal 0-100 ms late made two runs differ.
+            self._publish_command()
         if not self.quadruped and not self.done:
             segment, goal = demo_script.segment_at(self.script, self.t)
             self.recorder.add(self.t, segment, self.q, goal, self.kinematics.end_effector_position(self.q))
@@ -124,7 +131,8 @@ class DemoScriptNode(Node):
     def _publish_command(self) -> None:
         if self.latest_state_ns is None or self.done:
             return
-        _, values = demo_script.segment_at(self.script, self.t)  # t stays 0 until the script starts
+        segment, values = demo_script.segment_at(self.script, self.t)  # t stays 0 until the script starts
+        self._published_segment = segment
         if self.quadruped:
             twist = Twist()
             twist.linear.x, twist.linear.y, twist.angular.z = values

@@ -81,6 +81,19 @@ def test_prediction_brings_the_state_closer_to_when_the_command_acts():
     assert predicted < 0.5 * raw, f"prediction error {predicted:.4f} rad vs {raw:.4f} rad without"
 
 
+def test_a_non_finite_command_never_enters_the_prediction():
+    """The supervisor holds instead of sending it; predicted forward, it made every later
+    observation NaN, so every later action, until the runtime restarted."""
+    from sim2real.core.latency import LatencyMonitor
+
+    monitor = LatencyMonitor(PANDA, compensate=True, horizon=0.03)
+    signals = RobotSignals(joint_position=PANDA.default_positions.copy(), joint_velocity=np.zeros(7))
+    monitor.on_command(0.0, 0.001, PANDA.default_positions + 0.1)
+    monitor.on_command(0.02, 0.021, np.full(7, np.nan))
+    predicted = monitor.predictor.predict(signals, 0.04, 0.03, 0.0)
+    assert np.all(np.isfinite(predicted.joint_position)) and np.all(np.isfinite(predicted.joint_velocity))
+
+
 def test_measured_latencies_become_a_loadable_randomization():
     samples = np.random.default_rng(0).uniform(0.015, 0.025, 500)
     data, summary = latency_randomization(samples)

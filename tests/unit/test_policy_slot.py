@@ -227,6 +227,33 @@ def test_dry_run_refuses_unsafe_outputs_and_the_running_policy_is_untouched(poli
     np.testing.assert_allclose(runtime.tick(stamp * 1e-9, stamp).targets, GO2.default_positions, atol=1e-6)
 
 
+def test_a_running_target_that_is_not_finite_does_not_switch_the_jump_check_off(policies):
+    """NaN - x compared with max_jump is False: a NaN in the running targets once let every
+    candidate through, however far it jumped on the other joints."""
+    root, files = policies
+    slot, _, _ = running_slot(root, files["stand"])
+    slot._targets[0] = np.nan  # the running policy failed on one joint; the supervisor held it
+    far = slot.propose(files["far"])
+    assert not far.accepted and "jump 0.800 rad on FL_thigh_joint" in far.reason, far.reason
+    lean = slot.propose(files["lean"])
+    assert lean.accepted and lean.dry_run.jump == pytest.approx(0.2, abs=1e-6)
+
+
+def test_non_finite_velocity_commands_and_goals_are_refused_and_the_previous_ones_kept():
+    go2 = RobotInputs(GO2, cmd_vel_timeout=0.5)
+    go2.set_velocity_command(0.5, 0.0, 0.0, now=1.0)
+    for bad in ((math.nan, 0.0, 0.0), (0.0, math.inf, 0.0), (0.0, 0.0, -math.inf)):
+        with pytest.raises(ValueError, match="non-finite"):
+            go2.set_velocity_command(*bad, now=1.1)
+    np.testing.assert_array_equal(go2.signals(1.4).velocity_command, (0.5, 0.0, 0.0))
+    np.testing.assert_array_equal(go2.signals(1.6).velocity_command, (0.0, 0.0, 0.0))  # it timed out as usual
+    panda = RobotInputs(PANDA)
+    panda.set_goal((0.5, 0.0, 0.4))
+    with pytest.raises(ValueError, match="not three finite numbers"):
+        panda.set_goal((0.5, math.nan, 0.4))
+    np.testing.assert_array_equal(panda.signals(0.0).goal_position, (0.5, 0.0, 0.4))
+
+
 def test_dry_run_refuses_a_candidate_whose_inputs_have_not_arrived(policies):
     root, files = policies
     entries = [{"name": "base_lin_vel", "scale": 2.0}, {"name": "projected_gravity"}, {"name": "joint_pos_rel"}]

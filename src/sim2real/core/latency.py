@@ -308,6 +308,10 @@ class LatencyMonitor:
         clamped = max(0.0, self._raw_sensor_to_command)
         self.sensor_to_command.add(clamped)
         self._recent.append(clamped)
+        if not np.all(np.isfinite(targets)):
+            # The supervisor holds instead of sending these: they never act on the motors, and
+            # predicted forward they would make every later observation, so every action, NaN.
+            return
         self.actuation_estimator.add_command(published, targets)
         if self.predictor is not None:
             self.predictor.add_command(published, targets)

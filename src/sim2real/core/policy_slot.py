@@ -283,7 +283,9 @@ class PolicySlot:
             largest = max(largest, peak)
         jump = 0.0
         if current is not None:
-            difference = np.abs(targets - current)
+            # A joint whose running target is not finite (a running policy that failed) has no
+            # position to jump from: the supervisor held it, and limits the step on engage.
+            difference = np.where(np.isfinite(current), np.abs(targets - current), 0.0)
             jump = float(np.max(difference))
             if jump > self.max_jump:
                 joint = self.profile.joint_names[int(np.argmax(difference))]

@@ -126,7 +126,13 @@ class RobotInputs:
         self._linear_velocity = linear_velocity_body
 
     def set_velocity_command(self, vx: float, vy: float, yaw_rate: float, now: float) -> None:
-        self._command = np.array([vx, vy, yaw_rate], dtype=float)
+        """A /cmd_vel; raises ValueError (and keeps the previous command, which times out as
+        usual) if it is not finite: a NaN command would silence the policy, not steer it."""
+        command = np.array([vx, vy, yaw_rate], dtype=float)
+        if not np.all(np.isfinite(command)):
+            raise ValueError(f"/cmd_vel with non-finite values (vx, vy, yaw rate) = {command.tolist()} ignored; "
+                             "the previous command goes on until it times out")
+        self._command = command
         self._command_time = now
 
     def set_goal(self, position: Sequence[float], frame_id: str = "") -> None:
@@ -134,7 +140,11 @@ class RobotInputs:
         if frame_id not in ("", self.profile.base_link):
             raise ValueError(f"/goal_pose in frame {frame_id!r} ignored: give it in the base frame "
                              f"{self.profile.base_link!r} (or leave frame_id empty)")
-        self._goal = np.array(position, dtype=float)
+        goal = np.array(position, dtype=float)
+        if goal.shape != (3,) or not np.all(np.isfinite(goal)):
+            raise ValueError(f"/goal_pose position {goal.tolist()} ignored: it is not three finite numbers; "
+                             "the previous goal stays")
+        self._goal = goal
 
     # -- signals out --------------------------------------------------------------------------
     def signals(self, now: float) -> RobotSignals:

@@ -210,7 +210,10 @@ class PolicyRuntimeNode(Node):
             self.inputs.set_state_estimate((v.x, v.y, v.z))
 
     def _on_cmd_vel(self, msg: Twist) -> None:
-        self.inputs.set_velocity_command(msg.linear.x, msg.linear.y, msg.angular.z, self._now())
+        try:
+            self.inputs.set_velocity_command(msg.linear.x, msg.linear.y, msg.angular.z, self._now())
+        except ValueError as exc:
+            self.get_logger().warning(str(exc), throttle_duration_sec=WARN_THROTTLE_S)
 
     def _on_goal(self, msg: PoseStamped) -> None:
         p = msg.pose.position

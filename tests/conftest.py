@@ -22,3 +22,21 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("ros") is not None:
             item.add_marker(pytest.mark.flaky(reruns=reruns, reruns_delay=1))
+
+
+_reruns = []
+
+
+def pytest_runtest_logreport(report):
+    if report.outcome == "rerun":
+        _reruns.append(report)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """A rerun that passed still says why its first run failed: a flaky test is a bug to find."""
+    if not _reruns:
+        return
+    terminalreporter.section(f"{len(_reruns)} rerun(s): why the earlier run failed")
+    for report in _reruns:
+        terminalreporter.write_line(f"RERUN {report.nodeid} ({report.when}):")
+        terminalreporter.write_line(report.longreprtext[-4000:])

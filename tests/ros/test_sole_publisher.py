@@ -24,3 +24,18 @@ def test_another_commander_and_another_driver_are_named(start_graph, probe):
     assert wait_for(lambda: f"2 publishers on /joint_commands ({commanders})" in graph.log.text()
                     and f"2 publishers on /joint_states ({drivers})" in graph.log.text(), 15.0), graph.log.text()[-2000:]
     assert "only the safety supervisor may command the robot" in graph.log.text()
+
+
+def test_a_lockstep_sim_names_a_second_driver_and_a_second_clock(start_graph, probe):
+    """Both, within one throttle period, though one node checks both topics: with one throttled
+    call site for both, the first topic's warning held the second's back for WARN_THROTTLE_S."""
+    from rosgraph_msgs.msg import Clock
+
+    from sim2real.nodes.sole_publisher import WARN_THROTTLE_S
+
+    graph = start_graph(robot="panda", lockstep="true", only=["sim_robot"])
+    assert wait_for(lambda: "lockstep" in graph.log.text(), 30.0), graph.log.text()[-2000:]
+    probe.node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
+    probe.node.create_publisher(Clock, "/clock", 10)
+    assert wait_for(lambda: "2 publishers on /joint_states" in graph.log.text()
+                    and "2 publishers on /clock" in graph.log.text(), WARN_THROTTLE_S - 1.0), graph.log.text()[-2000:]

@@ -9,6 +9,7 @@ and the other publishers are named.
 from __future__ import annotations
 
 import os
+import time
 
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
@@ -30,14 +31,19 @@ class SolePublisherCheck:
     def __init__(self, node: Node, publisher: Publisher, role: str):
         self.node, self.role = node, role
         self.topic = publisher.topic_name  # as remapped
+        # Throttled per check, not by rclpy's throttle: that is per call site, so one node's
+        # checks of two topics (sim_robot's /joint_states and /clock) silenced each other.
+        self._last_warning = -WARN_THROTTLE_S
         node.create_timer(CHECK_PERIOD_S, self.check,
                           clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def check(self) -> None:
         names = publisher_names(self.node, self.topic)
-        if len(names) > 1:
+        now = time.monotonic()
+        if len(names) > 1 and now - self._last_warning >= WARN_THROTTLE_S:
+            self._last_warning = now
             domain = os.environ.get("ROS_DOMAIN_ID", "0")
             self.node.get_logger().warning(
                 f"{len(names)} publishers on {self.topic} ({', '.join(names)}): {self.role}. Another graph runs in "
                 f"ROS_DOMAIN_ID={domain} (a second `sim2real up`, or nodes left by a killed one): stop it, or give "
-                "each graph its own ROS_DOMAIN_ID", throttle_duration_sec=WARN_THROTTLE_S)
+                "each graph its own ROS_DOMAIN_ID")

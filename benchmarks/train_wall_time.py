@@ -115,7 +115,7 @@ def main() -> int:
         say(f"trained in {minutes:.1f} min; evaluating {episodes} episodes per world set ...")
         evaluation = subprocess.run(sim2real("eval", str(policy), "--worlds", "nominal", recipe["randomization"],
                                              "--episodes", str(episodes), "--seed", str(args.seed),
-                                             "--no-progress", "--json"),
+                                             "--no-progress", "--no-plot", "--json"),
                                     cwd=ROOT, env=env, capture_output=True, text=True)
         if evaluation.returncode != 0:
             return failed("evaluation", evaluation, evaluation.stdout + evaluation.stderr)

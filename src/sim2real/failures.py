@@ -168,9 +168,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------ replay
 def cmd_replay(args: argparse.Namespace) -> int:
-    from sim2real.evaluate.failure_replay import replay_failure
-
-    from sim2real.evaluate.failure_replay import ReplayError
+    from sim2real.evaluate.failure_replay import ReplayError, replay_failure
 
     root = _resolve(args)
     every = args.bundle == "all"

@@ -104,7 +104,7 @@ def record_on_graph(args: argparse.Namespace) -> int:
     logger_code = codes.get("sysid_logger")
     if reason == "duration":
         print(f"error: the recording did not finish within {timeout:.0f} s; is the robot publishing /joint_states "
-              "and the supervisor running? (bag kept, marked completed: false)", file=sys.stderr)
+              "and the supervisor running? (the bag is kept, marked completed: false; sysid fit refuses it)", file=sys.stderr)
         return 1
     if logger_code not in (0, None):
         print(f"error: sysid_logger exited with {logger_code}; see its output above", file=sys.stderr)

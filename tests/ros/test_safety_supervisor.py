@@ -370,7 +370,9 @@ def test_joint_states_are_matched_by_name_every_message_and_malformed_ones_ignor
 
     assert wait_for(lambda: stream(0.1, names, q) or len(operator.commands) > 5, STARTUP_S, poll=0.0)
     assert operator.call("damp").success
+    before = len(operator.commands)
     stream(0.5, names[::-1], q[::-1])
+    assert len(operator.commands) > before  # answered on the reversed ones, not left from before
     np.testing.assert_allclose(operator.commands[-1].position, q, atol=1e-12)
     before = len(operator.commands)
     stream(0.5, names, q + 0.1, effort=[0.0] * 3)
@@ -387,19 +389,25 @@ def test_a_teleop_session_naming_some_joints_keeps_the_others_where_the_robot_ho
     operator.start()
     assert operator.call("takeover").success
 
-    def teleop_for(seconds, names, position):
-        end = time.monotonic() + seconds
+    def teleop_until(done, names, position, timeout=10.0):
+        """Stream teleop until the supervisor's commands show ``done`` (a loaded machine may
+        take longer than a fixed time)."""
+        end = time.monotonic() + timeout
         while time.monotonic() < end:
             operator.teleop_pub.publish(JointState(name=names, position=[float(x) for x in position]))
             time.sleep(PERIOD)
+            if operator.commands and done(np.asarray(operator.commands[-1].position)):
+                return
 
     away = PANDA.default_positions + 0.3
-    teleop_for(1.0, PANDA.joint_names, away)
+    teleop_until(lambda q: np.allclose(q, away, atol=1e-6), PANDA.joint_names, away)
     np.testing.assert_allclose(operator.commands[-1].position, away, atol=1e-6)
-    time.sleep(load_safety_config("panda").stand_duration + 0.5)  # teleop ended: the hold goes to the stand pose
+    # Teleop ended: the hold goes to the stand pose.
+    wait_for(lambda: np.allclose(operator.commands[-1].position, PANDA.default_positions, atol=1e-6),
+             load_safety_config("panda").stand_duration + 5.0)
     held = np.asarray(operator.commands[-1].position)
     np.testing.assert_allclose(held, PANDA.default_positions, atol=1e-6)
-    teleop_for(0.5, PANDA.joint_names[:1], [held[0] + 0.1])
+    teleop_until(lambda q: q[0] == pytest.approx(held[0] + 0.1), PANDA.joint_names[:1], [held[0] + 0.1])
     latest = np.asarray(operator.commands[-1].position)
     assert latest[0] == pytest.approx(held[0] + 0.1)
     np.testing.assert_allclose(latest[1:], held[1:], atol=1e-6)
@@ -497,10 +505,12 @@ def test_a_takeover_starts_the_teleop_session_from_the_pose_it_holds(probe, star
         JointState(name=PANDA.joint_names[:1], position=[float(PANDA.default_positions[0] + 0.2)])))
     time.sleep(0.5)  # teleop streams while ACTIVE: the supervisor follows the policy
     operator.action = PANDA.default_positions + 0.1
-    time.sleep(1.5)  # the policy moved on (the step limit spreads the move over a few ticks)
+    # The policy moved on (the step limit spreads the move over a few ticks).
+    assert wait_for(lambda: np.allclose(operator.commands[-1].position, operator.action, atol=1e-6), 10.0)
     answer = operator.call("takeover")
     assert answer.success, f"{answer.message}; last trip {operator.status_value('last_trip')}"
-    time.sleep(0.5)
+    # The first command that follows teleop: it must already keep the others at the held pose.
+    assert wait_for(lambda: operator.commands[-1].position[0] == pytest.approx(PANDA.default_positions[0] + 0.2), 5.0)
     stream.cancel()
     latest = np.asarray(operator.commands[-1].position)
     assert latest[0] == pytest.approx(PANDA.default_positions[0] + 0.2)

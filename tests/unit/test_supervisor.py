@@ -218,6 +218,25 @@ def test_estimator_divergence_holds():
     assert rig.tick().mode == Mode.TAKEOVER
 
 
+def test_a_takeover_follows_only_teleop_sent_after_it_began():
+    """A teleop command from before the takeover, though fresh, carries old targets for the
+    joints it does not name: the takeover holds until the operator sends one of its own."""
+    rig = Rig()
+    rig.engaged()
+    rig.tick(10)
+    held = rig.tick().command.position.copy()
+    stale = GO2.default_positions - 0.2
+    rig.inputs.teleop_command, rig.inputs.teleop_time = targets(stale), rig.now - 0.05
+    assert rig.request("takeover")[0]
+    command = rig.tick().command.position
+    # The hold's first step from where the robot was (stand hold: toward the stand pose), not a
+    # jump to the stale teleop targets.
+    assert np.max(np.abs(command - held)) < 0.01 and np.min(np.abs(command - stale)) > 0.2
+    new = held + 0.01
+    rig.inputs.teleop_command, rig.inputs.teleop_time = targets(new), rig.now + PERIOD
+    np.testing.assert_allclose(rig.tick().command.position, new)
+
+
 def test_joystick_takeover_follows_teleop_and_engage_returns_smoothly():
     rig = Rig()
     rig.engaged()

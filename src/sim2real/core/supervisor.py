@@ -111,6 +111,7 @@ class SupervisorCore:
         self._segment_time = 0.0
         self._hold_in_place = False  # TAKEOVER after a HOLD trip: stay where we stopped
         self._following_teleop = False
+        self._mode_since = -math.inf  # when the current mode was entered
         self._blend_from: Optional[np.ndarray] = None
         self._blend_time = 0.0
         self._previous_buttons: list[int] = []
@@ -263,6 +264,7 @@ class SupervisorCore:
         if not reason.startswith("operator"):
             self.last_trip = event
         self.mode = mode
+        self._mode_since = now
         self._following_teleop = False  # a teleop session belongs to one TAKEOVER
         if mode != Mode.TAKEOVER:
             self._hold_in_place = False
@@ -384,9 +386,12 @@ class SupervisorCore:
                 if alpha >= 1.0:
                     self._blend_from = None
             return command
+        # Only teleop sent since this TAKEOVER began: an older command, though fresh, names
+        # targets for the joints it leaves out from before the takeover (the policy's, or the
+        # stand pose), and following it would jump them there.
         teleop = (self.mode == Mode.TAKEOVER and inputs.teleop_command is not None
                   and _finite(inputs.teleop_command) and inputs.teleop_time is not None
-                  and now - inputs.teleop_time <= TELEOP_FRESH_S)
+                  and inputs.teleop_time >= self._mode_since and now - inputs.teleop_time <= TELEOP_FRESH_S)
         if teleop:
             self._following_teleop = True
             return inputs.teleop_command.copy()

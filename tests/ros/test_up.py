@@ -39,14 +39,17 @@ def test_a_node_that_exits_leaves_the_others_running_and_sigterm_stops_them_all(
     assert up.returncode == 1 and "node(s) exited: {'policy_runtime': 2}" in err
 
 
-def test_nodes_stop_when_up_is_killed_outright(tmp_path):
+def test_nodes_stop_when_up_is_killed_outright(tmp_path, probe):
     # SIGKILL (the OOM killer, kill -9) gives `up` no chance to stop its nodes: the kernel must.
     up = subprocess.Popen([str(SIM2REAL), "up", "--robot", "panda", "--no-failure-collector"],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path, start_new_session=True)
     try:
         assert wait_for(lambda: len(child_pids(up.pid)) == 2, 30.0), "the two nodes never started"
         nodes = child_pids(up.pid)
-        time.sleep(3.0)  # past the nodes' start-up, where the kernel is told to signal them
+        # Past the nodes' start-up, where the kernel is told to signal them: a node makes its
+        # publishers after that (lifecycle.run).
+        assert wait_for(lambda: probe.node.count_publishers("/joint_states") >= 1
+                        and probe.node.count_publishers("/joint_commands") >= 1, 30.0), "the nodes never came up"
         up.kill()
         up.wait()
         assert wait_for(lambda: not any(process_alive(pid) for pid in nodes), 15.0), "nodes outlived their launcher"
@@ -74,7 +77,7 @@ def test_up_with_the_demo_operator_stops_when_a_node_it_needs_exits(tmp_path):
     assert "node(s) exited: {'policy_runtime': 2}" in result.stderr, output
 
 
-def test_a_demo_node_stopped_from_outside_fails_the_demo(tmp_path):
+def test_a_demo_node_stopped_from_outside_fails_the_demo(tmp_path, probe):
     # A clean stop (exit 0) of the sim is no demo either: `up --demo` must not report success.
     up = subprocess.Popen([str(SIM2REAL), "up", "--robot", "panda", "--demo", "--no-failure-collector"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
@@ -83,7 +86,9 @@ def test_a_demo_node_stopped_from_outside_fails_the_demo(tmp_path):
         assert wait_for(lambda: len(child_pids(up.pid)) == 3, 30.0), "the three nodes never started"
         sim = next(pid for pid in child_pids(up.pid)
                    if b"sim_robot" in Path(f"/proc/{pid}/cmdline").read_bytes())
-        time.sleep(2.0)
+        # Once its SIGTERM handler is in (lifecycle.run installs it before the node publishes):
+        # before that the signal kills it with -15, not the clean stop this test is about.
+        assert wait_for(lambda: probe.node.count_publishers("/joint_states") >= 1, 30.0), "sim_robot never came up"
         os.kill(sim, signal.SIGTERM)
         out, err = up.communicate(timeout=60.0)
     finally:

@@ -167,6 +167,8 @@ class ObservationSpec:
                     or not math.isfinite(term.scale):
                 raise ValueError(f"observation term {term.name!r}: scale must be a finite number, got {term.scale!r}")
         self._definitions = [VOCABULARY[t.name] for t in self.terms]
+        # Once: the runtime asks every tick whether these are all there and finite.
+        self._signals_needed = tuple(dict.fromkeys(name for d in self._definitions for name in d.signals))
         self._bounds = []
         offset = 0
         for term in self.terms:
@@ -232,10 +234,7 @@ class ObservationSpec:
 
     def signals_needed(self) -> list[str]:
         """The RobotSignals fields this spec reads, in first-use order."""
-        needed: dict[str, None] = {}
-        for definition in self._definitions:
-            needed.update(dict.fromkeys(definition.signals))
-        return list(needed)
+        return list(self._signals_needed)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ObservationSpec) and not self.differences(other)

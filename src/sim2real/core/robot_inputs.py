@@ -45,6 +45,10 @@ def missing_inputs(spec: ObservationSpec, signals: RobotSignals) -> list[str]:
     """Why ``signals`` cannot fill ``spec`` (empty: it can), one line per observation term. A
     signal holding NaN or inf counts as missing: fed to the policy, it would come back as its
     next ``last_action`` and poison every later tick."""
+    # Every tick: one check over all the signals the spec reads; the reasons only when it fails.
+    values = [getattr(signals, name) for name in spec.signals_needed() if name not in PER_POLICY]
+    if all(value is not None for value in values) and np.isfinite(np.concatenate([np.ravel(v) for v in values])).all():
+        return []
     reasons = []
     for term in spec.terms:
         names = [name for name in VOCABULARY[term.name].signals if name not in PER_POLICY]
@@ -90,7 +94,6 @@ class RobotInputs:
         self.profile = profile
         self.cmd_vel_timeout = cmd_vel_timeout
         self._order = JointStateOrder(profile.joint_names, profile.name)
-        self._index: Optional[np.ndarray] = None
         self._position = None
         self._velocity = None
         self.joint_states_stamp_ns: Optional[int] = None
@@ -107,7 +110,7 @@ class RobotInputs:
                          stamp_ns: int) -> None:
         """A /joint_states message; raises ValueError (and keeps the previous state) if it
         lacks a joint of the profile or its arrays do not match its names."""
-        self._index = self._order.index_of(names, position, velocity)
+        self._order.index_of(names, position, velocity)  # the order's index follows the names
         # Stored raw: this runs at the sensing rate, the conversion only once per tick.
         self._position = position
         self._velocity = velocity if len(velocity) else None
@@ -115,7 +118,7 @@ class RobotInputs:
 
     def in_profile_order(self, values: Sequence[float]) -> np.ndarray:
         """A /joint_states array (the last message's name order) in profile joint order."""
-        return np.asarray(values, dtype=float)[self._index]
+        return np.asarray(values, dtype=float)[self._order.index]
 
     def set_imu(self, orientation_xyzw: Sequence[float], angular_velocity: Sequence[float]) -> None:
         self._orientation = orientation_xyzw
@@ -152,9 +155,9 @@ class RobotInputs:
         returned snapshot stays valid after later messages."""
         s = RobotSignals()
         if self._position is not None:
-            s.joint_position = np.asarray(self._position, dtype=float)[self._index]
+            s.joint_position = np.asarray(self._position, dtype=float)[self._order.index]
             if self._velocity is not None:
-                s.joint_velocity = np.asarray(self._velocity, dtype=float)[self._index]
+                s.joint_velocity = np.asarray(self._velocity, dtype=float)[self._order.index]
             if self.profile.end_effector_link is not None:
                 if self._kinematics is None:
                     from sim2real.core.kinematics import Kinematics

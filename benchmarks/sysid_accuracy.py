@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -57,7 +58,7 @@ def main() -> None:
     profile = load_profile(args.robot)
     rng = np.random.default_rng(args.seed)
     excitation = make_excitation(profile, args.kind, duration=args.duration, seed=args.seed)
-    rows = []
+    rows, refused = [], []
     with tempfile.TemporaryDirectory(prefix="sysid-bench-") as tmp:
         for k in range(args.sets):
             hidden = {name: float(rng.uniform(*bounds)) for name, bounds in RANGES.items()}
@@ -68,7 +69,9 @@ def main() -> None:
                 result = fit_conditions(profile, read_bags([bag], profile),
                                         FitOptions(workers=args.workers, train_seconds=args.train_seconds, seed=k))
             except FitError as exc:  # e.g. a standing Go2 the excitation turned over
-                print(f"set {k}: refused after {time.monotonic() - started:.0f} s: {exc}", flush=True)
+                # On stderr: with --json, stdout carries the JSON alone; the sets refused are in it.
+                print(f"set {k}: refused after {time.monotonic() - started:.0f} s: {exc}", file=sys.stderr, flush=True)
+                refused.append({"set": k, "hidden": hidden, "refused": str(exc)})
                 continue
             wall = time.monotonic() - started
             errors = {name: abs(result.values[name] - hidden[name]) / hidden[name] for name in RELATIVE}
@@ -80,7 +83,7 @@ def main() -> None:
                 print(f"set {k}: " + "  ".join(f"{n} {hidden[n]:.4g}->{result.values[n]:.4g}" for n in RANGES)
                       + f"  ({wall:.0f} s)", flush=True)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"fitted": rows, "refused": refused}, indent=2))
         return
     if not rows:
         print("no set was fitted (each refusal is printed above)")
@@ -95,7 +98,7 @@ def main() -> None:
               f"{e['joint_friction'] * 100:>10.2f} {e['joint_damping'] * 100:>9.2f} {e['armature'] * 100:>10.2f} {e['latency_ms']:>10.2f} "
               f"{row['heldout_rmse_mrad']:>13.2f} {row['fit_wall_s']:>6.0f}")
     worst = {n: max(r["errors"][n] for r in rows) for n in (*RELATIVE, "latency_ms")}
-    print(f"worst: strength {worst['motor_strength'] * 100:.2f} %, mass {worst['mass_scale'] * 100:.2f} %, "
+    print(f"worst of the {len(rows)} fitted of {args.sets} sets ({len(refused)} refused): strength {worst['motor_strength'] * 100:.2f} %, mass {worst['mass_scale'] * 100:.2f} %, "
           f"friction {worst['joint_friction'] * 100:.2f} %, damping {worst['joint_damping'] * 100:.2f} %, "
           f"armature {worst['armature'] * 100:.2f} %, "
           f"latency {worst['latency_ms']:.2f} ms, fit wall time max {max(r['fit_wall_s'] for r in rows):.0f} s")

@@ -77,8 +77,6 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    import yaml
-
     from sim2real.core.robot_profile import ProfileError, load_profile
     from sim2real.core.bags import BagWriteError
     from sim2real.sim.conditions import PhysicalConditions
@@ -87,10 +85,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     try:
         profile = load_profile(args.robot)
-        values = yaml.safe_load(args.conditions) or {}
-        if not isinstance(values, dict):
-            raise ValueError(f"--conditions must be a YAML mapping, got {args.conditions!r}")
-        conditions = PhysicalConditions(**values).validate()
+        conditions = PhysicalConditions.from_yaml(args.conditions, "--conditions")
         excitation = _make_excitation(args, profile)
         path = record_in_sim(profile, excitation, args.output, conditions, seed=args.seed, suspended=args.suspended)
     except (ProfileError, ExcitationError, BagWriteError, ValueError, TypeError) as exc:

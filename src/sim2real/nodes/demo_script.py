@@ -88,15 +88,14 @@ class DemoScriptNode(Node):
                 "/joint_states: the script starts anyway (engage with `ros2 service call "
                 "/safety_supervisor/engage std_srvs/srv/Trigger`, or raise start_timeout)")
         self.t = (now - self.start_ns) * 1e-9
-        segment, _ = demo_script.segment_at(self.script, self.t)
+        segment, command = demo_script.segment_at(self.script, self.t)
         if segment != self._published_segment:
             # A new command goes out with the state that starts it, not at the next tick of the
             # 10 Hz timer: in lockstep that timer's phase against the script's start depends on
             # when the supervisor engaged, and a goal 0-100 ms late made two runs differ.
             self._publish_command()
         if not self.quadruped and not self.done:
-            segment, goal = demo_script.segment_at(self.script, self.t)
-            self.recorder.add(self.t, segment, self.q, goal, self.kinematics.end_effector_position(self.q))
+            self.recorder.add(self.t, segment, self.q, command, self.kinematics.end_effector_position(self.q))
         if self.t >= self.duration and not self.done:
             self._finish()
 

@@ -151,7 +151,7 @@ class StateEstimatorNode(Node):
         start = time.perf_counter()
         position, velocity, _ = self._joints
         self.arm.filter(t, position, velocity)
-        if t < self._arm_next and t >= self._arm_next - 2 * self._arm_period:  # (a jump back restarts)
+        if t < self._arm_next and not stamps.jumped_back(t, self._arm_next, self._arm_period):
             return
         self._arm_next = t + self._arm_period - 1e-9
         e = self.arm.estimate()

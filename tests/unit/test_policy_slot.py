@@ -397,17 +397,21 @@ def test_a_gait_clock_policy_without_a_gait_frequency_is_refused(policies, tmp_p
 
 
 def test_a_nan_input_is_waited_out_and_never_poisons_the_shipped_policy():
-    """One NaN gyro sample: the tick waits, naming the input; the next clean tick is finite
-    (before, the NaN came back as last_action and every later tick was NaN)."""
+    """A NaN gyro sample is refused at the edge; a NaN joint position makes the tick wait,
+    naming the input; the next clean tick is finite (before, the NaN came back as last_action
+    and every later tick was NaN)."""
     policy = share_dir() / "policies" / "go2_walk.onnx"
     slot, inputs, runtime = running_slot(policy.parent, policy, ticks=0)
     for tick in range(5):
         stamp = feed(inputs, tick)
         assert np.all(np.isfinite(runtime.tick(stamp * 1e-9, stamp).targets))
-    stamp = feed(inputs, 5)
-    inputs.set_imu(LEVEL, (math.nan, 0.0, 0.0))
+    with pytest.raises(ValueError, match="angular velocity"):
+        inputs.set_imu(LEVEL, (math.nan, 0.0, 0.0))
+    broken = GO2.default_positions.copy()
+    broken[4] = math.nan
+    stamp = feed(inputs, 5, q=broken)
     waiting = runtime.tick(stamp * 1e-9, stamp)
-    assert waiting.targets is None and "/imu/data has NaN or infinite values" in waiting.waiting
+    assert waiting.targets is None and "/joint_states has NaN or infinite values" in waiting.waiting
     for tick in range(6, 10):
         stamp = feed(inputs, tick)
         assert np.all(np.isfinite(runtime.tick(stamp * 1e-9, stamp).targets))

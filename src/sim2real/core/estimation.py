@@ -38,7 +38,7 @@ import numpy as np
 from sim2real.core.config_files import ConfigError, read_config
 from sim2real.core.kinematics import Kinematics
 from sim2real.core.robot_profile import RobotProfile
-from sim2real.core.rotations import quat_to_matrix
+from sim2real.core.rotations import quat_to_matrix, unit_orientation
 
 GRAVITY = np.array([0.0, 0.0, -9.81])
 CONTACT_SOURCES = ("effort", "gait")
@@ -332,7 +332,7 @@ class LegKalmanFilter:
         _require_finite(t=t, orientation=orientation, angular_velocity=angular_velocity,
                         linear_acceleration=linear_acceleration, joint_position=joint_position,
                         joint_velocity=joint_velocity, joint_effort=joint_effort)
-        q_wxyz = np.asarray(orientation, dtype=float)
+        q_wxyz = unit_orientation(orientation)  # refused (ValueError) as in every node, normalised
         R = quat_to_matrix(q_wxyz)
         omega = np.asarray(angular_velocity, dtype=float)
         dq = np.asarray(joint_velocity, dtype=float)

@@ -25,6 +25,7 @@ import numpy as np
 from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core.observation import ObservationSpec, RobotSignals, VOCABULARY
 from sim2real.core.robot_profile import RobotProfile
+from sim2real.core.rotations import unit_orientation
 
 # Where each robot signal comes from, as the operator would look for it.
 SOURCES = {
@@ -121,8 +122,15 @@ class RobotInputs:
         return np.asarray(values, dtype=float)[self._order.index]
 
     def set_imu(self, orientation_xyzw: Sequence[float], angular_velocity: Sequence[float]) -> None:
-        self._orientation = orientation_xyzw
-        self._angular_velocity = angular_velocity
+        """An /imu/data sample; raises ValueError (and keeps the previous sample) when the
+        orientation is no unit quaternion or the rates are not finite. A nearly unit one is
+        normalised."""
+        orientation = unit_orientation(orientation_xyzw)
+        rates = np.asarray(angular_velocity, dtype=float)
+        if rates.shape != (3,) or not np.all(np.isfinite(rates)):
+            raise ValueError(f"/imu/data angular velocity {rates.tolist()} is not three finite numbers; sample refused")
+        self._orientation = orientation
+        self._angular_velocity = rates
 
     def set_state_estimate(self, linear_velocity_body: Sequence[float]) -> None:
         """Base linear velocity in the body frame (nav_msgs/Odometry twist, child frame)."""

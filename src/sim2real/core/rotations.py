@@ -29,6 +29,18 @@ def is_unit_quaternion(q, tolerance: float = 0.1) -> bool:
     return abs(math.sqrt(sum(float(v) * float(v) for v in q)) - 1.0) < tolerance  # NaN fails
 
 
+def unit_orientation(q, source: str = "/imu/data") -> np.ndarray:
+    """``q`` normalised, or ValueError naming ``source`` when it is no orientation
+    (:func:`is_unit_quaternion`). Every node reads an IMU through this, so a quaternion is
+    refused (or accepted) the same way everywhere: a norm-0.5 one once read as a 0.72 rad
+    tilt in one node and as a valid attitude in another."""
+    values = np.asarray(q, dtype=float)
+    if values.shape != (4,) or not is_unit_quaternion(values):
+        raise ValueError(f"{source} orientation {values.tolist()} is not a unit quaternion (x, y, z, w) "
+                         "(all zeros: an IMU that gives no orientation); sample refused")
+    return values / math.sqrt(float(values @ values))
+
+
 def tilt_angle(q) -> float:
     """Angle (rad) between the body z axis and the world z axis: 0 upright, pi upside down; NaN
     for a ``q`` that is no orientation (:func:`is_unit_quaternion`): clamped, NaN read as 0,

@@ -124,6 +124,7 @@ class PolicyRuntimeNode(Node):
 
         self.profile = load_profile(robot)
         self.inputs = RobotInputs(self.profile, cmd_vel_timeout)
+        self.refused_inputs = 0  # messages dropped at the edge: malformed or not finite
         self.slot = PolicySlot(self.profile, [*policy_dirs, Path(policy_path).expanduser().resolve().parent],
                                max_jump=max_jump, crossfade=crossfade, action_bound=action_bound)
         policy = self.slot.start(policy_path)  # PolicyRefused (a ValueError): exit 2 with every difference
@@ -185,7 +186,7 @@ class PolicyRuntimeNode(Node):
         try:
             self.inputs.set_joint_states(msg.name, msg.position, msg.velocity, stamps.to_ns(msg.header.stamp))
         except ValueError as exc:
-            self.get_logger().error(str(exc), throttle_duration_sec=WARN_THROTTLE_S)
+            self._refuse_input(str(exc))
             return
         self._last_state_wall = time.monotonic()
         if self.fit_actuation and len(msg.effort) == len(msg.name) and len(msg.velocity) == len(msg.name):
@@ -203,7 +204,10 @@ class PolicyRuntimeNode(Node):
         imu = self._imu.take_newest()
         if imu is not None:
             o, w = imu[0].orientation, imu[0].angular_velocity
-            self.inputs.set_imu((o.x, o.y, o.z, o.w), (w.x, w.y, w.z))
+            try:
+                self.inputs.set_imu((o.x, o.y, o.z, o.w), (w.x, w.y, w.z))
+            except ValueError as exc:  # the previous sample stays; the supervisor sees the IMU go stale
+                self._refuse_input(str(exc))
         estimate = self._state_estimate.take_newest()
         if estimate is not None:
             v = estimate[0].twist.twist.linear  # nav_msgs/Odometry: twist in the child (body) frame
@@ -213,14 +217,20 @@ class PolicyRuntimeNode(Node):
         try:
             self.inputs.set_velocity_command(msg.linear.x, msg.linear.y, msg.angular.z, self._now())
         except ValueError as exc:
-            self.get_logger().warning(str(exc), throttle_duration_sec=WARN_THROTTLE_S)
+            self._refuse_input(str(exc))
 
     def _on_goal(self, msg: PoseStamped) -> None:
         p = msg.pose.position
         try:
             self.inputs.set_goal((p.x, p.y, p.z), msg.header.frame_id)
         except ValueError as exc:
-            self.get_logger().warning(str(exc), throttle_duration_sec=WARN_THROTTLE_S)
+            self._refuse_input(str(exc))
+
+    def _refuse_input(self, why: str) -> None:
+        """A message dropped at the edge (malformed, not finite): counted in /diagnostics."""
+        self.refused_inputs += 1
+        self.get_logger().warning(f"{why} ({self.refused_inputs} inputs refused so far)",
+                                  throttle_duration_sec=WARN_THROTTLE_S)
 
     # -- the tick (control group) -----------------------------------------------------------------
     def _maybe_tick(self, received: float) -> None:
@@ -331,7 +341,8 @@ class PolicyRuntimeNode(Node):
                   # The supervisor acts on estimator divergence only for a policy that reads the estimate.
                   "observes_state_estimate": str(any(r.reads_state_estimate for r in self.slot.running)).lower(),
                   **{k: f"{v:.3f}" if isinstance(v, float) else str(v) for k, v in summary.items()},
-                  "swaps": str(self.slot.swaps), "refused_swaps": str(self.slot.refused)}
+                  "swaps": str(self.slot.swaps), "refused_swaps": str(self.slot.refused),
+                  "refused_inputs": str(self.refused_inputs)}
         swaps = [e for e in events if e.accepted]
         refusals = [e for e in events if not e.accepted]
         if swaps:

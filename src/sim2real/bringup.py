@@ -3,7 +3,8 @@
 This is the ONE source of the node graph. ``launch/bringup.launch.py`` renders it
 with launch_ros for ``ros2 launch``; ``sim2real up`` renders it as processes. Sim and
 hardware differ only in the ``hardware`` argument, which changes the hardware part
-of the plan and nothing else.
+of the plan and one supervisor parameter, ``simulated`` (a real robot needs the deadman and
+the hardware minimum of its safety config).
 """
 from __future__ import annotations
 
@@ -175,6 +176,7 @@ def make_plan(**arguments: Any) -> BringupPlan:
     # The supervisor is the only publisher of /joint_commands, in sim as on hardware.
     nodes.append(NodeSpec("safety_supervisor", "safety_supervisor", "safety", {
         "robot": robot, "engage_on_start": args["autoengage"], "safety_config": args["safety_config"],
+        "simulated": sim,
     }))
     if args["estimator"] == "true" or (args["estimator"] == "auto" and args["policy"]):
         nodes.append(NodeSpec("state_estimator", "state_estimator", "estimation", {"robot": robot}))

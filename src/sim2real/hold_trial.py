@@ -43,7 +43,7 @@ def stop_mid_trot(seed: int, walk_steps: int, config: SafetyConfig | None = None
     try:
         obs, _ = env.reset(seed=seed)
         world, period = env.world, env.policy_period
-        core = SupervisorCore(profile, config or load_safety_config("go2"), period)
+        core = SupervisorCore(profile, config or load_safety_config("go2"), period, simulated=True)
         now = 0.0
         fed = SupervisorInputs()
 
@@ -58,6 +58,12 @@ def stop_mid_trot(seed: int, walk_steps: int, config: SafetyConfig | None = None
                 fed.policy_time = fed.policy_stamp = now
             return fed
 
+        # The robot spawns standing: the supervisor's stand-up runs on that pose, and it engages after.
+        now = -core.config.stand_duration
+        while now < 0.0:
+            core.tick(sense(), now)
+            now += period
+        now = 0.0
         for step in range(walk_steps):
             action = policy.act(obs)
             sense(policy.metadata.joint_targets(action))

@@ -13,10 +13,11 @@ import threading
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import JointState, Joy
 from std_msgs.msg import Float64MultiArray
 
 from sim2real.core.robot_profile import load_profile
+from sim2real.core.safety_config import load_safety_config
 from sim2real.nodes import qos
 from tests.ros.conftest import wait_for
 
@@ -56,9 +57,19 @@ class MockRos2ControlArm:
         self.publisher.publish(msg)
 
 
+def hold_the_deadman(probe) -> None:
+    """An operator's pad (sensor_msgs/Joy at the joy driver's 20 Hz) holding the deadman: on
+    hardware the supervisor engages, and stays engaged, only while it is held."""
+    button = load_safety_config("panda").buttons["deadman"]
+    publisher = probe.node.create_publisher(Joy, "/joy", 10)
+    buttons = [1 if i == button else 0 for i in range(8)]
+    probe.node.create_timer(0.05, lambda: publisher.publish(Joy(buttons=buttons)))
+
+
 def test_supervisor_commands_reach_the_controller_in_its_joint_order(probe, start_graph):
     controller_joints = PANDA.joint_names[3:] + PANDA.joint_names[:3]
     arm = MockRos2ControlArm(probe, "arm_controller", controller_joints)
+    hold_the_deadman(probe)
     commands = probe.record(JointState, "/joint_commands", qos.COMMAND)
     status = probe.record(DiagnosticArray, "/safety/status", 10)
     diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)

@@ -34,11 +34,21 @@ def test_launch_strings_are_typed_like_python_values():
     assert from_launch.node("pose_commander").remappings == ()  # it publishes /policy/joint_commands itself
 
 
+def rest(plan):
+    """The plan's nodes but the hardware part, less the supervisor's `simulated` (which differs)."""
+    return [(n.name, {k: v for k, v in n.parameters.items() if k != "simulated"})
+            for n in plan.nodes if n.role != "hardware"]
+
+
 def test_hardware_topic_changes_only_the_hardware_part():
     sim = make_plan(hardware="sim", demo=True)
     real = make_plan(hardware="topic", demo=True)
-    assert [n for n in sim.nodes if n.role != "hardware"] == [n for n in real.nodes if n.role != "hardware"]
+
+    assert rest(sim) == rest(real)
     assert [n.role for n in real.nodes] == ["safety", "demo", "monitoring"]
+    # On a real robot the deadman and the hardware minimum of the safety config apply.
+    assert sim.node("safety_supervisor").parameters["simulated"] is True
+    assert real.node("safety_supervisor").parameters["simulated"] is False
 
 
 @pytest.mark.parametrize("arguments, words", [
@@ -160,7 +170,7 @@ def test_ros2_control_swaps_only_the_hardware_part_for_the_bridge():
     sim = make_plan(robot="panda", hardware="sim", demo=True)
     arm = make_plan(robot="panda", hardware="ros2_control", demo=True, controller="arm_controller",
                     controller_joints=f"[{joints}]")
-    assert [n for n in sim.nodes if n.role != "hardware"] == [n for n in arm.nodes if n.role != "hardware"]
+    assert rest(sim) == rest(arm)
     bridge = arm.node("ros2_control_bridge")
     assert bridge.role == "hardware"
     assert bridge.parameters["controller"] == "arm_controller"

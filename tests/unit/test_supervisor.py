@@ -22,9 +22,9 @@ def targets(position) -> JointTargets:
 class Rig:
     """A supervisor with inputs that stay fresh unless a test lets one go stale."""
 
-    def __init__(self, config=None, profile=GO2):
+    def __init__(self, config=None, profile=GO2, simulated=True):
         self.profile = profile
-        self.core = SupervisorCore(profile, config or load_safety_config("go2"), PERIOD)
+        self.core = SupervisorCore(profile, config or load_safety_config("go2"), PERIOD, simulated=simulated)
         self.now = 0.0
         n = profile.num_joints
         self.inputs = SupervisorInputs(joint_position=profile.default_positions.copy(), joint_velocity=np.zeros(n),
@@ -80,7 +80,7 @@ def test_standby_stands_up_smoothly_from_where_the_robot_lies():
 def test_engage_needs_a_fresh_policy_and_then_follows_it_after_a_blend():
     rig = Rig()
     rig.fresh.discard("policy")
-    rig.tick(10)
+    rig.tick(150)
     accepted, message = rig.request("engage")
     assert not accepted and "policy_runtime" in message
     decision = rig.engaged() if rig.fresh.add("policy") is None else None
@@ -202,7 +202,7 @@ def test_deadman_must_be_held_when_enabled():
     rig.inputs.joy_buttons = [0] * 8
     rig.inputs.joy_buttons[config.buttons["deadman"]] = 1
     rig.inputs.joy_time = 0.0
-    rig.tick(5)
+    rig.tick(150)
     rig.inputs.joy_time = rig.now
     assert rig.request("engage")[0]
     rig.inputs.joy_time = rig.now
@@ -318,7 +318,7 @@ def test_inputs_that_never_arrived_wait_in_standby_and_block_engage():
     rig = Rig()
     rig.fresh.discard("imu")
     rig.inputs.imu_time = None
-    decision = rig.tick(5)
+    decision = rig.tick(150)
     assert decision.mode == Mode.STANDBY, "a missing IMU before engage is waiting, not a fault"
     assert [c.detail for c in decision.checks if c.name == "imu_stale"] == ["waiting for the first /imu/data"]
     accepted, message = rig.request("engage")
@@ -327,7 +327,7 @@ def test_inputs_that_never_arrived_wait_in_standby_and_block_engage():
 
 def test_engage_refuses_a_policy_that_is_behind():
     rig = Rig()
-    rig.tick(5)
+    rig.tick(150)
     rig.inputs.policy_stamp = rig.now - 0.2
     accepted, message = rig.request("engage")
     assert not accepted and "behind" in message

@@ -43,9 +43,16 @@ CHECKS: dict[str, dict[str, Any]] = {
     "estimator_divergence": {},
     "deadman": {"deadline": 0.5},
     "tick_overrun": {"max_age": 0.04},
+    # The command followed (policy or teleop) asks a velocity target or feed-forward effort over
+    # factor x the profile's limit: always clamped on the write path (as ros2_control's
+    # joint_limits and libfranka do), and the response trips.
+    "command_limit": {"factor": 1.0},
 }
 # Checks that act as filters on every outgoing command rather than as trips.
 FILTERS = ("position_limit", "target_step")
+# Per-check settings that are not thresholds: hardware_only = skipped when the robot is simulated
+# (the deadman: a simulation has no operator's hand to hold it).
+CHECK_FLAGS = ("enabled", "hardware_only")
 # What an operator may ask (the supervisor node's ~/ACTION services, the joystick, `sim2real safety ACTION`).
 OPERATOR_ACTIONS = ("engage", "takeover", "damp", "estop", "reset")
 BUTTONS = ("deadman", *OPERATOR_ACTIONS)
@@ -58,6 +65,7 @@ class CheckConfig:
     response: Response
     enabled: bool = True
     thresholds: dict[str, float] = field(default_factory=dict)
+    hardware_only: bool = False
 
     def __getitem__(self, key: str) -> float:
         return self.thresholds[key]
@@ -76,6 +84,12 @@ class SafetyConfig:
     # within hold_duration (for a robot whose stopped pose cannot be held).
     hold_pose: str = "last"
     hold_duration: float = 0.75
+    # s after the first /joint_states during which, in STANDBY before any engage, a stale stream
+    # is reported but does not trip: DDS discovery and a busy start-up delay the first samples.
+    startup_grace: float = 0.0
+    # The explicit flag that lets a hardware run use checks weaker than
+    # :mod:`sim2real.core.safety_requirements` asks (removed, disabled, looser, milder).
+    allow_weakened: bool = False
 
 
 def safety_config_path(name_or_path: str | Path) -> Path:
@@ -100,7 +114,7 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
         return float(value)
 
     unknown = sorted(set(data) - {"command_period", "stand_duration", "blend_duration", "hold_pose", "hold_duration",
-                                  "checks", "joystick"})
+                                  "startup_grace", "allow_weakened", "checks", "joystick"})
     if unknown:
         raise fail(", ".join(unknown), "unknown fields", "remove them (see config/safety/go2.yaml)")
     checks_data = data.get("checks") or {}
@@ -121,15 +135,20 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
         if name in FILTERS and response_name != "CLAMP":
             raise fail(f"checks.{name}.response", f"{name} limits every command, it cannot {response_name.lower()}",
                        "use response: clamp")
-        enabled = entry.pop("enabled", True)
-        if not isinstance(enabled, bool):
-            raise fail(f"checks.{name}.enabled", f"expected true or false, got {enabled!r}", "write true or false")
+        if name not in FILTERS and response_name == "CLAMP":
+            # A trip set to clamp never stops anything: the check would report and do nothing.
+            raise fail(f"checks.{name}.response", f"{name} is a trip: clamp would make it do nothing",
+                       "use hold, damp or estop (or enabled: false, which hardware refuses without allow_weakened)")
+        flags = {flag: entry.pop(flag, flag == "enabled") for flag in CHECK_FLAGS}
+        for flag, value in flags.items():
+            if not isinstance(value, bool):
+                raise fail(f"checks.{name}.{flag}", f"expected true or false, got {value!r}", "write true or false")
         extra = sorted(set(entry) - set(CHECKS[name]))
         if extra:
-            raise fail(f"checks.{name}", f"unknown settings {extra}", f"this check takes {sorted(CHECKS[name])}")
+            raise fail(f"checks.{name}", f"unknown settings {extra}", f"this check takes {sorted(CHECKS[name])}, response and {list(CHECK_FLAGS)}")
         thresholds = {key: number(entry.get(key, default), f"checks.{name}.{key}")
                       for key, default in CHECKS[name].items()}
-        checks[name] = CheckConfig(name, Response[response_name], enabled, thresholds)
+        checks[name] = CheckConfig(name, Response[response_name], flags["enabled"], thresholds, flags["hardware_only"])
     buttons_data = data.get("joystick") or {}
     if not isinstance(buttons_data, dict):
         raise fail("joystick", "must map actions to button indices", f"use keys {list(BUTTONS)}")
@@ -149,7 +168,11 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
     if hold_pose not in HOLD_POSES:
         raise fail("hold_pose", f"expected one of {list(HOLD_POSES)}, got {hold_pose!r}",
                    "write last (hold the targets last sent: arms) or stand (go to the stand pose: legged robots)")
+    allow_weakened = data.get("allow_weakened", False)
+    if not isinstance(allow_weakened, bool):
+        raise fail("allow_weakened", f"expected true or false, got {allow_weakened!r}", "write true or false")
     return SafetyConfig(
+        startup_grace=number(data.get("startup_grace", 0.0), "startup_grace"), allow_weakened=allow_weakened,
         hold_pose=hold_pose, hold_duration=number(data.get("hold_duration", 0.75), "hold_duration"),
         command_period=number(data.get("command_period", 0.0), "command_period"),
         stand_duration=number(data.get("stand_duration", 2.0), "stand_duration"),

@@ -24,12 +24,19 @@ returned every tick, whatever the inputs do:
 - DAMPING / ESTOP: position target = measured position, velocity target 0: with the
   profile's PD this is pure joint damping.
 
+Before any policy gets the robot: engage from STANDBY waits for the stand-up and for the joints
+near the stand pose; a reset is refused while the e-stop is pressed or a damp-or-worse fault
+persists, and never restarts motion by itself (ISO 13850); on hardware the deadman must be held.
+Velocity targets and feed-forward efforts never leave over the profile's limits, whatever their
+source; a policy command that asks for more trips ``command_limit``, a teleop one is not followed.
+
 A NaN or infinite measurement never reaches a command: a /joint_states sample with a
 non-finite position counts as no sample (the last valid one is kept and ages, so
 ``joint_states_stale`` damps if they go on); a NaN velocity or effort is a joint without that
 interface (ros2_control's joint_state_broadcaster reports it so) and is left out of its limit
-check, while every other joint is checked; an IMU orientation that is not a unit quaternion (NaN, or REP-145's
-all-zero "no orientation") fails ``base_tilt``: the tilt cannot be known.
+check, while every other joint is checked; an IMU orientation that is not a unit quaternion (NaN,
+REP-145's all-zero "no orientation", a norm of 0.5) fails ``base_tilt`` (the tilt cannot be
+known) and does not count as a fresh sample, so ``imu_stale`` damps if no valid one follows.
 """
 from __future__ import annotations
 
@@ -42,10 +49,16 @@ import numpy as np
 
 from sim2real.core.joint_command import JointTargets
 from sim2real.core.robot_profile import RobotProfile
-from sim2real.core.rotations import tilt_angle
+from sim2real.core.rotations import is_unit_quaternion, tilt_angle
 from sim2real.core.safety_config import OPERATOR_ACTIONS, CheckConfig, Response, SafetyConfig
+from sim2real.core.safety_requirements import check_config_for
 
 TELEOP_FRESH_S = 0.2  # teleop older than this no longer steers; the hold pose takes over
+# Engage from STANDBY needs the measured joints this close to the stand pose (rad): a robot still
+# lying on the ground, or held off its stand, is no state a policy was trained on. In PyBullet a
+# Go2 collapsed by damping lies 1.2 rad from it (calves); stood up again, it sags under its weight
+# at the stand gains to 0.37-0.48 rad (calves), so the bound sits between.
+ENGAGE_STAND_TOLERANCE = 0.7
 
 
 class Mode(str, Enum):
@@ -96,9 +109,14 @@ class Decision:
 
 
 class SupervisorCore:
-    def __init__(self, profile: RobotProfile, config: SafetyConfig, command_period: float):
+    def __init__(self, profile: RobotProfile, config: SafetyConfig, command_period: float, simulated: bool = False):
+        """``simulated``: the robot is a simulation, so ``hardware_only`` checks (the deadman) are
+        skipped and a config weaker than hardware needs is accepted (see
+        :mod:`sim2real.core.safety_requirements`, which raises SafetyConfigError otherwise)."""
+        self.weakenings = check_config_for(config, profile, simulated)
         self.profile = profile
         self.config = config
+        self.simulated = simulated
         self.period = command_period
         self.mode = Mode.STANDBY
         self.last_trip: str = ""
@@ -118,10 +136,46 @@ class SupervisorCore:
         # The newest /joint_states with every position finite, and when it came.
         self._valid_state: Optional[tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], float]] = None
         self._refused_state = ""  # why the newest sample was refused ("" when it was valid)
+        self._valid_orientation: Optional[tuple[np.ndarray, Optional[float]]] = None
+        self._refused_orientation = ""
+        self._first_state_time: Optional[float] = None
+        self._ever_engaged = False
+        self._stood = False  # the stand-up finished at the stand pose since the last start or reset
+        self._refused_teleop = ""
+
+    def _check(self, name: str) -> Optional[CheckConfig]:
+        """The config of check ``name`` when it applies to this run (enabled, and not a
+        hardware-only check on a simulated robot)."""
+        config = self.config.checks.get(name)
+        if config is None or not config.enabled or (config.hardware_only and self.simulated):
+            return None
+        return config
 
     def _validated(self, inputs: SupervisorInputs) -> SupervisorInputs:
-        """``inputs`` with a non-finite /joint_states sample replaced by the last valid one
-        (its arrival time too, so it goes stale), or by none before a valid one has come."""
+        """``inputs`` with a non-finite /joint_states sample, or an IMU orientation that is no
+        unit quaternion, replaced by the last valid one (its arrival time too, so it goes stale
+        and the stale check damps), or by none before a valid one has come."""
+        return self._validated_state(self._validated_orientation(inputs))
+
+    def _validated_orientation(self, inputs: SupervisorInputs) -> SupervisorInputs:
+        o = inputs.base_orientation
+        if o is None:
+            return inputs
+        if is_unit_quaternion(o):  # normalised: a norm of 0.98 is rounding, not a tilt
+            o = np.asarray(o, dtype=float)
+            self._valid_orientation = (o / np.linalg.norm(o), inputs.imu_time)
+            self._refused_orientation = ""
+            return replace(inputs, base_orientation=self._valid_orientation[0].copy())
+        reason = (f"/imu/data orientation {[round(float(v), 3) for v in o]} refused: not a unit quaternion "
+                  "(all zeros: an IMU that gives no orientation)")
+        if reason != self._refused_orientation:
+            self.events.append(reason)
+            self._refused_orientation = reason
+        # The refused orientation stays for base_tilt, which fails on it at once (the tilt is
+        # unknown); the time is the last valid sample's, so imu_stale damps if no valid one comes.
+        return replace(inputs, imu_time=None if self._valid_orientation is None else self._valid_orientation[1])
+
+    def _validated_state(self, inputs: SupervisorInputs) -> SupervisorInputs:
         q = inputs.joint_position
         if q is None:
             return inputs
@@ -171,8 +225,17 @@ class SupervisorCore:
                 return True, f"nothing to reset in {mode.value}"
             if not self._fresh(inputs.joint_states_time, now, "joint_states_stale"):
                 return False, "refused: /joint_states are stale; reset needs a live robot"
+            # ISO 13850: a reset is a separate act once the e-stop is released, and it never
+            # hides a fault that is still there (it would trip again within a few ticks).
+            if self._pressed(inputs, "estop"):
+                return False, (f"refused: the e-stop (joystick button {self.config.buttons['estop']}) is still "
+                               "pressed; release it, then reset")
+            persisting = [c for c in self._evaluate(inputs, now) if not c.ok and c.response >= Response.DAMP]
+            if persisting:
+                fault = persisting[0]
+                return False, f"refused: the fault persists ({fault.name}: {fault.detail}); clear it, then reset"
             self._enter(Mode.STANDBY, now, inputs, "operator: reset")
-            return True, "STANDBY"
+            return True, "STANDBY (engage once the robot stands)"
         if action == "takeover":
             if mode in (Mode.ESTOP, Mode.DAMPING):
                 return False, f"refused in {mode.value}: reset first"
@@ -188,12 +251,22 @@ class SupervisorCore:
             problem = self._engage_blocker(inputs, now)
             if problem:
                 return False, f"refused: {problem}"
+            self._ever_engaged = True
             self._blend_from = (self._last_sent.position.copy() if self._last_sent is not None
                                 else inputs.joint_position.copy())
             self._blend_time = now
             self._enter(Mode.ACTIVE, now, inputs, "operator: engage")
             return True, "ACTIVE"
         return False, f"unknown request {action!r}; use one of {', '.join(OPERATOR_ACTIONS)}"
+
+    def resume_active(self, inputs: SupervisorInputs, now: float) -> None:
+        """Enter ACTIVE as if engaged earlier, without the stand-up and the operator's checks:
+        for a replay or trial that starts from a state recorded while a policy ran. No node
+        calls this; on a robot, ACTIVE comes only from an accepted engage."""
+        inputs = self._validated(inputs)
+        self._stood = self._ever_engaged = True
+        self._blend_from = None
+        self._enter(Mode.ACTIVE, now, inputs, "operator: replay of a running policy")
 
     def stop_command(self, inputs: SupervisorInputs, now: float) -> Optional[JointTargets]:
         """The last command when the supervisor itself stops (None before any valid state): the
@@ -206,11 +279,49 @@ class SupervisorCore:
 
     def stood_up(self, now: float) -> bool:
         """STANDBY's stand-up motion has finished: the robot holds its stand pose."""
-        return self.mode == Mode.STANDBY and now - self._segment_time >= self.config.stand_duration
+        return (self.mode == Mode.STANDBY and self._segment_start is not None
+                and now - self._segment_time >= self.config.stand_duration)
+
+    def _pressed(self, inputs: SupervisorInputs, action: str) -> bool:
+        """The newest /joy message holds ``action``'s button down (whatever its age: a pad that
+        went silent with the e-stop pressed still means the e-stop)."""
+        index = self.config.buttons.get(action)
+        buttons = inputs.joy_buttons
+        return index is not None and buttons is not None and index < len(buttons) and buttons[index] == 1
+
+    def _stand_problem(self, inputs: SupervisorInputs, now: float) -> str:
+        """Why the robot does not stand yet in STANDBY ("" once its stand-up finished and the
+        measured joints reached the stand pose)."""
+        if self._segment_start is None:
+            return "waiting for the first /joint_states"
+        left = self.config.stand_duration - (now - self._segment_time)
+        if left > 0:
+            return f"the robot is still standing up ({left:.1f} s left); engage once it stands"
+        error = np.abs(np.asarray(inputs.joint_position, dtype=float) - self.profile.default_positions)
+        worst = int(np.argmax(error))
+        if error[worst] > ENGAGE_STAND_TOLERANCE:
+            return (f"{self.profile.joint_names[worst]} is {error[worst]:.2f} rad from its stand pose (max "
+                    f"{ENGAGE_STAND_TOLERANCE} rad): the robot did not reach its stand; lift it or clear what "
+                    "blocks it, then reset")
+        return ""
+
+    def _deadman_held(self, inputs: SupervisorInputs, now: float, deadline: float) -> bool:
+        return (self._pressed(inputs, "deadman") and inputs.joy_time is not None
+                and now - inputs.joy_time <= deadline)
 
     def _engage_blocker(self, inputs: SupervisorInputs, now: float) -> str:
         if not self._fresh(inputs.joint_states_time, now, "joint_states_stale"):
             return "/joint_states are stale"
+        if self.mode == Mode.STANDBY:
+            problem = self._stand_problem(inputs, now)
+            if problem:
+                return problem
+        elif not self._stood:  # a takeover before the stand-up finished
+            return "the robot has not stood up since the last start or reset: reset, and engage once it stands"
+        deadman = self._check("deadman")
+        if deadman is not None and "deadman" in self.config.buttons \
+                and not self._deadman_held(inputs, now, deadman["deadline"]):
+            return f"hold the deadman (joystick button {self.config.buttons['deadman']}) to engage"
         if not self.profile.fixed_base and "imu_stale" in self.config.checks \
                 and not self._fresh(inputs.imu_time, now, "imu_stale"):
             return "/imu/data is stale"
@@ -218,6 +329,9 @@ class SupervisorCore:
             return "no fresh /policy/joint_commands: is policy_runtime running?"
         if not _finite(inputs.policy_command):
             return "the policy's command is not finite"
+        over = self._over_limits(inputs.policy_command)
+        if over:
+            return f"the policy's command asks {over}"
         overrun = self.config.checks.get("tick_overrun")
         if overrun is not None and inputs.policy_stamp is not None and inputs.policy_time is not None:
             lag = inputs.policy_time - inputs.policy_stamp
@@ -239,6 +353,8 @@ class SupervisorCore:
         if self._segment_start is None:  # first state: the stand-up starts from where the robot is
             self._segment_start = np.array(inputs.joint_position, dtype=float)
             self._segment_time = now
+        if self._first_state_time is None:
+            self._first_state_time = now
         checks = self._evaluate(inputs, now)
         worst = max((c for c in checks if not c.ok), key=lambda c: c.response, default=None)
         if worst is not None and worst.response >= Response.HOLD:
@@ -246,6 +362,8 @@ class SupervisorCore:
         command = self._command(inputs, now)
         command = self._filter(command, checks)
         self._last_sent = command
+        if self.mode == Mode.STANDBY and not self._stood:
+            self._stood = not self._stand_problem(inputs, now)
         return Decision(self.mode, command, checks, self.events)
 
     def _respond(self, check: CheckResult, inputs: SupervisorInputs, now: float) -> None:
@@ -265,6 +383,8 @@ class SupervisorCore:
             self.last_trip = event
         self.mode = mode
         self._mode_since = now
+        if mode in (Mode.STANDBY, Mode.DAMPING, Mode.ESTOP):
+            self._stood = False  # damped, the robot may have sunk or fallen: it stands up again first
         self._following_teleop = False  # a teleop session belongs to one TAKEOVER
         if mode != Mode.TAKEOVER:
             self._hold_in_place = False
@@ -275,16 +395,25 @@ class SupervisorCore:
     def _handle_buttons(self, inputs: SupervisorInputs, now: float) -> None:
         buttons = inputs.joy_buttons or []
         previous, self._previous_buttons = self._previous_buttons, list(buttons)
+        was_reset = False
         for action in ("estop", "damp", "reset", "takeover", "engage"):  # most severe first
             index = self.config.buttons.get(action)
             if index is None or index >= len(buttons):
                 continue
             pressed_now = buttons[index] == 1
             pressed_before = index < len(previous) and previous[index] == 1
-            if pressed_now and not pressed_before:
-                accepted, message = self._request(action, inputs, now)
-                if not accepted:
-                    self.events.append(f"joystick {action}: {message}")
+            if not pressed_now or pressed_before:
+                continue
+            if was_reset and action in ("takeover", "engage"):
+                # A reset never restarts motion by itself (ISO 13850): motion is a later, separate act.
+                self.events.append(f"joystick {action}: ignored, pressed with reset; press it again once the "
+                                   "robot stands")
+                continue
+            before = self.mode
+            accepted, message = self._request(action, inputs, now)
+            was_reset = was_reset or (action == "reset" and accepted and before != self.mode)
+            if not accepted:
+                self.events.append(f"joystick {action}: {message}")
 
     # -- checks --------------------------------------------------------------------------------
     def _fresh(self, received: Optional[float], now: float, check: str) -> bool:
@@ -297,10 +426,15 @@ class SupervisorCore:
         active = self.mode == Mode.ACTIVE
 
         def check(name: str, failed: bool, detail: str) -> None:
-            config: CheckConfig | None = self.config.checks.get(name)
-            if config is None or not config.enabled:
+            config: CheckConfig | None = self._check(name)
+            if config is None:
                 return
             results.append(CheckResult(name, not failed, config.response, detail if failed else ""))
+
+        # Start-up grace: before any engage, DDS discovery and a busy start-up may delay the first
+        # samples; a stale stream then is reported, not tripped on (the robot only stands).
+        grace = (self.mode == Mode.STANDBY and not self._ever_engaged and self._first_state_time is not None
+                 and now - self._first_state_time < self.config.startup_grace)
 
         def age(received: Optional[float]) -> float:
             return math.inf if received is None else now - received
@@ -319,8 +453,13 @@ class SupervisorCore:
             late = age(received)
             refused = f"; newer ones refused: {self._refused_state}" if name == "joint_states_stale" \
                 and self._refused_state else ""
-            check(name, late > config["deadline"],
-                  f"no {topic} for {late:.3f} s (deadline {config['deadline']:.3f} s){refused}")
+            refused += f"; newer ones refused: {self._refused_orientation}" if name == "imu_stale" \
+                and self._refused_orientation else ""
+            detail = f"no {topic} for {late:.3f} s (deadline {config['deadline']:.3f} s){refused}"
+            if grace and late > config["deadline"]:
+                results.append(CheckResult(name, False, Response.NONE, f"{detail} (start-up grace)"))
+                continue
+            check(name, late > config["deadline"], detail)
         if active and inputs.policy_missed:
             check("policy_stale", True, "lockstep: no /policy/joint_commands for this tick within the wall-clock wait")
         if active:
@@ -331,12 +470,13 @@ class SupervisorCore:
                 lag = inputs.policy_time - inputs.policy_stamp
                 check("tick_overrun", lag > overrun["max_age"],
                       f"policy command computed on data {lag * 1e3:.1f} ms old (max {overrun['max_age'] * 1e3:.1f} ms)")
-            deadman = self.config.checks.get("deadman")
-            index = self.config.buttons.get("deadman")
-            if deadman is not None and index is not None:
-                held = (inputs.joy_buttons is not None and index < len(inputs.joy_buttons)
-                        and inputs.joy_buttons[index] == 1 and age(inputs.joy_time) <= deadman["deadline"])
-                check("deadman", not held, "the operator's deadman is not held (or /joy is silent)")
+            deadman = self._check("deadman")
+            if deadman is not None and "deadman" in self.config.buttons:
+                check("deadman", not self._deadman_held(inputs, now, deadman["deadline"]),
+                      "the operator's deadman is not held (or /joy is silent)")
+            if _finite(inputs.policy_command):
+                over = self._over_limits(inputs.policy_command)
+                check("command_limit", bool(over), f"the policy's command asks {over}")
         if inputs.joint_velocity is not None and len(inputs.joint_velocity):
             self._limit_check(check, "velocity_limit", np.abs(inputs.joint_velocity), self.profile.velocity_limits,
                               "velocity", "rad/s")
@@ -355,6 +495,24 @@ class SupervisorCore:
                 check("base_tilt", tilt > limit, f"base tilted {tilt:.2f} rad (max {limit:.2f} rad)")
         check("estimator_divergence", inputs.estimator_diverged, "the state estimator reports divergence")
         return results
+
+    def _command_limits(self) -> tuple[np.ndarray, np.ndarray]:
+        """Largest |velocity target| and |feed-forward effort| sent: factor x the profile's limits."""
+        config = self._check("command_limit")
+        factor = 1.0 if config is None else min(1.0, config["factor"])  # never past the profile's limits
+        return factor * self.profile.velocity_limits, factor * self.profile.effort_limits
+
+    def _over_limits(self, command: JointTargets) -> str:
+        """What in ``command`` exceeds the command limits ("" when nothing does)."""
+        max_velocity, max_effort = self._command_limits()
+        for values, limits, what, unit in ((command.velocity, max_velocity, "velocity target", "rad/s"),
+                                           (command.effort, max_effort, "feed-forward effort", "N*m")):
+            ratio = np.abs(values) / limits
+            worst = int(np.argmax(ratio))
+            if ratio[worst] > 1.0:
+                return (f"{what} {values[worst]:.2f} {unit} on {self.profile.joint_names[worst]} "
+                        f"(limit {limits[worst]:.2f})")
+        return ""
 
     def _limit_check(self, check, name: str, measured: np.ndarray, limits: np.ndarray, what: str, unit: str) -> None:
         config = self.config.checks.get(name)
@@ -392,6 +550,15 @@ class SupervisorCore:
         teleop = (self.mode == Mode.TAKEOVER and inputs.teleop_command is not None
                   and _finite(inputs.teleop_command) and inputs.teleop_time is not None
                   and inputs.teleop_time >= self._mode_since and now - inputs.teleop_time <= TELEOP_FRESH_S)
+        over = self._over_limits(inputs.teleop_command) if teleop else ""
+        if over:  # teleop passes the same limits as the policy: one over them is not followed
+            reason = f"teleop command refused: it asks {over}; holding"
+            if reason != self._refused_teleop:
+                self.events.append(reason)
+            self._refused_teleop = reason
+            teleop = False
+        elif teleop:
+            self._refused_teleop = ""
         if teleop:
             self._following_teleop = True
             return inputs.teleop_command.copy()
@@ -414,6 +581,10 @@ class SupervisorCore:
     def _filter(self, command: JointTargets, checks: list[CheckResult]) -> JointTargets:
         if self.mode in (Mode.DAMPING, Mode.ESTOP):
             return command  # measured positions: clamping them would pull the joints
+        # Whatever the source, no velocity target or feed-forward effort over the limits leaves here.
+        max_velocity, max_effort = self._command_limits()
+        command.velocity = np.clip(command.velocity, -max_velocity, max_velocity)
+        command.effort = np.clip(command.effort, -max_effort, max_effort)
         position = command.position
         limited = np.clip(position, self._low, self._high)
         if "position_limit" in self.config.checks and self.config.checks["position_limit"].enabled:

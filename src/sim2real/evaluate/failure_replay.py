@@ -141,7 +141,7 @@ def replay_failure(bundle: Bundle, policy_path: str | Path | None = None, lead_s
     slot = PolicySlot(profile, [policy_path.parent])
     slot.start(policy_path)
     inputs = RobotInputs(profile)
-    supervisor = SupervisorCore(profile, safety, safety.command_period or period)
+    supervisor = SupervisorCore(profile, safety, safety.command_period or period, simulated=True)
     sup_inputs = SupervisorInputs()
     index = [start.joint_names.index(n) for n in profile.joint_names]
     q0 = np.clip(start.position[index], profile.lower_limits, profile.upper_limits)
@@ -179,11 +179,9 @@ def replay_failure(bundle: Bundle, policy_path: str | Path | None = None, lead_s
             sup_inputs.policy_command = JointTargets.positions(targets)
             sup_inputs.policy_time = sup_inputs.policy_stamp = t
             if not engaged:
-                # The robot was running this policy: engage at once (the supervisor blends in).
-                engaged, message = supervisor.request("engage", sup_inputs, t)
-                if not engaged:
-                    failed, reason = True, f"the supervisor refused to engage: {message}"
-                    break
+                # The robot was running this policy: the supervisor is ACTIVE from the start.
+                supervisor.resume_active(sup_inputs, t)
+                engaged = True
             decision = supervisor.tick(sup_inputs, t)
             if not np.all(np.isfinite(targets)):
                 failed, reason = True, "policy output not finite"

@@ -61,13 +61,19 @@ class SafetySupervisorNode(Node):
         config_name = declare(self, "safety_config", "", "Safety config name under config/safety/ or a path; "
                                                          "'' = the robot's name")
         autostart = declare(self, "engage_on_start", False,
-                            "Engage once the robot stands and the policy has streamed for 1 s without a gap "
-                            "(sim and demos only; a real robot waits for an operator)")
+                            "Engage once the robot stands and the policy has streamed for 1 s without a gap, "
+                            "and again after each reset (sim and demos only; a real robot waits for an operator)")
+        simulated = declare(self, "simulated", False,
+                            "The robot is a simulation: hardware_only checks (the deadman) are skipped and a "
+                            "safety config weaker than hardware needs is accepted")
         self.profile = load_profile(robot)
         self.config = load_safety_config(config_name or self.profile.name)
         self.period = self.config.command_period or self.profile.policy_period
-        self.core = SupervisorCore(self.profile, self.config, self.period)
+        self.core = SupervisorCore(self.profile, self.config, self.period, simulated=simulated)
+        for weakening in self.core.weakenings:
+            self.get_logger().warning(f"{self.config.source}: {weakening} (allow_weakened: true)")
         self.inputs = SupervisorInputs()
+        self.refused_messages = 0
         self._estimator_diverged = False
         self._policy_reads_estimate = True
         self.engage_on_start = autostart
@@ -128,7 +134,7 @@ class SafetySupervisorNode(Node):
         try:
             index = self._state_order.index_of(msg.name, msg.position, msg.velocity, msg.effort)
         except ValueError as exc:  # another publisher's joints, short arrays: read wrongly or raised in the tick
-            self.get_logger().warning(f"ignoring {exc}", throttle_duration_sec=WARN_THROTTLE_S)
+            self._refuse(f"ignoring {exc}")
             return
         self.inputs.joint_position = np.asarray(msg.position)[index]
         self.inputs.joint_velocity = np.asarray(msg.velocity)[index] if len(msg.velocity) else None
@@ -176,8 +182,7 @@ class SafetySupervisorNode(Node):
             command = self._policy.apply(msg.name, msg.position, msg.velocity, msg.effort).copy()
         except CommandRefused as exc:
             if "non-finite" not in str(exc):
-                self.get_logger().warning(f"ignoring /policy/joint_commands: {exc}",
-                                          throttle_duration_sec=WARN_THROTTLE_S)
+                self._refuse(f"ignoring /policy/joint_commands: {exc}")
                 return
             # A NaN from the policy is a fault the supervisor must see, not a message to drop.
             command = self._policy.targets.copy()
@@ -196,12 +201,14 @@ class SafetySupervisorNode(Node):
         # ... and once the policy has streamed without a gap for a while: a runtime still warming
         # up (first inferences, its neighbours' start-up on a shared CPU) stalled for 0.11 s right
         # after an engage on its first command, and the supervisor held the robot for the run.
+        # After a trip, it engages again once an operator has reset and the robot stands again.
         if (self.engage_on_start and self.core.stood_up(self._now())
                 and self._policy_stream.steady_for() >= ENGAGE_AFTER_STEADY_S):
-            accepted, _ = self.core.request("engage", self.inputs, self._now())
+            accepted, message = self.core.request("engage", self.inputs, self._now())
             if accepted:
-                self.engage_on_start = False
                 self.get_logger().info("engaged on start (engage_on_start)")
+            else:
+                self.get_logger().warning(f"engage_on_start: {message}", throttle_duration_sec=WARN_THROTTLE_S)
 
     def _on_teleop(self, msg: JointState) -> None:
         now = self._now()
@@ -215,7 +222,13 @@ class SafetySupervisorNode(Node):
             self.inputs.teleop_command = self._teleop.apply(msg.name, msg.position, msg.velocity, msg.effort).copy()
             self.inputs.teleop_time = now
         except CommandRefused as exc:
-            self.get_logger().warning(f"ignoring /teleop/joint_commands: {exc}", throttle_duration_sec=WARN_THROTTLE_S)
+            self._refuse(f"ignoring /teleop/joint_commands: {exc}")
+
+    def _refuse(self, why: str) -> None:
+        """A malformed message dropped (the previous one stays and ages): counted on /safety/status."""
+        self.refused_messages += 1
+        self.get_logger().warning(f"{why} ({self.refused_messages} messages refused so far)",
+                                  throttle_duration_sec=WARN_THROTTLE_S)
 
     def _start_teleop_session_on_takeover(self, before: Mode, held: np.ndarray) -> None:
         # A takeover starts a teleop session from what is held now: joints a teleop command does
@@ -314,7 +327,8 @@ class SafetySupervisorNode(Node):
 
     def _publish_status(self, decision, stamp) -> None:
         values = [KeyValue(key="mode", value=decision.mode.value),
-                  KeyValue(key="last_trip", value=self.core.last_trip or "none")]
+                  KeyValue(key="last_trip", value=self.core.last_trip or "none"),
+                  KeyValue(key="refused_messages", value=str(self.refused_messages))]
         for check in decision.checks:
             values.append(KeyValue(key=f"check/{check.name}",
                                    value="ok" if check.ok else f"FAIL ({check.response.name.lower()}): {check.detail}"))

@@ -84,6 +84,7 @@ setup(
         "cma>=3.3",  # sysid: CMA-ES global search of the simulator parameters
         "rosbags>=0.10",  # sysid bags and failure bundles: rosbag2 + MCAP read/write without a ROS install
         "mcap>=1.1",  # tests check every bag opens with the reference MCAP reader
+        "cryptography>=42",  # ed25519 signatures of policy files (sim2real policy sign/verify, trusted_keys)
     ],
     extras_require={
         "ros": ROS_WHEELS,

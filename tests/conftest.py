@@ -2,6 +2,7 @@
 tests get reruns."""
 import os
 import random
+import tempfile
 
 import pytest
 
@@ -10,6 +11,9 @@ import pytest
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(20, 99)))
 # Discovery on loopback only: tests never send DDS traffic off this machine.
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+# What nodes record about "the robot" (the policy audit log) goes to a folder of this session,
+# never to the user's ~/.local/state/sim2real.
+os.environ.setdefault("SIM2REAL_STATE_DIR", tempfile.mkdtemp(prefix="sim2real-state-"))
 
 
 def pytest_collection_modifyitems(config, items):

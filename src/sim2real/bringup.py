@@ -71,7 +71,11 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
     LaunchArgument("latency_log", "", "policy_runtime appends every latency it measures to this file (JSON "
                                       "lines) for `sim2real dr from-latency`; '' = none"),
     LaunchArgument("policy_dirs", "", "more folders policy_runtime may hot-swap policies from, comma-separated "
-                                      "(the shipped policies/ and the starting policy's folder always are)"),
+                                      "(the shipped policies/ always is; the starting policy file itself is "
+                                      "allowed, never its whole folder)"),
+    LaunchArgument("trusted_keys", "", "folder of trusted ed25519 public keys (*.pub, `sim2real policy keygen`): "
+                                       "policy_runtime then runs only policies signed by one of them, at start and "
+                                       "at every swap; '' = unsigned policies run"),
 )}
 
 
@@ -190,13 +194,16 @@ def make_plan(**arguments: Any) -> BringupPlan:
             runtime["latency_compensation"] = True
         if args["latency_log"]:
             runtime["latency_log"] = str(Path(args["latency_log"]).expanduser().absolute())
+        if args["trusted_keys"]:
+            runtime["trusted_keys"] = str(Path(args["trusted_keys"]).expanduser().absolute())
         extra_dirs = [Path(d.strip()).expanduser().absolute() for d in args["policy_dirs"].split(",") if d.strip()]
         if extra_dirs:
             runtime["policy_dirs"] = [str(share_dir() / "policies"), *map(str, extra_dirs)]
         nodes.append(NodeSpec("policy_runtime", "policy_runtime", "control", runtime))
     else:
         defaults = parse_arguments({})
-        unused = [name for name in ("latency_compensation", "latency_log", "policy_dirs") if args[name] != defaults[name]]
+        unused = [name for name in ("latency_compensation", "latency_log", "policy_dirs", "trusted_keys")
+                  if args[name] != defaults[name]]
         if unused:
             raise PlanError(f"launch arguments {unused} set policy_runtime up, which runs only with a policy: "
                             "add policy:=FILE")

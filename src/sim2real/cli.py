@@ -32,6 +32,7 @@ from sim2real.core.bags import BagReadError
 from sim2real.core.failure_bundle import BundleError
 from sim2real.core.failure_config import FailureConfigError
 from sim2real.core.policy_file import PolicyFileError
+from sim2real.core.policy_signing import SignatureError
 from sim2real.core.robot_profile import ProfileError, available_profiles
 from sim2real.core.supervisor import OPERATOR_ACTIONS
 from sim2real.evaluate.evaluate import EvaluationError
@@ -49,7 +50,7 @@ from sim2real.train.vec_env import WorkerError
 # Bad input: the user can fix it from the message (exit 2).
 _INPUT_ERRORS = (ProfileError, PlanError, PolicyFileError, EvaluationError, RandomizationError, CheckpointError,
                  CurriculumError, TrainingError, TrainConfigError, BundleError, FailureConfigError, ReplayError,
-                 PipelineError, BagReadError)
+                 PipelineError, BagReadError, SignatureError)
 
 
 class _UsageError(ValueError):
@@ -443,17 +444,24 @@ def build_parser() -> argparse.ArgumentParser:
                            "computes: the Go2's 30 s took 31 s of wall time on an idle 2-core machine)")
     demo.set_defaults(func=cmd_demo)
 
-    policy = sub.add_parser("policy", formatter_class=_Formatter, help="inspect a policy file; hot-swap the "
-                                                                      "running one",
+    policy = sub.add_parser("policy", formatter_class=_Formatter, help="inspect, sign and verify a policy file; "
+                                                                      "hot-swap the running one; its history",
                             description="info: what a policy file says about itself (robot, joints, gains, action "
                                         "mapping, observation layout,\ntraining randomization, checkpoint and "
                                         "commit), from its metadata.\n"
                                         "swap: hot-swap the running policy: the runtime validates the file, dry-runs "
                                         "it on recent observations and cross-fades to it,\nor refuses it with the "
-                                        "reason while the running policy keeps running.",
+                                        "reason while the running policy keeps running.\n"
+                                        "keygen, sign, verify: ed25519 signatures; with trusted_keys the runtime "
+                                        "runs only signed files.\nhistory: every start and swap request, "
+                                        "accepted or refused, with who asked.",
                             epilog="examples:\n  sim2real policy info policies/go2_walk.onnx\n"
                                    "  sim2real policy swap policies/go2_walk.onnx\n"
-                                   "  sim2real policy swap new.onnx --node /robot1/policy_runtime --json\n")
+                                   "  sim2real policy swap new.onnx --node /robot1/policy_runtime --json\n"
+                                   "  sim2real policy keygen lab-release --dir keys\n"
+                                   "  sim2real policy sign new.onnx --key keys/lab-release.key\n"
+                                   "  sim2real policy verify new.onnx --trusted-keys /etc/sim2real/trusted_keys\n"
+                                   "  sim2real policy history --last 20\n")
     policy_sub = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
     info = policy_sub.add_parser("info", formatter_class=_Formatter, help="show what a policy file was trained for")
     info.add_argument("file", help="an .onnx policy (sim2real export)")
@@ -464,6 +472,9 @@ def build_parser() -> argparse.ArgumentParser:
     swap.add_argument("--node", default="/policy_runtime", help="the policy_runtime node")
     swap.add_argument("--json", action="store_true", help="print the result as JSON")
     swap.set_defaults(func=cmd_policy_swap)
+    from sim2real.policy_trust import add_commands as add_policy_trust_commands
+
+    add_policy_trust_commands(policy_sub, _Formatter)
 
     safety = sub.add_parser(
         "safety", formatter_class=_Formatter, help="the operator's requests to the running safety supervisor",

@@ -421,7 +421,8 @@ def add_parser(sub, fmt: type[argparse.HelpFormatter] = argparse.RawDescriptionH
                    help="validate: allowed drop in success rate (absolute) and mean return (relative)")
     p.add_argument("--eval-workers", type=int, default=2, help="validate: evaluation processes (0: this one)")
     p.add_argument("--node", default="/policy_runtime", help="push: the robot's policy_runtime node")
-    p.add_argument("--policy-dir", help="push: the runtime's policy directory (default: --policy's folder)")
+    p.add_argument("--policy-dir", help="push: one of the runtime's policy_dirs, where the candidate is copied "
+                                        "(default: --policy's folder, which must be one of them)")
     p.add_argument("--timeout", type=float, default=20.0, help="push: seconds to wait for the runtime's answer")
     p.add_argument("--dry-run", action="store_true", help="say what each stage would do; write and push nothing")
 

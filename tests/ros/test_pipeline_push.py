@@ -44,7 +44,8 @@ def test_a_validated_candidate_is_pushed_by_hot_swap(probe, start_graph, tmp_pat
     goal = PoseStamped()
     goal.pose.position.x, goal.pose.position.z, goal.pose.orientation.w = 0.5, 0.4, 1.0
     probe.node.create_timer(0.1, lambda: goal_pub.publish(goal))  # the reach policy ticks only with a goal
-    start_graph(robot="panda", policy=str(current), autoengage=True, failure_collector="false")
+    start_graph(robot="panda", policy=str(current), autoengage=True, failure_collector="false",
+                policy_dirs=str(robot_dir))
     assert wait_for(lambda: running_sha(diagnostics) == load_policy(current).sha256, 40.0)
 
     out = tmp_path / "pipe"

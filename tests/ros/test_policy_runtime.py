@@ -3,11 +3,13 @@ test policies (tests/policy_models.py) whose joint targets the test chose, hot-s
 node's parameter exactly as `sim2real policy swap` sends them."""
 from __future__ import annotations
 
+import datetime
 import os
 import signal
 import struct
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +22,8 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
+from sim2real.core.policy_audit import default_audit_log, read_history
+from sim2real.core.policy_file import load_policy
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import load_safety_config
 from sim2real.nodes import qos
@@ -222,7 +226,9 @@ def test_in_lockstep_every_policy_period_of_sim_time_is_computed(probe, start_gr
 
 
 def test_hot_swap_of_a_good_model_has_no_gap_and_a_bounded_jump(probe, start_graph, go2_policies):
-    graph = start_graph(robot="go2", policy=str(go2_policies["stand"]), autoengage=True)
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+    graph = start_graph(robot="go2", policy=str(go2_policies["stand"]), autoengage=True,
+                        policy_dirs=str(go2_policies["stand"].parent))
     watch = Watcher(probe, graph)
     watch.active()
     time.sleep(1.0)  # the dry run gets a full second of real inputs
@@ -249,12 +255,19 @@ def test_hot_swap_of_a_good_model_has_no_gap_and_a_bounded_jump(probe, start_gra
     swapped, report = swap_policy(go2_policies["stand"])
     assert swapped and "stand.onnx sha256" in report and "cross-faded over 10 ticks" in report, report
     assert wait_for(lambda: watch.runtime().get("policy_path") == str(go2_policies["stand"]), 3.0)
+    # Every start and swap request is in the audit log, with who asked (SIM2REAL_STATE_DIR: tests/conftest.py).
+    ours = [e for e in read_history(default_audit_log()).entries if e["file"] in
+            (str(go2_policies["stand"]), str(go2_policies["lean"])) and e["time"] >= started]
+    assert [(Path(e["file"]).name, e["origin"].split(" ")[0], e["accepted"]) for e in ours] == [
+        ("stand.onnx", "start", True), ("lean.onnx", "parameter", True), ("stand.onnx", "cli", True)], ours
+    assert ours[1]["origin"] == "parameter service" and ours[0]["sha256"] == load_policy(go2_policies["stand"]).sha256
 
 
 def test_a_slow_load_happens_off_the_control_path(probe, start_graph, go2_policies):
     """The model arrives through a named pipe a second after the request (a slow disk, a network
     mount): the load blocks that long, without using the CPU, and the ticks must go on meanwhile."""
-    graph = start_graph(robot="go2", policy=str(go2_policies["stand"]), autoengage=True)
+    graph = start_graph(robot="go2", policy=str(go2_policies["stand"]), autoengage=True,
+                        policy_dirs=str(go2_policies["stand"].parent))
     watch = Watcher(probe, graph)
     watch.active()
     time.sleep(1.0)
@@ -299,7 +312,8 @@ REFUSALS = [
 
 
 def test_bad_models_are_refused_with_the_reason_and_the_old_policy_keeps_running(probe, start_graph, go2_policies):
-    graph = start_graph(robot="go2", policy=str(go2_policies["stand"]), autoengage=True)
+    graph = start_graph(robot="go2", policy=str(go2_policies["stand"]), autoengage=True,
+                        policy_dirs=str(go2_policies["stand"].parent))
     watch = Watcher(probe, graph)
     watch.active()
     time.sleep(0.5)

@@ -423,3 +423,11 @@ def test_a_non_finite_action_is_not_fed_back_as_last_action(policies):
     stamp = feed(inputs, 0)
     assert not np.all(np.isfinite(runtime.tick(stamp * 1e-9, stamp).targets))  # the supervisor holds on it
     np.testing.assert_array_equal(slot.running[0].last_action, np.zeros(GO2.num_joints))
+
+
+def test_a_state_estimate_that_stopped_coming_counts_as_missing():
+    """Fault matrix case 9: a killed state_estimator left its last velocity in the observation for good."""
+    inputs = RobotInputs(GO2)
+    inputs.set_state_estimate((0.5, 0.0, 0.0), now=1.0)
+    assert inputs.signals(1.05).base_linear_velocity is not None
+    assert inputs.signals(1.2).base_linear_velocity is None

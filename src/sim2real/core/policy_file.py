@@ -226,6 +226,7 @@ class PolicyFile:
     sha256: str
     metadata: PolicyMetadata
     session: Any
+    signer: Any = None  # policy_signing.Verified when loaded against trusted keys, else None
 
     def act(self, obs: np.ndarray) -> np.ndarray:
         """Actions for one observation ``[obs_size]`` or a batch ``[B, obs_size]`` (same shape rank back)."""
@@ -245,20 +246,42 @@ class PolicyFile:
             raise PolicyFileError(self.path, "; ".join(problems), "use a policy trained for this robot profile")
 
 
-def load_policy(path: str | Path, threads: int = 1) -> PolicyFile:
+def load_policy(path: str | Path, threads: int = 1, *, max_bytes: int | None = None,
+                trusted_keys: Any = None) -> PolicyFile:
     """Load a policy file, check its graph signature and metadata, and open a CPU session.
 
     ``threads``: onnxruntime intra-op threads; 1 is fastest for a batch-1 MLP (~10 us)
-    and leaves the other cores to the control loop.
+    and leaves the other cores to the control loop. ``max_bytes``: refuse a larger file
+    before reading it (a 500 MB file took seconds to refuse). ``trusted_keys``: a
+    :class:`sim2real.core.policy_signing.TrustedKeys`; the file runs only if its signature
+    verifies, checked on the very bytes that are then loaded.
     """
     import onnxruntime as ort
 
     path = Path(path)
     try:
+        size = path.stat().st_size
+        if max_bytes is not None and size > max_bytes:
+            raise PolicyFileError(path, f"{size / 1e6:.1f} MB is larger than the {max_bytes / 1e6:.1f} MB allowed "
+                                        "(parameter max_policy_mb)",
+                                  "a policy MLP is well under 10 MB: check the file, or raise max_policy_mb")
         data = path.read_bytes()
     except OSError as exc:
         raise PolicyFileError(path, f"cannot read the file ({exc.strerror or exc})",
                               "check the path") from None
+    if max_bytes is not None and len(data) > max_bytes:  # it grew after the stat
+        raise PolicyFileError(path, f"larger than the {max_bytes / 1e6:.1f} MB allowed (parameter max_policy_mb)",
+                              "check the file, or raise max_policy_mb")
+    signer = None
+    if trusted_keys is not None:
+        from sim2real.core.policy_signing import SignatureError
+
+        try:
+            signer = trusted_keys.verify(path, data)
+        except SignatureError as exc:
+            raise PolicyFileError(path, f"refused by trusted_keys: {exc}",
+                                  "run only policies signed with a trusted key (sim2real policy verify FILE "
+                                  "--trusted-keys DIR)") from None
     digest = hashlib.sha256(data).hexdigest()
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
@@ -274,9 +297,14 @@ def load_policy(path: str | Path, threads: int = 1) -> PolicyFile:
                                   "a policy must be one file: re-export it with `sim2real export`") from None
         raise PolicyFileError(path, f"not a valid ONNX model ({reason})",
                               "the file is corrupt or not ONNX: re-export it with `sim2real export`") from None
-    metadata = PolicyMetadata.from_props(dict(session.get_modelmeta().custom_metadata_map), path)
+    try:
+        props = dict(session.get_modelmeta().custom_metadata_map)
+    except UnicodeDecodeError as exc:  # onnxruntime decodes the strings itself
+        raise PolicyFileError(path, f"metadata is not valid UTF-8 ({exc.reason} at byte {exc.start}): the file is "
+                                    "corrupt", "copy it again, or re-export it with `sim2real export`") from None
+    metadata = PolicyMetadata.from_props(props, path)
     _check_signature(session, metadata, path)
-    return PolicyFile(path=path, sha256=digest, metadata=metadata, session=session)
+    return PolicyFile(path=path, sha256=digest, metadata=metadata, session=session, signer=signer)
 
 
 def _check_signature(session: Any, metadata: PolicyMetadata, path: Path) -> None:

@@ -13,8 +13,20 @@ reason string; a refused model never touches the running one. Checks, in order:
    can be built on this robot;
 4. **how it behaves**: a dry run over the last ticks' real inputs (a ring buffer of
    :class:`RobotSignals`): every action finite and within the action bound (its
-   ``action_clip``, else the configured ``action_bound``), and its joint targets for the
-   newest input within ``max_jump`` rad of the targets being sent now. A candidate that
+   ``action_clip``, else the configured ``action_bound``), every joint target within
+   ``max_overreach`` rad of the joint limits, and its joint targets for the newest input
+   within ``max_jump`` rad of the targets being sent now.
+
+With ``trusted_keys`` set, step 2 also checks the file's ed25519 signature (on the very bytes
+that are loaded), and a file larger than ``max_bytes`` is refused before it is read. The
+starting policy may lie outside the policy directories (the operator named it at launch); the
+exact file is then allowed, never its folder.
+
+While running, the **action guard** stops any tick whose joint targets pass a joint limit by more
+than ``max_overreach``: its targets become NaN, on which the supervisor holds at once, and the
+reason is kept (``guard_reason``). The shipped Go2 policy's targets stayed inside the limits at
+every command of its trained ranges; a policy clipped at ``action_clip`` 100 could reach 25 rad.
+Each policy sees the operator's commands clamped to its trained ranges (:mod:`trained_ranges`). A candidate that
    observes a gait clock runs the dry run on the running policy's gait phases (recorded
    with each input) and keeps that phase when it takes over: a trot swapped onto a trot
    goes on in step, instead of starting its clock at 0 against legs already mid-stride.
@@ -47,11 +59,13 @@ from sim2real.core.observation import RobotSignals
 from sim2real.core.policy_file import PolicyFile, PolicyFileError, load_policy
 from sim2real.core.robot_inputs import missing_inputs, unbuildable_terms
 from sim2real.core.robot_profile import RobotProfile
+from sim2real.core.trained_ranges import TrainedRanges
 
 HISTORY_TICKS = 50          # 1 s at 50 Hz: enough motion to exercise a policy, recent enough to be relevant
 DEFAULT_MAX_JUMP = 0.5      # rad; the supervisor's target_step clamp (go2: 0.35 rad/tick) is the backstop
 DEFAULT_CROSSFADE = 0.2     # s
 DEFAULT_ACTION_BOUND = 100.0  # |a| for policies exported without an action clip (legged_gym's clip_actions)
+DEFAULT_MAX_OVERREACH = 0.3   # rad a joint target may pass the joint's limit before the action guard stops the tick
 EVENTS_KEPT = 20
 GAIN_RTOL = 1e-6
 
@@ -86,6 +100,7 @@ class SwapEvent:
     path: str
     sha256_old: str
     sha256_new: str = ""
+    signer: Optional[str] = None              # the trusted key that verified it (None: no trusted_keys)
     accepted: bool = False
     reason: str = ""
     validate_s: float = 0.0                   # s to load and check (a refusal: until refused)
@@ -100,7 +115,8 @@ class SwapEvent:
     def describe(self) -> str:
         if not self.accepted:
             return f"refused {self.path} after {self.validate_s * 1e3:.0f} ms: {self.reason}"
-        text = (f"{self.path} sha256 {self.sha256_old[:12]} -> {self.sha256_new[:12]}: validated in "
+        signed = f", signed by {self.signer}" if self.signer else ""
+        text = (f"{self.path} sha256 {self.sha256_old[:12]} -> {self.sha256_new[:12]}{signed}: validated in "
                 f"{self.validate_s * 1e3:.1f} ms, {self.dry_run.describe() if self.dry_run else 'no dry run'}")
         if self.swap_gap is not None:
             text += (f"; swapped {self.staged_to_swap_s * 1e3:.1f} ms after staging, gap {self.swap_gap:.3f} rad "
@@ -129,6 +145,8 @@ class RunningPolicy:
                                 f"({exc}); re-export it from a checkpoint of a task with a gait section") from None
         self.clock = None if gait is None else GaitClock(gait["frequency"], meta.control_period)
         self.reads_state_estimate = "base_linear_velocity" in self.spec.signals_needed()
+        self.ranges = TrainedRanges.of(meta.task_config)
+        self.clamped = ""  # what the last step clamped of the operator's commands ("" nothing)
 
     @property
     def gait_phase(self) -> Optional[float]:
@@ -145,6 +163,7 @@ class RunningPolicy:
         clock. ``gait_phase``: set the clock to this phase first (ignored without a clock)."""
         if gait_phase is not None:
             self.set_gait_phase(gait_phase)
+        signals, self.clamped = self.ranges.clamp(signals)
         own = replace(signals, last_action=self.last_action, default_joint_position=self.default,
                       gait_phase=None if self.clock is None else self.clock.phase)
         if self.clock is not None:
@@ -194,8 +213,13 @@ def profile_differences(policy: PolicyFile, profile: RobotProfile) -> list[str]:
 class PolicySlot:
     def __init__(self, profile: RobotProfile, policy_dirs: Sequence[str | Path], *,
                  max_jump: float = DEFAULT_MAX_JUMP, crossfade: float = DEFAULT_CROSSFADE,
-                 action_bound: float = DEFAULT_ACTION_BOUND, history: int = HISTORY_TICKS):
-        for name, value in (("max_jump", max_jump), ("action_bound", action_bound)):
+                 action_bound: float = DEFAULT_ACTION_BOUND, history: int = HISTORY_TICKS,
+                 max_overreach: float = DEFAULT_MAX_OVERREACH, max_bytes: Optional[int] = None,
+                 trusted_keys=None):
+        """``trusted_keys``: a :class:`sim2real.core.policy_signing.TrustedKeys` (None: unsigned
+        files run); ``max_bytes``: the largest policy file accepted (None: any)."""
+        for name, value in (("max_jump", max_jump), ("action_bound", action_bound),
+                            ("max_overreach", max_overreach)):
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
         if not (crossfade >= 0 and math.isfinite(crossfade)):
@@ -207,6 +231,14 @@ class PolicySlot:
         self.max_jump = float(max_jump)
         self.crossfade = float(crossfade)
         self.action_bound = float(action_bound)
+        self.max_overreach = float(max_overreach)
+        self.max_bytes = max_bytes
+        self.trusted_keys = trusted_keys
+        self._allowed_files: set[Path] = set()
+        self.guard_trips = 0         # ticks the action guard stopped
+        self.guard_reason = ""       # why it last did
+        self.commands_clamped = 0    # ticks whose operator commands were clamped to the trained ranges
+        self.last_clamp = ""
         self.fade_ticks = round(self.crossfade / profile.policy_period)
         self.active: Optional[RunningPolicy] = None
         self.events: collections.deque[SwapEvent] = collections.deque(maxlen=EVENTS_KEPT)
@@ -233,7 +265,7 @@ class PolicySlot:
         if not text:
             raise PolicyRefused("empty policy path")
         resolved = Path(text).expanduser().resolve()
-        if not any(resolved.is_relative_to(d) for d in self.policy_dirs):
+        if resolved not in self._allowed_files and not any(resolved.is_relative_to(d) for d in self.policy_dirs):
             shown = f"{text} (resolves to {resolved})" if str(resolved) != text else text
             raise PolicyRefused(f"{shown} is outside the policy directories {[str(d) for d in self.policy_dirs]}; "
                                 "copy the model into one of them (parameter policy_dirs)")
@@ -243,7 +275,7 @@ class PolicySlot:
         """Location, file, profile and observation checks; raises PolicyRefused with the reason."""
         resolved = self.check_location(path)
         try:
-            policy = load_policy(resolved)
+            policy = load_policy(resolved, max_bytes=self.max_bytes, trusted_keys=self.trusted_keys)
         except PolicyFileError as exc:
             raise PolicyRefused(str(exc)) from None
         policy.path = Path(path)
@@ -281,6 +313,9 @@ class PolicySlot:
                 raise PolicyRefused(f"dry run: action {peak:.3g} on {joint} exceeds {bound_name} {bound:g} "
                                     f"on recorded tick {tick + 1}/{len(history)}")
             largest = max(largest, peak)
+            past = self.overreach(targets)
+            if past:
+                raise PolicyRefused(f"dry run: {past} on recorded tick {tick + 1}/{len(history)}")
         jump = 0.0
         if current is not None:
             # A joint whose running target is not finite (a running policy that failed) has no
@@ -306,6 +341,7 @@ class PolicySlot:
                     raise PolicyRefused(busy)
                 candidate = self.validate(path)
                 event.sha256_new = candidate.sha256
+                event.signer = candidate.signer.signer if candidate.signer is not None else None
                 event.validate_s = time.perf_counter() - start
                 event.dry_run, trial = self.dry_run(candidate)
                 with self._lock:
@@ -329,7 +365,11 @@ class PolicySlot:
         return ""
 
     def start(self, path: str | Path) -> PolicyFile:
-        """The first policy (no dry run: nothing runs yet). Raises PolicyRefused with the reason."""
+        """The first policy (no dry run: nothing runs yet). Raises PolicyRefused with the reason.
+        The operator named this file: it is allowed wherever it lies (the file, not its folder)."""
+        text = str(path).strip()
+        if text:
+            self._allowed_files.add(Path(text).expanduser().resolve())
         policy = self.validate(path)
         self.active = RunningPolicy(policy)
         return policy
@@ -349,6 +389,15 @@ class PolicySlot:
         if fade is not None:
             targets = self._fade_step(fade, signals, targets)
             self.inference_s += fade.incoming.inference_s
+        clamped = next((p.clamped for p in (active, fade.incoming if fade else None) if p and p.clamped), "")
+        if clamped:
+            self.commands_clamped += 1
+            self.last_clamp = clamped
+        past = self.overreach(targets)
+        if past:  # NaN: the supervisor holds on it at once; never fed back (RunningPolicy.step)
+            self.guard_trips += 1
+            self.guard_reason = f"action guard: {past}; the tick's targets were withheld (NaN)"
+            targets = np.full_like(targets, np.nan)
         with self._lock:
             self._history.append((signals, gait_phase))
             self._targets = targets
@@ -379,6 +428,19 @@ class PolicySlot:
             fade.event.completed = True
             self._fade = None
         return targets
+
+    def overreach(self, targets: np.ndarray) -> str:
+        """What in ``targets`` passes a joint limit by more than ``max_overreach`` ("": nothing).
+        Non-finite targets are left to the supervisor's non-finite check."""
+        low = self.profile.lower_limits - self.max_overreach
+        high = self.profile.upper_limits + self.max_overreach
+        past = np.where(np.isfinite(targets), np.maximum(low - targets, targets - high), -np.inf)
+        worst = int(np.argmax(past))
+        if past[worst] <= 0:
+            return ""
+        name = self.profile.joint_names[worst]
+        return (f"joint target {targets[worst]:.2f} rad on {name} is {past[worst] + self.max_overreach:.2f} rad past "
+                f"its limit (max_overreach {self.max_overreach:g} rad)")
 
     @property
     def running(self) -> list[RunningPolicy]:

@@ -40,6 +40,9 @@ SOURCES = {
 }
 PER_POLICY = ("last_action", "default_joint_position", "gait_phase")
 CMD_VEL_TIMEOUT_S = 0.5  # teleop tools repeat /cmd_vel at >= 10 Hz; silence this long means nobody steers
+# The estimator publishes at the IMU rate (500 Hz): silent this long, it has stopped (crashed,
+# killed), and its last velocity would be fed to the policy as if current. Counted as missing.
+STATE_ESTIMATE_TIMEOUT_S = 0.1
 
 
 def missing_inputs(spec: ObservationSpec, signals: RobotSignals) -> list[str]:
@@ -101,6 +104,7 @@ class RobotInputs:
         self._orientation = None
         self._angular_velocity = None
         self._linear_velocity = None
+        self._linear_velocity_time: Optional[float] = None
         self._command = np.zeros(3)
         self._command_time: Optional[float] = None
         self._goal = None
@@ -132,9 +136,12 @@ class RobotInputs:
         self._orientation = orientation
         self._angular_velocity = rates
 
-    def set_state_estimate(self, linear_velocity_body: Sequence[float]) -> None:
-        """Base linear velocity in the body frame (nav_msgs/Odometry twist, child frame)."""
+    def set_state_estimate(self, linear_velocity_body: Sequence[float], now: Optional[float] = None) -> None:
+        """Base linear velocity in the body frame (nav_msgs/Odometry twist, child frame);
+        ``now``: when it arrived (node time, s), after which it counts for
+        STATE_ESTIMATE_TIMEOUT_S (None: for ever, as in replays fed one state per tick)."""
         self._linear_velocity = linear_velocity_body
+        self._linear_velocity_time = now
 
     def set_velocity_command(self, vx: float, vy: float, yaw_rate: float, now: float) -> None:
         """A /cmd_vel; raises ValueError (and keeps the previous command, which times out as
@@ -175,7 +182,8 @@ class RobotInputs:
         if self._orientation is not None:
             s.base_orientation = np.array(self._orientation, dtype=float)
             s.base_angular_velocity = np.array(self._angular_velocity, dtype=float)
-        if self._linear_velocity is not None:
+        if self._linear_velocity is not None and (self._linear_velocity_time is None
+                                                  or now - self._linear_velocity_time <= STATE_ESTIMATE_TIMEOUT_S):
             s.base_linear_velocity = np.array(self._linear_velocity, dtype=float)
         fresh = self._command_time is not None and now - self._command_time <= self.cmd_vel_timeout
         s.velocity_command = self._command.copy() if fresh else np.zeros(3)

@@ -40,6 +40,12 @@ It was the default once before and was reverted for 195 ms command gaps during h
 those came from a graph that saturated both cores (a callback per 500 Hz message in every
 node), not from the executor, and the hot-swap graph tests pass with it since the nodes poll.
 
+Trust: policies are swapped in only from ``policy_dirs`` (the starting file itself is allowed,
+not its folder); with ``trusted_keys`` only files signed by a trusted ed25519 key run, at
+start and at every swap (:mod:`sim2real.core.policy_signing`); files over ``max_policy_mb``
+are refused before they are read. Every start and swap request, accepted or refused, with who
+asked, is appended to the audit log (``audit_log``; `sim2real policy history`).
+
     ros2 run sim2real policy_runtime --ros-args -p robot:=go2 -p policy_path:=policies/go2_walk.onnx
 """
 from __future__ import annotations
@@ -65,7 +71,10 @@ from sensor_msgs.msg import Imu, JointState
 from sim2real.core.latency import LatencyMonitor, trained_latency
 from sim2real.core.paths import share_dir
 from sim2real.core.policy_runtime import STALE, PolicyRuntime
-from sim2real.core.policy_slot import DEFAULT_ACTION_BOUND, DEFAULT_CROSSFADE, DEFAULT_MAX_JUMP, PolicySlot
+from sim2real.core.policy_audit import AuditLog, default_audit_log
+from sim2real.core.policy_signing import TrustedKeys
+from sim2real.core.policy_slot import (DEFAULT_ACTION_BOUND, DEFAULT_CROSSFADE, DEFAULT_MAX_JUMP, DEFAULT_MAX_OVERREACH,
+                                       PolicySlot)
 from sim2real.core.robot_inputs import CMD_VEL_TIMEOUT_S, RobotInputs
 from sim2real.core.robot_profile import load_profile
 from sim2real.nodes import lifecycle, qos, stamps
@@ -75,6 +84,9 @@ from sim2real.nodes.polled import PolledSubscription, companion_node
 EXECUTORS = ("single", "multi", "events")
 DIAGNOSTICS_PERIOD_S = 1.0
 LOADER_SWITCH_INTERVAL_S = 0.0005
+DEFAULT_MAX_POLICY_MB = 50.0  # the shipped policies are under 1 MB
+# A SetParameters pseudo-parameter naming who asks for the swap in the same request (audit log).
+SWAP_ORIGIN = "swap_origin"
 WARN_THROTTLE_S = 2.0
 
 
@@ -85,8 +97,20 @@ class PolicyRuntimeNode(Node):
         policy_path = declare(self, "policy_path", "", "ONNX policy file (sim2real export). Set it while running "
                               "to hot-swap: refused with the reason, or swapped at a tick boundary", read_only=False)
         policy_dirs = declare(self, "policy_dirs", [str(share_dir() / "policies")],
-                              "Directories policies may be loaded from (symlinks resolved); the initial "
-                              "policy's directory is always allowed")
+                              "Directories policies may be swapped in from (symlinks resolved); the starting "
+                              "policy file itself is allowed, never its whole folder")
+        trusted_keys = declare(self, "trusted_keys", "",
+                               "Directory of trusted ed25519 public keys (*.pub, sim2real policy keygen); when "
+                               "set, only policies signed by one of them run, at start and at every swap; "
+                               "'' = unsigned policies run")
+        max_policy_mb = declare(self, "max_policy_mb", DEFAULT_MAX_POLICY_MB,
+                                "MB: a larger policy file is refused before it is read")
+        max_overreach = declare(self, "max_overreach", DEFAULT_MAX_OVERREACH,
+                                "rad a joint target may pass its joint limit; a tick past it is withheld "
+                                "(NaN: the supervisor holds) and a candidate doing it in its dry run is refused")
+        audit_log = declare(self, "audit_log", "",
+                            "Append-only log of every policy start and swap request (sim2real policy history); "
+                            "'' = policy_audit.jsonl in $SIM2REAL_STATE_DIR or ~/.local/state/sim2real")
         crossfade = declare(self, "crossfade", DEFAULT_CROSSFADE,
                             "s over which a swap moves the joint targets from the old policy to the new one")
         max_jump = declare(self, "max_jump", DEFAULT_MAX_JUMP,
@@ -125,9 +149,17 @@ class PolicyRuntimeNode(Node):
         self.profile = load_profile(robot)
         self.inputs = RobotInputs(self.profile, cmd_vel_timeout)
         self.refused_inputs = 0  # messages dropped at the edge: malformed or not finite
-        self.slot = PolicySlot(self.profile, [*policy_dirs, Path(policy_path).expanduser().resolve().parent],
-                               max_jump=max_jump, crossfade=crossfade, action_bound=action_bound)
-        policy = self.slot.start(policy_path)  # PolicyRefused (a ValueError): exit 2 with every difference
+        self.audit = AuditLog(audit_log or default_audit_log())
+        keys = TrustedKeys(trusted_keys) if trusted_keys else None  # SignatureError (a ValueError): exit 2
+        self.slot = PolicySlot(self.profile, policy_dirs, max_jump=max_jump, crossfade=crossfade,
+                               action_bound=action_bound, max_overreach=max_overreach,
+                               max_bytes=round(max_policy_mb * 1e6), trusted_keys=keys)
+        try:
+            policy = self.slot.start(policy_path)  # PolicyRefused (a ValueError): exit 2 with every difference
+        except ValueError as exc:
+            self._audit(policy_path, "", None, "start", False, str(exc))
+            raise
+        self._audit(policy_path, policy.sha256, policy.signer.signer if policy.signer else None, "start", True, "")
         self.latency = LatencyMonitor(self.profile, compensate, horizon, budget,
                                       trained_latency=trained_latency(policy.metadata.randomization))
         self.runtime = PolicyRuntime(self.slot, self.inputs, latency_monitor=self.latency)
@@ -138,6 +170,7 @@ class PolicyRuntimeNode(Node):
         self._last_waiting = None
         self._logged_until = 0.0  # requested_at of the last swap logged as done
         self._command = JointState(name=self.profile.joint_names)
+        self._guard_trips_seen = 0
 
         # The control callbacks in their own group: the SetParameters coroutine holds the default
         # group while it awaits the loader, and the executor must keep running these meanwhile.
@@ -211,7 +244,7 @@ class PolicyRuntimeNode(Node):
         estimate = self._state_estimate.take_newest()
         if estimate is not None:
             v = estimate[0].twist.twist.linear  # nav_msgs/Odometry: twist in the child (body) frame
-            self.inputs.set_state_estimate((v.x, v.y, v.z))
+            self.inputs.set_state_estimate((v.x, v.y, v.z), estimate[1] * 1e-9 if not self.sim_time else self._now())
 
     def _on_cmd_vel(self, msg: Twist) -> None:
         try:
@@ -263,16 +296,25 @@ class PolicyRuntimeNode(Node):
         self.latency.on_command(stamp * 1e-9, self._now(), tick.targets)
         if not np.all(np.isfinite(tick.targets)):
             # Published anyway: the supervisor must see the fault (it holds), not a silent gap.
-            self.get_logger().error("policy output is not finite", throttle_duration_sec=WARN_THROTTLE_S)
+            guard = self.slot.guard_trips != self._guard_trips_seen
+            self._guard_trips_seen = self.slot.guard_trips
+            self.get_logger().error(self.slot.guard_reason if guard else "policy output is not finite",
+                                    throttle_duration_sec=WARN_THROTTLE_S)
 
     # -- hot-swap (default group; the model loads on the loader thread) ------------------------------
     async def _set_parameters_service(self, request: SetParameters.Request,
                                       response: SetParameters.Response) -> SetParameters.Response:
+        # `sim2real policy swap` says who asks in a swap_origin pseudo-parameter of the same request.
+        origin = next((p.value.string_value for p in request.parameters if p.name == SWAP_ORIGIN
+                       and p.value.type == ParameterType.PARAMETER_STRING), "") or "parameter service"
         for parameter in request.parameters:
+            if parameter.name == SWAP_ORIGIN:
+                response.results.append(SetParametersResult(successful=True))
+                continue
             if parameter.name == "policy_path" and parameter.value.type == ParameterType.PARAMETER_STRING:
                 path = parameter.value.string_value
                 event = await self._on_loader(self.slot.propose, path)
-                self._log_proposal(event)
+                self._log_proposal(event, origin)
                 if not event.accepted:
                     response.results.append(SetParametersResult(successful=False, reason=event.reason))
                     continue
@@ -309,16 +351,24 @@ class PolicyRuntimeNode(Node):
             # Not through the SetParameters service (set_parameters_atomically, or in-process): the
             # model loads on the caller's thread, which for a service is the control path's thread.
             event = self.slot.propose(parameter.value)
-            self._log_proposal(event)
+            self._log_proposal(event, "parameter (in-process)")
             if not event.accepted:
                 return SetParametersResult(successful=False, reason=event.reason)
         return SetParametersResult(successful=True)
 
-    def _log_proposal(self, event) -> None:
+    def _log_proposal(self, event, origin: str) -> None:
         if event.accepted:
-            self.get_logger().info(f"hot-swap staged: {event.describe()}")
+            self.get_logger().info(f"hot-swap staged ({origin}): {event.describe()}")
         else:
-            self.get_logger().warning(f"hot-swap {event.describe()}")
+            self.get_logger().warning(f"hot-swap ({origin}) {event.describe()}")
+        self._audit(event.path, event.sha256_new, event.signer, origin, event.accepted, event.reason)
+
+    def _audit(self, path: str, sha256: str, signer: str | None, origin: str, accepted: bool, reason: str) -> None:
+        try:
+            self.audit.record(robot=self.profile.name, file=str(path), sha256=sha256,
+                              signer=signer, origin=origin, accepted=accepted, reason=reason)
+        except OSError as exc:  # the swap itself stands; the operator must learn the log is not kept
+            self.get_logger().error(f"policy audit log {self.audit.path} not written: {exc}")
 
     # -- diagnostics (default group) ------------------------------------------------------------
     def _publish_diagnostics(self) -> None:
@@ -342,7 +392,14 @@ class PolicyRuntimeNode(Node):
                   "observes_state_estimate": str(any(r.reads_state_estimate for r in self.slot.running)).lower(),
                   **{k: f"{v:.3f}" if isinstance(v, float) else str(v) for k, v in summary.items()},
                   "swaps": str(self.slot.swaps), "refused_swaps": str(self.slot.refused),
-                  "refused_inputs": str(self.refused_inputs)}
+                  "refused_inputs": str(self.refused_inputs),
+                  "signer": active.signer.signer if active.signer else "unsigned (no trusted_keys)",
+                  "action_guard_trips": str(self.slot.guard_trips),
+                  "commands_clamped": str(self.slot.commands_clamped)}
+        if self.slot.guard_reason:
+            values["last_action_guard"] = self.slot.guard_reason
+        if self.slot.last_clamp:
+            values["last_clamp"] = self.slot.last_clamp
         swaps = [e for e in events if e.accepted]
         refusals = [e for e in events if not e.accepted]
         if swaps:

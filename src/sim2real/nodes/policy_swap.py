@@ -9,7 +9,10 @@ system ROS (rclpy from PyPI wheels).
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
+import os
+import socket
 import time
 from pathlib import Path
 
@@ -21,6 +24,15 @@ from sim2real.nodes.trigger_call import command_line_node
 
 DEFAULT_NODE = "/policy_runtime"
 SWAP_REPORT_WAIT_S = 2.5
+
+
+def swap_origin() -> str:
+    """``cli (user@host, pid N)``: who asks, as the audit log records it."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        user = f"uid {os.getuid()}"
+    return f"cli ({user}@{socket.gethostname()}, pid {os.getpid()})"
 
 
 def _last_swap(msg: DiagnosticArray, status_name: str) -> list[str]:
@@ -44,7 +56,10 @@ def swap_policy(path: str | Path, node: str = DEFAULT_NODE, timeout: float = 10.
         if not client.wait_for_service(timeout_sec=timeout):
             return False, f"no service {service} within {timeout:g} s: is policy_runtime running (node {node})?"
         value = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=target)
-        request = SetParameters.Request(parameters=[Parameter(name="policy_path", value=value)])
+        # Who asks, for the runtime's audit log: a pseudo-parameter the runtime consumes.
+        origin = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=swap_origin())
+        request = SetParameters.Request(parameters=[Parameter(name="policy_path", value=value),
+                                                    Parameter(name="swap_origin", value=origin)])
         future = client.call_async(request)
         executor.spin_until_future_complete(future, timeout_sec=max(0.1, deadline - time.monotonic()))
         if not future.done():

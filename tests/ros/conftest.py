@@ -42,6 +42,7 @@ class Probe:
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.lock = threading.Lock()
+        self._stand_in = None
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)
         self.thread.start()
 
@@ -59,8 +60,22 @@ class Probe:
         self.node.create_subscription(msg_type, topic, on_message, qos, raw=raw)
         return messages
 
+    def command_publisher(self):
+        """A /joint_commands publisher on a node named safety_supervisor: the test plays the
+        supervisor for a driver started without one (drivers take commands from it alone)."""
+        from sensor_msgs.msg import JointState
+
+        from sim2real.nodes import qos
+
+        if self._stand_in is None:
+            self._stand_in = rclpy.create_node("safety_supervisor", context=self.context)
+            self.executor.add_node(self._stand_in)
+        return self._stand_in.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+
     def close(self):
         self.executor.shutdown(timeout_sec=1.0)
+        if self._stand_in is not None:
+            self._stand_in.destroy_node()
         self.node.destroy_node()
         rclpy.shutdown(context=self.context)
         self.thread.join(timeout=2.0)

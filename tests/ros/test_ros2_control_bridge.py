@@ -110,9 +110,9 @@ def test_a_first_command_that_names_only_some_joints_is_refused(make_any):
     """The others have no target yet: a default pose would make them jump (the mapper refuses it)."""
     from sim2real.nodes.ros2_control_bridge import Ros2ControlBridgeNode
 
-    node = make_any(Ros2ControlBridgeNode)
-    node._on_command(JointState(name=["panda_joint1"], position=[0.3]))
+    node = make_any(Ros2ControlBridgeNode, command_writer="")  # handlers driven directly: no publisher to check
+    node._on_command(JointState(name=["panda_joint1"], position=[0.3]), {})
     assert (node.forwarded, node.refused) == (0, 1)
-    node._on_command(JointState(name=list(PANDA.joint_names), position=[float(v) for v in PANDA.default_positions]))
-    node._on_command(JointState(name=["panda_joint1"], position=[0.3]))  # after a full one: fine
+    node._on_command(JointState(name=list(PANDA.joint_names), position=[float(v) for v in PANDA.default_positions]), {})
+    node._on_command(JointState(name=["panda_joint1"], position=[0.3]), {})  # after a full one: fine
     assert (node.forwarded, node.refused) == (2, 1)

@@ -52,7 +52,7 @@ def test_commanded_pose_converges_on_joint_states(probe, start_graph):
     assert wait_for(lambda: len(states) > 10, STARTUP_S), "no /joint_states from sim_robot"
     assert list(states[-1].name) == PANDA.joint_names
     target = PANDA.default_positions + np.array([0.3, -0.2, 0.3, 0.3, -0.3, 0.2, 0.3])
-    publisher = probe.node.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+    publisher = probe.command_publisher()
     # Send the joints in reverse order: the contract matches them by name.
     reversed_names = PANDA.joint_names[::-1]
     timer = probe.node.create_timer(0.02, lambda: publisher.publish(command(reversed_names, target[::-1])))
@@ -85,7 +85,7 @@ def test_command_timeout_damps_like_a_real_driver(probe, start_graph):
     truth = probe.record(Odometry, "/sim/ground_truth", qos.SENSOR_SUBSCRIBE)
     diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
     assert wait_for(lambda: len(truth) > 10, STARTUP_S)
-    publisher = probe.node.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+    publisher = probe.command_publisher()
     timer = probe.node.create_timer(0.02, lambda: publisher.publish(command(GO2.joint_names, GO2.default_positions)))
     assert wait_for(lambda: diagnostics_value(diagnostics, "mode") == "COMMANDED", 5.0)
     standing = truth[-1].pose.pose.position.z
@@ -112,7 +112,7 @@ def test_malformed_commands_are_refused_and_the_last_good_command_holds(probe, s
         command(names, far, velocity=[0.0, 1.0]),             # velocity of the wrong length
         command(names, [math.nan] + list(far[1:])),           # non-finite target
     ]
-    publisher = probe.node.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+    publisher = probe.command_publisher()
     sent = {"n": 0}
 
     def tick():
@@ -139,7 +139,7 @@ def test_malformed_commands_are_refused_and_the_last_good_command_holds(probe, s
 def test_lockstep_publishes_clock_and_advances_only_with_the_graph(probe, start_graph):
     start_graph(only=["sim_robot"], robot="panda", lockstep=True)
     clock = probe.record(Clock, "/clock", qos.CLOCK)
-    publisher = probe.node.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+    publisher = probe.command_publisher()
     answering = {"on": False}
     policy_ns = round(PANDA.policy_period * 1e9)
 

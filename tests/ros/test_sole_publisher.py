@@ -2,6 +2,8 @@
 the sim warn when /joint_commands or /joint_states has another publisher."""
 from __future__ import annotations
 
+import time
+
 import pytest
 from sensor_msgs.msg import JointState
 
@@ -39,3 +41,37 @@ def test_a_lockstep_sim_names_a_second_driver_and_a_second_clock(start_graph, pr
     probe.node.create_publisher(Clock, "/clock", 10)
     assert wait_for(lambda: "2 publishers on /joint_states" in graph.log.text()
                     and "2 publishers on /clock" in graph.log.text(), WARN_THROTTLE_S - 1.0), graph.log.text()[-2000:]
+
+
+def test_a_second_writer_on_joint_commands_moves_nothing_and_damps(start_graph, probe):
+    """Fault matrix case 2: the sim obeyed another publisher of /joint_commands (the Panda driven
+    to its limits while /safety/status said ESTOP). Now the driver takes the supervisor's
+    commands alone, and the supervisor damps while another writer exists."""
+    import numpy as np
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    from sim2real.core.robot_profile import load_profile
+
+    panda = load_profile("panda")
+    start_graph(robot="panda", only=["sim_robot", "safety_supervisor"])
+    states = probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
+    status = probe.record(DiagnosticArray, "/safety/status", 10)
+    diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
+    assert wait_for(lambda: len(states) > 50 and status, 30.0)
+    wild = panda.default_positions.copy()
+    wild[1] += 1.0
+    rogue = probe.node.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+    probe.node.create_timer(0.02, lambda: rogue.publish(JointState(name=panda.joint_names, position=wild.tolist())))
+
+    def tripped():
+        values = {kv.key: kv.value for kv in status[-1].status[0].values}
+        return status[-1].status[0].message == "DAMPING" and "sole_writer" in values["last_trip"]
+
+    assert wait_for(tripped, 10.0), status[-1].status[0].values
+    time.sleep(1.0)
+    reached = max(float(m.position[1]) for m in list(states)[-300:])
+    assert reached < panda.default_positions[1] + 0.2, f"the rogue commands moved joint 2 to {reached:.2f} rad"
+    sim = [kv.value for a in list(diagnostics) for s in a.status if s.name.startswith("sim_robot")
+           for kv in s.values if kv.key == "refused_writers"]
+    assert sim and int(sim[-1]) > 0
+    np.testing.assert_array_equal(np.isfinite(states[-1].position), True)

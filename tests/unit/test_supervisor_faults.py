@@ -249,3 +249,16 @@ def test_a_gap_in_the_startup_grace_does_not_trip_and_one_after_it_does():
     rig.tick(60)
     rig.fresh.discard("joint_states")
     assert rig.tick(4).mode == Mode.DAMPING
+
+
+# -- case 2: another writer on /joint_commands ------------------------------------------------
+def test_another_writer_on_joint_commands_damps_and_blocks_reset_until_it_leaves():
+    rig = Rig()
+    rig.engaged()
+    rig.inputs.other_command_writers = ("/teleop_tool",)
+    assert rig.tick().mode == Mode.DAMPING and "sole_writer" in rig.core.last_trip
+    assert "/teleop_tool" in rig.core.last_trip
+    accepted, message = rig.request("reset")
+    assert not accepted and "sole_writer" in message
+    rig.inputs.other_command_writers = ()
+    assert rig.request("reset")[0]

@@ -47,6 +47,8 @@ CHECKS: dict[str, dict[str, Any]] = {
     # factor x the profile's limit: always clamped on the write path (as ros2_control's
     # joint_limits and libfranka do), and the response trips.
     "command_limit": {"factor": 1.0},
+    # Another node publishes /joint_commands: a driver that does not check the writer obeys it.
+    "sole_writer": {},
 }
 # Checks that act as filters on every outgoing command rather than as trips.
 FILTERS = ("position_limit", "target_step")

@@ -42,6 +42,7 @@ HARDWARE_BOUNDS: dict[str, Requirement] = {
     "command_limit": Requirement(Response.HOLD, (("factor", 1.0),)),
     "base_tilt": Requirement(Response.DAMP, (("max_angle", 1.2),), floating_base_only=True),
     "deadman": Requirement(Response.HOLD, (("deadline", 1.0),)),
+    "sole_writer": Requirement(Response.DAMP),
 }
 
 

@@ -87,6 +87,7 @@ class SupervisorInputs:
     joy_buttons: Optional[list[int]] = None
     joy_time: Optional[float] = None
     estimator_diverged: bool = False
+    other_command_writers: tuple[str, ...] = ()  # nodes besides this one publishing /joint_commands
     # Lockstep: sim time stands still while the supervisor waits for the policy, so a dead
     # policy never looks stale by the clock; the node sets this after a wall-clock wait.
     policy_missed: bool = False
@@ -120,6 +121,7 @@ class SupervisorCore:
         self.period = command_period
         self.mode = Mode.STANDBY
         self.last_trip: str = ""
+        self.trips = 0  # mode changes the checks caused (not an operator's)
         self.events: list[str] = []
         margin = config.checks["position_limit"]["margin"] if "position_limit" in config.checks else 0.0
         self._low = profile.lower_limits + margin
@@ -381,6 +383,7 @@ class SupervisorCore:
         self.events.append(event)
         if not reason.startswith("operator"):
             self.last_trip = event
+            self.trips += 1
         self.mode = mode
         self._mode_since = now
         if mode in (Mode.STANDBY, Mode.DAMPING, Mode.ESTOP):
@@ -494,6 +497,9 @@ class SupervisorCore:
             else:
                 check("base_tilt", tilt > limit, f"base tilted {tilt:.2f} rad (max {limit:.2f} rad)")
         check("estimator_divergence", inputs.estimator_diverged, "the state estimator reports divergence")
+        check("sole_writer", bool(inputs.other_command_writers),
+              f"other publishers on /joint_commands: {', '.join(inputs.other_command_writers)}; a driver that does "
+              "not check the writer obeys them: stop them (or give this graph its own ROS_DOMAIN_ID)")
         return results
 
     def _command_limits(self) -> tuple[np.ndarray, np.ndarray]:

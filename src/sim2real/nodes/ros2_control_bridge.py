@@ -27,6 +27,7 @@ from sim2real.core.controller_joints import ControllerJointOrder
 from sim2real.core.joint_command import CommandRefused, JointCommandMapper
 from sim2real.core.robot_profile import load_profile
 from sim2real.nodes import lifecycle, qos
+from sim2real.nodes.command_source import CommandSource
 from sim2real.nodes.params import declare
 
 DIAGNOSTICS_PERIOD_S = 1.0
@@ -42,6 +43,9 @@ class Ros2ControlBridgeNode(Node):
                              "/<controller>/commands")
         joints = declare(self, "controller_joints", [""],
                          "The controller's `joints` parameter, in its order; empty = the profile's joint order")
+        writer = declare(self, "command_writer", "safety_supervisor",
+                         "The only node whose /joint_commands move the robot (relative to this node's namespace, "
+                         "or absolute); other publishers are ignored and counted. '' = every publisher")
         if not controller.strip("/"):
             raise ValueError("parameter controller:='' names no controller: give the forward_command_controller "
                              "taking the commands (e.g. forward_position_controller)")
@@ -56,13 +60,18 @@ class Ros2ControlBridgeNode(Node):
         # (reliable, volatile): a reliable depth-1 publisher matches it.
         self._pub = self.create_publisher(Float64MultiArray, self.topic, qos.COMMAND)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._source = CommandSource(self, "/joint_commands", writer)
         self.create_subscription(JointState, "/joint_commands", self._on_command, qos.COMMAND)
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         self.get_logger().info(
             f"{self.profile.name}: /joint_commands -> {self.topic} in order {self.order.controller_joints}; "
             "position targets only (the hardware's own gains apply; kp/kd, velocity and effort are not sent)")
 
-    def _on_command(self, msg: JointState) -> None:
+    def _on_command(self, msg: JointState, info: dict) -> None:
+        # Two parameters, no default: rclpy passes MessageInfo (the publisher's gid) only then.
+        if not self._source.accepts(info):
+            self.get_logger().error(self._source.refusal(), throttle_duration_sec=WARN_THROTTLE_S)
+            return
         try:
             targets = self.mapper.apply(msg.name, msg.position, msg.velocity, msg.effort)
         except CommandRefused as exc:
@@ -75,6 +84,7 @@ class Ros2ControlBridgeNode(Node):
 
     def _publish_diagnostics(self) -> None:
         values = {"controller_topic": self.topic, "forwarded": str(self.forwarded), "refused": str(self.refused),
+                  "refused_writers": str(self._source.refused),
                   "controller_joints": ",".join(self.order.controller_joints)}
         level = DiagnosticStatus.WARN if self.refused else DiagnosticStatus.OK
         status = DiagnosticStatus(level=level, name=f"{self.get_name()}: command bridge",

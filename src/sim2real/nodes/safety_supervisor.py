@@ -20,6 +20,7 @@ moment does not mistake its own stall for a silent sensor or policy.
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -31,6 +32,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState, Joy
 from std_srvs.srv import Trigger
 
+from sim2real.core.dds_security import security_state
 from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core.joint_command import CommandRefused, JointCommandMapper, JointTargets
 from sim2real.core.period_stats import GapFreeStream
@@ -72,6 +74,11 @@ class SafetySupervisorNode(Node):
         self.core = SupervisorCore(self.profile, self.config, self.period, simulated=simulated)
         for weakening in self.core.weakenings:
             self.get_logger().warning(f"{self.config.source}: {weakening} (allow_weakened: true)")
+        # On a robot, say at start whether the DDS network can command it (docs/security.md).
+        self.dds_security = security_state(os.environ, "/sim2real/safety_supervisor")
+        if not simulated:
+            log = self.get_logger().info if not self.dds_security.problems else self.get_logger().warning
+            log(self.dds_security.describe())
         self.inputs = SupervisorInputs()
         self.refused_messages = 0
         self._estimator_diverged = False
@@ -88,7 +95,8 @@ class SafetySupervisorNode(Node):
         self.sim_time = self.get_parameter("use_sim_time").value
 
         self._command_pub = self.create_publisher(JointState, "/joint_commands", qos.COMMAND)
-        SolePublisherCheck(self, self._command_pub, "only the safety supervisor may command the robot")
+        SolePublisherCheck(self, self._command_pub, "only the safety supervisor may command the robot",
+                           on_check=self._on_command_writers)
         self._status_pub = self.create_publisher(DiagnosticArray, "/safety/status", 10)
         self._polled: list[tuple[PolledSubscription, Any]] = []
         if self.sim_time:
@@ -236,6 +244,9 @@ class SafetySupervisorNode(Node):
         if self.core.mode == Mode.TAKEOVER and before != Mode.TAKEOVER:
             self._teleop.targets = JointTargets.positions(held)
 
+    def _on_command_writers(self, others: tuple[str, ...]) -> None:
+        self.inputs.other_command_writers = others  # the sole_writer check trips on them
+
     def _on_joy(self, msg: Joy) -> None:
         self.inputs.joy_buttons = list(msg.buttons)
         self.inputs.joy_time = self._now()
@@ -328,7 +339,9 @@ class SafetySupervisorNode(Node):
     def _publish_status(self, decision, stamp) -> None:
         values = [KeyValue(key="mode", value=decision.mode.value),
                   KeyValue(key="last_trip", value=self.core.last_trip or "none"),
-                  KeyValue(key="refused_messages", value=str(self.refused_messages))]
+                  KeyValue(key="trips", value=str(self.core.trips)),
+                  KeyValue(key="refused_messages", value=str(self.refused_messages)),
+                  KeyValue(key="dds_security", value=self.dds_security.describe())]
         for check in decision.checks:
             values.append(KeyValue(key=f"check/{check.name}",
                                    value="ok" if check.ok else f"FAIL ({check.response.name.lower()}): {check.detail}"))

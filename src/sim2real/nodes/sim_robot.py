@@ -36,6 +36,7 @@ from sim2real.core.period_stats import PeriodStats
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.rotations import world_to_body
 from sim2real.nodes import lifecycle, qos, stamps
+from sim2real.nodes.command_source import CommandSource
 from sim2real.nodes.params import declare
 from sim2real.nodes.sole_publisher import SolePublisherCheck
 from sim2real.sim.conditions import PhysicalConditions
@@ -66,6 +67,9 @@ class SimRobotNode(Node):
         suspended = declare(self, "suspended", False,
                             "Hold a floating-base robot's trunk in the air, feet clear of the ground (a gantry), "
                             "so joint scripts run without it falling")
+        writer = declare(self, "command_writer", "safety_supervisor",
+                         "The only node whose /joint_commands move the robot (relative to this node's namespace, "
+                         "or absolute); other publishers are ignored and counted. '' = every publisher")
         self.profile = load_profile(robot)
         self.world = SimWorld(self.profile, PhysicalConditions.from_yaml(conditions), seed=seed, suspended=suspended)
         self.world.command(self.profile.default_positions)
@@ -99,6 +103,7 @@ class SimRobotNode(Node):
         SolePublisherCheck(self, self._joint_pub, "the robot has one driver, this sim")
         if self.lockstep:
             SolePublisherCheck(self, self._clock_pub, "lockstep sim time comes from this sim alone")
+        self._source = CommandSource(self, "/joint_commands", writer)
         self.create_subscription(JointState, "/joint_commands", self._on_command, qos.COMMAND)
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         self._joint_msg = JointState(name=self.profile.joint_names)
@@ -109,7 +114,11 @@ class SimRobotNode(Node):
             f"{', suspended (feet clear of the ground)' if suspended else ''}")
 
     # -- commands (executor thread) ------------------------------------------------
-    def _on_command(self, msg: JointState) -> None:
+    def _on_command(self, msg: JointState, info: dict) -> None:
+        # Two parameters, no default: rclpy passes MessageInfo (the publisher's gid) only then.
+        if not self._source.accepts(info):
+            self.get_logger().error(self._source.refusal(), throttle_duration_sec=WARN_THROTTLE_S)
+            return
         with self._lock:
             try:
                 targets = self.mapper.apply(msg.name, msg.position, msg.velocity, msg.effort)
@@ -238,6 +247,7 @@ class SimRobotNode(Node):
         mode = "DAMPING" if self._damping else ("COMMANDED" if self._last_command_wall else "HOLDING_DEFAULT")
         level = DiagnosticStatus.WARN if (self._damping or summary["missed_fraction"] > 0.05) else DiagnosticStatus.OK
         values = {"mode": mode, "sim_time_s": f"{self.sim_ns / NS_PER_S:.3f}", "refused_commands": str(refused),
+                  "refused_writers": str(self._source.refused),
                   **{k: f"{v:.4g}" if isinstance(v, float) else str(v) for k, v in summary.items()}}
         status = DiagnosticStatus(level=level, name=f"{self.get_name()}: sensing loop", hardware_id=self.profile.name,
                                   message=mode, values=[KeyValue(key=k, value=v) for k, v in values.items()])

@@ -28,8 +28,9 @@ def publisher_names(node: Node, topic: str) -> list[str]:
 class SolePublisherCheck:
     """Warn while the topic of ``publisher`` (a publisher of ``node``) has other publishers."""
 
-    def __init__(self, node: Node, publisher: Publisher, role: str):
-        self.node, self.role = node, role
+    def __init__(self, node: Node, publisher: Publisher, role: str, on_check=None):
+        """``on_check(others)``: called after every poll with the other publishers' node names."""
+        self.node, self.role, self.on_check = node, role, on_check
         self.topic = publisher.topic_name  # as remapped
         # Throttled per check, not by rclpy's throttle: that is per call site, so one node's
         # checks of two topics (sim_robot's /joint_states and /clock) silenced each other.
@@ -39,6 +40,12 @@ class SolePublisherCheck:
 
     def check(self) -> None:
         names = publisher_names(self.node, self.topic)
+        if self.on_check is not None:
+            mine = f"{self.node.get_namespace().rstrip('/')}/{self.node.get_name()}"
+            others = list(names)
+            if mine in others:
+                others.remove(mine)  # this node's own publisher, once
+            self.on_check(tuple(others))
         now = time.monotonic()
         if len(names) > 1 and now - self._last_warning >= WARN_THROTTLE_S:
             self._last_warning = now

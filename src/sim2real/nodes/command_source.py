@@ -1,0 +1,66 @@
+"""A driver takes /joint_commands from the safety supervisor's publisher alone.
+
+Any process on the ROS domain can publish /joint_commands; a driver that obeyed every
+writer was driven to its joint limits by a second publisher while /safety/status said
+ESTOP. Each message's publisher is known from DDS (``MessageInfo.publisher_gid``); the
+driver accepts a publisher only if discovery says it belongs to the node named
+``command_writer`` (``safety_supervisor`` in the driver's namespace). It pins the first such
+publisher and moves to a new one only when the pinned one has left the graph (a supervisor
+restarted), so a node that merely takes the supervisor's name while it runs is refused too.
+
+This stops mistakes (a teleop tool on the wrong topic, a second graph in the domain); a
+participant that forges discovery data is stopped only by SROS2 (docs/security.md).
+"""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from rclpy.node import Node
+
+REFRESH_S = 0.5  # a flood from an unknown writer costs at most one discovery query per this
+
+
+def _qualified(namespace: str, name: str) -> str:
+    return f"{namespace.rstrip('/')}/{name}"
+
+
+class CommandSource:
+    def __init__(self, node: Node, topic: str, writer: str):
+        """``writer``: the node name commands must come from, relative to ``node``'s namespace
+        or absolute; '' accepts every publisher (a driver behind its own arbitration)."""
+        self.node, self.topic = node, topic
+        self.writer = "" if not writer else writer if writer.startswith("/") else \
+            _qualified(node.get_namespace(), writer)
+        self.pinned: Optional[bytes] = None
+        self.refused = 0
+        self.last_refused_from = ""
+        self._writers: dict[bytes, str] = {}  # publisher gid -> node, as of the last refresh
+        self._refreshed = -REFRESH_S
+
+    def _refresh(self) -> None:
+        self._refreshed = time.monotonic()
+        self._writers = {bytes(info.endpoint_gid): _qualified(info.node_namespace, info.node_name)
+                         for info in self.node.get_publishers_info_by_topic(self.topic)}
+
+    def accepts(self, info: Optional[dict]) -> bool:
+        """Whether the message with this MessageInfo may move the robot (counted when not)."""
+        if not self.writer:
+            return True
+        gid = (info or {}).get("publisher_gid")
+        gid = bytes(gid["data"]) if gid else None
+        if gid is not None and gid == self.pinned:
+            return True
+        if gid is not None and time.monotonic() - self._refreshed >= REFRESH_S:
+            self._refresh()
+        if gid is not None and self._writers.get(gid) == self.writer and (
+                self.pinned is None or self.pinned not in self._writers):
+            self.pinned = gid
+            return True
+        self.refused += 1
+        self.last_refused_from = self._writers.get(gid, "an unknown publisher") if gid else "a publisher without a gid"
+        return False
+
+    def refusal(self) -> str:
+        return (f"ignoring /joint_commands from {self.last_refused_from}: only {self.writer} may command the robot "
+                f"({self.refused} refused; parameter command_writer)")

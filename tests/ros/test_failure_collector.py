@@ -13,6 +13,7 @@ import math
 import os
 import signal
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -93,9 +94,10 @@ def test_supervisor_damp_and_a_manual_snapshot_each_write_a_bundle(go2_graph, pr
     client = probe.node.create_client(Trigger, "/failure_collector/snapshot")
     assert client.wait_for_service(timeout_sec=10.0)
     future = client.call_async(Trigger.Request())
-    assert wait_for(future.done, 5.0) and future.result().success
+    # The answer comes once the bundle is on disk (after the post-event window), not before.
+    assert wait_for(future.done, WRITE_S) and future.result().success, future.result()
     manual = wait_bundle(go2_graph.out, "manual")
-    assert future.result().message.endswith(manual.name)
+    assert future.result().message.endswith(manual.name) and Path(future.result().message).is_dir()
     check_window(manual, ["/joint_states", "/imu/data", "/safety/status"])
 
     time.sleep(CONFIG.cooldown_s)  # a separate event, not a continuation of the snapshot
@@ -180,7 +182,7 @@ def test_in_lockstep_a_snapshot_bundle_is_on_the_sim_clock(probe, start_graph, t
     start_graph(robot="go2", only=["sim_robot", "failure_collector"], failures_dir=str(out), lockstep=True,
                 suspended=True)
     clock = probe.record(Clock, "/clock", qos.CLOCK)
-    publisher = probe.node.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+    publisher = probe.command_publisher()
     policy_ns = round(GO2.policy_period * NS)
 
     def answer(state: JointState):
@@ -196,8 +198,8 @@ def test_in_lockstep_a_snapshot_bundle_is_on_the_sim_clock(probe, start_graph, t
     client = probe.node.create_client(Trigger, "/failure_collector/snapshot")
     assert client.wait_for_service(timeout_sec=10.0)
     future = client.call_async(Trigger.Request())
-    assert wait_for(future.done, 10.0) and future.result().success
-    bundle = wait_bundle(out, "manual", timeout=60.0 + WRITE_S)
+    assert wait_for(future.done, 60.0 + WRITE_S) and future.result().success
+    bundle = wait_bundle(out, "manual", timeout=10.0)
     info = bundle.info
     assert 1.5 * NS < info["time_ns"] < sim_s() * NS  # on the sim clock, not the wall clock
     assert info["hardware"] == "sim" and info["suspended"] is True and info["conditions"] == {}
@@ -215,4 +217,19 @@ def test_sim2real_failures_snapshot_asks_the_running_collector(start_graph, tmp_
 
     start_graph(robot="panda", only=["failure_collector"], failures_dir=str(tmp_path / "bundles"))
     assert main(["failures", "snapshot", "--timeout", "30"]) == 0
-    assert f"snapshot: {tmp_path / 'bundles'}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"snapshot: {tmp_path / 'bundles'}" in out
+    assert Path(out.split("snapshot: ", 1)[1].strip()).is_dir(), "answered before the bundle was written"
+
+
+def test_a_snapshot_that_cannot_be_written_answers_failure(start_graph, tmp_path, capsys):
+    """Fault matrix case 18: the service answered success with a path that never appeared."""
+    from sim2real.cli import main
+
+    blocked = tmp_path / "a_file"
+    blocked.write_text("a file where the bundle folder should be")
+    start_graph(robot="panda", only=["failure_collector"], failures_dir=str(blocked / "bundles"))
+    assert main(["failures", "snapshot", "--timeout", "30"]) == 1
+    out = capsys.readouterr().out  # the nodes' output too (the graph's log prints)
+    assert "no snapshot: could not write failure bundle" in out and "Not a directory" in out, out
+    assert not (blocked.parent / "bundles").exists()

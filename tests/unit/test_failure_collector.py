@@ -307,3 +307,18 @@ def test_a_malformed_policy_command_is_no_trigger_and_no_crash():
     assert detector.policy_command(["a", "b"], [1.0, 0.0]) is None
     trigger = detector.policy_command(["b", "a"], [0.0, 1.0])
     assert trigger is not None and trigger.kind == "saturation" and "(a)" in trigger.reason
+
+
+def test_a_hold_trip_writes_a_bundle_and_an_operators_takeover_does_not():
+    """Fault matrix case 9: a killed policy runtime made the supervisor hold (TAKEOVER) and no
+    bundle was written; an operator taking over is no failure."""
+    profile = load_profile("go2")
+    d = FailureDetector(TriggerConfig(), profile.joint_names, profile.lower_limits, profile.upper_limits)
+    d.safety_status("ACTIVE", {"trips": "0", "last_trip": "none"})
+    assert d.safety_status("TAKEOVER", {"trips": "0", "last_trip": "none"}) is None  # the operator's
+    d.safety_status("ACTIVE", {"trips": "0", "last_trip": "none"})
+    dead = "ACTIVE -> TAKEOVER: policy_stale: no /policy/joint_commands for 0.102 s (deadline 0.100 s)"
+    fired = d.safety_status("TAKEOVER", {"trips": "1", "last_trip": dead})
+    assert fired.kind == "supervisor_takeover" and "policy_stale" in fired.reason
+    d.safety_status("ACTIVE", {"trips": "1", "last_trip": dead})
+    assert d.safety_status("TAKEOVER", {"trips": "1", "last_trip": dead}) is None  # the operator's again

@@ -114,10 +114,13 @@ class FailureDetector:
 
     def safety_status(self, mode: str, values: Mapping[str, str]) -> Trigger | None:
         previous, self.mode = self.mode, mode
-        self.supervisor = {"mode": mode, "last_trip": values.get("last_trip", ""),
+        previous_trips = self.supervisor.get("trips") if self.supervisor else None
+        self.supervisor = {"trips": values.get("trips"), "mode": mode, "last_trip": values.get("last_trip", ""),
                            "checks": {k[len("check/"):]: v for k, v in values.items() if k.startswith("check/")}}
         if mode in self.config.supervisor_modes and previous != mode and previous is not None:
             trip = values.get("last_trip") or "no reason given"
+            if mode == "TAKEOVER" and (values.get("trips") == previous_trips or "-> TAKEOVER" not in trip):
+                return None  # an operator's takeover, not a hold trip (a dead policy, a lost deadman)
             # The supervisor's last_trip already reads "ACTIVE -> DAMPING: <check>: <detail>".
             reason = f"supervisor {trip}" if f"-> {mode}" in trip else f"supervisor {previous} -> {mode}: {trip}"
             return Trigger(f"supervisor_{mode.lower()}", reason)

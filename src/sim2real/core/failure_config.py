@@ -35,7 +35,7 @@ class TopicBuffer:
 
 @dataclass(frozen=True)
 class TriggerConfig:
-    supervisor_modes: tuple[str, ...] = ("DAMPING", "ESTOP")
+    supervisor_modes: tuple[str, ...] = ("TAKEOVER", "DAMPING", "ESTOP")  # TAKEOVER: hold trips only
     fall_tilt_deg: float | None = 60.0        # None: no fall trigger
     non_finite_command: bool = True
     saturation_margin: float = 0.01
@@ -124,7 +124,7 @@ def parse_failure_config(data: dict[str, Any], source: str | Path = "<failure co
     unknown = sorted(set(trig) - set(_TRIGGER_KEYS))
     if unknown:
         raise fail(f"triggers.{unknown[0]}", "unknown trigger setting", f"use only {list(_TRIGGER_KEYS)}")
-    modes = tuple(str(m).upper() for m in trig.get("supervisor_modes", ("DAMPING", "ESTOP")) or ())
+    modes = tuple(str(m).upper() for m in trig.get("supervisor_modes", ("TAKEOVER", "DAMPING", "ESTOP")) or ())
     bad = [m for m in modes if m not in SUPERVISOR_MODES]
     if bad:
         raise fail("triggers.supervisor_modes", f"unknown modes {bad}", f"use modes of {list(SUPERVISOR_MODES)}")

@@ -21,6 +21,7 @@ policy output, policy tick latency p99 overrun, a sensor gone silent, and
 from __future__ import annotations
 
 import importlib
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from rcl_interfaces.srv import GetParameters
 from rclpy.qos import QoSDurabilityPolicy, QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
 from rclpy.node import Node
 from rclpy.serialization import deserialize_message
+from rclpy.task import Future
 from sensor_msgs.msg import Imu, JointState
 from std_srvs.srv import Trigger as TriggerSrv
 
@@ -87,6 +89,8 @@ class FailureCollectorNode(Node):
                 static[key] = {"path": str(Path(path).absolute()), "content": yaml.safe_load(Path(path).read_text())}
         detector = FailureDetector(self.config.triggers, self.profile.joint_names, self.profile.lower_limits,
                                    self.profile.upper_limits)
+        self._snapshots: dict[str, list[Future]] = {}  # bundle name -> the ~/snapshot calls awaiting it
+        self._snapshot_lock = threading.Lock()
         self.collector = FailureCollector(self.config, output_dir or self.config.output_dir, static, detector,
                                           enrich=_add_policy_metadata, on_written=self._on_written)
         self._imu_count = 0
@@ -200,11 +204,17 @@ class FailureCollectorNode(Node):
         self.get_logger().error(f"failure: {trigger.reason}; bundle {name} after {self.config.post_event_s:g} s")
         return name
 
-    def _snapshot(self, request, response):
+    async def _snapshot(self, request, response):
+        """Answers once the bundle is written (after the post-event window), or failed: a
+        success with a path that never appears once told an operator a bundle existed."""
         self._drain()  # the rings are current, and the detectors' context for failure.json
+        written = Future()
         name = self._fire(Trigger("manual", "manual snapshot (~/snapshot)"), self._now_ns())
-        response.success = True
-        response.message = str(self.collector.output_dir / name)
+        with self._snapshot_lock:
+            self._snapshots.setdefault(name, []).append(written)
+        path, message = await written
+        response.success = path is not None
+        response.message = str(path) if path is not None else message
         return response
 
     def _ask_sim_conditions(self) -> None:
@@ -242,6 +252,12 @@ class FailureCollectorNode(Node):
             self.get_logger().info(message)
         else:
             self.get_logger().error(message)
+        with self._snapshot_lock:
+            waiting = self._snapshots.pop(name, [])
+        for written in waiting:  # the ~/snapshot calls this bundle answers
+            written.set_result((path, message))
+        if waiting and self.executor is not None:
+            self.executor.wake()
 
     def _publish_diagnostics(self) -> None:
         stats = self.collector.stats()

@@ -92,22 +92,29 @@ class GraphProcesses:
             time.sleep(poll)
 
     def stop(self, timeout: float = 5.0) -> dict[str, int]:
-        """SIGINT every node (what Ctrl-C in `ros2 launch` does), then escalate. A second Ctrl-C
+        """SIGINT every node (what Ctrl-C in `ros2 launch` does), the hardware part after the
+        others have exited, then escalate. A second Ctrl-C
         or a SIGTERM while stopping is ignored: it would interrupt the escalation and leave a
         stuck node running."""
         main = threading.current_thread() is threading.main_thread()
         saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
         try:
-            for process in self.processes.values():
-                if process.poll() is None:
-                    process.send_signal(signal.SIGINT)
+            # The hardware part last: the supervisor's last command, which holds the joints where
+            # they are, must reach a driver (or ros2_control bridge) that is still there to take it.
+            roles = {spec.name: spec.role for spec in self.plan.nodes}
             deadline = time.monotonic() + timeout
-            for process in self.processes.values():
-                try:
-                    process.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            for wave in ([n for n in self.processes if roles.get(n) != "hardware"],
+                         [n for n in self.processes if roles.get(n) == "hardware"]):
+                for name in wave:
+                    if self.processes[name].poll() is None:
+                        self.processes[name].send_signal(signal.SIGINT)
+                for name in wave:
+                    process = self.processes[name]
+                    try:
+                        process.wait(timeout=max(0.1, deadline - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        process.kill()
+                        process.wait()
         finally:
             for signum, handler in saved.items():
                 signal.signal(signum, handler)

@@ -518,3 +518,15 @@ def test_a_takeover_starts_the_teleop_session_from_the_pose_it_holds(probe, star
     latest = np.asarray(operator.commands[-1].position)
     assert latest[0] == pytest.approx(PANDA.default_positions[0] + 0.2)
     np.testing.assert_allclose(latest[1:], PANDA.default_positions[1:] + 0.1, atol=1e-6)
+
+
+def test_autoengage_engages_again_after_a_clean_reset(probe, start_graph):
+    """Fault matrix case 19: after a trip, `autoengage` never engaged again, even after a reset."""
+    start_graph(robot="panda", only=["sim_robot", "safety_supervisor"], autoengage="true")
+    operator = Operator(probe, PANDA)  # streams the policy's commands
+    assert operator.wait_mode("ACTIVE", STARTUP_S), f"mode {operator.mode()}"
+    assert operator.call("damp").success and operator.wait_mode("DAMPING", REACT_S)
+    assert operator.call("reset").success
+    assert operator.wait_mode("STANDBY", REACT_S)
+    stand = load_safety_config("panda").stand_duration
+    assert operator.wait_mode("ACTIVE", stand + 10.0), f"mode {operator.mode()}, {operator.status_value('last_trip')}"

@@ -1,5 +1,5 @@
-"""Test-wide settings: keep DDS traffic on this machine and away from other runs; graph
-tests get reruns."""
+"""Test-wide settings: keep DDS traffic on this machine and away from other runs; a rerun
+only for a test marked timing_sensitive, with its reason."""
 import os
 import random
 import tempfile
@@ -16,16 +16,23 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("SIM2REAL_STATE_DIR", tempfile.mkdtemp(prefix="sim2real-state-"))
 
 
+_reasons: dict[str, str] = {}  # test -> why it is marked timing_sensitive
+
+
 def pytest_collection_modifyitems(config, items):
-    """Graph tests (marked ``ros``: tests/ros and the end-to-end demos) run real processes and
-    DDS on a 2-core machine, where a scheduling stall of a node (a 62 ms gap in /joint_states
-    at start-up was seen) can trip a deadline the test did not mean to test. Such a test runs
-    again, up to twice; a real fault fails all three runs. SIM2REAL_GRAPH_RERUNS=0 shows every
-    first failure (when hunting a flaky test)."""
-    reruns = int(os.environ.get("SIM2REAL_GRAPH_RERUNS", "2"))
+    """No test reruns silently. A test may rerun only where it is marked
+    ``@pytest.mark.timing_sensitive(reason=...)`` (once, and the summary lists it with the reason
+    and why its first run failed); every other failure fails the run. SIM2REAL_RERUNS=0 turns
+    even those reruns off (when hunting the cause)."""
+    reruns = int(os.environ.get("SIM2REAL_RERUNS", "1"))
     for item in items:
-        if item.get_closest_marker("ros") is not None:
-            item.add_marker(pytest.mark.flaky(reruns=reruns, reruns_delay=1))
+        marker = item.get_closest_marker("timing_sensitive")
+        if marker is None:
+            continue
+        if not marker.kwargs.get("reason"):
+            raise pytest.UsageError(f"{item.nodeid}: timing_sensitive needs reason='why it may fail by timing'")
+        _reasons[item.nodeid] = marker.kwargs["reason"]
+        item.add_marker(pytest.mark.flaky(reruns=reruns, reruns_delay=1))
 
 
 _reruns = []
@@ -42,5 +49,6 @@ def pytest_terminal_summary(terminalreporter):
         return
     terminalreporter.section(f"{len(_reruns)} rerun(s): why the earlier run failed")
     for report in _reruns:
-        terminalreporter.write_line(f"RERUN {report.nodeid} ({report.when}):")
+        terminalreporter.write_line(f"RERUN {report.nodeid} ({report.when}), marked timing_sensitive: "
+                                    f"{_reasons.get(report.nodeid, '')}")
         terminalreporter.write_line(report.longreprtext[-4000:])

@@ -102,12 +102,12 @@ class GraphProcesses:
             # The hardware part last: the supervisor's last command, which holds the joints where
             # they are, must reach a driver (or ros2_control bridge) that is still there to take it.
             roles = {spec.name: spec.role for spec in self.plan.nodes}
-            deadline = time.monotonic() + timeout
             for wave in ([n for n in self.processes if roles.get(n) != "hardware"],
                          [n for n in self.processes if roles.get(n) == "hardware"]):
                 for name in wave:
                     if self.processes[name].poll() is None:
                         self.processes[name].send_signal(signal.SIGINT)
+                deadline = time.monotonic() + timeout  # each wave its own: a slow node never cuts the driver's
                 for name in wave:
                     process = self.processes[name]
                     try:

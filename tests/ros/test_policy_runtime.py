@@ -225,6 +225,8 @@ def test_in_lockstep_every_policy_period_of_sim_time_is_computed(probe, start_gr
     assert missed.sum() <= 10 and np.mean(offsets == 0) >= 0.5
 
 
+@pytest.mark.timing_sensitive(reason="asserts no gap in /policy/joint_commands across a swap in real time; "
+                                      "a 2-core machine that stalls a process for a period fails it")
 def test_hot_swap_of_a_good_model_has_no_gap_and_a_bounded_jump(probe, start_graph, go2_policies):
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
     graph = start_graph(robot="go2", policy=str(go2_policies["stand"]), autoengage=True,

@@ -206,3 +206,26 @@ def test_keygen_never_overwrites_a_key(tmp_path):
     with pytest.raises(SignatureError, match="exists"):
         generate_key("k", tmp_path)
     assert math.isclose((tmp_path / "k.key").stat().st_mode & 0o777, 0o600)
+
+
+def test_a_withheld_tick_is_not_fed_back_as_last_action(policy_dir):
+    beyond = GO2.default_positions.copy()
+    beyond[2] = GO2.lower_limits[2] - 1.0
+    write_target_policy(policy_dir / "thrown.onnx", GO2, beyond)
+    slot, inputs, runtime = running_slot(policy_dir, policy_dir / "thrown.onnx", ticks=0)
+    from tests.unit.test_policy_slot import feed
+    before = slot.active.last_action.copy()
+    stamp = feed(inputs, 0)
+    assert np.all(np.isnan(runtime.tick(stamp * 1e-9, stamp).targets))
+    np.testing.assert_array_equal(slot.active.last_action, before)
+
+
+def test_a_swap_that_cannot_be_recorded_is_refused(policy_dir):
+    slot, _, _ = running_slot(policy_dir, policy_dir / "stand.onnx")
+
+    def full_disk(event):
+        raise OSError(28, "No space left on device")
+
+    event = slot.propose(policy_dir / "lean.onnx", full_disk)
+    assert not event.accepted and "could not be recorded" in event.reason
+    assert slot.active.policy.path.name == "stand.onnx"

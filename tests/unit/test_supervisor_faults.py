@@ -90,7 +90,7 @@ def test_estop_reset_and_engage_in_one_joy_message_stay_in_estop():
     rig.engaged()
     rig.inputs.joy_buttons, rig.inputs.joy_time = pad("estop", "reset", "engage"), rig.now
     assert rig.tick().mode == Mode.ESTOP
-    assert any("e-stop" in event and "still pressed" in event for event in rig.core.events)
+    assert any("pressed with a stop" in event for event in rig.core.events), rig.core.events
     assert rig.tick(20).mode == Mode.ESTOP
 
 
@@ -220,7 +220,7 @@ def test_an_empty_checks_section_is_refused_on_hardware_and_allowed_in_simulatio
 def test_a_weakened_check_is_refused_on_hardware(change, match):
     data = {"checks": {name: {**check.thresholds, "response": check.response.name.lower(),
                               "hardware_only": check.hardware_only}
-                       for name, check in GO2_SAFETY.checks.items()}}
+                       for name, check in GO2_SAFETY.checks.items()}, "joystick": dict(BUTTONS)}
     data["checks"].update(change)
     with pytest.raises(SafetyConfigError, match=match):
         SupervisorCore(GO2, parse_safety_config(data), PERIOD, simulated=False)
@@ -262,3 +262,36 @@ def test_another_writer_on_joint_commands_damps_and_blocks_reset_until_it_leaves
     assert not accepted and "sole_writer" in message
     rig.inputs.other_command_writers = ()
     assert rig.request("reset")[0]
+
+
+def test_damp_and_reset_in_one_joy_message_stay_damped():
+    rig = Rig()
+    rig.engaged()
+    rig.inputs.joy_buttons, rig.inputs.joy_time = pad("damp", "reset"), rig.now
+    assert rig.tick().mode == Mode.DAMPING
+    assert any("pressed with a stop" in event for event in rig.core.events)
+
+
+def test_a_takeover_during_the_stand_up_can_engage_once_the_hold_stands():
+    rig = Rig()
+    rig.tick(10)
+    assert rig.request("takeover")[0]
+    accepted, message = rig.request("engage")
+    assert not accepted and "not stood up" in message
+    rig.tick(150)  # the takeover's hold moves to the stand pose
+    accepted, message = rig.request("engage")
+    assert accepted, message
+
+
+def test_on_hardware_a_config_without_a_deadman_button_is_refused():
+    data = {"checks": {name: {**check.thresholds, "response": check.response.name.lower(),
+                              "hardware_only": check.hardware_only}
+                       for name, check in GO2_SAFETY.checks.items()},
+            "joystick": {k: v for k, v in BUTTONS.items() if k != "deadman"}}
+    with pytest.raises(SafetyConfigError, match=r"joystick\.deadman: missing"):
+        SupervisorCore(GO2, parse_safety_config(data), PERIOD, simulated=False)
+    weakened = parse_safety_config({**data, "allow_weakened": True})
+    rig = Rig(weakened, simulated=False)
+    rig.tick(150)
+    accepted, message = rig.request("engage")  # the check with no button: never held, fail closed
+    assert not accepted and "no joystick button" in message

@@ -265,11 +265,12 @@ def load_policy(path: str | Path, threads: int = 1, *, max_bytes: int | None = N
             raise PolicyFileError(path, f"{size / 1e6:.1f} MB is larger than the {max_bytes / 1e6:.1f} MB allowed "
                                         "(parameter max_policy_mb)",
                                   "a policy MLP is well under 10 MB: check the file, or raise max_policy_mb")
-        data = path.read_bytes()
+        with open(path, "rb") as file:  # bounded: a FIFO, or a file growing after the stat, says size 0
+            data = file.read() if max_bytes is None else file.read(max_bytes + 1)
     except OSError as exc:
         raise PolicyFileError(path, f"cannot read the file ({exc.strerror or exc})",
                               "check the path") from None
-    if max_bytes is not None and len(data) > max_bytes:  # it grew after the stat
+    if max_bytes is not None and len(data) > max_bytes:
         raise PolicyFileError(path, f"larger than the {max_bytes / 1e6:.1f} MB allowed (parameter max_policy_mb)",
                               "check the file, or raise max_policy_mb")
     signer = None

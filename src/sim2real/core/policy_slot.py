@@ -329,8 +329,10 @@ class PolicySlot:
         return DryRunResult(len(history), time.perf_counter() - start, largest, jump), trial
 
     # -- swapping (any thread but the control thread) ---------------------------------------------
-    def propose(self, path: str | Path) -> SwapEvent:
-        """Validate, dry-run and stage ``path``. Never raises: the event says accepted or why not."""
+    def propose(self, path: str | Path, before_staging=None) -> SwapEvent:
+        """Validate, dry-run and stage ``path``. Never raises: the event says accepted or why not.
+        ``before_staging(event)``: called for an accepted candidate just before it is staged (the
+        audit log's record); if it raises OSError the swap is refused with that reason."""
         with self._propose_lock:
             old = self.active.policy.sha256 if self.active else ""
             event = SwapEvent(path=str(path), sha256_old=old)
@@ -344,6 +346,12 @@ class PolicySlot:
                 event.signer = candidate.signer.signer if candidate.signer is not None else None
                 event.validate_s = time.perf_counter() - start
                 event.dry_run, trial = self.dry_run(candidate)
+                if before_staging is not None:
+                    try:
+                        before_staging(event)
+                    except OSError as exc:
+                        raise PolicyRefused(f"the swap could not be recorded ({exc}); refused, since every swap "
+                                            "must be in the audit log") from None
                 with self._lock:
                     busy = self._busy()
                     if busy:
@@ -383,6 +391,9 @@ class PolicySlot:
             self._begin_fade(*staged)
         active = self.active
         gait_phase = active.gait_phase
+        # What each policy fed back before this tick: a tick the action guard withholds must not
+        # become the next observation's last_action.
+        fed_back = [(p, p.last_action.copy()) for p in self.running]
         _, targets = active.step(signals)
         self.inference_s = active.inference_s
         fade = self._fade
@@ -394,10 +405,12 @@ class PolicySlot:
             self.commands_clamped += 1
             self.last_clamp = clamped
         past = self.overreach(targets)
-        if past:  # NaN: the supervisor holds on it at once; never fed back (RunningPolicy.step)
+        if past:  # NaN: the supervisor holds on it at once
             self.guard_trips += 1
             self.guard_reason = f"action guard: {past}; the tick's targets were withheld (NaN)"
             targets = np.full_like(targets, np.nan)
+            for policy, last_action in fed_back:
+                policy.last_action = last_action
         with self._lock:
             self._history.append((signals, gait_phase))
             self._targets = targets

@@ -318,12 +318,14 @@ class SupervisorCore:
             problem = self._stand_problem(inputs, now)
             if problem:
                 return problem
-        elif not self._stood:  # a takeover before the stand-up finished
-            return "the robot has not stood up since the last start or reset: reset, and engage once it stands"
+        elif not self._stood:  # a takeover before the stand-up finished: the hold moves to the stand pose
+            return ("the robot has not stood up since the last start or reset: engage once the hold has brought "
+                    f"it to its stand pose ({self._stand_problem(inputs, now)})")
         deadman = self._check("deadman")
-        if deadman is not None and "deadman" in self.config.buttons \
-                and not self._deadman_held(inputs, now, deadman["deadline"]):
-            return f"hold the deadman (joystick button {self.config.buttons['deadman']}) to engage"
+        if deadman is not None and not self._deadman_held(inputs, now, deadman["deadline"]):
+            button = self.config.buttons.get("deadman")
+            return (f"hold the deadman (joystick button {button}) to engage" if button is not None else
+                    "the deadman check is on but no joystick button is mapped to it (joystick.deadman)")
         if not self.profile.fixed_base and "imu_stale" in self.config.checks \
                 and not self._fresh(inputs.imu_time, now, "imu_stale"):
             return "/imu/data is stale"
@@ -364,7 +366,8 @@ class SupervisorCore:
         command = self._command(inputs, now)
         command = self._filter(command, checks)
         self._last_sent = command
-        if self.mode == Mode.STANDBY and not self._stood:
+        if self.mode in (Mode.STANDBY, Mode.TAKEOVER) and not self._stood:
+            # A takeover without teleop moves to the stand pose too (over stand_duration at most).
             self._stood = not self._stand_problem(inputs, now)
         return Decision(self.mode, command, checks, self.events)
 
@@ -398,7 +401,7 @@ class SupervisorCore:
     def _handle_buttons(self, inputs: SupervisorInputs, now: float) -> None:
         buttons = inputs.joy_buttons or []
         previous, self._previous_buttons = self._previous_buttons, list(buttons)
-        was_reset = False
+        was_reset = stopped = False
         for action in ("estop", "damp", "reset", "takeover", "engage"):  # most severe first
             index = self.config.buttons.get(action)
             if index is None or index >= len(buttons):
@@ -412,9 +415,14 @@ class SupervisorCore:
                 self.events.append(f"joystick {action}: ignored, pressed with reset; press it again once the "
                                    "robot stands")
                 continue
+            if stopped and action == "reset":  # the stop of this very message stands
+                self.events.append("joystick reset: ignored, pressed with a stop (damp or e-stop); release both, "
+                                   "then reset")
+                continue
             before = self.mode
             accepted, message = self._request(action, inputs, now)
             was_reset = was_reset or (action == "reset" and accepted and before != self.mode)
+            stopped = stopped or (action in ("estop", "damp") and accepted)
             if not accepted:
                 self.events.append(f"joystick {action}: {message}")
 
@@ -474,7 +482,7 @@ class SupervisorCore:
                 check("tick_overrun", lag > overrun["max_age"],
                       f"policy command computed on data {lag * 1e3:.1f} ms old (max {overrun['max_age'] * 1e3:.1f} ms)")
             deadman = self._check("deadman")
-            if deadman is not None and "deadman" in self.config.buttons:
+            if deadman is not None:  # with no button mapped it is never held: fail closed
                 check("deadman", not self._deadman_held(inputs, now, deadman["deadline"]),
                       "the operator's deadman is not held (or /joy is silent)")
             if _finite(inputs.policy_command):

@@ -35,6 +35,7 @@ class CommandSource:
         self.pinned: Optional[bytes] = None
         self.refused = 0
         self.last_refused_from = ""
+        self.unchecked = False  # no publisher gids from this rclpy: writers cannot be checked
         self._writers: dict[bytes, str] = {}  # publisher gid -> node, as of the last refresh
         self._refreshed = -REFRESH_S
 
@@ -48,17 +49,27 @@ class CommandSource:
         if not self.writer:
             return True
         gid = (info or {}).get("publisher_gid")
-        gid = bytes(gid["data"]) if gid else None
-        if gid is not None and gid == self.pinned:
+        if gid is None:
+            # An rclpy without publisher gids in MessageInfo (before Jazzy): the writer cannot be
+            # told, and refusing everything would leave the robot without commands. Said once.
+            if not self.unchecked:
+                self.unchecked = True
+                self.node.get_logger().error("this rclpy gives no publisher gid: /joint_commands writers are NOT "
+                                             "checked; use SROS2 (docs/security.md) or ROS 2 Jazzy or later")
             return True
-        if gid is not None and time.monotonic() - self._refreshed >= REFRESH_S:
+        gid = bytes(gid["data"])
+        if gid == self.pinned:
+            return True
+        # Unpinned (start-up, a restarted supervisor): ask discovery at once, since its data may
+        # trail the first samples; pinned, at most every REFRESH_S against a flood.
+        if self.pinned is None or time.monotonic() - self._refreshed >= REFRESH_S:
             self._refresh()
         if gid is not None and self._writers.get(gid) == self.writer and (
                 self.pinned is None or self.pinned not in self._writers):
             self.pinned = gid
             return True
         self.refused += 1
-        self.last_refused_from = self._writers.get(gid, "an unknown publisher") if gid else "a publisher without a gid"
+        self.last_refused_from = self._writers.get(gid, "an unknown publisher")
         return False
 
     def refusal(self) -> str:

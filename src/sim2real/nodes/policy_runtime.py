@@ -313,7 +313,7 @@ class PolicyRuntimeNode(Node):
                 continue
             if parameter.name == "policy_path" and parameter.value.type == ParameterType.PARAMETER_STRING:
                 path = parameter.value.string_value
-                event = await self._on_loader(self.slot.propose, path)
+                event = await self._on_loader(self.slot.propose, path, self._recorder(origin))
                 self._log_proposal(event, origin)
                 if not event.accepted:
                     response.results.append(SetParametersResult(successful=False, reason=event.reason))
@@ -341,6 +341,9 @@ class PolicyRuntimeNode(Node):
 
     def _on_set_parameters(self, parameters) -> SetParametersResult:
         for parameter in parameters:
+            if parameter.name == "use_sim_time":  # a clock switched while running: see safety_supervisor
+                return SetParametersResult(successful=False, reason="use_sim_time is fixed at start: restart the "
+                                                                      "node to change it")
             if parameter.name != "policy_path":
                 continue
             if not isinstance(parameter.value, str):
@@ -350,7 +353,7 @@ class PolicyRuntimeNode(Node):
                 continue
             # Not through the SetParameters service (set_parameters_atomically, or in-process): the
             # model loads on the caller's thread, which for a service is the control path's thread.
-            event = self.slot.propose(parameter.value)
+            event = self.slot.propose(parameter.value, self._recorder("parameter (in-process)"))
             self._log_proposal(event, "parameter (in-process)")
             if not event.accepted:
                 return SetParametersResult(successful=False, reason=event.reason)
@@ -361,7 +364,15 @@ class PolicyRuntimeNode(Node):
             self.get_logger().info(f"hot-swap staged ({origin}): {event.describe()}")
         else:
             self.get_logger().warning(f"hot-swap ({origin}) {event.describe()}")
-        self._audit(event.path, event.sha256_new, event.signer, origin, event.accepted, event.reason)
+        if not event.accepted:  # an accepted one was recorded before it was staged (_recorder)
+            self._audit(event.path, event.sha256_new, event.signer, origin, False, event.reason)
+
+    def _recorder(self, origin: str):
+        """The audit record of an accepted swap, written (and synced) before it is staged."""
+        def record(event) -> None:
+            self.audit.record(robot=self.profile.name, file=str(event.path), sha256=event.sha256_new,
+                              signer=event.signer, origin=origin, accepted=True, reason="")
+        return record
 
     def _audit(self, path: str, sha256: str, signer: str | None, origin: str, accepted: bool, reason: str) -> None:
         try:

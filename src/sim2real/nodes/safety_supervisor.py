@@ -28,6 +28,7 @@ import numpy as np
 import rclpy.clock
 import rclpy.duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState, Joy
 from std_srvs.srv import Trigger
@@ -63,8 +64,9 @@ class SafetySupervisorNode(Node):
         config_name = declare(self, "safety_config", "", "Safety config name under config/safety/ or a path; "
                                                          "'' = the robot's name")
         autostart = declare(self, "engage_on_start", False,
-                            "Engage once the robot stands and the policy has streamed for 1 s without a gap, "
-                            "and again after each reset (sim and demos only; a real robot waits for an operator)")
+                            "Engage once the robot stands and the policy has streamed for 1 s without a gap; on "
+                            "a simulated robot again after each reset (sim and demos; a real robot waits for an "
+                            "operator, and a reset there never leads to motion by itself)")
         simulated = declare(self, "simulated", False,
                             "The robot is a simulation: hardware_only checks (the deadman) are skipped and a "
                             "safety config weaker than hardware needs is accepted")
@@ -75,7 +77,11 @@ class SafetySupervisorNode(Node):
         for weakening in self.core.weakenings:
             self.get_logger().warning(f"{self.config.source}: {weakening} (allow_weakened: true)")
         # On a robot, say at start whether the DDS network can command it (docs/security.md).
-        self.dds_security = security_state(os.environ, "/sim2real/safety_supervisor")
+        self.dds_security = security_state(os.environ, os.environ.get("ROS_SECURITY_ENCLAVE_OVERRIDE")
+                                           or "/sim2real/safety_supervisor")
+        # A use_sim_time switched on while running would read a /clock that stands still: no
+        # sensor would ever go stale. rclpy lets anyone set it; this node refuses.
+        self.add_on_set_parameters_callback(_refuse_clock_change)
         if not simulated:
             log = self.get_logger().info if not self.dds_security.problems else self.get_logger().warning
             log(self.dds_security.describe())
@@ -209,11 +215,13 @@ class SafetySupervisorNode(Node):
         # ... and once the policy has streamed without a gap for a while: a runtime still warming
         # up (first inferences, its neighbours' start-up on a shared CPU) stalled for 0.11 s right
         # after an engage on its first command, and the supervisor held the robot for the run.
-        # After a trip, it engages again once an operator has reset and the robot stands again.
+        # Simulated, it engages again after a trip once an operator has reset and the robot stands;
+        # on hardware only once: there a reset never leads to motion by itself (ISO 13850).
         if (self.engage_on_start and self.core.stood_up(self._now())
                 and self._policy_stream.steady_for() >= ENGAGE_AFTER_STEADY_S):
             accepted, message = self.core.request("engage", self.inputs, self._now())
             if accepted:
+                self.engage_on_start = self.core.simulated
                 self.get_logger().info("engaged on start (engage_on_start)")
             else:
                 self.get_logger().warning(f"engage_on_start: {message}", throttle_duration_sec=WARN_THROTTLE_S)
@@ -368,6 +376,14 @@ class SafetySupervisorNode(Node):
         if self._polled:
             self._sensors.destroy_node()
         super().destroy_node()
+
+
+def _refuse_clock_change(parameters) -> SetParametersResult:
+    for parameter in parameters:
+        if parameter.name == "use_sim_time":
+            return SetParametersResult(successful=False, reason="use_sim_time is fixed at start: restart the node "
+                                                                  "to change it")
+    return SetParametersResult(successful=True)
 
 
 def main(args=None) -> int:

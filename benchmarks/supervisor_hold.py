@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
-"""What the supervisor's hold does to a Go2 whose policy stops mid-trot: keep the last targets
-(hold_pose: last) against moving to the stand pose (hold_pose: stand, several durations).
-Which hold is best depends on the policy's gait: rerun this after shipping a new Go2 policy and
-set config/safety/go2.yaml from it.
+"""How the supervisor stops a Go2 walking the shipped policy: a hold when the policy goes silent,
+and the category-1 stop of a damp or an e-stop, across the commands the policy was trained on.
 
-Each stop: the shipped Go2 policy walks at 0.5 m/s in SimWorld (episode seed s, stopped after
-100 + 7 s policy periods, so the stops fall at different phases of the stride), the policy goes
-silent, the supervisor trips on policy_stale after its deadline and holds for 3 s
-(``sim2real.hold_trial``). Printed per variant: the trunk's tilt at the end (median, worst), the
-base height at the end (median, lowest), how many stops ended tilted over 0.5 rad or with
-the base under 0.15 m, and how many the supervisor damped when the trunk passed the base_tilt
-limit (the hold could not keep it up).
+Each stop (``sim2real.hold_trial``): the policy walks at a command (episode seed s, stopped after
+100 + 7 s policy periods, so the stops fall at different phases of the stride), then
+- ``silent``: the policy goes silent; the supervisor trips on policy_stale after its deadline
+  and holds (config/safety/go2.yaml: hold_pose, hold_duration);
+- ``damp`` / ``estop``: an operator's damp or e-stop: 0.2 s to the stand pose, then the
+  descent to damp_pose over damp_duration, then damping.
+The supervisor's commands alone drive the robot for 3.5 s. A stop is **bad** when the trunk ends
+tilted over 0.5 rad, or (a hold) the base ends under 0.15 m, or (a damped stop, which ends lying
+by design) the trunk reaches the ground faster than 0.5 m/s.
+
+`--compare` also runs the variants a change is judged against: hold_pose last, and damping at
+once (damp_duration 0, targets = measured positions).
 
 Example:
-    PYTHONPATH=src .venv/bin/python benchmarks/supervisor_hold.py --stops 40
+    PYTHONPATH=src .venv/bin/python benchmarks/supervisor_hold.py --stops 20 --compare
 """
 from __future__ import annotations
 
@@ -21,35 +24,57 @@ import argparse
 import dataclasses
 
 import numpy as np
+from tqdm import tqdm
 
 from sim2real.core.safety_config import load_safety_config
 from sim2real.hold_trial import stop_mid_trot
 
+COMMANDS = {"ahead 0.5": (0.5, 0.0, 0.0), "ahead 1.0": (1.0, 0.0, 0.0), "back 0.5": (-0.5, 0.0, 0.0),
+            "turn 0.6": (0.5, 0.0, 0.6), "side 0.3": (0.2, 0.3, 0.0)}
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stops", type=int, default=40, help="stops per variant (default 40)")
-    parser.add_argument("--durations", type=float, nargs="+", default=[0.2, 0.3, 0.5, 0.75],
-                        help="hold_duration values for hold_pose: stand (default 0.2 0.3 0.5 0.75)")
+    parser.add_argument("--stops", type=int, default=20, help="stops per command and stop kind (default 20)")
+    parser.add_argument("--commands", nargs="+", default=list(COMMANDS), choices=list(COMMANDS),
+                        help="walking commands to stop from (default: all)")
+    parser.add_argument("--compare", action="store_true",
+                        help="also run hold_pose last and immediate damping, the variants the shipped stops beat")
     parser.add_argument("--policy", help="Go2 walk policy file (default: policies/go2_walk.onnx): measure a "
                                          "candidate before shipping it")
     args = parser.parse_args()
-    base = load_safety_config("go2")
-    variants = [("last", base.hold_duration)] + [("stand", d) for d in args.durations]
+    shipped = load_safety_config("go2")
+    variants = [("silent", "shipped hold", shipped), ("damp", "shipped damp", shipped),
+                ("estop", "shipped e-stop", shipped)]
+    if args.compare:
+        variants += [("silent", "hold_pose last", dataclasses.replace(shipped, hold_pose="last")),
+                     ("damp", "damp at once", dataclasses.replace(shipped, damp_duration=0.0))]
     stops = [(seed, 100 + 7 * seed) for seed in range(2, 2 + args.stops)]
-    print(f"{args.policy or 'policies/go2_walk.onnx'} stopped mid-trot, {len(stops)} stops per variant, policy_stale deadline "
-          f"{base.checks['policy_stale']['deadline']:g} s, 3 s hold")
-    print(f"{'hold':14s} {'tilt end median/worst rad':>26s} {'height end median/lowest m':>27s} {'bad':>6s} {'damped':>7s}")
-    for pose, duration in variants:
-        config = dataclasses.replace(base, hold_pose=pose, hold_duration=duration)
-        outcomes = [stop_mid_trot(seed, steps, config, policy_path=args.policy) for seed, steps in stops]
-        tilt = np.array([o.final_tilt for o in outcomes])
-        height = np.array([o.final_height for o in outcomes])
-        bad = int(np.sum((tilt > 0.5) | (height < 0.15)))
-        damped = sum(any("base_tilt" in trip for trip in o.trips) for o in outcomes)
-        name = "last" if pose == "last" else f"stand {duration:g} s"
-        print(f"{name:14s} {np.median(tilt):12.2f} / {tilt.max():.2f} {np.median(height):14.2f} / {height.min():.2f}"
-              f" {bad:5d}/{len(stops)} {damped:4d}/{len(stops)}")
+    print(f"{args.policy or 'policies/go2_walk.onnx'}: {len(stops)} stops per cell; hold {shipped.hold_pose} "
+          f"{shipped.hold_duration:g} s, damp descent {shipped.damp_duration:g} s; bad = tilt > 0.5 rad, a hold's "
+          "base < 0.15 m, a damped stop's landing > 0.5 m/s")
+    print(f"{'stop':16s} {'command':10s} {'bad':>6s} {'tilt end med/max rad':>21s} {'height end med m':>17s} "
+          f"{'landing med/max m/s':>20s}")
+    totals: dict[str, list[int]] = {}
+    with tqdm(total=len(variants) * len(args.commands) * len(stops), desc="stops", leave=False) as progress:
+        for stop, name, config in variants:
+            for command_name in args.commands:
+                outcomes = []
+                for seed, steps in stops:
+                    outcomes.append(stop_mid_trot(seed, steps, config, hold_seconds=3.5, policy_path=args.policy,
+                                                  command=COMMANDS[command_name], stop=stop))
+                    progress.update()
+                bad = sum(o.bad() for o in outcomes)
+                totals.setdefault(name, [0, 0])
+                totals[name][0] += bad
+                totals[name][1] += len(outcomes)
+                tilt = np.array([o.final_tilt for o in outcomes])
+                height = np.array([o.final_height for o in outcomes])
+                landing = np.array([o.impact_speed for o in outcomes])
+                tqdm.write(f"{name:16s} {command_name:10s} {bad:3d}/{len(outcomes):<2d} {np.median(tilt):10.2f} / "
+                           f"{tilt.max():.2f} {np.median(height):17.2f} {np.median(landing):12.2f} / {landing.max():.2f}")
+    for name, (bad, total) in totals.items():
+        print(f"{name:16s} all commands: {bad}/{total} bad")
     return 0
 
 

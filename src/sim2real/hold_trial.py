@@ -1,10 +1,16 @@
-"""The safety supervisor's hold on a real (PyBullet) Go2 whose policy stops mid-trot.
+"""The safety supervisor's stop of a real (PyBullet) Go2 mid-trot.
 
-The shipped Go2 policy walks at 0.5 m/s in SimWorld while a ``SupervisorCore`` sees every tick
-(world state in, the policy's targets) and is ACTIVE. Then the policy goes silent: the
-supervisor keeps its last command until the policy_stale deadline, trips (a HOLD) and its
-commands alone drive the robot for a few seconds. Used by ``benchmarks/supervisor_hold.py``
-(keep the last targets vs move to the stand pose, many stops) and the tests.
+The shipped Go2 policy walks (0.5 m/s ahead, or any command of its trained range) in SimWorld
+while a ``SupervisorCore`` sees every tick (world state in, the policy's targets) and is ACTIVE.
+Then it is stopped, one of three ways (``stop``):
+
+- ``silent``: the policy goes silent; the supervisor keeps its last command until the
+  policy_stale deadline and trips (a HOLD);
+- ``damp``: an operator's damp (or a damp trip): category 1, DAMPING;
+- ``estop``: an operator's e-stop: the same stop, latched.
+
+Then its commands alone drive the robot for a few seconds. Used by
+``benchmarks/supervisor_hold.py`` and the tests.
 """
 from __future__ import annotations
 
@@ -22,24 +28,39 @@ from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
 HOLD_SECONDS = 3.0
 
 
+STOPS = ("silent", "damp", "estop")
+
+
 @dataclass(frozen=True)
 class HoldOutcome:
     trips: tuple[str, ...]  # the supervisor's trips in order: the policy_stale hold, then any damp
     worst_tilt: float       # rad, largest trunk tilt over the hold
     final_tilt: float       # rad, at the end of the hold
     final_height: float     # m, base height at the end of the hold
+    impact_speed: float = 0.0  # m/s, fastest downward trunk speed while the trunk was under 0.15 m
+
+    def bad(self, tilt: float = 0.5, height: float = 0.15, impact: float = 0.5) -> bool:
+        """Tilted over ``tilt`` rad; for a hold also down under ``height`` m; for a damped stop
+        (which ends lying down by design) the trunk hitting the ground faster than ``impact`` m/s."""
+        damped = any("-> DAMPING" in t or "-> ESTOP" in t for t in self.trips)
+        return self.final_tilt > tilt or (self.impact_speed > impact if damped else self.final_height < height)
 
 
 def stop_mid_trot(seed: int, walk_steps: int, config: SafetyConfig | None = None,
-                  hold_seconds: float = HOLD_SECONDS, policy_path: str | Path | None = None) -> HoldOutcome:
-    """Walk ``walk_steps`` policy periods from episode ``seed``, then stop the policy
-    (``policy_path``: a Go2 walk policy file; default the shipped one)."""
+                  hold_seconds: float = HOLD_SECONDS, policy_path: str | Path | None = None,
+                  command: tuple[float, float, float] = (0.5, 0.0, 0.0), stop: str = "silent") -> HoldOutcome:
+    """Walk ``walk_steps`` policy periods from episode ``seed`` at ``command`` (vx, vy, yaw
+    rate), then stop (``stop``, one of STOPS). ``policy_path``: a Go2 walk policy file; default
+    the shipped one."""
+    if stop not in STOPS:
+        raise ValueError(f"stop {stop!r} is not one of {STOPS}")
     from sim2real.evaluate.evaluate import eval_task_config
     from sim2real.train.tasks import make_env
 
     profile = load_profile("go2")
     policy = load_policy(policy_path or share_dir() / "policies" / "go2_walk.onnx")
     env = make_env("go2", "walk", seed=seed, config=eval_task_config("walk", policy.metadata.task_config))
+    env.set_fixed_command(list(command))
     try:
         obs, _ = env.reset(seed=seed)
         world, period = env.world, env.policy_period
@@ -77,15 +98,22 @@ def stop_mid_trot(seed: int, walk_steps: int, config: SafetyConfig | None = None
             if terminated:
                 raise RuntimeError(f"the policy fell while walking (seed {seed}, step {step})")
             now += period
-        worst, trips = 0.0, []
+        worst, trips, impact = 0.0, [], 0.0
+        if stop != "silent":
+            core.request(stop, sense(), now)
+            trips += core.events
         for _ in range(round(hold_seconds / period)):
             decision = core.tick(sense(), now)
-            trips += decision.events  # no operator acts here: every mode change is a trip
-            world.command(decision.command.position)
-            world.step(env.decimation)
+            trips += decision.events
+            command_now = decision.command
+            world.command(command_now.position, command_now.velocity, command_now.effort)
+            for _ in range(env.decimation):
+                world.step(1)
+                position, orientation, linear, _ = world.base_pose_and_velocity()
+                if position[2] < 0.15:
+                    impact = max(impact, -float(linear[2]))
             now += period
-            position, orientation = world.base_pose()
             worst = max(worst, tilt_angle(orientation))
-        return HoldOutcome(tuple(trips), worst, tilt_angle(orientation), float(position[2]))
+        return HoldOutcome(tuple(trips), worst, tilt_angle(orientation), float(position[2]), impact)
     finally:
         env.close()

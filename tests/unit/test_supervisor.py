@@ -12,6 +12,8 @@ from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
 
 GO2 = load_profile("go2")
 PERIOD = 0.02
+# The Go2's config without its category-1 descent: DAMPING sends the measured positions at once.
+DAMP_AT_ONCE = dataclasses.replace(load_safety_config("go2"), damp_duration=0.0)
 
 
 def targets(position) -> JointTargets:
@@ -144,7 +146,7 @@ def test_an_unknown_hold_pose_is_refused_with_the_choices():
 
 @pytest.mark.parametrize("stream, expected", [("joint_states", Mode.DAMPING), ("imu", Mode.DAMPING)])
 def test_stale_sensors_damp(stream, expected):
-    rig = Rig()
+    rig = Rig(DAMP_AT_ONCE)
     rig.engaged()
     rig.fresh.discard(stream)
     decision = rig.tick(4)
@@ -351,7 +353,7 @@ def test_stood_up_after_the_stand_duration():
 
 # -- measurements that are no numbers ------------------------------------------------------------
 def test_a_nan_joint_state_never_reaches_a_command_and_damps_only_if_it_lasts():
-    rig = Rig()
+    rig = Rig(DAMP_AT_ONCE)
     before = rig.engaged().command.position.copy()
     good = rig.inputs.joint_position.copy()
     rig.inputs.joint_position = good.copy()
@@ -432,3 +434,21 @@ def test_a_hold_after_engaging_out_of_teleop_keeps_the_arm_where_it_stopped():
     later = rig.tick(round(1.0 / PERIOD)).command.position
     assert rig.core.mode == Mode.TAKEOVER and "policy_stale" in rig.core.last_trip
     np.testing.assert_allclose(later, before, atol=1e-9)
+
+
+def test_a_go2_damp_goes_to_the_stand_pose_then_lies_down_then_damps():
+    config = load_safety_config("go2")
+    rig = Rig()
+    rig.engaged()
+    sent = rig.tick().command.position.copy()
+    assert rig.request("damp")[0]
+    settle = round(0.2 / PERIOD)
+    commands = [rig.tick().command.position.copy() for _ in range(settle + round(config.damp_duration / PERIOD) + 5)]
+    assert np.max(np.abs(commands[0] - sent)) < 0.1, "the stop starts from the targets last sent"
+    np.testing.assert_allclose(commands[settle - 1], GO2.default_positions, atol=0.02)
+    lying = np.array([config.damp_pose[name] for name in GO2.joint_names])
+    steps = np.max(np.abs(np.diff(commands[:-5], axis=0)), axis=1)
+    assert steps.max() < 0.1, "a smooth descent, not a jump"
+    assert np.max(np.abs(commands[-7] - lying)) < 0.02
+    # Then only damped (here the rig's joints never moved: a real robot lies in damp_pose by then).
+    np.testing.assert_allclose(commands[-1], rig.inputs.joint_position)

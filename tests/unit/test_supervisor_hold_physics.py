@@ -26,7 +26,7 @@ def test_a_go2_stopped_mid_trot_is_held_without_rolling_over(seed, walk_steps):
 
 @pytest.mark.parametrize("seed, walk_steps", [(2, 114), (3, 121), (4, 128), (5, 135), (6, 142)])
 def test_a_last_targets_hold_that_lets_the_trunk_past_the_tilt_limit_is_damped(seed, walk_steps):
-    """hold_pose: last (the Go2's hold until session 8) lets the shipped trot roll at some of
+    """hold_pose: last (an earlier Go2 hold) lets the shipped trot roll at some of
     these stops (benchmarks/supervisor_hold.py); wherever the trunk passes the base_tilt limit
     the supervisor must go on from its hold to damping, and only there."""
     config = dataclasses.replace(load_safety_config("go2"), hold_pose="last")
@@ -34,3 +34,15 @@ def test_a_last_targets_hold_that_lets_the_trunk_past_the_tilt_limit_is_damped(s
     assert outcome.trips[0].startswith("ACTIVE -> TAKEOVER: policy_stale"), outcome.trips
     damped = any(trip.startswith("TAKEOVER -> DAMPING: base_tilt") for trip in outcome.trips[1:])
     assert damped == (outcome.worst_tilt > TILT_LIMIT), (outcome.worst_tilt, outcome.trips)
+
+
+@pytest.mark.parametrize("stop", ["damp", "estop"])
+@pytest.mark.parametrize("seed, walk_steps, command", [(2, 114, (0.5, 0.0, 0.0)), (3, 121, (1.0, 0.0, 0.0)),
+                                                       (4, 128, (-0.5, 0.0, 0.0)), (5, 135, (0.5, 0.0, 0.6))])
+def test_a_go2_damped_mid_trot_lies_down_instead_of_dropping(stop, seed, walk_steps, command):
+    """Damped at once (targets = measured positions), the trot dropped onto its belly at 1.3 m/s;
+    the category-1 stop lowers it to damp_pose first, upright."""
+    outcome = stop_mid_trot(seed, walk_steps, command=command, stop=stop)
+    assert outcome.trips[0].startswith(f"ACTIVE -> {'DAMPING' if stop == 'damp' else 'ESTOP'}"), outcome.trips
+    assert outcome.final_tilt < 0.5, f"the trunk ended tilted {outcome.final_tilt:.2f} rad"
+    assert outcome.impact_speed < 0.6, f"the trunk reached the ground at {outcome.impact_speed:.2f} m/s"

@@ -92,6 +92,11 @@ class SafetyConfig:
     # The explicit flag that lets a hardware run use checks weaker than
     # :mod:`sim2real.core.safety_requirements` asks (removed, disabled, looser, milder).
     allow_weakened: bool = False
+    # DAMPING / ESTOP as IEC 60204-1 stop category 1 for a robot that falls when damped (a
+    # quadruped): first move from the targets last sent to ``damp_pose`` (joint -> rad, a folded
+    # lying pose) over ``damp_duration`` s under the PD gains, then damp. Empty: damp at once.
+    damp_pose: dict[str, float] = field(default_factory=dict)
+    damp_duration: float = 0.0
 
 
 def safety_config_path(name_or_path: str | Path) -> Path:
@@ -116,7 +121,8 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
         return float(value)
 
     unknown = sorted(set(data) - {"command_period", "stand_duration", "blend_duration", "hold_pose", "hold_duration",
-                                  "startup_grace", "allow_weakened", "checks", "joystick"})
+                                  "startup_grace", "allow_weakened", "damp_pose", "damp_duration", "checks",
+                                  "joystick"})
     if unknown:
         raise fail(", ".join(unknown), "unknown fields", "remove them (see config/safety/go2.yaml)")
     checks_data = data.get("checks") or {}
@@ -170,14 +176,27 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
     if hold_pose not in HOLD_POSES:
         raise fail("hold_pose", f"expected one of {list(HOLD_POSES)}, got {hold_pose!r}",
                    "write last (hold the targets last sent: arms) or stand (go to the stand pose: legged robots)")
+    damp_pose = data.get("damp_pose") or {}
+    if not isinstance(damp_pose, dict):
+        raise fail("damp_pose", f"expected a mapping of joint name -> rad, got {damp_pose!r}",
+                   "write e.g. damp_pose: {FL_thigh_joint: 1.36, ...} for every joint (see config/safety/go2.yaml)")
+    damp_pose = {str(name): _finite(value, f"damp_pose.{name}", fail) for name, value in damp_pose.items()}
     allow_weakened = data.get("allow_weakened", False)
     if not isinstance(allow_weakened, bool):
         raise fail("allow_weakened", f"expected true or false, got {allow_weakened!r}", "write true or false")
     return SafetyConfig(
         startup_grace=number(data.get("startup_grace", 0.0), "startup_grace"), allow_weakened=allow_weakened,
+        damp_pose=damp_pose, damp_duration=number(data.get("damp_duration", 0.0), "damp_duration"),
         hold_pose=hold_pose, hold_duration=number(data.get("hold_duration", 0.75), "hold_duration"),
         command_period=number(data.get("command_period", 0.0), "command_period"),
         stand_duration=number(data.get("stand_duration", 2.0), "stand_duration"),
         blend_duration=number(data.get("blend_duration", 0.5), "blend_duration"),
         checks=checks, buttons=buttons, source=Path(source) if isinstance(source, (str, Path)) else None,
     )
+
+
+def _finite(value: Any, field: str, fail) -> float:
+    """A finite number (an angle may be negative)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise fail(field, f"expected a finite number (rad), got {value!r}", "write an angle in rad")
+    return float(value)

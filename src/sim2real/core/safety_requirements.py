@@ -91,6 +91,16 @@ def check_config_for(config: SafetyConfig, profile: RobotProfile, simulated: boo
             raise SafetyConfigError(source, "checks.position_limit.margin",
                                     f"{margin:g} rad leaves no room for the stand pose of {outside}",
                                     f"use at most {room:.3f} rad (the stand pose's distance to the nearest limit)")
+    if config.damp_pose:
+        names = set(profile.joint_names)
+        wrong = sorted(set(config.damp_pose) ^ names)
+        if wrong:
+            raise SafetyConfigError(source, "damp_pose", f"must name every joint of {profile.name!r} and no other; "
+                                    f"differs on {wrong}", f"use the profile's joints: {profile.joint_names}")
+        outside = [j.name for j in profile.joints if not j.lower <= config.damp_pose[j.name] <= j.upper]
+        if outside:
+            raise SafetyConfigError(source, "damp_pose", f"outside the joint limits for {outside}",
+                                    "choose a pose within the profile's limits")
     if simulated:
         return []
     found = weakenings(config, profile)

@@ -59,6 +59,7 @@ TELEOP_FRESH_S = 0.2  # teleop older than this no longer steers; the hold pose t
 # Go2 collapsed by damping lies 1.2 rad from it (calves); stood up again, it sags under its weight
 # at the stand gains to 0.37-0.48 rad (calves), so the bound sits between.
 ENGAGE_STAND_TOLERANCE = 0.7
+DAMP_SETTLE_S = 0.2
 
 
 class Mode(str, Enum):
@@ -118,6 +119,8 @@ class SupervisorCore:
         self.profile = profile
         self.config = config
         self.simulated = simulated
+        self._damp_pose = (np.array([config.damp_pose[name] for name in profile.joint_names])
+                           if config.damp_pose and config.damp_duration > 0 else None)
         self.period = command_period
         self.mode = Mode.STANDBY
         self.last_trip: str = ""
@@ -545,6 +548,10 @@ class SupervisorCore:
     def _command(self, inputs: SupervisorInputs, now: float) -> JointTargets:
         q = np.asarray(inputs.joint_position, dtype=float)
         if self.mode in (Mode.DAMPING, Mode.ESTOP):
+            if self._damp_pose is not None and self._segment_start is not None:
+                descent = self._descent(now - self._segment_time)
+                if descent is not None:
+                    return JointTargets.positions(descent)
             return JointTargets.positions(q)
         if self.mode == Mode.ACTIVE:
             policy = inputs.policy_command
@@ -591,6 +598,21 @@ class SupervisorCore:
         s = alpha * alpha * (3 - 2 * alpha)
         position = (1 - s) * start + s * self.profile.default_positions
         return JointTargets.positions(position)
+
+    def _descent(self, elapsed: float) -> Optional[np.ndarray]:
+        """The category-1 stop's targets ``elapsed`` s after DAMPING/ESTOP began (None once it is
+        over: then only damping): first to the stand pose in ``damp_settle`` s (four feet down,
+        the stride's momentum taken), then to ``damp_pose`` in ``damp_duration`` s."""
+        settle, descend = DAMP_SETTLE_S, self.config.damp_duration
+        if elapsed < settle:
+            a = elapsed / settle
+            s = a * a * (3 - 2 * a)
+            return (1 - s) * self._segment_start + s * self.profile.default_positions
+        if elapsed < settle + descend:
+            a = (elapsed - settle) / descend
+            s = a * a * (3 - 2 * a)
+            return (1 - s) * self.profile.default_positions + s * self._damp_pose
+        return None
 
     def _filter(self, command: JointTargets, checks: list[CheckResult]) -> JointTargets:
         if self.mode in (Mode.DAMPING, Mode.ESTOP):

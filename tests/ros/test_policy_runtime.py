@@ -392,3 +392,20 @@ def test_a_driver_that_sends_effort_without_velocity_is_waited_on_not_crashed_on
         time.sleep(0.01)
     assert "no /joint_states velocity received" in watch.runtime().get("state", ""), watch.runtime()
     assert not graph.exited(), graph.log.text()[-2000:]
+
+
+def test_a_swap_that_would_load_on_the_control_path_is_refused(make_any):
+    """Fault matrix case 16: set_parameters_atomically (or an in-process set) loaded the model on
+    the executor's thread and stalled the commands; only the set_parameters service swaps."""
+    from rclpy.parameter import Parameter as RclpyParameter
+
+    from sim2real.core.paths import share_dir
+    from sim2real.nodes.policy_runtime import PolicyRuntimeNode
+
+    shipped = str(share_dir() / "policies" / "go2_walk.onnx")
+    node = make_any(PolicyRuntimeNode, robot="go2", policy_path=shipped)
+    result = node.set_parameters([RclpyParameter("policy_path", value=shipped)])[0]
+    assert not result.successful and "set_parameters service" in result.reason
+    assert node.slot.swaps == 0 and node.slot.refused == 0  # never loaded
+    entry = read_history(default_audit_log()).entries[-1]
+    assert entry["origin"] == "parameter (atomic or in-process)" and not entry["accepted"]

@@ -3,7 +3,8 @@
 Each line: ``time`` (UTC ISO 8601), ``robot``, ``file``, ``sha256``, ``signer`` (the trusted
 key that verified it, or null when no trusted_keys are set), ``origin`` (who asked: ``start``
 for the launch parameter, ``cli ...`` for `sim2real policy swap`, ``parameter service`` for
-any other SetParameters client such as `ros2 param set`, ``parameter (in-process)``),
+any other SetParameters client such as `ros2 param set`, ``parameter (atomic or in-process)``
+for a refused swap by another route),
 ``accepted`` and ``reason``. `sim2real policy history` prints it.
 
 The file is opened for append on every record and synced to disk before the swap goes on,

@@ -352,11 +352,12 @@ class PolicyRuntimeNode(Node):
                 self._preapproved = None
                 continue
             # Not through the SetParameters service (set_parameters_atomically, or in-process): the
-            # model loads on the caller's thread, which for a service is the control path's thread.
-            event = self.slot.propose(parameter.value, self._recorder("parameter (in-process)"))
-            self._log_proposal(event, "parameter (in-process)")
-            if not event.accepted:
-                return SetParametersResult(successful=False, reason=event.reason)
+            # model would load on the executor's thread and stall the control callbacks for as long
+            # as it takes (0.4-1.6 s for a large file). Refused, with the way that works.
+            reason = ("policy_path is swapped only through the set_parameters service (`ros2 param set`, "
+                      "`sim2real policy swap`), which loads the model off the control path")
+            self._audit(parameter.value, "", None, "parameter (atomic or in-process)", False, reason)
+            return SetParametersResult(successful=False, reason=reason)
         return SetParametersResult(successful=True)
 
     def _log_proposal(self, event, origin: str) -> None:

@@ -86,9 +86,9 @@ class SafetyConfig:
     # within hold_duration (for a robot whose stopped pose cannot be held).
     hold_pose: str = "last"
     hold_duration: float = 0.75
-    # s after the first /joint_states during which, in STANDBY before any engage, a stale stream
-    # is reported but does not trip: DDS discovery and a busy start-up delay the first samples.
-    startup_grace: float = 0.0
+    # s a stream must be silent to trip its stale check in STANDBY (no policy runs; the stand-up
+    # does not depend on the newest sample); the check's own deadline when shorter.
+    standby_deadline: float = 0.0
     # The explicit flag that lets a hardware run use checks weaker than
     # :mod:`sim2real.core.safety_requirements` asks (removed, disabled, looser, milder).
     allow_weakened: bool = False
@@ -121,7 +121,7 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
         return float(value)
 
     unknown = sorted(set(data) - {"command_period", "stand_duration", "blend_duration", "hold_pose", "hold_duration",
-                                  "startup_grace", "allow_weakened", "damp_pose", "damp_duration", "checks",
+                                  "standby_deadline", "allow_weakened", "damp_pose", "damp_duration", "checks",
                                   "joystick"})
     if unknown:
         raise fail(", ".join(unknown), "unknown fields", "remove them (see config/safety/go2.yaml)")
@@ -185,7 +185,7 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
     if not isinstance(allow_weakened, bool):
         raise fail("allow_weakened", f"expected true or false, got {allow_weakened!r}", "write true or false")
     return SafetyConfig(
-        startup_grace=number(data.get("startup_grace", 0.0), "startup_grace"), allow_weakened=allow_weakened,
+        standby_deadline=number(data.get("standby_deadline", 0.0), "standby_deadline"), allow_weakened=allow_weakened,
         damp_pose=damp_pose, damp_duration=number(data.get("damp_duration", 0.0), "damp_duration"),
         hold_pose=hold_pose, hold_duration=number(data.get("hold_duration", 0.75), "hold_duration"),
         command_period=number(data.get("command_period", 0.0), "command_period"),

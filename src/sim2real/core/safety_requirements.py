@@ -44,7 +44,7 @@ HARDWARE_BOUNDS: dict[str, Requirement] = {
     "deadman": Requirement(Response.HOLD, (("deadline", 1.0),)),
     "sole_writer": Requirement(Response.DAMP),
 }
-MAX_HARDWARE_STARTUP_GRACE = 2.0  # s a robot may stand on stale data before any engage
+MAX_HARDWARE_STANDBY_DEADLINE = 1.0  # s a standing robot may go without a sensor before it damps
 
 
 def weakenings(config: SafetyConfig, profile: RobotProfile) -> list[tuple[str, str, str]]:
@@ -69,9 +69,9 @@ def weakenings(config: SafetyConfig, profile: RobotProfile) -> list[tuple[str, s
                               f"use at most {loosest:g}"))
     if "deadman" not in config.buttons:  # with no button to hold, the deadman check means nothing
         found.append(("joystick.deadman", "missing", "give the deadman its button (see config/safety/go2.yaml)"))
-    if config.startup_grace > MAX_HARDWARE_STARTUP_GRACE:
-        found.append(("startup_grace", f"{config.startup_grace:g} s is looser than {MAX_HARDWARE_STARTUP_GRACE:g} s",
-                      f"use at most {MAX_HARDWARE_STARTUP_GRACE:g} s"))
+    if config.standby_deadline > MAX_HARDWARE_STANDBY_DEADLINE:
+        found.append(("standby_deadline", f"{config.standby_deadline:g} s is looser than "
+                      f"{MAX_HARDWARE_STANDBY_DEADLINE:g} s", f"use at most {MAX_HARDWARE_STANDBY_DEADLINE:g} s"))
     return found
 
 

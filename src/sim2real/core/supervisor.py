@@ -143,8 +143,6 @@ class SupervisorCore:
         self._refused_state = ""  # why the newest sample was refused ("" when it was valid)
         self._valid_orientation: Optional[tuple[np.ndarray, Optional[float]]] = None
         self._refused_orientation = ""
-        self._first_state_time: Optional[float] = None
-        self._ever_engaged = False
         self._stood = False  # the stand-up finished at the stand pose since the last start or reset
         self._refused_teleop = ""
 
@@ -256,7 +254,6 @@ class SupervisorCore:
             problem = self._engage_blocker(inputs, now)
             if problem:
                 return False, f"refused: {problem}"
-            self._ever_engaged = True
             self._blend_from = (self._last_sent.position.copy() if self._last_sent is not None
                                 else inputs.joint_position.copy())
             self._blend_time = now
@@ -269,7 +266,7 @@ class SupervisorCore:
         for a replay or trial that starts from a state recorded while a policy ran. No node
         calls this; on a robot, ACTIVE comes only from an accepted engage."""
         inputs = self._validated(inputs)
-        self._stood = self._ever_engaged = True
+        self._stood = True
         self._blend_from = None
         self._enter(Mode.ACTIVE, now, inputs, "operator: replay of a running policy")
 
@@ -360,8 +357,6 @@ class SupervisorCore:
         if self._segment_start is None:  # first state: the stand-up starts from where the robot is
             self._segment_start = np.array(inputs.joint_position, dtype=float)
             self._segment_time = now
-        if self._first_state_time is None:
-            self._first_state_time = now
         checks = self._evaluate(inputs, now)
         worst = max((c for c in checks if not c.ok), key=lambda c: c.response, default=None)
         if worst is not None and worst.response >= Response.HOLD:
@@ -445,10 +440,11 @@ class SupervisorCore:
                 return
             results.append(CheckResult(name, not failed, config.response, detail if failed else ""))
 
-        # Start-up grace: before any engage, DDS discovery and a busy start-up may delay the first
-        # samples; a stale stream then is reported, not tripped on (the robot only stands).
-        grace = (self.mode == Mode.STANDBY and not self._ever_engaged and self._first_state_time is not None
-                 and now - self._first_state_time < self.config.startup_grace)
+        # In STANDBY no policy runs and the stand-up's targets do not depend on the newest sample:
+        # a stream must be silent for standby_deadline to trip there. A busy start-up (DDS
+        # discovery, the other nodes loading) delayed samples 60-70 ms, and every such trip to
+        # DAMPING needed an operator's reset before anything could engage.
+        standby = self.mode == Mode.STANDBY
 
         def age(received: Optional[float]) -> float:
             return math.inf if received is None else now - received
@@ -469,11 +465,12 @@ class SupervisorCore:
                 and self._refused_state else ""
             refused += f"; newer ones refused: {self._refused_orientation}" if name == "imu_stale" \
                 and self._refused_orientation else ""
-            detail = f"no {topic} for {late:.3f} s (deadline {config['deadline']:.3f} s){refused}"
-            if grace and late > config["deadline"]:
-                results.append(CheckResult(name, False, Response.NONE, f"{detail} (start-up grace)"))
+            deadline = max(config["deadline"], self.config.standby_deadline) if standby else config["deadline"]
+            detail = f"no {topic} for {late:.3f} s (deadline {deadline:.3f} s{' in STANDBY' if standby else ''}){refused}"
+            if standby and config["deadline"] < late <= deadline:
+                results.append(CheckResult(name, False, Response.NONE, f"{detail}: late, not yet a fault"))
                 continue
-            check(name, late > config["deadline"], detail)
+            check(name, late > deadline, detail)
         if active and inputs.policy_missed:
             check("policy_stale", True, "lockstep: no /policy/joint_commands for this tick within the wall-clock wait")
         if active:

@@ -9,8 +9,9 @@ Each stop (``sim2real.hold_trial``): the policy walks at a command (episode seed
 - ``damp`` / ``estop``: an operator's damp or e-stop: 0.2 s to the stand pose, then the
   descent to damp_pose over damp_duration, then damping.
 The supervisor's commands alone drive the robot for 3.5 s. A stop is **bad** when the trunk ends
-tilted over 0.5 rad, or (a hold) the base ends under 0.15 m, or (a damped stop, which ends lying
-by design) the trunk reaches the ground faster than 0.5 m/s.
+tilted over 0.5 rad, or (a hold) the base ends under 0.15 m (a hold the supervisor went on to
+damp included), or (a damped stop, which ends lying by design) the trunk's centre reaches the
+ground faster than 0.5 m/s. The worst tilt during the stop is printed beside it.
 
 `--compare` also runs the variants a change is judged against: hold_pose last, and damping at
 once (damp_duration 0, targets = measured positions).
@@ -40,12 +41,16 @@ def main() -> int:
                         help="walking commands to stop from (default: all)")
     parser.add_argument("--compare", action="store_true",
                         help="also run hold_pose last and immediate damping, the variants the shipped stops beat")
+    parser.add_argument("--durations", type=float, nargs="+", default=[],
+                        help="also hold to the stand pose in each of these hold_duration values (s)")
     parser.add_argument("--policy", help="Go2 walk policy file (default: policies/go2_walk.onnx): measure a "
                                          "candidate before shipping it")
     args = parser.parse_args()
     shipped = load_safety_config("go2")
     variants = [("silent", "shipped hold", shipped), ("damp", "shipped damp", shipped),
                 ("estop", "shipped e-stop", shipped)]
+    variants += [("silent", f"hold stand {d:g} s", dataclasses.replace(shipped, hold_pose="stand", hold_duration=d))
+                 for d in args.durations]
     if args.compare:
         variants += [("silent", "hold_pose last", dataclasses.replace(shipped, hold_pose="last")),
                      ("damp", "damp at once", dataclasses.replace(shipped, damp_duration=0.0))]
@@ -53,8 +58,8 @@ def main() -> int:
     print(f"{args.policy or 'policies/go2_walk.onnx'}: {len(stops)} stops per cell; hold {shipped.hold_pose} "
           f"{shipped.hold_duration:g} s, damp descent {shipped.damp_duration:g} s; bad = tilt > 0.5 rad, a hold's "
           "base < 0.15 m, a damped stop's landing > 0.5 m/s")
-    print(f"{'stop':16s} {'command':10s} {'bad':>6s} {'tilt end med/max rad':>21s} {'height end med m':>17s} "
-          f"{'landing med/max m/s':>20s}")
+    print(f"{'stop':16s} {'command':10s} {'bad':>6s} {'tilt end med/max rad':>21s} {'tilt worst med/max':>19s} "
+          f"{'height end med m':>17s} {'landing med/max m/s':>20s}")
     totals: dict[str, list[int]] = {}
     with tqdm(total=len(variants) * len(args.commands) * len(stops), desc="stops", leave=False) as progress:
         for stop, name, config in variants:
@@ -69,10 +74,12 @@ def main() -> int:
                 totals[name][0] += bad
                 totals[name][1] += len(outcomes)
                 tilt = np.array([o.final_tilt for o in outcomes])
+                worst = np.array([o.worst_tilt for o in outcomes])
                 height = np.array([o.final_height for o in outcomes])
                 landing = np.array([o.impact_speed for o in outcomes])
                 tqdm.write(f"{name:16s} {command_name:10s} {bad:3d}/{len(outcomes):<2d} {np.median(tilt):10.2f} / "
-                           f"{tilt.max():.2f} {np.median(height):17.2f} {np.median(landing):12.2f} / {landing.max():.2f}")
+                           f"{tilt.max():.2f} {np.median(worst):12.2f} / {worst.max():.2f} {np.median(height):14.2f} "
+                           f"{np.median(landing):12.2f} / {landing.max():.2f}")
     for name, (bad, total) in totals.items():
         print(f"{name:16s} all commands: {bad}/{total} bad")
     return 0

@@ -33,17 +33,22 @@ STOPS = ("silent", "damp", "estop")
 
 @dataclass(frozen=True)
 class HoldOutcome:
-    trips: tuple[str, ...]  # the supervisor's trips in order: the policy_stale hold, then any damp
+    trips: tuple[str, ...]  # the supervisor's mode changes in order (an operator's damp or e-stop, trips)
     worst_tilt: float       # rad, largest trunk tilt over the hold
     final_tilt: float       # rad, at the end of the hold
     final_height: float     # m, base height at the end of the hold
-    impact_speed: float = 0.0  # m/s, fastest downward trunk speed while the trunk was under 0.15 m
+    impact_speed: float = 0.0  # m/s, fastest downward speed of the trunk's centre while under 0.15 m
+    stop: str = "silent"
 
     def bad(self, tilt: float = 0.5, height: float = 0.15, impact: float = 0.5) -> bool:
-        """Tilted over ``tilt`` rad; for a hold also down under ``height`` m; for a damped stop
-        (which ends lying down by design) the trunk hitting the ground faster than ``impact`` m/s."""
-        damped = any("-> DAMPING" in t or "-> ESTOP" in t for t in self.trips)
-        return self.final_tilt > tilt or (self.impact_speed > impact if damped else self.final_height < height)
+        """The issue's measure, a stop that *ends* badly: a hold (``silent``) with the trunk tilted
+        over ``tilt`` rad or under ``height`` m (a hold the supervisor went on to damp ends lying:
+        bad too); a damp or e-stop, which ends lying by design, tilted over ``tilt`` rad or having
+        reached the ground faster than ``impact`` m/s. ``worst_tilt`` (during the stop) is
+        reported beside it, not counted."""
+        if self.stop == "silent":
+            return self.final_tilt > tilt or self.final_height < height
+        return self.final_tilt > tilt or self.impact_speed > impact
 
 
 def stop_mid_trot(seed: int, walk_steps: int, config: SafetyConfig | None = None,
@@ -114,6 +119,6 @@ def stop_mid_trot(seed: int, walk_steps: int, config: SafetyConfig | None = None
                     impact = max(impact, -float(linear[2]))
             now += period
             worst = max(worst, tilt_angle(orientation))
-        return HoldOutcome(tuple(trips), worst, tilt_angle(orientation), float(position[2]), impact)
+        return HoldOutcome(tuple(trips), worst, tilt_angle(orientation), float(position[2]), impact, stop)
     finally:
         env.close()

@@ -250,7 +250,8 @@ def test_estop_stays_latched_until_reset(active_go2):
     assert not refused.success and "reset" in refused.message
     time.sleep(1.0)
     assert active_go2.mode() == "ESTOP"
-    assert active_go2.call("reset").success
+    # The Go2's category-1 stop lowers it for 2.2 s; a reset waits for it to end.
+    assert wait_for(lambda: active_go2.call("reset").success, 10.0)
     assert active_go2.wait_mode("STANDBY", 1.0)
     refused = active_go2.call("engage")  # the reset never restarts motion: the robot stands up first
     assert not refused.success, refused.message

@@ -276,6 +276,9 @@ def test_estop_is_latched_until_reset():
         accepted, message = rig.request(action)
         assert not accepted and "reset" in message
     assert rig.tick(20).mode == Mode.ESTOP
+    accepted, message = rig.request("reset")  # the Go2's stop still lowers it: a reset waits
+    assert not accepted and "still lowering" in message
+    assert rig.tick(100).mode == Mode.ESTOP
     assert rig.request("reset")[0]
     assert rig.tick().mode == Mode.STANDBY
 

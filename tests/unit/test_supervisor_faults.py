@@ -10,7 +10,7 @@ from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import SafetyConfigError, load_safety_config, parse_safety_config
 from sim2real.core.safety_requirements import check_config_for
 from sim2real.core.supervisor import Mode, SupervisorCore
-from tests.unit.test_supervisor import GO2, PERIOD, Rig, targets
+from tests.unit.test_supervisor import DAMP_AT_ONCE, GO2, PERIOD, Rig, targets
 
 GO2_SAFETY = load_safety_config("go2")
 BUTTONS = GO2_SAFETY.buttons
@@ -95,7 +95,7 @@ def test_estop_reset_and_engage_in_one_joy_message_stay_in_estop():
 
 
 def test_reset_and_engage_pressed_together_reset_only():
-    rig = Rig()
+    rig = Rig(DAMP_AT_ONCE)  # reset at once: the descent's wait is tested apart
     rig.engaged()
     rig.inputs.joy_buttons = pad("estop")
     rig.tick()
@@ -108,7 +108,7 @@ def test_reset_and_engage_pressed_together_reset_only():
 
 
 def test_reset_is_refused_while_the_estop_is_held():
-    rig = Rig()
+    rig = Rig(DAMP_AT_ONCE)  # reset at once: the descent's wait is tested apart
     rig.engaged()
     rig.inputs.joy_buttons = pad("estop")
     rig.tick()
@@ -119,7 +119,7 @@ def test_reset_is_refused_while_the_estop_is_held():
 
 
 def test_reset_is_refused_while_the_fault_persists():
-    rig = Rig()
+    rig = Rig(DAMP_AT_ONCE)  # reset at once: the descent's wait is tested apart
     rig.engaged()
     roll = 1.3
     rig.inputs.base_orientation = np.array([math.sin(roll / 2), 0.0, 0.0, math.cos(roll / 2)])
@@ -142,7 +142,7 @@ def test_reset_is_refused_while_the_imu_is_silent():
 
 # -- case 12: engage only once the robot stands ---------------------------------------------
 def test_engage_right_after_reset_is_refused_until_the_robot_stands():
-    rig = Rig()
+    rig = Rig(DAMP_AT_ONCE)  # reset at once: the descent's wait is tested apart
     rig.engaged()
     rig.request("damp")
     lying = GO2.default_positions + np.where(np.arange(12) % 3 == 2, 0.9, 0.0)
@@ -239,7 +239,7 @@ def test_a_margin_that_leaves_no_room_for_the_stand_pose_is_refused_even_in_simu
 
 # -- case 19: an explicit deadline in STANDBY ---------------------------------------------------
 def test_a_late_sample_in_standby_is_reported_and_a_silent_stream_still_damps():
-    rig = Rig()
+    rig = Rig(DAMP_AT_ONCE)  # reset at once: the descent's wait is tested apart
     rig.tick(10)
     rig.fresh.discard("joint_states")
     decision = rig.tick(4)  # 80 ms without /joint_states, inside the shipped 0.5 s in STANDBY
@@ -256,7 +256,7 @@ def test_a_late_sample_in_standby_is_reported_and_a_silent_stream_still_damps():
 
 # -- case 2: another writer on /joint_commands ------------------------------------------------
 def test_another_writer_on_joint_commands_damps_and_blocks_reset_until_it_leaves():
-    rig = Rig()
+    rig = Rig(DAMP_AT_ONCE)  # reset at once: the descent's wait is tested apart
     rig.engaged()
     rig.inputs.other_command_writers = ("/teleop_tool",)
     assert rig.tick().mode == Mode.DAMPING and "sole_writer" in rig.core.last_trip
@@ -298,3 +298,41 @@ def test_on_hardware_a_config_without_a_deadman_button_is_refused():
     rig.tick(150)
     accepted, message = rig.request("engage")  # the check with no button: never held, fail closed
     assert not accepted and "no joystick button" in message
+
+
+
+# -- the Go2's category-1 stop: no restart, no jump, no reset before it ends ------------------
+def test_a_second_damp_or_an_estop_during_the_descent_carries_it_on():
+    rig = Rig()
+    rig.engaged()
+    assert rig.request("damp")[0]
+    first = [rig.tick().command.position.copy() for _ in range(30)]
+    assert rig.request("damp") == (True, "already DAMPING")
+    assert rig.request("estop")[0] and rig.core.mode == Mode.ESTOP
+    after = [rig.tick().command.position.copy() for _ in range(5)]
+    steps = np.max(np.abs(np.diff(first + after, axis=0)), axis=1)
+    assert steps.max() < 0.1, "the stop started again: a jump back toward the stand pose"
+
+
+def test_a_robot_that_never_stood_is_lowered_from_where_it_is_not_stood_up_first():
+    rig = Rig()
+    lying = GO2.default_positions + np.where(np.arange(12) % 3 == 2, -1.0, 0.4)
+    rig.inputs.joint_position = lying.copy()
+    rig.tick(5)  # the stand-up has barely begun
+    assert rig.request("damp")[0]
+    commands = [rig.tick().command.position.copy() for _ in range(20)]
+    assert np.max(np.abs(np.diff(commands, axis=0))) < 0.05
+    assert np.max(np.abs(commands[-1] - GO2.default_positions)) > 0.5, "it was lifted toward the stand pose"
+
+
+def test_with_joint_states_silent_the_stop_keeps_the_lying_pose():
+    config = load_safety_config("go2")
+    rig = Rig()
+    rig.engaged()
+    standing = rig.inputs.joint_position.copy()
+    rig.fresh.discard("joint_states")
+    commands = [rig.tick().command.position.copy() for _ in range(140)]  # damps, descends, stays
+    assert rig.core.mode == Mode.DAMPING
+    lying = np.array([config.damp_pose[name] for name in GO2.joint_names])
+    np.testing.assert_allclose(commands[-1], lying)
+    assert np.max(np.abs(commands[-1] - standing)) > 1.0, "the last sample (standing) became the target"

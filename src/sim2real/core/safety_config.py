@@ -86,15 +86,18 @@ class SafetyConfig:
     # within hold_duration (for a robot whose stopped pose cannot be held).
     hold_pose: str = "last"
     hold_duration: float = 0.75
-    # s a stream must be silent to trip its stale check in STANDBY (no policy runs; the stand-up
-    # does not depend on the newest sample); the check's own deadline when shorter.
+    # s a stream must be silent to trip its stale check until the robot first stands after start
+    # (no policy runs; the stand-up does not depend on the newest sample); the check's own
+    # deadline when shorter.
     standby_deadline: float = 0.0
     # The explicit flag that lets a hardware run use checks weaker than
     # :mod:`sim2real.core.safety_requirements` asks (removed, disabled, looser, milder).
     allow_weakened: bool = False
     # DAMPING / ESTOP as IEC 60204-1 stop category 1 for a robot that falls when damped (a
-    # quadruped): first move from the targets last sent to ``damp_pose`` (joint -> rad, a folded
-    # lying pose) over ``damp_duration`` s under the PD gains, then damp. Empty: damp at once.
+    # quadruped): a robot that stood goes to the stand pose in 0.2 s (four feet down), then from
+    # there (a robot that never stood: from the targets last sent) to ``damp_pose`` (joint -> rad,
+    # a folded lying pose) over ``damp_duration`` s under the PD gains, then it is damped. Empty:
+    # damp at once.
     damp_pose: dict[str, float] = field(default_factory=dict)
     damp_duration: float = 0.0
 

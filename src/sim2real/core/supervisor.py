@@ -22,7 +22,11 @@ returned every tick, whatever the inputs do:
   the last targets (``benchmarks/supervisor_hold.py``), so the Go2 uses ``stand`` and the
   Panda ``last``.
 - DAMPING / ESTOP: position target = measured position, velocity target 0: with the
-  profile's PD this is pure joint damping.
+  profile's PD this is pure joint damping. A robot with a ``damp_pose`` (the Go2, which
+  falls when damped) first makes an IEC 60204-1 category-1 stop: to the stand pose in 0.2 s
+  if it stood, then down to ``damp_pose`` over ``damp_duration``, then damping. An e-stop
+  during a damp continues that stop; a reset waits for it to end. With /joint_states gone
+  silent it keeps the lying pose as the target (the last sample is the pose before the fault).
 
 Before any policy gets the robot: engage from STANDBY waits for the stand-up and for the joints
 near the stand pose; a reset is refused while the e-stop is pressed or a damp-or-worse fault
@@ -144,6 +148,8 @@ class SupervisorCore:
         self._valid_orientation: Optional[tuple[np.ndarray, Optional[float]]] = None
         self._refused_orientation = ""
         self._stood = False  # the stand-up finished at the stand pose since the last start or reset
+        self._ever_stood = False  # since start: the longer STANDBY deadline covers only the first stand-up
+        self._descent_via_stand = False
         self._refused_teleop = ""
 
     def _check(self, name: str) -> Optional[CheckConfig]:
@@ -221,6 +227,8 @@ class SupervisorCore:
         if action == "damp":
             if mode == Mode.ESTOP:
                 return False, "ESTOP is latched: call reset first"
+            if mode == Mode.DAMPING:
+                return True, "already DAMPING"
             self._enter(Mode.DAMPING, now, inputs, "operator: damp")
             return True, "DAMPING"
         if action == "reset":
@@ -237,6 +245,9 @@ class SupervisorCore:
             if persisting:
                 fault = persisting[0]
                 return False, f"refused: the fault persists ({fault.name}: {fault.detail}); clear it, then reset"
+            left = self._descent_left(now)
+            if left > 0:
+                return False, f"refused: the stop is still lowering the robot ({left:.1f} s left); reset once it lies"
             self._enter(Mode.STANDBY, now, inputs, "operator: reset")
             return True, "STANDBY (engage once the robot stands)"
         if action == "takeover":
@@ -254,6 +265,7 @@ class SupervisorCore:
             problem = self._engage_blocker(inputs, now)
             if problem:
                 return False, f"refused: {problem}"
+            self._stood = self._ever_stood = True  # what the engage checks just found
             self._blend_from = (self._last_sent.position.copy() if self._last_sent is not None
                                 else inputs.joint_position.copy())
             self._blend_time = now
@@ -367,6 +379,7 @@ class SupervisorCore:
         if self.mode in (Mode.STANDBY, Mode.TAKEOVER) and not self._stood:
             # A takeover without teleop moves to the stand pose too (over stand_duration at most).
             self._stood = not self._stand_problem(inputs, now)
+            self._ever_stood = self._ever_stood or self._stood
         return Decision(self.mode, command, checks, self.events)
 
     def _respond(self, check: CheckResult, inputs: SupervisorInputs, now: float) -> None:
@@ -385,8 +398,14 @@ class SupervisorCore:
         if not reason.startswith("operator"):
             self.last_trip = event
             self.trips += 1
+        stopping = self.mode in (Mode.DAMPING, Mode.ESTOP)
         self.mode = mode
         self._mode_since = now
+        if stopping and mode in (Mode.DAMPING, Mode.ESTOP):
+            return  # an e-stop during a damp: the stop under way goes on, it does not start again
+        # The stop's first step to the stand pose puts four feet down under a robot that walked; a
+        # robot that never stood (lying, mid stand-up) is lowered from where it is.
+        self._descent_via_stand = self._stood and mode in (Mode.DAMPING, Mode.ESTOP)
         if mode in (Mode.STANDBY, Mode.DAMPING, Mode.ESTOP):
             self._stood = False  # damped, the robot may have sunk or fallen: it stands up again first
         self._following_teleop = False  # a teleop session belongs to one TAKEOVER
@@ -440,11 +459,12 @@ class SupervisorCore:
                 return
             results.append(CheckResult(name, not failed, config.response, detail if failed else ""))
 
-        # In STANDBY no policy runs and the stand-up's targets do not depend on the newest sample:
-        # a stream must be silent for standby_deadline to trip there. A busy start-up (DDS
-        # discovery, the other nodes loading) delayed samples 60-70 ms, and every such trip to
-        # DAMPING needed an operator's reset before anything could engage.
-        standby = self.mode == Mode.STANDBY
+        # Until the robot first stands after start, no policy runs and the stand-up's targets do not
+        # depend on the newest sample: a stream must be silent for standby_deadline to trip. A busy
+        # start-up (DDS discovery, the other nodes loading) delayed samples 60-70 ms, and each such
+        # trip needed an operator's reset before anything could engage. Later stand-ups (after a
+        # reset) keep the checks' own deadlines.
+        standby = self.mode == Mode.STANDBY and not self._ever_stood
 
         def age(received: Optional[float]) -> float:
             return math.inf if received is None else now - received
@@ -549,6 +569,10 @@ class SupervisorCore:
                 descent = self._descent(now - self._segment_time)
                 if descent is not None:
                     return JointTargets.positions(descent)
+                if not self._fresh(inputs.joint_states_time, now, "joint_states_stale"):
+                    # Lowered without feedback: the last sample is the pose before the fault, and
+                    # "hold it" would stand the robot back up. The lying pose stays the target.
+                    return JointTargets.positions(self._damp_pose)
             return JointTargets.positions(q)
         if self.mode == Mode.ACTIVE:
             policy = inputs.policy_command
@@ -600,7 +624,8 @@ class SupervisorCore:
         """The category-1 stop's targets ``elapsed`` s after DAMPING/ESTOP began (None once it is
         over: then only damping): first to the stand pose in ``damp_settle`` s (four feet down,
         the stride's momentum taken), then to ``damp_pose`` in ``damp_duration`` s."""
-        settle, descend = DAMP_SETTLE_S, self.config.damp_duration
+        settle = DAMP_SETTLE_S if self._descent_via_stand else 0.0
+        descend = self.config.damp_duration
         if elapsed < settle:
             a = elapsed / settle
             s = a * a * (3 - 2 * a)
@@ -608,12 +633,20 @@ class SupervisorCore:
         if elapsed < settle + descend:
             a = (elapsed - settle) / descend
             s = a * a * (3 - 2 * a)
-            return (1 - s) * self.profile.default_positions + s * self._damp_pose
+            origin = self.profile.default_positions if settle else self._segment_start
+            return (1 - s) * origin + s * self._damp_pose
         return None
+
+    def _descent_left(self, now: float) -> float:
+        """s until the category-1 stop under way has lowered the robot (0: none under way)."""
+        if self._damp_pose is None or self.mode not in (Mode.DAMPING, Mode.ESTOP):
+            return 0.0
+        total = (DAMP_SETTLE_S if self._descent_via_stand else 0.0) + self.config.damp_duration
+        return max(0.0, total - (now - self._segment_time))
 
     def _filter(self, command: JointTargets, checks: list[CheckResult]) -> JointTargets:
         if self.mode in (Mode.DAMPING, Mode.ESTOP):
-            return command  # measured positions: clamping them would pull the joints
+            return command  # measured positions or the stop's descent: clamping would pull the joints
         # Whatever the source, no velocity target or feed-forward effort over the limits leaves here.
         max_velocity, max_effort = self._command_limits()
         command.velocity = np.clip(command.velocity, -max_velocity, max_velocity)

@@ -42,7 +42,6 @@ class Probe:
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.lock = threading.Lock()
-        self._stand_in = None
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)
         self.thread.start()
 
@@ -61,21 +60,20 @@ class Probe:
         return messages
 
     def command_publisher(self):
-        """A /joint_commands publisher on a node named safety_supervisor: the test plays the
-        supervisor for a driver started without one (drivers take commands from it alone)."""
+        """The probe's /joint_commands publisher, for a driver started with
+        ``start_graph(commander=probe.name)`` (drivers take commands from one writer alone)."""
         from sensor_msgs.msg import JointState
 
         from sim2real.nodes import qos
 
-        if self._stand_in is None:
-            self._stand_in = rclpy.create_node("safety_supervisor", context=self.context)
-            self.executor.add_node(self._stand_in)
-        return self._stand_in.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+        return self.node.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+
+    @property
+    def name(self) -> str:
+        return f"/{self.node.get_name()}"
 
     def close(self):
         self.executor.shutdown(timeout_sec=1.0)
-        if self._stand_in is not None:
-            self._stand_in.destroy_node()
         self.node.destroy_node()
         rclpy.shutdown(context=self.context)
         self.thread.join(timeout=2.0)
@@ -107,12 +105,14 @@ def probe():
 
 @pytest.fixture
 def start_graph(tmp_path_factory):
-    """start_graph(only=None, **launch_arguments) -> GraphProcesses (stopped at teardown).
+    """start_graph(only=None, commander=None, **launch_arguments) -> GraphProcesses (stopped at teardown).
 
-    ``only``: names of the plan's nodes to start (e.g. just sim_robot, to drive it directly)."""
+    ``only``: names of the plan's nodes to start (e.g. just sim_robot, to drive it directly);
+    ``commander``: the node the drivers take /joint_commands from instead of the supervisor (the
+    test's probe, through its ``command_writer`` parameter)."""
     graphs: list[GraphProcesses] = []
 
-    def start(only=None, **arguments) -> GraphProcesses:
+    def start(only=None, commander=None, **arguments) -> GraphProcesses:
         log = GraphLog()
         # The failure collector (in every default plan) runs where a test asks for it (failures_dir,
         # or by name in `only`): elsewhere its ~8 % of a core only adds sensing stalls on a loaded
@@ -126,6 +126,10 @@ def start_graph(tmp_path_factory):
         plan = make_plan(**arguments)
         if only is not None:
             plan = dataclasses.replace(plan, nodes=tuple(n for n in plan.nodes if n.name in only))
+        if commander is not None:
+            plan = dataclasses.replace(plan, nodes=tuple(
+                dataclasses.replace(n, parameters={**n.parameters, "command_writer": commander})
+                if n.role == "hardware" else n for n in plan.nodes))
         graph = GraphProcesses(plan, output=log)
         graph.log = log
         graph.start()

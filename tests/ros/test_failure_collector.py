@@ -180,6 +180,7 @@ def test_in_lockstep_a_snapshot_bundle_is_on_the_sim_clock(probe, start_graph, t
     out = tmp_path / "bundles"
     # On a stand: the bundle must say so (the replay then hangs the robot too).
     start_graph(robot="go2", only=["sim_robot", "failure_collector"], failures_dir=str(out), lockstep=True,
+                commander=probe.name,
                 suspended=True)
     clock = probe.record(Clock, "/clock", qos.CLOCK)
     publisher = probe.command_publisher()

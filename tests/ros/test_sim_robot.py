@@ -47,7 +47,7 @@ def command(names, position, stamp=None, velocity=(), effort=()) -> JointState:
 
 
 def test_commanded_pose_converges_on_joint_states(probe, start_graph):
-    start_graph(only=["sim_robot"], robot="panda")
+    start_graph(only=["sim_robot"], robot="panda", commander=probe.name)
     states = probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
     assert wait_for(lambda: len(states) > 10, STARTUP_S), "no /joint_states from sim_robot"
     assert list(states[-1].name) == PANDA.joint_names
@@ -68,7 +68,7 @@ def test_commanded_pose_converges_on_joint_states(probe, start_graph):
 
 
 def test_quadruped_publishes_imu_and_ground_truth_and_holds_its_pose_before_commands(probe, start_graph):
-    start_graph(only=["sim_robot"], robot="go2")
+    start_graph(only=["sim_robot"], robot="go2", commander=probe.name)
     imu = probe.record(Imu, "/imu/data", qos.SENSOR_SUBSCRIBE)
     truth = probe.record(Odometry, "/sim/ground_truth", qos.SENSOR_SUBSCRIBE)
     assert wait_for(lambda: len(imu) > 10 and len(truth) > 10, STARTUP_S)
@@ -81,7 +81,7 @@ def test_quadruped_publishes_imu_and_ground_truth_and_holds_its_pose_before_comm
 
 
 def test_command_timeout_damps_like_a_real_driver(probe, start_graph):
-    start_graph(only=["sim_robot"], robot="go2")
+    start_graph(only=["sim_robot"], robot="go2", commander=probe.name)
     truth = probe.record(Odometry, "/sim/ground_truth", qos.SENSOR_SUBSCRIBE)
     diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
     assert wait_for(lambda: len(truth) > 10, STARTUP_S)
@@ -99,7 +99,7 @@ def test_command_timeout_damps_like_a_real_driver(probe, start_graph):
 
 
 def test_malformed_commands_are_refused_and_the_last_good_command_holds(probe, start_graph):
-    graph = start_graph(only=["sim_robot"], robot="panda")
+    graph = start_graph(only=["sim_robot"], robot="panda", commander=probe.name)
     states = probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
     diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
     assert wait_for(lambda: len(states) > 10, STARTUP_S)
@@ -137,7 +137,7 @@ def test_malformed_commands_are_refused_and_the_last_good_command_holds(probe, s
 
 
 def test_lockstep_publishes_clock_and_advances_only_with_the_graph(probe, start_graph):
-    start_graph(only=["sim_robot"], robot="panda", lockstep=True)
+    start_graph(only=["sim_robot"], robot="panda", lockstep=True, commander=probe.name)
     clock = probe.record(Clock, "/clock", qos.CLOCK)
     publisher = probe.command_publisher()
     answering = {"on": False}
@@ -187,8 +187,8 @@ def test_bad_configuration_exits_with_a_clear_message(ros_args, words):
 
 
 def test_a_failed_simulation_loop_ends_the_node_with_its_traceback():
-    # The loop runs in its own thread: its death used to leave a process that spun on and
-    # published nothing (a lockstep graph then waited for it for ever). Physics that fails on
+    # The loop runs in its own thread: its death must end the process, not leave one that spins
+    # on and publishes nothing (a lockstep graph would wait for it for ever). Physics that fails on
     # its 200th step stands in for any fault in the loop.
     code = """
 import sys

@@ -283,13 +283,15 @@ def test_estop_is_latched_until_reset():
     assert rig.tick().mode == Mode.STANDBY
 
 
-def test_reset_refused_without_live_joint_states():
+@pytest.mark.parametrize("stream, reason", [("joint_states", "stale"), ("imu", "imu_stale")])
+def test_reset_refused_while_a_sensor_is_silent(stream, reason):
+    """Without /joint_states a reset has no live robot; without /imu/data the fault persists."""
     rig = Rig()
     rig.engaged()
-    rig.fresh.discard("joint_states")
+    rig.fresh.discard(stream)
     assert rig.tick(5).mode == Mode.DAMPING
     accepted, message = rig.request("reset")
-    assert not accepted and "stale" in message
+    assert not accepted and reason in message
 
 
 @pytest.mark.parametrize("data, words", [
@@ -395,7 +397,7 @@ def test_a_first_joint_state_with_nan_gives_no_command_and_no_engage():
 
 def test_a_nan_velocity_or_effort_is_a_missing_interface_and_hides_no_real_violation():
     """ros2_control's joint_state_broadcaster reports an interface a joint lacks as NaN: that
-    joint is not checked, every other one is (np.argmax once picked the NaN and hid them)."""
+    joint is not checked, every other one is (an argmax over the NaN would pick it and hide them)."""
     rig = Rig()
     rig.engaged()
     rig.inputs.joint_effort = np.full(12, math.nan)  # an arm or leg without effort sensing

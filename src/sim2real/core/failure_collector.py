@@ -119,7 +119,7 @@ class FailureDetector:
                            "checks": {k[len("check/"):]: v for k, v in values.items() if k.startswith("check/")}}
         if mode in self.config.supervisor_modes and previous != mode and previous is not None:
             trip = values.get("last_trip") or "no reason given"
-            if mode == "TAKEOVER" and (values.get("trips") == previous_trips or "-> TAKEOVER" not in trip):
+            if mode == "TAKEOVER" and values.get("trips") == previous_trips:
                 return None  # an operator's takeover, not a hold trip (a dead policy, a lost deadman)
             # The supervisor's last_trip already reads "ACTIVE -> DAMPING: <check>: <detail>".
             reason = f"supervisor {trip}" if f"-> {mode}" in trip else f"supervisor {previous} -> {mode}: {trip}"

@@ -232,6 +232,8 @@ class PolicySlot:
         self.crossfade = float(crossfade)
         self.action_bound = float(action_bound)
         self.max_overreach = float(max_overreach)
+        self._target_low = profile.lower_limits - self.max_overreach  # the action guard's bounds
+        self._target_high = profile.upper_limits + self.max_overreach
         self.max_bytes = max_bytes
         self.trusted_keys = trusted_keys
         self._allowed_files: set[Path] = set()
@@ -445,9 +447,8 @@ class PolicySlot:
     def overreach(self, targets: np.ndarray) -> str:
         """What in ``targets`` passes a joint limit by more than ``max_overreach`` ("": nothing).
         Non-finite targets are left to the supervisor's non-finite check."""
-        low = self.profile.lower_limits - self.max_overreach
-        high = self.profile.upper_limits + self.max_overreach
-        past = np.where(np.isfinite(targets), np.maximum(low - targets, targets - high), -np.inf)
+        past = np.where(np.isfinite(targets), np.maximum(self._target_low - targets, targets - self._target_high),
+                        -np.inf)
         worst = int(np.argmax(past))
         if past[worst] <= 0:
             return ""

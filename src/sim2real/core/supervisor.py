@@ -53,7 +53,7 @@ import numpy as np
 
 from sim2real.core.joint_command import JointTargets
 from sim2real.core.robot_profile import RobotProfile
-from sim2real.core.rotations import is_unit_quaternion, tilt_angle
+from sim2real.core.rotations import tilt_angle, unit_orientation
 from sim2real.core.safety_config import OPERATOR_ACTIONS, CheckConfig, Response, SafetyConfig
 from sim2real.core.safety_requirements import check_config_for
 
@@ -123,6 +123,12 @@ class SupervisorCore:
         self.profile = profile
         self.config = config
         self.simulated = simulated
+        # Largest |velocity target| and |feed-forward effort| sent: factor x the profile's limits,
+        # never past them.
+        limit = self._check("command_limit")
+        factor = 1.0 if limit is None else min(1.0, limit["factor"])
+        self._max_velocity = factor * profile.velocity_limits
+        self._max_effort = factor * profile.effort_limits
         self._damp_pose = (np.array([config.damp_pose[name] for name in profile.joint_names])
                            if config.damp_pose and config.damp_duration > 0 else None)
         self.period = command_period
@@ -170,13 +176,12 @@ class SupervisorCore:
         o = inputs.base_orientation
         if o is None:
             return inputs
-        if is_unit_quaternion(o):  # normalised: a norm of 0.98 is rounding, not a tilt
-            o = np.asarray(o, dtype=float)
-            self._valid_orientation = (o / np.linalg.norm(o), inputs.imu_time)
+        try:  # the rule of every node; normalised: a norm of 0.98 is rounding, not a tilt
+            self._valid_orientation = (unit_orientation(o), inputs.imu_time)
             self._refused_orientation = ""
             return replace(inputs, base_orientation=self._valid_orientation[0].copy())
-        reason = (f"/imu/data orientation {[round(float(v), 3) for v in o]} refused: not a unit quaternion "
-                  "(all zeros: an IMU that gives no orientation)")
+        except ValueError as exc:
+            reason = str(exc)
         if reason != self._refused_orientation:
             self.events.append(reason)
             self._refused_orientation = reason
@@ -278,7 +283,7 @@ class SupervisorCore:
         for a replay or trial that starts from a state recorded while a policy ran. No node
         calls this; on a robot, ACTIVE comes only from an accepted engage."""
         inputs = self._validated(inputs)
-        self._stood = True
+        self._stood = self._ever_stood = True
         self._blend_from = None
         self._enter(Mode.ACTIVE, now, inputs, "operator: replay of a running policy")
 
@@ -348,7 +353,7 @@ class SupervisorCore:
         over = self._over_limits(inputs.policy_command)
         if over:
             return f"the policy's command asks {over}"
-        overrun = self.config.checks.get("tick_overrun")
+        overrun = self._check("tick_overrun")
         if overrun is not None and inputs.policy_stamp is not None and inputs.policy_time is not None:
             lag = inputs.policy_time - inputs.policy_stamp
             if lag > overrun["max_age"]:
@@ -461,9 +466,9 @@ class SupervisorCore:
 
         # Until the robot first stands after start, no policy runs and the stand-up's targets do not
         # depend on the newest sample: a stream must be silent for standby_deadline to trip. A busy
-        # start-up (DDS discovery, the other nodes loading) delayed samples 60-70 ms, and each such
-        # trip needed an operator's reset before anything could engage. Later stand-ups (after a
-        # reset) keep the checks' own deadlines.
+        # start-up (DDS discovery, the other nodes loading) delays samples 60-70 ms on 2 cores, and
+        # each such trip would need an operator's reset before anything could engage. Later
+        # stand-ups (after a reset) keep the checks' own deadlines.
         standby = self.mode == Mode.STANDBY and not self._ever_stood
 
         def age(received: Optional[float]) -> float:
@@ -496,7 +501,7 @@ class SupervisorCore:
         if active:
             check("non_finite_command", not _finite(inputs.policy_command),
                   "the policy's command has NaN or infinite values")
-            overrun = self.config.checks.get("tick_overrun")
+            overrun = self._check("tick_overrun")
             if overrun is not None and inputs.policy_stamp is not None and inputs.policy_time is not None:
                 lag = inputs.policy_time - inputs.policy_stamp
                 check("tick_overrun", lag > overrun["max_age"],
@@ -519,9 +524,7 @@ class SupervisorCore:
             limit = self.config.checks["base_tilt"]["max_angle"]
             tilt = tilt_angle(orientation)  # NaN for anything that is not an orientation
             if math.isnan(tilt):
-                check("base_tilt", True, f"/imu/data orientation {list(map(float, orientation))} is not a unit "
-                                         "quaternion (all zeros: an IMU that gives no orientation), so the tilt "
-                                         "is unknown")
+                check("base_tilt", True, f"{self._refused_orientation or 'no orientation'}: the tilt is unknown")
             else:
                 check("base_tilt", tilt > limit, f"base tilted {tilt:.2f} rad (max {limit:.2f} rad)")
         check("estimator_divergence", inputs.estimator_diverged, "the state estimator reports divergence")
@@ -530,15 +533,9 @@ class SupervisorCore:
               "not check the writer obeys them: stop them (or give this graph its own ROS_DOMAIN_ID)")
         return results
 
-    def _command_limits(self) -> tuple[np.ndarray, np.ndarray]:
-        """Largest |velocity target| and |feed-forward effort| sent: factor x the profile's limits."""
-        config = self._check("command_limit")
-        factor = 1.0 if config is None else min(1.0, config["factor"])  # never past the profile's limits
-        return factor * self.profile.velocity_limits, factor * self.profile.effort_limits
-
     def _over_limits(self, command: JointTargets) -> str:
         """What in ``command`` exceeds the command limits ("" when nothing does)."""
-        max_velocity, max_effort = self._command_limits()
+        max_velocity, max_effort = self._max_velocity, self._max_effort
         for values, limits, what, unit in ((command.velocity, max_velocity, "velocity target", "rad/s"),
                                            (command.effort, max_effort, "feed-forward effort", "N*m")):
             ratio = np.abs(values) / limits
@@ -553,7 +550,7 @@ class SupervisorCore:
         if config is None:
             return
         # A NaN reading is a joint without that interface (ros2_control fills it with NaN): those
-        # joints are not checked, and the others are (argmax once picked the NaN and hid them).
+        # joints are not checked, and the others are (an argmax over NaN would pick it and hide them).
         # ``measured`` is an absolute value: an infinite reading stays infinite, over any limit.
         ratio = np.where(np.isnan(measured), -np.inf, measured / (config["factor"] * limits))
         worst = int(np.argmax(ratio))
@@ -615,40 +612,34 @@ class SupervisorCore:
         duration = (self.config.hold_duration if self.mode == Mode.TAKEOVER and self.config.hold_pose == "stand"
                     else self.config.stand_duration)
         alpha = 1.0 if duration <= 0 else min(1.0, (now - self._segment_time) / duration)
-        # Smoothstep: zero velocity at both ends of the stand-up motion.
-        s = alpha * alpha * (3 - 2 * alpha)
-        position = (1 - s) * start + s * self.profile.default_positions
-        return JointTargets.positions(position)
+        return JointTargets.positions(_smoothstep(start, self.profile.default_positions, alpha))
 
     def _descent(self, elapsed: float) -> Optional[np.ndarray]:
         """The category-1 stop's targets ``elapsed`` s after DAMPING/ESTOP began (None once it is
         over: then only damping): first to the stand pose in ``damp_settle`` s (four feet down,
         the stride's momentum taken), then to ``damp_pose`` in ``damp_duration`` s."""
-        settle = DAMP_SETTLE_S if self._descent_via_stand else 0.0
-        descend = self.config.damp_duration
+        settle = self._descent_settle()
         if elapsed < settle:
-            a = elapsed / settle
-            s = a * a * (3 - 2 * a)
-            return (1 - s) * self._segment_start + s * self.profile.default_positions
-        if elapsed < settle + descend:
-            a = (elapsed - settle) / descend
-            s = a * a * (3 - 2 * a)
+            return _smoothstep(self._segment_start, self.profile.default_positions, elapsed / settle)
+        if elapsed < settle + self.config.damp_duration:
             origin = self.profile.default_positions if settle else self._segment_start
-            return (1 - s) * origin + s * self._damp_pose
+            return _smoothstep(origin, self._damp_pose, (elapsed - settle) / self.config.damp_duration)
         return None
+
+    def _descent_settle(self) -> float:
+        return DAMP_SETTLE_S if self._descent_via_stand else 0.0
 
     def _descent_left(self, now: float) -> float:
         """s until the category-1 stop under way has lowered the robot (0: none under way)."""
         if self._damp_pose is None or self.mode not in (Mode.DAMPING, Mode.ESTOP):
             return 0.0
-        total = (DAMP_SETTLE_S if self._descent_via_stand else 0.0) + self.config.damp_duration
-        return max(0.0, total - (now - self._segment_time))
+        return max(0.0, self._descent_settle() + self.config.damp_duration - (now - self._segment_time))
 
     def _filter(self, command: JointTargets, checks: list[CheckResult]) -> JointTargets:
         if self.mode in (Mode.DAMPING, Mode.ESTOP):
             return command  # measured positions or the stop's descent: clamping would pull the joints
         # Whatever the source, no velocity target or feed-forward effort over the limits leaves here.
-        max_velocity, max_effort = self._command_limits()
+        max_velocity, max_effort = self._max_velocity, self._max_effort
         command.velocity = np.clip(command.velocity, -max_velocity, max_velocity)
         command.effort = np.clip(command.effort, -max_effort, max_effort)
         position = command.position
@@ -674,3 +665,10 @@ class SupervisorCore:
 def _finite(command: Optional[JointTargets]) -> bool:
     return command is not None and all(np.all(np.isfinite(a)) for a in (command.position, command.velocity,
                                                                         command.effort))
+
+
+def _smoothstep(start: np.ndarray, end: np.ndarray, alpha: float) -> np.ndarray:
+    """From ``start`` (alpha 0) to ``end`` (alpha 1) with zero velocity at both ends."""
+    a = min(1.0, max(0.0, alpha))
+    s = a * a * (3 - 2 * a)
+    return (1 - s) * start + s * end

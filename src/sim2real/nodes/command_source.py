@@ -1,7 +1,7 @@
 """A driver takes /joint_commands from the safety supervisor's publisher alone.
 
 Any process on the ROS domain can publish /joint_commands; a driver that obeyed every
-writer was driven to its joint limits by a second publisher while /safety/status said
+writer could be driven to its joint limits by a second publisher while /safety/status says
 ESTOP. Each message's publisher is known from DDS (``MessageInfo.publisher_gid``); the
 driver accepts a publisher only if discovery says it belongs to the node named
 ``command_writer`` (``safety_supervisor`` in the driver's namespace). It pins the first such
@@ -17,6 +17,8 @@ import time
 from typing import Optional
 
 from rclpy.node import Node
+
+from sim2real.nodes.params import declare
 
 REFRESH_S = 0.5  # a flood from an unknown writer costs at most one discovery query per this
 
@@ -38,6 +40,14 @@ class CommandSource:
         self.unchecked = False  # no publisher gids from this rclpy: writers cannot be checked
         self._writers: dict[bytes, str] = {}  # publisher gid -> node, as of the last refresh
         self._refreshed = -REFRESH_S
+
+    @classmethod
+    def declared(cls, node: Node, topic: str) -> "CommandSource":
+        """The check of a driver node, its writer taken from the node's ``command_writer`` parameter."""
+        writer = declare(node, "command_writer", "safety_supervisor",
+                         "The only node whose /joint_commands move the robot (relative to this node's namespace, "
+                         "or absolute); other publishers are ignored and counted. '' = every publisher")
+        return cls(node, topic, writer)
 
     def _refresh(self) -> None:
         self._refreshed = time.monotonic()
@@ -64,7 +74,7 @@ class CommandSource:
         # trail the first samples; pinned, at most every REFRESH_S against a flood.
         if self.pinned is None or time.monotonic() - self._refreshed >= REFRESH_S:
             self._refresh()
-        if gid is not None and self._writers.get(gid) == self.writer and (
+        if self._writers.get(gid) == self.writer and (
                 self.pinned is None or self.pinned not in self._writers):
             self.pinned = gid
             return True

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rcl_interfaces.msg import ParameterDescriptor
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
 
 
@@ -21,3 +21,14 @@ def declare(node: Node, name: str, default: Any, description: str, read_only: bo
             bound = f">= {at_least:g}" if at_least is not None else f"> {above:g}"
             raise ValueError(f"parameter {name}:={value!r} must be a finite number {bound} ({description})")
     return value
+
+
+def refuse_clock_change(parameters) -> SetParametersResult:
+    """An on-set-parameters callback: ``use_sim_time`` stays what it was at start. Switched on
+    while running, a node would read a /clock that stands still and never see a sensor go stale;
+    rclpy lets any participant set it."""
+    for parameter in parameters:
+        if parameter.name == "use_sim_time":
+            return SetParametersResult(successful=False, reason="use_sim_time is fixed at start: restart the node "
+                                                                  "to change it")
+    return SetParametersResult(successful=True)

@@ -78,15 +78,15 @@ from sim2real.core.policy_slot import (DEFAULT_ACTION_BOUND, DEFAULT_CROSSFADE, 
 from sim2real.core.robot_inputs import CMD_VEL_TIMEOUT_S, RobotInputs
 from sim2real.core.robot_profile import load_profile
 from sim2real.nodes import lifecycle, qos, stamps
-from sim2real.nodes.params import declare
+from sim2real.nodes.params import declare, refuse_clock_change
+from sim2real.nodes.policy_swap import SWAP_ORIGIN
 from sim2real.nodes.polled import PolledSubscription, companion_node
 
 EXECUTORS = ("single", "multi", "events")
 DIAGNOSTICS_PERIOD_S = 1.0
 LOADER_SWITCH_INTERVAL_S = 0.0005
 DEFAULT_MAX_POLICY_MB = 50.0  # the shipped policies are under 1 MB
-# A SetParameters pseudo-parameter naming who asks for the swap in the same request (audit log).
-SWAP_ORIGIN = "swap_origin"
+
 WARN_THROTTLE_S = 2.0
 
 
@@ -104,7 +104,7 @@ class PolicyRuntimeNode(Node):
                                "set, only policies signed by one of them run, at start and at every swap; "
                                "'' = unsigned policies run")
         max_policy_mb = declare(self, "max_policy_mb", DEFAULT_MAX_POLICY_MB,
-                                "MB: a larger policy file is refused before it is read")
+                                "MB: a larger policy file is refused before it is read", above=0)
         max_overreach = declare(self, "max_overreach", DEFAULT_MAX_OVERREACH,
                                 "rad a joint target may pass its joint limit; a tick past it is withheld "
                                 "(NaN: the supervisor holds) and a candidate doing it in its dry run is refused")
@@ -341,9 +341,8 @@ class PolicyRuntimeNode(Node):
 
     def _on_set_parameters(self, parameters) -> SetParametersResult:
         for parameter in parameters:
-            if parameter.name == "use_sim_time":  # a clock switched while running: see safety_supervisor
-                return SetParametersResult(successful=False, reason="use_sim_time is fixed at start: restart the "
-                                                                      "node to change it")
+            if parameter.name == "use_sim_time":
+                return refuse_clock_change([parameter])
             if parameter.name != "policy_path":
                 continue
             if not isinstance(parameter.value, str):

@@ -23,6 +23,9 @@ from rcl_interfaces.srv import SetParameters
 from sim2real.nodes.trigger_call import command_line_node
 
 DEFAULT_NODE = "/policy_runtime"
+# A SetParameters pseudo-parameter naming who asks for the swap in the same request (the
+# runtime's audit log); the runtime consumes it.
+SWAP_ORIGIN = "swap_origin"
 SWAP_REPORT_WAIT_S = 2.5
 
 
@@ -59,7 +62,7 @@ def swap_policy(path: str | Path, node: str = DEFAULT_NODE, timeout: float = 10.
         # Who asks, for the runtime's audit log: a pseudo-parameter the runtime consumes.
         origin = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=swap_origin())
         request = SetParameters.Request(parameters=[Parameter(name="policy_path", value=value),
-                                                    Parameter(name="swap_origin", value=origin)])
+                                                    Parameter(name=SWAP_ORIGIN, value=origin)])
         future = client.call_async(request)
         executor.spin_until_future_complete(future, timeout_sec=max(0.1, deadline - time.monotonic()))
         if not future.done():

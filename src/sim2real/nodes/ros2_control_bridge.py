@@ -43,9 +43,6 @@ class Ros2ControlBridgeNode(Node):
                              "/<controller>/commands")
         joints = declare(self, "controller_joints", [""],
                          "The controller's `joints` parameter, in its order; empty = the profile's joint order")
-        writer = declare(self, "command_writer", "safety_supervisor",
-                         "The only node whose /joint_commands move the robot (relative to this node's namespace, "
-                         "or absolute); other publishers are ignored and counted. '' = every publisher")
         if not controller.strip("/"):
             raise ValueError("parameter controller:='' names no controller: give the forward_command_controller "
                              "taking the commands (e.g. forward_position_controller)")
@@ -60,7 +57,7 @@ class Ros2ControlBridgeNode(Node):
         # (reliable, volatile): a reliable depth-1 publisher matches it.
         self._pub = self.create_publisher(Float64MultiArray, self.topic, qos.COMMAND)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self._source = CommandSource(self, "/joint_commands", writer)
+        self._source = CommandSource.declared(self, "/joint_commands")
         self.create_subscription(JointState, "/joint_commands", self._on_command, qos.COMMAND)
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         self.get_logger().info(

@@ -28,7 +28,6 @@ import numpy as np
 import rclpy.clock
 import rclpy.duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState, Joy
 from std_srvs.srv import Trigger
@@ -41,7 +40,7 @@ from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import load_safety_config
 from sim2real.core.supervisor import OPERATOR_ACTIONS, TELEOP_FRESH_S, Mode, SupervisorCore, SupervisorInputs
 from sim2real.nodes import lifecycle, qos, stamps
-from sim2real.nodes.params import declare
+from sim2real.nodes.params import declare, refuse_clock_change
 from sim2real.nodes.polled import PolledSubscription, companion_node
 from sim2real.nodes.sole_publisher import SolePublisherCheck
 
@@ -79,9 +78,7 @@ class SafetySupervisorNode(Node):
         # On a robot, say at start whether the DDS network can command it (docs/security.md).
         self.dds_security = security_state(os.environ, os.environ.get("ROS_SECURITY_ENCLAVE_OVERRIDE")
                                            or "/sim2real/safety_supervisor")
-        # A use_sim_time switched on while running would read a /clock that stands still: no
-        # sensor would ever go stale. rclpy lets anyone set it; this node refuses.
-        self.add_on_set_parameters_callback(_refuse_clock_change)
+        self.add_on_set_parameters_callback(refuse_clock_change)
         if not simulated:
             log = self.get_logger().info if not self.dds_security.problems else self.get_logger().warning
             log(self.dds_security.describe())
@@ -376,14 +373,6 @@ class SafetySupervisorNode(Node):
         if self._polled:
             self._sensors.destroy_node()
         super().destroy_node()
-
-
-def _refuse_clock_change(parameters) -> SetParametersResult:
-    for parameter in parameters:
-        if parameter.name == "use_sim_time":
-            return SetParametersResult(successful=False, reason="use_sim_time is fixed at start: restart the node "
-                                                                  "to change it")
-    return SetParametersResult(successful=True)
 
 
 def main(args=None) -> int:

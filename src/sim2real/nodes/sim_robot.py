@@ -57,7 +57,7 @@ class SimRobotNode(Node):
         seed = declare(self, "seed", 0, "Seed for terrain and sensor noise; same seed, same run")
         conditions = declare(self, "conditions", "{}",
                              "Physical conditions as a YAML mapping, e.g. '{ground_friction: 0.5, latency: 0.01}'")
-        # Checked: a NaN timeout never damped, a negative one damped almost every step.
+        # Checked: a NaN timeout would never damp, a negative one would damp almost every step.
         command_timeout = declare(self, "command_timeout", 0.0,
                                   "Seconds without a valid /joint_commands before damping; 0 = the profile's value",
                                   at_least=0)
@@ -67,9 +67,6 @@ class SimRobotNode(Node):
         suspended = declare(self, "suspended", False,
                             "Hold a floating-base robot's trunk in the air, feet clear of the ground (a gantry), "
                             "so joint scripts run without it falling")
-        writer = declare(self, "command_writer", "safety_supervisor",
-                         "The only node whose /joint_commands move the robot (relative to this node's namespace, "
-                         "or absolute); other publishers are ignored and counted. '' = every publisher")
         self.profile = load_profile(robot)
         self.world = SimWorld(self.profile, PhysicalConditions.from_yaml(conditions), seed=seed, suspended=suspended)
         self.world.command(self.profile.default_positions)
@@ -103,7 +100,7 @@ class SimRobotNode(Node):
         SolePublisherCheck(self, self._joint_pub, "the robot has one driver, this sim")
         if self.lockstep:
             SolePublisherCheck(self, self._clock_pub, "lockstep sim time comes from this sim alone")
-        self._source = CommandSource(self, "/joint_commands", writer)
+        self._source = CommandSource.declared(self, "/joint_commands")
         self.create_subscription(JointState, "/joint_commands", self._on_command, qos.COMMAND)
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         self._joint_msg = JointState(name=self.profile.joint_names)

@@ -41,7 +41,7 @@ class HoldOutcome:
     stop: str = "silent"
 
     def bad(self, tilt: float = 0.5, height: float = 0.15, impact: float = 0.5) -> bool:
-        """The issue's measure, a stop that *ends* badly: a hold (``silent``) with the trunk tilted
+        """A stop that *ends* badly: a hold (``silent``) with the trunk tilted
         over ``tilt`` rad or under ``height`` m (a hold the supervisor went on to damp ends lying:
         bad too); a damp or e-stop, which ends lying by design, tilted over ``tilt`` rad or having
         reached the ground faster than ``impact`` m/s. ``worst_tilt`` (during the stop) is

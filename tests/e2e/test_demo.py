@@ -97,7 +97,7 @@ def test_go2_demo_walks_the_shipped_policy_through_the_whole_chain_in_lockstep(t
 
 def test_a_node_that_dies_is_named_as_the_reason_the_demo_stopped(tmp_path):
     """A policy for another robot: policy_runtime exits with its reason, and the demo says that
-    node stopped (it used to wait and then blame a missing report)."""
+    node stopped (rather than waiting and then blaming a missing report)."""
     panda_policy = Path(__file__).resolve().parents[2] / "policies" / "panda_reach.onnx"
     result = run_cli(["demo", "--robot", "go2", "--policy", str(panda_policy), "--timeout", "200", "--out",
                       str(tmp_path)], timeout=240)

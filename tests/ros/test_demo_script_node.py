@@ -61,7 +61,7 @@ def test_without_active_the_script_starts_after_the_timeout(make_node):
 
 def test_a_malformed_joint_state_is_ignored_not_fatal(make_node):
     """A message without the robot's joints (ValueError) or with fewer positions than names
-    (IndexError) raised in the callback, which ends the node."""
+    (IndexError) is ignored: raised in the callback, it would end the node."""
     node = make_node(duration=1.0)
     states(node, 0.1)
     q = node.q.copy()

@@ -371,7 +371,7 @@ def test_killing_the_runtime_makes_the_supervisor_hold_and_keep_commanding(probe
 
 def test_a_driver_that_sends_effort_without_velocity_is_waited_on_not_crashed_on(probe, start_graph, go2_policies):
     """The actuation-latency fit reads velocity and effort: a driver with effort but no velocity
-    (or short arrays) killed the runtime in its /joint_states callback (IndexError)."""
+    (or short arrays) must not kill the runtime in its /joint_states callback (IndexError)."""
     from sensor_msgs.msg import Imu
 
     graph = start_graph(only=["policy_runtime"], robot="go2", policy=str(go2_policies["stand"]))
@@ -395,8 +395,8 @@ def test_a_driver_that_sends_effort_without_velocity_is_waited_on_not_crashed_on
 
 
 def test_a_swap_that_would_load_on_the_control_path_is_refused(make_any):
-    """Fault matrix case 16: set_parameters_atomically (or an in-process set) loaded the model on
-    the executor's thread and stalled the commands; only the set_parameters service swaps."""
+    """Fault matrix case 16: set_parameters_atomically (or an in-process set) would load the model
+    on the executor's thread and stall the commands; only the set_parameters service swaps."""
     from rclpy.parameter import Parameter as RclpyParameter
 
     from sim2real.core.paths import share_dir

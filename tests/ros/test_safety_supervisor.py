@@ -354,8 +354,8 @@ def test_in_lockstep_a_policy_command_before_the_first_state_does_not_use_up_its
 def test_joint_states_are_matched_by_name_every_message_and_malformed_ones_ignored(probe, start_graph):
     """The probe plays the driver. In DAMPING the supervisor sends the measured positions, so its
     commands show how it read /joint_states: a message in another name order is matched by name
-    (a cached index read it in the first message's order), and one with arrays shorter than its
-    names is ignored (it raised IndexError in the tick and the node exited: no more commands)."""
+    (a cached index would read it in the first message's order), and one with arrays shorter than
+    its names is ignored (an IndexError in the tick would end the node: no more commands)."""
     graph = start_graph(robot="panda", only=["safety_supervisor"])
     operator = Operator(probe, PANDA)
     operator.streaming = False
@@ -387,7 +387,7 @@ def test_joint_states_are_matched_by_name_every_message_and_malformed_ones_ignor
 
 def test_a_teleop_session_naming_some_joints_keeps_the_others_where_the_robot_holds(probe, start_graph):
     """Joints a teleop command does not name keep their targets: at a new session's start those
-    are the held pose, not the previous session's targets (which they jumped back to)."""
+    are the held pose, not the previous session's targets (they would jump back to them)."""
     start_graph(robot="panda", only=["sim_robot", "safety_supervisor"])
     operator = Operator(probe, PANDA)
     operator.start()
@@ -522,7 +522,7 @@ def test_a_takeover_starts_the_teleop_session_from_the_pose_it_holds(probe, star
 
 
 def test_autoengage_engages_again_after_a_clean_reset(probe, start_graph):
-    """Fault matrix case 19: after a trip, `autoengage` never engaged again, even after a reset."""
+    """Fault matrix case 19: after a trip and a clean reset, `autoengage` engages again (simulated robot)."""
     start_graph(robot="panda", only=["sim_robot", "safety_supervisor"], autoengage="true")
     operator = Operator(probe, PANDA)  # streams the policy's commands
     assert wait_for(lambda: operator.mode() in ("ACTIVE", "DAMPING"), STARTUP_S), f"mode {operator.mode()}"

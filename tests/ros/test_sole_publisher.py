@@ -30,7 +30,7 @@ def test_another_commander_and_another_driver_are_named(start_graph, probe):
 
 def test_a_lockstep_sim_names_a_second_driver_and_a_second_clock(start_graph, probe):
     """Both, within one throttle period, though one node checks both topics: with one throttled
-    call site for both, the first topic's warning held the second's back for WARN_THROTTLE_S."""
+    call site for both, the first topic's warning would hold the second's back for WARN_THROTTLE_S."""
     from rosgraph_msgs.msg import Clock
 
     from sim2real.nodes.sole_publisher import WARN_THROTTLE_S
@@ -44,9 +44,9 @@ def test_a_lockstep_sim_names_a_second_driver_and_a_second_clock(start_graph, pr
 
 
 def test_a_second_writer_on_joint_commands_moves_nothing_and_damps(start_graph, probe):
-    """Fault matrix case 2: the sim obeyed another publisher of /joint_commands (the Panda driven
-    to its limits while /safety/status said ESTOP). Now the driver takes the supervisor's
-    commands alone, and the supervisor damps while another writer exists."""
+    """Fault matrix case 2: another publisher of /joint_commands moves nothing (a driver obeying
+    it could drive the Panda to its limits while /safety/status says ESTOP): the driver takes the
+    supervisor's commands alone, and the supervisor damps while another writer exists."""
     import numpy as np
     from diagnostic_msgs.msg import DiagnosticArray
 

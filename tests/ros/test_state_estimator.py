@@ -80,8 +80,8 @@ def test_panda_end_effector_pose_and_twist(probe, start_graph):
 
 
 def test_malformed_and_non_finite_joint_states_are_ignored_not_fatal(probe, start_graph):
-    """Short arrays raised in the callback (the node exited); a NaN made the arm's estimate NaN
-    for good. Both are now ignored and counted; the next valid state is estimated as before."""
+    """Short arrays would raise in the callback (the node would exit); a NaN would make the arm's
+    estimate NaN for good. Both are ignored and counted; the next valid state is estimated as usual."""
     from sensor_msgs.msg import JointState
 
     from sim2real.core.robot_profile import load_profile

@@ -31,8 +31,8 @@ def make_logger(make_any):
     ({"suspended": True}, "parameter suspended:=true: robot 'panda' has a fixed base"),
 ])
 def test_a_refused_setting_leaves_no_bag_behind(make_logger, tmp_path, parameters, words):
-    """The bag used to be created first: left without metadata.yaml (unreadable) and blocking
-    the same path on the next try."""
+    """Settings are checked before the bag is created: a bag left without metadata.yaml is
+    unreadable and blocks the same path on the next try."""
     bag = tmp_path / "bag"
     with pytest.raises(ValueError, match=words):
         make_logger(bag=str(bag), **parameters)

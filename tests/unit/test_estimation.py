@@ -142,7 +142,7 @@ def test_arm_estimator_filters_velocity_and_gives_end_effector_twist():
 
 
 def test_a_nan_sample_is_refused_and_the_estimate_stays_finite(go2, trot):
-    """One NaN accelerometer sample used to leave the position NaN for good (1989 good samples later)."""
+    """One NaN accelerometer sample, folded in, would leave the position NaN for good."""
     estimator = LegKalmanFilter(go2, load_estimation_config("go2"))
     fields = ("orientation", "gyro", "accel", "joint_position", "joint_velocity", "joint_effort")
 

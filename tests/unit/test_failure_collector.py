@@ -248,8 +248,8 @@ def test_trigger_fields_are_read_in_place_from_the_cdr_bytes(frame_id):
 
 def test_a_disk_below_min_free_is_made_room_on_before_the_write_and_a_failed_write_leaves_nothing(tmp_path,
                                                                                                 monkeypatch):
-    """On a full disk the old bundles were kept (rotation ran only after a successful write)
-    and every later bundle failed too."""
+    """On a full disk rotation frees space before the write: were it to run only after a
+    successful write, the old bundles would stay and every later bundle fail too."""
     import shutil as shutil_module
 
     from sim2real.core import failure_bundle
@@ -310,8 +310,8 @@ def test_a_malformed_policy_command_is_no_trigger_and_no_crash():
 
 
 def test_a_hold_trip_writes_a_bundle_and_an_operators_takeover_does_not():
-    """Fault matrix case 9: a killed policy runtime made the supervisor hold (TAKEOVER) and no
-    bundle was written; an operator taking over is no failure."""
+    """Fault matrix case 9: a killed policy runtime makes the supervisor hold (TAKEOVER), which
+    writes a bundle; an operator taking over is no failure."""
     profile = load_profile("go2")
     d = FailureDetector(TriggerConfig(), profile.joint_names, profile.lower_limits, profile.upper_limits)
     d.safety_status("ACTIVE", {"trips": "0", "last_trip": "none"})

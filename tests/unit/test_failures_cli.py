@@ -118,8 +118,8 @@ def test_replay_all_skips_a_bundle_it_cannot_replay_and_replays_the_rest(bundles
 
 
 def test_a_damaged_bundle_is_named_and_skipped_by_replay_all(bundles, tmp_path, capsys):
-    """A truncated MCAP (a recorder killed mid-write, a full disk) ended show and replay in a
-    rosbags traceback, and replay all at the first one."""
+    """A truncated MCAP (a recorder killed mid-write, a full disk) is named, not a rosbags
+    traceback, and replay all goes on past it."""
     bundle = find_bundle(bundles, "20261130T000000")
     data = next(bundle.path.glob("*.mcap"))
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])

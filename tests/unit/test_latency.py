@@ -82,8 +82,8 @@ def test_prediction_brings_the_state_closer_to_when_the_command_acts():
 
 
 def test_a_non_finite_command_never_enters_the_prediction():
-    """The supervisor holds instead of sending it; predicted forward, it made every later
-    observation NaN, so every later action, until the runtime restarted."""
+    """The supervisor holds instead of sending it; predicted forward, it would make every later
+    observation NaN, so every later action, until the runtime restarts."""
     from sim2real.core.latency import LatencyMonitor
 
     monitor = LatencyMonitor(PANDA, compensate=True, horizon=0.03)
@@ -134,8 +134,8 @@ def test_only_the_latency_beyond_training_is_compensated():
 
 
 def test_a_driver_clock_ahead_of_ours_is_counted_and_logged_as_measured_not_as_zero():
-    """A negative sensor->command time was clamped to 0 before it reached the log, so `dr
-    from-latency`'s clock check could never fire and the log read as no latency at all."""
+    """A negative sensor->command time reaches the log as measured: clamped to 0, `dr
+    from-latency`'s clock check could never fire and the log would read as no latency at all."""
     from sim2real.core.latency import LatencyMonitor
 
     monitor = LatencyMonitor(PANDA)

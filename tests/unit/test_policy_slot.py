@@ -228,8 +228,8 @@ def test_dry_run_refuses_unsafe_outputs_and_the_running_policy_is_untouched(poli
 
 
 def test_a_running_target_that_is_not_finite_does_not_switch_the_jump_check_off(policies):
-    """NaN - x compared with max_jump is False: a NaN in the running targets once let every
-    candidate through, however far it jumped on the other joints."""
+    """NaN - x compared with max_jump is False: a NaN in the running targets must not let every
+    candidate through, however far it jumps on the other joints."""
     root, files = policies
     slot, _, _ = running_slot(root, files["stand"])
     slot._targets[0] = np.nan  # the running policy failed on one joint; the supervisor held it
@@ -373,7 +373,7 @@ def test_a_gait_clock_policy_runs_its_own_clock_from_phase_zero(policies):
 
 def test_a_gait_policy_swapped_onto_a_running_gait_takes_up_its_phase(policies):
     """A trot swapped onto itself mid-stride: the candidate's dry run sees the running gait's
-    phases and it goes on in step (before: its own clock from 0, targets 0.61 rad away, refused)."""
+    phases and it goes on in step (with its own clock from 0, its targets would be 0.61 rad away: refused)."""
     root, _ = policies
     path = write_clock_policy(root / "clock.onnx", GO2, amplitude=0.6)
     slot, inputs, runtime = running_slot(root, path, ticks=60)  # 2.4 cycles: phase 0.4
@@ -398,8 +398,8 @@ def test_a_gait_clock_policy_without_a_gait_frequency_is_refused(policies, tmp_p
 
 def test_a_nan_input_is_waited_out_and_never_poisons_the_shipped_policy():
     """A NaN gyro sample is refused at the edge; a NaN joint position makes the tick wait,
-    naming the input; the next clean tick is finite (before, the NaN came back as last_action
-    and every later tick was NaN)."""
+    naming the input; the next clean tick is finite (a NaN fed back as last_action would make
+    every later tick NaN)."""
     policy = share_dir() / "policies" / "go2_walk.onnx"
     slot, inputs, runtime = running_slot(policy.parent, policy, ticks=0)
     for tick in range(5):
@@ -426,7 +426,7 @@ def test_a_non_finite_action_is_not_fed_back_as_last_action(policies):
 
 
 def test_a_state_estimate_that_stopped_coming_counts_as_missing():
-    """Fault matrix case 9: a killed state_estimator left its last velocity in the observation for good."""
+    """Fault matrix case 9: a killed state_estimator's last velocity must not stay in the observation."""
     inputs = RobotInputs(GO2)
     inputs.set_state_estimate((0.5, 0.0, 0.0), now=1.0)
     assert inputs.signals(1.2).base_linear_velocity is not None

@@ -26,7 +26,7 @@ def test_a_go2_stopped_mid_trot_is_held_without_rolling_over(seed, walk_steps):
 
 @pytest.mark.parametrize("seed, walk_steps", [(2, 114), (3, 121), (4, 128), (5, 135), (6, 142)])
 def test_a_last_targets_hold_that_lets_the_trunk_past_the_tilt_limit_is_damped(seed, walk_steps):
-    """hold_pose: last (an earlier Go2 hold) lets the shipped trot roll at some of
+    """hold_pose: last lets the shipped trot roll at some of
     these stops (benchmarks/supervisor_hold.py); wherever the trunk passes the base_tilt limit
     the supervisor must go on from its hold to damping, and only there."""
     config = dataclasses.replace(load_safety_config("go2"), hold_pose="last")

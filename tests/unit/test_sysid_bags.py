@@ -110,7 +110,7 @@ def test_empty_bag(tmp_path, panda):
 
 
 def test_a_few_nan_states_are_left_out_and_many_refused(tmp_path, panda):
-    """One encoder glitch must not end the fit in a traceback (it did: every cost NaN)."""
+    """One encoder glitch must not end the fit in a traceback (every cost would be NaN)."""
     segment = read_bag(_bag(tmp_path / "few", panda, states=100, nan_states=(10, 11)), panda)
     assert len(segment.t) == 98 and np.all(np.isfinite(segment.q))
     with pytest.raises(BagError, match="20 of 100 /joint_states messages hold NaN or infinite values"):

@@ -134,7 +134,7 @@ def test_too_short_a_recording_is_refused(tmp_path, panda):
 @pytest.mark.timeout(120)
 def test_a_worker_that_cannot_start_raises_instead_of_hanging_the_pool(tmp_path, panda):
     """A recording the replay cannot be built for (an arm's bag claiming a stand, past
-    read_bags' own check) used to restart the pool's workers for ever."""
+    read_bags' own check) raises with the reason, rather than restarting the pool's workers for ever."""
     bag = record_in_sim(panda, make_excitation(panda, "chirp", duration=3.0, ramp=1.0), tmp_path / "bag")
     dataset = read_bags([bag], panda)
     dataset.segments[0].metadata["suspended"] = True
@@ -144,8 +144,7 @@ def test_a_worker_that_cannot_start_raises_instead_of_hanging_the_pool(tmp_path,
 
 def test_fit_workers_are_not_forks_of_the_calling_process(tmp_path, panda):
     # A fork of a process with threads (a ROS graph's probe, torch) can inherit a lock held by
-    # another thread and wait on it for ever: one did, in the test session. Workers come from a
-    # fork server started clean.
+    # another thread and wait on it for ever. Workers come from a fork server started clean.
     excitation = make_excitation(panda, "chirp", duration=2.0, ramp=0.5)
     bag = record_in_sim(panda, excitation, tmp_path / "bag", PhysicalConditions())
     pool = _Pool(2, (panda, read_bags([bag], panda), {"train": [], "heldout": []}, 1))

@@ -252,7 +252,7 @@ def load_policy(path: str | Path, threads: int = 1, *, max_bytes: int | None = N
 
     ``threads``: onnxruntime intra-op threads; 1 is fastest for a batch-1 MLP (~10 us)
     and leaves the other cores to the control loop. ``max_bytes``: refuse a larger file
-    before reading it (a 500 MB file took seconds to refuse). ``trusted_keys``: a
+    before reading it (a 500 MB file takes seconds to read). ``trusted_keys``: a
     :class:`sim2real.core.policy_signing.TrustedKeys`; the file runs only if its signature
     verifies, checked on the very bytes that are then loaded.
     """

@@ -32,8 +32,8 @@ def is_unit_quaternion(q, tolerance: float = 0.1) -> bool:
 def unit_orientation(q, source: str = "/imu/data") -> np.ndarray:
     """``q`` normalised, or ValueError naming ``source`` when it is no orientation
     (:func:`is_unit_quaternion`). Every node reads an IMU through this, so a quaternion is
-    refused (or accepted) the same way everywhere: a norm-0.5 one once read as a 0.72 rad
-    tilt in one node and as a valid attitude in another."""
+    refused (or accepted) the same way everywhere, never read as a small tilt in one node and
+    as a valid attitude in another."""
     values = np.asarray(q, dtype=float)
     if values.shape != (4,) or not is_unit_quaternion(values):
         raise ValueError(f"{source} orientation {values.tolist()} is not a unit quaternion (x, y, z, w) "

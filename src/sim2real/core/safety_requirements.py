@@ -3,8 +3,8 @@
 Two levels:
 
 - Always (sim or hardware): the config must fit the robot. ``position_limit.margin`` must leave
-  every joint a range that holds its stand pose; a margin of 10 rad once sent targets outside the
-  joint limits.
+  every joint a range that holds its stand pose (a margin of 10 rad would send targets outside
+  the joint limits).
 - On hardware (not ``simulated``): every check a robot of this kind relies on is present, enabled,
   no looser than :data:`HARDWARE_BOUNDS` and no milder than its minimum response. A YAML that
   removes or weakens one is refused with the file, field and fix unless it says

@@ -206,7 +206,7 @@ class FailureCollectorNode(Node):
 
     async def _snapshot(self, request, response):
         """Answers once the bundle is written (after the post-event window), or failed: a
-        success with a path that never appears once told an operator a bundle existed."""
+        success with a path that never appears would tell an operator a bundle exists."""
         self._drain()  # the rings are current, and the detectors' context for failure.json
         written = Future()
         name = self._fire(Trigger("manual", "manual snapshot (~/snapshot)"), self._now_ns())

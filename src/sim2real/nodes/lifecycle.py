@@ -43,10 +43,10 @@ class NodeFault:
 def stop_with_launcher(stop: threading.Event) -> None:
     """A node started by ``sim2real up`` stops when its launcher dies, however it dies.
 
-    A launcher killed with SIGKILL (the OOM killer, a test's timeout, ``kill -9``) used to
-    leave its nodes running: a supervisor and a sim nobody can stop from the terminal, and a
-    second ``up`` in the same ROS_DOMAIN_ID then had two supervisors and two drivers on one
-    set of topics. The kernel sends SIGTERM (the node's clean stop) when the parent dies."""
+    A launcher killed with SIGKILL (the OOM killer, a test's timeout, ``kill -9``) would
+    otherwise leave its nodes running: a supervisor and a sim nobody can stop from the terminal,
+    and a second ``up`` in the same ROS_DOMAIN_ID would have two supervisors and two drivers on
+    one set of topics. The kernel sends SIGTERM (the node's clean stop) when the parent dies."""
     # Popped: a process this node starts is not the launcher's child.
     launcher = os.environ.pop(LAUNCHER_PID_ENV, None)
     if not launcher or not sys.platform.startswith("linux"):

@@ -32,7 +32,7 @@ class PoseCommanderNode(Node):
         super().__init__("pose_commander", **kwargs)
         robot = declare(self, "robot", "go2", "Robot profile name or path")
         self.profile = load_profile(robot)
-        # Checked: NaN became NaN targets, a negative period looped forever in the state callback.
+        # Checked: NaN would become NaN targets, a negative period would loop forever in the state callback.
         self.script = PoseScript(
             self.profile.default_positions, self.profile.lower_limits, self.profile.upper_limits,
             hold=declare(self, "hold_duration", 3.0, "Seconds holding the default pose", at_least=0),

@@ -33,7 +33,7 @@ class SolePublisherCheck:
         self.node, self.role, self.on_check = node, role, on_check
         self.topic = publisher.topic_name  # as remapped
         # Throttled per check, not by rclpy's throttle: that is per call site, so one node's
-        # checks of two topics (sim_robot's /joint_states and /clock) silenced each other.
+        # checks of two topics (sim_robot's /joint_states and /clock) would silence each other.
         self._last_warning = -WARN_THROTTLE_S
         node.create_timer(CHECK_PERIOD_S, self.check,
                           clock=Clock(clock_type=ClockType.STEADY_TIME))

@@ -108,7 +108,7 @@ class StateEstimatorNode(Node):
             self._step_arm(stamps.to_ns(msg.header.stamp) * 1e-9, msg.header.stamp)
 
     def _refuse(self, what: str) -> None:
-        # Folded in, a NaN would make the estimate NaN for good; a short array raised in the callback.
+        # Folded in, a NaN would make the estimate NaN for good; a short array would raise in the callback.
         self.refused += 1
         self.get_logger().warning(f"ignoring {what} ({self.refused} samples ignored so far)",
                                   throttle_duration_sec=WARN_THROTTLE_S)

@@ -137,7 +137,7 @@ def make_excitation(profile: RobotProfile, kind: str = "fourier", joints: Sequen
     for name, value in (("duration", duration), ("ramp", ramp), ("amplitude", amplitude), ("f_min", f_min),
                         ("f_max", f_max)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            # NaN passed every comparison below and became NaN targets streamed to the robot.
+            # NaN would pass every comparison below and become NaN targets streamed to the robot.
             raise ExcitationError(f"{name} must be a finite number > 0, got {value!r}")
     if not duration > 2 * ramp:
         raise ExcitationError(f"duration {duration:g} s must exceed twice the ramp ({ramp:g} s)")

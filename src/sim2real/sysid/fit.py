@@ -185,8 +185,7 @@ class _Pool:
 
     Workers come from a fork server, not from a fork of this process: a process with threads
     (DDS, torch, a test session's ROS probes) can be forked while one of them holds a lock, and
-    the child then waits on it for ever (seen: a worker of `sysid fit` inside the test session,
-    stuck in futex_wait). The server imports this module once, so each worker starts warm."""
+    the child then waits on it for ever (in futex_wait). The server imports this module once, so each worker starts warm."""
 
     def __init__(self, workers: int, init_args: tuple):
         self.pool = None
@@ -355,8 +354,8 @@ def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions 
         # Alternating can stop in a valley where latency, damping and armature trade off: a
         # latency steps off, with damping and armature bent to make up for it, fits better than
         # the right latency with the wrong damping. Walk the latency profile downhill (see
-        # walk_latency_profile); on the Go2 on a stand it went from 0 ms and from 8 ms to the
-        # hidden 16 ms, where comparing the neighbours within two steps alone stopped.
+        # walk_latency_profile): on the Go2 on a stand it reaches the hidden 16 ms from 0 ms and
+        # from 8 ms, where comparing the neighbours within two steps alone stops short.
         start_k = int(round(values["latency"] / step))
 
         def short_polish(k: int, x: np.ndarray) -> tuple[float, np.ndarray]:

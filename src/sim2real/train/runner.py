@@ -15,7 +15,7 @@ One learner thread while the workers step: on a 2-core machine idle torch thread
 the env workers' cores (measured: rsl_rl PPO 2.5 -> 4.7 iterations/s with
 ``torch.set_num_threads(1)``). During the PPO update the workers wait for the next
 actions, so the update takes their cores (:func:`update_threads`): a Go2 iteration's
-update went from 0.31 to 0.20-0.22 s on 2 threads. MKL runs in its strict reproducibility
+update takes 0.20-0.22 s on 2 threads against 0.31 s on one. MKL runs in its strict reproducibility
 mode (``MKL_CBWR``, set in ``sim2real.train``), without which its products split their sums
 by thread on AVX-512 processors; with it the weights were bitwise those of one thread here
 (``tests/unit/test_runner.py`` checks a run with clipped gradients). torch's own reductions

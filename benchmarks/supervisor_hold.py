@@ -5,7 +5,8 @@ and the category-1 stop of a damp or an e-stop, across the commands the policy w
 Each stop (``sim2real.hold_trial``): the policy walks at a command (episode seed s, stopped after
 100 + 7 s policy periods, so the stops fall at different phases of the stride), then
 - ``silent``: the policy goes silent; the supervisor trips on policy_stale after its deadline
-  and holds (config/safety/go2.yaml: hold_pose, hold_duration);
+  and stops as config/safety/go2.yaml says (the category-1 stop; the ``hold`` variants hold
+  instead, as hold_pose and hold_duration say);
 - ``damp`` / ``estop``: an operator's damp or e-stop: 0.2 s to the stand pose, then the
   descent to damp_pose over damp_duration, then damping.
 The supervisor's commands alone drive the robot for 3.5 s. A stop is **bad** when the trunk ends
@@ -13,8 +14,8 @@ tilted over 0.5 rad, or (a hold) the base ends under 0.15 m (a hold the supervis
 damp included), or (a damped stop, which ends lying by design) the trunk's centre reaches the
 ground faster than 0.5 m/s. The worst tilt during the stop is printed beside it.
 
-`--compare` also runs the variants a change is judged against: hold_pose last, and damping at
-once (damp_duration 0, targets = measured positions).
+`--compare` also runs the variants a change is judged against: a silent policy held (hold_pose
+stand, then last), and damping at once (damp_duration 0, targets = measured positions).
 
 Example:
     PYTHONPATH=src .venv/bin/python benchmarks/supervisor_hold.py --stops 20 --compare
@@ -28,7 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 from sim2real.core.safety_config import load_safety_config
-from sim2real.hold_trial import stop_mid_trot
+from sim2real.hold_trial import silent_policy_held, stop_mid_trot
 
 COMMANDS = {"ahead 0.5": (0.5, 0.0, 0.0), "ahead 1.0": (1.0, 0.0, 0.0), "back 0.5": (-0.5, 0.0, 0.0),
             "turn 0.6": (0.5, 0.0, 0.6), "side 0.3": (0.2, 0.3, 0.0)}
@@ -47,15 +48,18 @@ def main() -> int:
                                          "candidate before shipping it")
     args = parser.parse_args()
     shipped = load_safety_config("go2")
-    variants = [("silent", "shipped hold", shipped), ("damp", "shipped damp", shipped),
+    silent = shipped.checks["policy_stale"].response.name.lower()
+    variants = [("silent", "shipped silent", shipped), ("damp", "shipped damp", shipped),
                 ("estop", "shipped e-stop", shipped)]
-    variants += [("silent", f"hold stand {d:g} s", dataclasses.replace(shipped, hold_pose="stand", hold_duration=d))
+    variants += [("silent", f"hold stand {d:g} s", silent_policy_held(shipped, hold_pose="stand", hold_duration=d))
                  for d in args.durations]
     if args.compare:
-        variants += [("silent", "hold_pose last", dataclasses.replace(shipped, hold_pose="last")),
+        variants += [("silent", "hold stand", silent_policy_held(shipped, hold_pose="stand")),
+                     ("silent", "hold_pose last", silent_policy_held(shipped, hold_pose="last")),
                      ("damp", "damp at once", dataclasses.replace(shipped, damp_duration=0.0))]
     stops = [(seed, 100 + 7 * seed) for seed in range(2, 2 + args.stops)]
-    print(f"{args.policy or 'policies/go2_walk.onnx'}: {len(stops)} stops per cell; hold {shipped.hold_pose} "
+    print(f"{args.policy or 'policies/go2_walk.onnx'}: {len(stops)} stops per cell; silent policy: {silent}; "
+          f"hold {shipped.hold_pose} "
           f"{shipped.hold_duration:g} s, damp descent {shipped.damp_duration:g} s; bad = tilt > 0.5 rad, a hold's "
           "base < 0.15 m, a damped stop's landing > 0.5 m/s")
     print(f"{'stop':16s} {'command':10s} {'bad':>6s} {'tilt end med/max rad':>21s} {'tilt worst med/max':>19s} "

@@ -5,7 +5,7 @@ while a ``SupervisorCore`` sees every tick (world state in, the policy's targets
 Then it is stopped, one of three ways (``stop``):
 
 - ``silent``: the policy goes silent; the supervisor keeps its last command until the
-  policy_stale deadline and trips (a HOLD);
+  policy_stale deadline and trips (with its response: a hold, or the Go2's category-1 stop);
 - ``damp``: an operator's damp (or a damp trip): category 1, DAMPING;
 - ``estop``: an operator's e-stop: the same stop, latched.
 
@@ -14,6 +14,7 @@ Then its commands alone drive the robot for a few seconds. Used by
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from sim2real.core.paths import share_dir
 from sim2real.core.policy_file import load_policy
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.rotations import tilt_angle
-from sim2real.core.safety_config import SafetyConfig, load_safety_config
+from sim2real.core.safety_config import Response, SafetyConfig, load_safety_config
 from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
 
 HOLD_SECONDS = 3.0
@@ -40,15 +41,28 @@ class HoldOutcome:
     impact_speed: float = 0.0  # m/s, fastest downward speed of the trunk's centre while under 0.15 m
     stop: str = "silent"
 
+    @property
+    def held(self) -> bool:
+        """The stop began as a hold (TAKEOVER), not as a category-1 stop (DAMPING, ESTOP)."""
+        return bool(self.trips) and self.trips[0].startswith("ACTIVE -> TAKEOVER")
+
     def bad(self, tilt: float = 0.5, height: float = 0.15, impact: float = 0.5) -> bool:
-        """A stop that *ends* badly: a hold (``silent``) with the trunk tilted
-        over ``tilt`` rad or under ``height`` m (a hold the supervisor went on to damp ends lying:
-        bad too); a damp or e-stop, which ends lying by design, tilted over ``tilt`` rad or having
-        reached the ground faster than ``impact`` m/s. ``worst_tilt`` (during the stop) is
-        reported beside it, not counted."""
-        if self.stop == "silent":
+        """A stop that *ends* badly: a hold with the trunk tilted over ``tilt`` rad or under
+        ``height`` m (a hold the supervisor went on to damp ends lying: bad too); a damp or
+        e-stop, which ends lying by design, tilted over ``tilt`` rad or having reached the ground
+        faster than ``impact`` m/s. ``worst_tilt`` (during the stop) is reported beside it, not
+        counted."""
+        if self.held:
             return self.final_tilt > tilt or self.final_height < height
         return self.final_tilt > tilt or self.impact_speed > impact
+
+
+def silent_policy_held(config: SafetyConfig, **changes) -> SafetyConfig:
+    """``config`` with a silent policy held (policy_stale: hold) instead of its own response,
+    and ``changes`` (e.g. hold_pose) applied: the holds a change is compared against."""
+    checks = {**config.checks, "policy_stale": dataclasses.replace(config.checks["policy_stale"],
+                                                                    response=Response.HOLD)}
+    return dataclasses.replace(config, checks=checks, **changes)
 
 
 def stop_mid_trot(seed: int, walk_steps: int, config: SafetyConfig | None = None,

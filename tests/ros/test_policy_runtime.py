@@ -30,6 +30,7 @@ from sim2real.nodes import qos
 from sim2real.nodes.policy_swap import swap_policy
 from tests.policy_models import metadata, write_policy, write_target_policy
 from tests.ros.conftest import wait_for
+from tests.safety_configs import shipped_with
 
 pytestmark = pytest.mark.ros
 
@@ -350,14 +351,18 @@ def test_a_model_for_another_robot_stops_the_start_with_every_difference(start_g
         assert words in log
 
 
-def test_killing_the_runtime_makes_the_supervisor_hold_and_keep_commanding(probe, start_graph, go2_policies):
-    graph = start_graph(robot="go2", policy=str(go2_policies["lean"]), autoengage=True)
+def test_killing_the_runtime_makes_the_supervisor_hold_and_keep_commanding(probe, start_graph, go2_policies,
+                                                                          tmp_path):
+    """With a config that holds a silent policy (the Go2's ships the category-1 stop instead:
+    tests/ros/test_safety_supervisor.py)."""
+    holding = shipped_with("go2", tmp_path, policy_stale={"response": "hold"})
+    graph = start_graph(robot="go2", policy=str(go2_policies["lean"]), autoengage=True, safety_config=str(holding))
     watch = Watcher(probe, graph)
     watch.active()
     assert wait_for(lambda: np.allclose(watch.commands[-1].position, LEAN, atol=1e-6), 3.0)
     killed_at = len(watch.commands)
     os.kill(graph.processes["policy_runtime"].pid, signal.SIGKILL)
-    config = load_safety_config("go2")
+    config = load_safety_config(holding)
     assert wait_for(lambda: watch.mode() == "TAKEOVER", config.checks["policy_stale"]["deadline"] + 1.0), watch.mode()
     assert "policy_stale" in watch.last_trip()
     time.sleep(config.hold_duration + 0.5)

@@ -129,14 +129,20 @@ def trip_age(last_trip: str) -> float:
     return float(last_trip.split(" for ", 1)[1].split(" s", 1)[0])
 
 
-def test_policy_runtime_crash_holds_within_two_periods_of_the_deadline(active_go2):
-    deadline = load_safety_config("go2").checks["policy_stale"]["deadline"]
+def test_policy_runtime_crash_stops_within_two_periods_of_the_deadline(active_go2):
+    """The Go2's config answers a silent policy with the category-1 stop: the supervisor keeps
+    commanding, from the stand pose down to damp_pose."""
+    config = load_safety_config("go2")
+    deadline = config.checks["policy_stale"]["deadline"]
     active_go2.streaming = False  # the policy process dies
-    assert active_go2.time_to_mode("TAKEOVER") < deadline + REACT_S
+    assert active_go2.time_to_mode("DAMPING") < deadline + REACT_S
     assert "policy_stale" in active_go2.status_value("last_trip")
     assert trip_age(active_go2.status_value("last_trip")) <= deadline + 2 * PERIOD
-    held = active_go2.commands_keep_coming()
-    np.testing.assert_allclose(held, GO2.default_positions, atol=1e-6)
+    tripped_at = len(active_go2.commands)
+    active_go2.commands_keep_coming(0.2 + config.damp_duration + 0.3)  # to the stand pose, then down
+    lying = np.array([config.damp_pose[name] for name in GO2.joint_names])
+    descent = np.array([c.position for c in active_go2.commands[tripped_at:]])
+    assert np.abs(descent - lying).max(axis=1).min() < 0.01, "the stop never reached damp_pose"
 
 
 def test_nan_action_holds_and_commands_stay_finite(active_go2):

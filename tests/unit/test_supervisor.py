@@ -9,11 +9,14 @@ from sim2real.core.joint_command import JointTargets
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import Response, SafetyConfigError, load_safety_config, parse_safety_config
 from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
+from sim2real.hold_trial import silent_policy_held
 
 GO2 = load_profile("go2")
 PERIOD = 0.02
 # The Go2's config without its category-1 descent: DAMPING sends the measured positions at once.
 DAMP_AT_ONCE = dataclasses.replace(load_safety_config("go2"), damp_duration=0.0)
+# The Go2's config holding a silent policy (it ships the category-1 stop for it): the holds.
+HOLDING = silent_policy_held(load_safety_config("go2"))
 
 
 def targets(position) -> JointTargets:
@@ -24,26 +27,29 @@ def targets(position) -> JointTargets:
 class Rig:
     """A supervisor with inputs that stay fresh unless a test lets one go stale."""
 
-    def __init__(self, config=None, profile=GO2, simulated=True):
+    def __init__(self, config=None, profile=GO2, simulated=True, period=PERIOD):
         self.profile = profile
-        self.core = SupervisorCore(profile, config or load_safety_config("go2"), PERIOD, simulated=simulated)
+        self.period = period
+        self.core = SupervisorCore(profile, config or load_safety_config("go2"), period, simulated=simulated)
         self.now = 0.0
         n = profile.num_joints
         self.inputs = SupervisorInputs(joint_position=profile.default_positions.copy(), joint_velocity=np.zeros(n),
                                        joint_effort=np.zeros(n), base_orientation=np.array([0, 0, 0, 1.0]))
         self.policy = profile.default_positions + 0.05
+        self.policy_velocity = np.zeros(n)  # the policy's velocity targets
         self.fresh = {"joint_states", "imu", "policy"}
 
     def tick(self, n=1):
         decision = None
         for _ in range(n):
-            self.now += PERIOD
+            self.now += self.period
             if "joint_states" in self.fresh:
                 self.inputs.joint_states_time = self.now
             if "imu" in self.fresh:
                 self.inputs.imu_time = self.now
             if "policy" in self.fresh:
                 self.inputs.policy_command = targets(self.policy)
+                self.inputs.policy_command.velocity = np.array(self.policy_velocity, dtype=float)
                 self.inputs.policy_time = self.now
                 self.inputs.policy_stamp = self.now - 0.002
             decision = self.core.tick(self.inputs, self.now)
@@ -53,10 +59,10 @@ class Rig:
         return self.core.request(action, self.inputs, self.now)
 
     def engaged(self):
-        self.tick(150)  # stand up fully
+        self.tick(round(3.0 / self.period))  # stand up fully
         accepted, message = self.request("engage")
         assert accepted, message
-        return self.tick(40)  # past the blend
+        return self.tick(round(0.8 / self.period))  # past the blend
 
 
 def failed(decision, name):
@@ -90,8 +96,19 @@ def test_engage_needs_a_fresh_policy_and_then_follows_it_after_a_blend():
     np.testing.assert_allclose(decision.command.position, rig.policy)
 
 
-def test_stale_policy_holds_in_place_within_two_periods_and_keeps_publishing():
+def test_a_go2_whose_policy_goes_silent_gets_the_category_1_stop_within_two_periods():
     rig = Rig()
+    rig.engaged()
+    rig.fresh.discard("policy")
+    modes = [rig.tick().mode for _ in range(8)]
+    assert modes[math.ceil(0.1 / PERIOD) + 1] == Mode.DAMPING and "policy_stale" in rig.core.last_trip
+    lying = np.array([rig.core.config.damp_pose[name] for name in GO2.joint_names])
+    descent = [rig.tick().command.position for _ in range(round((0.2 + rig.core.config.damp_duration) / PERIOD))]
+    assert np.abs(np.array(descent) - lying).max(axis=1).min() < 0.01, "the stop never reached damp_pose"
+
+
+def test_stale_policy_holds_in_place_within_two_periods_and_keeps_publishing():
+    rig = Rig(HOLDING)
     rig.engaged()
     rig.fresh.discard("policy")
     modes = [rig.tick().mode for _ in range(8)]
@@ -114,7 +131,7 @@ def test_nan_action_holds_the_last_safe_targets():
 
 
 def test_a_stand_pose_hold_moves_from_the_last_targets_to_the_stand_pose_within_hold_duration():
-    config = load_safety_config("go2")  # the shipped Go2 hold: stand
+    config = HOLDING  # the shipped Go2 hold: stand
     assert config.hold_pose == "stand"
     rig = Rig(config)
     rig.policy = GO2.default_positions + np.where(np.arange(12) % 3 == 2, 0.3, 0.0)  # mid-stride-ish
@@ -345,7 +362,7 @@ def test_lockstep_missed_policy_counts_as_stale():
     rig.engaged()
     rig.inputs.policy_missed = True
     decision = rig.tick()
-    assert decision.mode == Mode.TAKEOVER and "lockstep" in rig.core.last_trip
+    assert decision.mode == Mode.DAMPING and "lockstep" in rig.core.last_trip
 
 
 def test_stood_up_after_the_stand_duration():

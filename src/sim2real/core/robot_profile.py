@@ -39,6 +39,10 @@ class JointSpec:
     effort_limit: float
     kp: float
     kd: float
+    # rad/s^2 and rad/s^3: the largest acceleration and jerk a velocity target may ask (the
+    # rate limits a driver such as libfranka enforces); None where the maker publishes none.
+    acceleration_limit: float | None = None
+    jerk_limit: float | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,16 @@ class RobotProfile:
     @property
     def effort_limits(self) -> np.ndarray:
         return self._array("effort_limit")
+
+    @property
+    def acceleration_limits(self) -> np.ndarray:
+        """Per joint, rad/s^2; inf where the profile gives none."""
+        return np.array([math.inf if j.acceleration_limit is None else j.acceleration_limit for j in self.joints])
+
+    @property
+    def jerk_limits(self) -> np.ndarray:
+        """Per joint, rad/s^3; inf where the profile gives none."""
+        return np.array([math.inf if j.jerk_limit is None else j.jerk_limit for j in self.joints])
 
     @property
     def kp(self) -> np.ndarray:
@@ -317,6 +331,8 @@ class _ProfileReader:
                 effort_limit=self.number(entry, "effort", f"{field}.effort", positive=True),
                 kp=self.number(entry, "kp", f"{field}.kp", non_negative=True),
                 kd=self.number(entry, "kd", f"{field}.kd", non_negative=True),
+                acceleration_limit=self.number(entry, "acceleration", f"{field}.acceleration", None, positive=True),
+                jerk_limit=self.number(entry, "jerk", f"{field}.jerk", None, positive=True),
             )
             if spec.lower >= spec.upper:
                 raise self.fail(f"{field}.lower", f"lower ({spec.lower}) must be below upper ({spec.upper})",

@@ -47,11 +47,15 @@ CHECKS: dict[str, dict[str, Any]] = {
     # factor x the profile's limit: always clamped on the write path (as ros2_control's
     # joint_limits and libfranka do), and the response trips.
     "command_limit": {"factor": 1.0},
+    # Velocity targets change no faster than factor x the profile's acceleration and jerk limits
+    # (a profile without them is not limited): the rate limit libfranka and ros2_control's joint
+    # limiters apply to the commands they pass on.
+    "target_rate": {"factor": 1.0},
     # Another node publishes /joint_commands: a driver that does not check the writer obeys it.
     "sole_writer": {},
 }
 # Checks that act as filters on every outgoing command rather than as trips.
-FILTERS = ("position_limit", "target_step")
+FILTERS = ("position_limit", "target_step", "target_rate")
 # Per-check settings that are not thresholds: hardware_only = skipped when the robot is simulated
 # (the deadman: a simulation has no operator's hand to hold it).
 CHECK_FLAGS = ("enabled", "hardware_only")

@@ -25,6 +25,7 @@ class Requirement:
     minimum_response: Response
     bounds: tuple[tuple[str, float], ...] = ()  # (threshold, loosest value hardware accepts)
     floating_base_only: bool = False
+    rate_limited_only: bool = False  # only for a profile with acceleration or jerk limits
 
 
 # The loosest settings a hardware run accepts. Deadlines: 4-10x the shipped ones, past which a
@@ -40,6 +41,7 @@ HARDWARE_BOUNDS: dict[str, Requirement] = {
     "velocity_limit": Requirement(Response.DAMP, (("factor", 2.0),)),
     "torque_limit": Requirement(Response.DAMP, (("factor", 2.0),)),
     "command_limit": Requirement(Response.HOLD, (("factor", 1.0),)),
+    "target_rate": Requirement(Response.CLAMP, (("factor", 1.0),), rate_limited_only=True),
     "base_tilt": Requirement(Response.DAMP, (("max_angle", 1.2),), floating_base_only=True),
     "deadman": Requirement(Response.HOLD, (("deadline", 1.0),)),
     "sole_writer": Requirement(Response.DAMP),
@@ -52,6 +54,9 @@ def weakenings(config: SafetyConfig, profile: RobotProfile) -> list[tuple[str, s
     found = []
     for name, need in HARDWARE_BOUNDS.items():
         if need.floating_base_only and profile.fixed_base:
+            continue
+        if need.rate_limited_only and not np.isfinite(
+                np.concatenate([profile.acceleration_limits, profile.jerk_limits])).any():
             continue
         check = config.checks.get(name)
         if check is None:

@@ -129,6 +129,12 @@ class SupervisorCore:
         factor = 1.0 if limit is None else min(1.0, limit["factor"])
         self._max_velocity = factor * profile.velocity_limits
         self._max_effort = factor * profile.effort_limits
+        # Largest acceleration and jerk of the velocity targets sent (inf: the profile gives none).
+        rate = self._check("target_rate")
+        rate_factor = math.inf if rate is None else rate["factor"]
+        self._max_acceleration = rate_factor * profile.acceleration_limits
+        self._max_jerk = rate_factor * profile.jerk_limits
+        self._velocity_acceleration = np.zeros(profile.num_joints)  # of the velocity targets last sent
         self._damp_pose = (np.array([config.damp_pose[name] for name in profile.joint_names])
                            if config.damp_pose and config.damp_duration > 0 else None)
         self.period = command_period
@@ -637,11 +643,13 @@ class SupervisorCore:
 
     def _filter(self, command: JointTargets, checks: list[CheckResult]) -> JointTargets:
         if self.mode in (Mode.DAMPING, Mode.ESTOP):
+            self._velocity_acceleration[:] = 0.0  # the stop sends zero velocity targets
             return command  # measured positions or the stop's descent: clamping would pull the joints
         # Whatever the source, no velocity target or feed-forward effort over the limits leaves here.
         max_velocity, max_effort = self._max_velocity, self._max_effort
         command.velocity = np.clip(command.velocity, -max_velocity, max_velocity)
         command.effort = np.clip(command.effort, -max_effort, max_effort)
+        self._limit_velocity_rate(command, checks)
         position = command.position
         limited = np.clip(position, self._low, self._high)
         if "position_limit" in self.config.checks and self.config.checks["position_limit"].enabled:
@@ -660,6 +668,40 @@ class SupervisorCore:
             position = self._last_sent.position + np.clip(delta, -max_step, max_step)
         command.position = position
         return command
+
+
+    def _limit_velocity_rate(self, command: JointTargets, checks: list[CheckResult]) -> None:
+        """Velocity targets reach a new value no faster than the profile's acceleration and jerk
+        limits allow (``target_rate``), as libfranka's rate limiter does. The acceleration is also
+        kept low enough to come back to zero, at the jerk limit, by the time the target is reached,
+        so the limited target does not overshoot (by more than a jerk step's rounding)."""
+        if (self._check("target_rate") is None or self._last_sent is None or self.period <= 0
+                or not np.isfinite(np.concatenate([self._max_acceleration, self._max_jerk])).any()):
+            return
+        dt = self.period
+        previous = self._last_sent.velocity
+        gap = command.velocity - previous
+        wanted = gap / dt
+        # The largest acceleration from which the jerk limit still brings the acceleration back to
+        # zero, one step of dt at a time, within the gap: a^2 / 2j + a dt / 2 = |gap|.
+        jerk = self._max_jerk
+        with np.errstate(invalid="ignore"):  # no jerk limit (inf): inf - inf
+            stoppable = np.where(np.isinf(jerk), np.inf,
+                                 jerk * (np.sqrt(dt * dt / 4.0 + 2.0 * np.abs(gap) / jerk) - dt / 2.0))
+        wanted = np.clip(wanted, -stoppable, stoppable)
+        jerk_step = jerk * dt
+        acceleration = self._velocity_acceleration + np.clip(wanted - self._velocity_acceleration, -jerk_step, jerk_step)
+        acceleration = np.clip(acceleration, -self._max_acceleration, self._max_acceleration)
+        limited = np.clip(previous + acceleration * dt, -self._max_velocity, self._max_velocity)
+        # A target reached exactly is not a limit (floating point would report it as one).
+        limited = np.where(np.abs(limited - command.velocity) <= 1e-9, command.velocity, limited)
+        moved = np.abs(limited - command.velocity) > 1e-9
+        checks.append(CheckResult(
+            "target_rate", not moved.any(), Response.CLAMP,
+            f"velocity targets rate-limited for {[self.profile.joint_names[i] for i in np.flatnonzero(moved)]}"
+            if moved.any() else ""))
+        self._velocity_acceleration = (limited - previous) / dt
+        command.velocity = limited
 
 
 def _finite(command: Optional[JointTargets]) -> bool:

@@ -18,6 +18,7 @@ import numpy as np
 from sim2real.core.config_files import ConfigError, available_configs, config_path, read_config
 from sim2real.core.mirror import RobotMirror, SignedPermutation
 from sim2real.core.paths import resolve
+from sim2real.core.unitree.motor_map import UnitreeInterface, parse_unitree_section
 
 KINDS = ("quadruped", "arm")
 MOVABLE_URDF_JOINT_TYPES = ("revolute", "continuous", "prismatic")
@@ -69,6 +70,7 @@ class RobotProfile:
     joints: tuple[JointSpec, ...]
     source: Path
     mirror: RobotMirror | None = None  # left-right twins (``mirror:``); None: not mirror-symmetric
+    unitree: UnitreeInterface | None = None  # the robot's Unitree low-level interface (``unitree:``)
 
     @property
     def joint_names(self) -> list[str]:
@@ -226,6 +228,8 @@ class _ProfileReader:
             gravity_compensation=self._gravity_compensation(kind),
             spec_mass=self.number(d, "spec_mass", "spec_mass", positive=True),
             joints=joints, source=self.path, mirror=self._mirror(joints, feet),
+            unitree=(parse_unitree_section(d["unitree"], [j.name for j in joints], self.fail)
+                     if d.get("unitree") is not None else None),
         )
 
     def _mirror(self, joints: tuple[JointSpec, ...], feet: tuple[str, ...]) -> RobotMirror | None:

@@ -1,0 +1,51 @@
+"""The Go2 wireless remote's state, as the robot forwards it in LowState's ``wireless_remote``.
+
+40 bytes, little-endian (Unitree's xRockerBtnDataStruct): head[2], a 16-bit button field
+(bit 0 upward: R1, L1, start, select, R2, L2, F1, F2, A, B, X, Y, up, right, down, left),
+then float32 sticks lx, rx, ry, the L2 trigger, ly; the rest unused.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+BUTTONS = ("R1", "L1", "start", "select", "R2", "L2", "F1", "F2", "A", "B", "X", "Y", "up", "right", "down", "left")
+_LAYOUT = struct.Struct("<2sH5f")  # head, buttons, lx, rx, ry, L2, ly: 24 of the 40 bytes
+REMOTE_BYTES = 40
+
+
+@dataclass(frozen=True)
+class RemoteState:
+    pressed: frozenset[str]
+    lx: float = 0.0  # left stick, right positive
+    ly: float = 0.0  # left stick, forward positive
+    rx: float = 0.0  # right stick
+    ry: float = 0.0
+    l2: float = 0.0  # L2 trigger, 0..1
+
+    def sticks_finite(self) -> bool:
+        return all(math.isfinite(v) for v in (self.lx, self.ly, self.rx, self.ry, self.l2))
+
+
+def decode_remote(data: Sequence[int]) -> RemoteState:
+    """``wireless_remote`` (40 bytes) -> buttons pressed and stick positions."""
+    raw = bytes(data)
+    if len(raw) != REMOTE_BYTES:
+        raise ValueError(f"wireless_remote is {REMOTE_BYTES} bytes, got {len(raw)}")
+    _, bits, lx, rx, ry, l2, ly = _LAYOUT.unpack_from(raw)
+    pressed = frozenset(name for bit, name in enumerate(BUTTONS) if bits >> bit & 1)
+    return RemoteState(pressed, lx=lx, ly=ly, rx=rx, ry=ry, l2=l2)
+
+
+def encode_remote(pressed: Iterable[str] = (), lx: float = 0.0, ly: float = 0.0, rx: float = 0.0,
+                  ry: float = 0.0, l2: float = 0.0) -> list[int]:
+    """The 40 bytes a remote in this state sends (what a Go2 double puts in LowState)."""
+    pressed = set(pressed)
+    unknown = sorted(pressed - set(BUTTONS))
+    if unknown:
+        raise ValueError(f"unknown remote buttons {unknown}; the remote has {list(BUTTONS)}")
+    bits = sum(1 << bit for bit, name in enumerate(BUTTONS) if name in pressed)
+    raw = _LAYOUT.pack(b"\x00\x00", bits, lx, rx, ry, l2, ly)
+    return list(raw + bytes(REMOTE_BYTES - len(raw)))

@@ -88,7 +88,7 @@ setup(
     ],
     extras_require={
         "ros": ROS_WHEELS,
-        # The Unitree Go2's own DDS interface (hardware:=unitree) is plain DDS, not ROS: cyclonedds.
+        # The Unitree Go2's own low-level interface (rt/lowcmd, rt/lowstate) is plain DDS, not ROS: cyclonedds.
         "unitree": ["cyclonedds>=11.0,<12"],
         "test": ["pytest>=7", "pytest-rerunfailures>=12", "pytest-timeout>=2.3",
                  "colcon-common-extensions>=0.3"],

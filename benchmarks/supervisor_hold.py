@@ -41,7 +41,8 @@ def main() -> int:
     parser.add_argument("--commands", nargs="+", default=list(COMMANDS), choices=list(COMMANDS),
                         help="walking commands to stop from (default: all)")
     parser.add_argument("--compare", action="store_true",
-                        help="also run hold_pose last and immediate damping, the variants the shipped stops beat")
+                        help="also run the silent policy held (to the stand pose, then hold_pose last) and immediate damping, "
+                             "the variants the shipped stops beat")
     parser.add_argument("--durations", type=float, nargs="+", default=[],
                         help="also hold to the stand pose in each of these hold_duration values (s)")
     parser.add_argument("--policy", help="Go2 walk policy file (default: policies/go2_walk.onnx): measure a "

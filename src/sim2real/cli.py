@@ -147,7 +147,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         graph.start()
         # Without a demo operator, like `ros2 launch`: a node that exits is reported and the others
-        # run on (the supervisor must outlive a crashed policy runtime: it holds the robot when the
+        # run on (the supervisor must outlive a crashed policy runtime: it stops the robot when the
         # policy goes silent). With one, any exit ends the demo (report_exits).
         graph.wait(args.duration, until=report_exits, stop_on_exit=False)
     except KeyboardInterrupt:

@@ -310,8 +310,9 @@ def test_a_malformed_policy_command_is_no_trigger_and_no_crash():
 
 
 def test_a_hold_trip_writes_a_bundle_and_an_operators_takeover_does_not():
-    """Fault matrix case 9: a killed policy runtime makes the supervisor hold (TAKEOVER), which
-    writes a bundle; an operator taking over is no failure."""
+    """Fault matrix case 9: a killed policy runtime makes the supervisor hold (TAKEOVER, with a
+    config that holds a silent policy, as the Panda's), which writes a bundle; an operator taking
+    over is no failure."""
     profile = load_profile("go2")
     d = FailureDetector(TriggerConfig(), profile.joint_names, profile.lower_limits, profile.upper_limits)
     d.safety_status("ACTIVE", {"trips": "0", "last_trip": "none"})

@@ -3,7 +3,7 @@
 How well the robot stays up depends on the policy's gait (benchmarks/supervisor_hold.py
 compares the stops over 20 per command); what is checked here: the supervisor trips on the
 policy_stale deadline first; the shipped config (config/safety/go2.yaml) lays a trot whose
-policy went silent down upright, at any speed; a hold (the response of the other policy faults)
+policy went silent down upright, at 0.5 and 1.0 m/s; a hold (the response of the other policy faults)
 keeps the trot at 0.5 m/s, stopped at these phases of the stride, from rolling over (the trunk
 ends within the base_tilt limit, at which the supervisor would damp instead, and the base off
 the ground).

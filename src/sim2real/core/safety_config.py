@@ -163,6 +163,10 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
             raise fail(f"checks.{name}", f"unknown settings {extra}", f"this check takes {sorted(CHECKS[name])}, response and {list(CHECK_FLAGS)}")
         thresholds = {key: number(entry.get(key, default), f"checks.{name}.{key}")
                       for key, default in CHECKS[name].items()}
+        if name == "target_rate" and thresholds["factor"] <= 0:
+            # A zero limit would divide by zero in the rate limiter: no velocity could ever change.
+            raise fail("checks.target_rate.factor", f"must be > 0, got {thresholds['factor']:g}",
+                       "use 1.0 (the profile's limits) or a fraction of them; enabled: false turns it off")
         checks[name] = CheckConfig(name, Response[response_name], flags["enabled"], thresholds, flags["hardware_only"])
     buttons_data = data.get("joystick") or {}
     if not isinstance(buttons_data, dict):

@@ -131,8 +131,8 @@ class SupervisorCore:
         self._max_effort = factor * profile.effort_limits
         # Largest acceleration and jerk of the velocity targets sent (inf: the profile gives none).
         rate = self._check("target_rate")
-        rate_factor = math.inf if rate is None else rate["factor"]
-        self._max_acceleration = rate_factor * profile.acceleration_limits
+        rate_factor = 1.0 if rate is None else rate["factor"]  # > 0 (safety_config)
+        self._max_acceleration = rate_factor * profile.acceleration_limits  # inf stays inf
         self._max_jerk = rate_factor * profile.jerk_limits
         self._velocity_acceleration = np.zeros(profile.num_joints)  # of the velocity targets last sent
         self._damp_pose = (np.array([config.damp_pose[name] for name in profile.joint_names])

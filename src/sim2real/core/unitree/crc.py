@@ -5,8 +5,8 @@ CRC-32 with polynomial 0x04C11DB7, initial value 0xFFFFFFFF, no reflection and n
 significant bit first, all but the last word (the crc itself).
 
 zlib computes the reflected CRC-32 in C; feeding it bit-reversed bytes and reversing the
-register gives the unreflected one at C speed (a Python bit loop costs ~1 ms a frame, and the
-bridge checks 500 frames a second).
+register gives the unreflected one at C speed (a Python bit loop costs ~1 ms a frame, and a
+Go2 sends 500 frames a second).
 """
 from __future__ import annotations
 

@@ -9,9 +9,13 @@ ctypes' own layout of the same structs.
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
 from sim2real.core.unitree.crc import frame_crc
-from sim2real.core.unitree.messages import MOTOR_SLOTS, LowCmd_, LowState_
+from sim2real.core.unitree.motor_map import MOTOR_SLOTS
+
+if TYPE_CHECKING:  # packing reads fields only: no cyclonedds needed here
+    from sim2real.core.unitree.messages import LowCmd_, LowState_
 
 _HEADER = "4B4IH2x"  # head[2], level_flag, frame_reserve, sn[2], version[2], bandwidth (+2 to align)
 _MOTOR_CMD = "B3x5f3I"  # mode, q, dq, tau, kp, kd, reserve[3]

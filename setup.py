@@ -31,6 +31,7 @@ NODE_EXECUTABLES = {
     "policy_runtime": "sim2real.nodes.policy_runtime:main",
     "demo_script": "sim2real.nodes.demo_script:main",
     "ros2_control_bridge": "sim2real.nodes.ros2_control_bridge:main",
+    "unitree_bridge": "sim2real.nodes.unitree_bridge:main",
     "failure_collector": "sim2real.nodes.failure_collector:main",
     "sysid_logger": "sim2real.nodes.sysid_logger:main",
     "state_estimator": "sim2real.nodes.state_estimator:main",

@@ -26,7 +26,7 @@ class LaunchArgument:
     choices: tuple[str, ...] = ()
 
 
-HARDWARE_CHOICES = ("sim", "topic", "ros2_control")
+HARDWARE_CHOICES = ("sim", "topic", "ros2_control", "unitree")
 BOOL_CHOICES = ("true", "false")
 
 LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
@@ -34,8 +34,14 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
     LaunchArgument("hardware", "sim", "sim: PyBullet robot (sim_robot); topic: a real driver already speaks "
                                       "the hardware contract (/joint_states, /imu/data in, /joint_commands out); "
                                       "ros2_control: joint_state_broadcaster in, a forward_command_controller "
-                                      "out (ros2_control_bridge maps the joint order)",
+                                      "out (ros2_control_bridge maps the joint order); unitree: a Unitree Go2's "
+                                      "own low-level DDS topics (unitree_bridge: rt/lowstate, rt/lowcmd, the "
+                                      "remote as the operator's joystick)",
                    HARDWARE_CHOICES),
+    LaunchArgument("network_interface", "", "unitree only: the robot computer's interface on the robot's subnet "
+                                            "(e.g. eth0); '' = cyclonedds' own choice"),
+    LaunchArgument("unitree_domain", "0", "unitree only: DDS domain of the robot's rt/lowstate and rt/lowcmd "
+                                          "(a Go2: 0)"),
     LaunchArgument("controller", "forward_position_controller",
                    "ros2_control only: the forward_command_controller (position interface) taking the commands"),
     LaunchArgument("controller_joints", "",
@@ -168,6 +174,23 @@ def make_plan(**arguments: Any) -> BringupPlan:
             # An empty list has no parameter type in ROS 2: leave the node's default (profile order).
             **({"controller_joints": controller_joints} if controller_joints else {}),
         }))
+    if args["hardware"] == "unitree":
+        if profile.unitree is None:
+            raise PlanError(f"hardware:=unitree needs a robot profile with a unitree: section (motor indices, head "
+                            f"bytes); {profile.name!r} has none: use robot:=go2")
+        try:
+            domain = int(args["unitree_domain"])
+        except ValueError:
+            domain = -1
+        if not 0 <= domain <= 232:
+            raise PlanError(f"launch argument unitree_domain:={args['unitree_domain']!r} must be a DDS domain id "
+                            "0..232 (a Go2: 0)")
+        nodes.append(NodeSpec("unitree_bridge", "unitree_bridge", "hardware", {
+            "robot": robot, "network_interface": args["network_interface"], "unitree_domain": domain,
+            "safety_config": args["safety_config"],
+        }))
+    elif args["network_interface"] or args["unitree_domain"] != LAUNCH_ARGUMENTS["unitree_domain"].default:
+        raise PlanError("launch arguments network_interface and unitree_domain are for hardware:=unitree")
     if sim:
         try:  # here, before any process starts: a node that dies of it leaves the demo waiting
             PhysicalConditions.from_yaml(args["conditions"], f"launch argument conditions:={args['conditions']!r}")

@@ -585,10 +585,11 @@ def build_parser() -> argparse.ArgumentParser:
     select.add_argument("--no-progress", action="store_true", help="no progress bars")
     select.set_defaults(func=cmd_select)
 
-    from sim2real import failures, pipeline
+    from sim2real import failures, pipeline, preflight_cli
     from sim2real.latency_cli import add_dr_from_latency
 
     failures.add_parser(sub, _Formatter)
+    preflight_cli.add_parser(sub, _Formatter)
     pipeline.add_parser(sub, _Formatter)
     add_sysid_commands(sub, _Formatter)  # sysid record|fit|simulate
     dr = sub.add_parser("dr", formatter_class=_Formatter, help="make domain-randomization configs from measurements",

@@ -52,7 +52,10 @@ def test_hardware_topic_changes_only_the_hardware_part():
 
 
 @pytest.mark.parametrize("arguments, words", [
-    ({"hardware": "gazebo"}, "not one of ['sim', 'topic', 'ros2_control']"),
+    ({"hardware": "gazebo"}, "not one of ['sim', 'topic', 'ros2_control', 'unitree']"),
+    ({"robot": "panda", "hardware": "unitree"}, "'panda' has none: use robot:=go2"),
+    ({"hardware": "unitree", "unitree_domain": "300"}, "unitree_domain:='300' must be a DDS domain id"),
+    ({"network_interface": "eth0"}, "network_interface and unitree_domain are for hardware:=unitree"),
     ({"robot": "panda", "hardware": "ros2_control", "controller_joints": "panda_joint1,panda_joint2"},
      "missing profile joints ['panda_joint3'"),
     ({"lockstep": "maybe"}, "must be true or false"),
@@ -84,7 +87,8 @@ def test_parse_arguments_fills_defaults():
                                    "demo": False, "policy": "", "controller": "forward_position_controller",
                                    "controller_joints": "", "failure_collector": True, "failures_dir": "",
                                    "estimator": "auto", "latency_compensation": False, "latency_log": "",
-                                   "policy_dirs": "", "trusted_keys": ""}
+                                   "policy_dirs": "", "trusted_keys": "", "network_interface": "",
+                                   "unitree_domain": "0"}
 
 
 def test_a_policy_adds_the_runtime_as_the_control_node_with_an_absolute_path(tmp_path, monkeypatch):
@@ -238,3 +242,12 @@ def test_the_estimator_runs_with_a_policy_unless_told_otherwise(tmp_path):
     assert "state_estimator" not in names(policy=policy, estimator="false")
     assert "state_estimator" not in names()  # nothing reads it without a policy
     assert "state_estimator" in names(estimator="true")
+
+
+def test_hardware_unitree_runs_the_bridge_in_place_of_the_sim_and_the_supervisor_as_on_hardware():
+    plan = make_plan(robot="go2", hardware="unitree", network_interface="eth0")
+    bridge = plan.node("unitree_bridge")
+    assert bridge.role == "hardware"
+    assert bridge.parameters["network_interface"] == "eth0" and bridge.parameters["unitree_domain"] == 0
+    assert "sim_robot" not in [n.name for n in plan.nodes]
+    assert plan.node("safety_supervisor").parameters["simulated"] is False

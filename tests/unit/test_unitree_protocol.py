@@ -4,19 +4,24 @@ Each is checked against a second, independent computation: the CRC against the c
 check value and a bit-by-bit loop over uint32 words; the C layout against ctypes' own layout
 of the same structs; the DDS types against a real cyclonedds serialization round trip."""
 import ctypes
+import os
 import random
 import struct
+import time
 
 import pytest
 import yaml
 
 from sim2real.core.robot_profile import ProfileError, load_profile, profile_path
 from sim2real.core.unitree.crc import crc32_mpeg2, frame_crc
+from sim2real.core.unitree.dds import UnitreeDds
 from sim2real.core.unitree.frames import LOWCMD, LOWSTATE, lowcmd_crc, pack_lowcmd, pack_lowstate, seal
 from sim2real.core.unitree.messages import LowCmd_, LowState_
 from sim2real.core.unitree.remote import BUTTONS, decode_remote, encode_remote
 
 GO2 = load_profile("go2")
+# A DDS domain of this test run's own (tests/conftest.py draws ROS_DOMAIN_ID at random).
+DOMAIN = 100 + int(os.environ["ROS_DOMAIN_ID"])
 
 
 def crc_bit_by_bit(frame: bytes) -> int:
@@ -140,9 +145,42 @@ def test_the_packed_layout_is_the_c_structs_byte_for_byte(message, c_type, pack,
 
 @pytest.mark.parametrize("message, c_type, pack", [(LowCmd_, CLowCmd, pack_lowcmd),
                                                    (LowState_, CLowState, pack_lowstate)])
-def test_a_dds_round_trip_keeps_every_field(message, c_type, pack):
+def test_the_wire_bytes_are_cyclonedds_own_and_round_trip(message, c_type, pack):
     msg = randomised(message(), c_type(), random.Random(3))
-    assert pack(message.deserialize(msg.serialize())) == pack(msg)
+    wire = msg.serialize()
+    assert wire == msg.__idl__.serialize(msg)  # cyclonedds' own (pure Python) serializer
+    assert pack(message.deserialize(wire)) == pack(msg)
+    assert pack(message.__idl__.deserialize(wire)) == pack(msg)
+
+
+def test_messages_cross_a_real_dds_domain_by_name_and_type(tmp_path):
+    robot, bridge = UnitreeDds(DOMAIN, "lo", role="robot"), UnitreeDds(DOMAIN, "lo", role="bridge")
+    state = randomised(LowState_(), CLowState(), random.Random(5))
+    command = seal(randomised(LowCmd_(), CLowCmd(), random.Random(6)))
+    received_states, received_commands = [], []
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline and not (received_states and received_commands):
+        robot.write(state)
+        bridge.write(command)
+        received_states += list(bridge.take_states(0.05))
+        received_commands += list(robot.take_commands(0.05))
+    assert received_states and received_commands, "nothing crossed the DDS domain in 10 s"
+    assert pack_lowstate(received_states[0]) == pack_lowstate(state)
+    assert pack_lowcmd(received_commands[0]) == pack_lowcmd(command)
+
+
+def test_another_writer_on_lowcmd_is_found_by_discovery():
+    """What the bridge's preflight calls the robot's sport mode: a second rt/lowcmd writer."""
+    bridge = UnitreeDds(DOMAIN + 1, "lo", role="bridge")
+    UnitreeDds(DOMAIN + 1, "lo", role="robot")  # reads rt/lowcmd, writes rt/lowstate: no rival
+    time.sleep(0.5)
+    assert bridge.other_command_writers() == []
+    rival = UnitreeDds(DOMAIN + 1, "lo", role="bridge")
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline and not bridge.other_command_writers():
+        time.sleep(0.1)
+    assert len(bridge.other_command_writers()) == 1
+    del rival
 
 
 def test_a_sealed_command_carries_its_crc_and_any_change_breaks_it():

@@ -104,6 +104,9 @@ class SafetyConfig:
     # damp at once.
     damp_pose: dict[str, float] = field(default_factory=dict)
     damp_duration: float = 0.0
+    # A Unitree robot's own remote (hardware:=unitree): action -> remote button name
+    # (sim2real.core.unitree.remote.BUTTONS); the bridge presses the joystick's button for it.
+    remote: dict[str, str] = field(default_factory=dict)
 
 
 def safety_config_path(name_or_path: str | Path) -> Path:
@@ -129,7 +132,7 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
 
     unknown = sorted(set(data) - {"command_period", "stand_duration", "blend_duration", "hold_pose", "hold_duration",
                                   "standby_deadline", "allow_weakened", "damp_pose", "damp_duration", "checks",
-                                  "joystick"})
+                                  "joystick", "remote"})
     if unknown:
         raise fail(", ".join(unknown), "unknown fields", "remove them (see config/safety/go2.yaml)")
     checks_data = data.get("checks") or {}
@@ -183,6 +186,7 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
         # One press would run several actions in a tick: estop, then reset, stands the robot back up.
         actions = {index: [a for a, i in buttons.items() if i == index] for index in shared}
         raise fail("joystick", f"buttons shared by several actions: {actions}", "give each action its own button")
+    remote = _remote(data.get("remote") or {}, fail)
     hold_pose = data.get("hold_pose", "last")
     if hold_pose not in HOLD_POSES:
         raise fail("hold_pose", f"expected one of {list(HOLD_POSES)}, got {hold_pose!r}",
@@ -202,7 +206,7 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
         command_period=number(data.get("command_period", 0.0), "command_period"),
         stand_duration=number(data.get("stand_duration", 2.0), "stand_duration"),
         blend_duration=number(data.get("blend_duration", 0.5), "blend_duration"),
-        checks=checks, buttons=buttons, source=Path(source) if isinstance(source, (str, Path)) else None,
+        checks=checks, buttons=buttons, remote=remote, source=Path(source) if isinstance(source, (str, Path)) else None,
     )
 
 
@@ -211,3 +215,21 @@ def _finite(value: Any, field: str, fail) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise fail(field, f"expected a finite number (rad), got {value!r}", "write an angle in rad")
     return float(value)
+
+
+def _remote(data: Any, fail) -> dict[str, str]:
+    """The ``remote:`` section: operator action -> button of a Unitree remote."""
+    from sim2real.core.unitree.remote import BUTTONS as REMOTE_BUTTONS  # a table only: no DDS
+
+    if not isinstance(data, dict):
+        raise fail("remote", f"expected a mapping of action -> remote button, got {data!r}",
+                   "write e.g. remote: {estop: select, ...} (see config/safety/go2.yaml)")
+    for action, button in data.items():
+        if action not in BUTTONS:
+            raise fail(f"remote.{action}", "unknown action", f"use one of {list(BUTTONS)}")
+        if button not in REMOTE_BUTTONS:
+            raise fail(f"remote.{action}", f"unknown remote button {button!r}", f"use one of {list(REMOTE_BUTTONS)}")
+    shared = sorted({b for b in data.values() if list(data.values()).count(b) > 1})
+    if shared:
+        raise fail("remote", f"remote buttons shared by several actions: {shared}", "give each action its own button")
+    return {str(action): str(button) for action, button in data.items()}

@@ -25,6 +25,7 @@ def _floats(n: int):
     return field(default_factory=lambda: [0.0] * n)
 
 
+
 @dataclass
 @annotate.final
 @annotate.autoid("sequential")
@@ -136,3 +137,26 @@ class LowState_(idl.IdlStruct, typename="unitree_go.msg.dds_.LowState_"):
     fan_frequency: types.array[types.uint16, 4] = _zeros(4)
     reserve: types.uint32 = 0
     crc: types.uint32 = 0
+
+
+# LowCmd_ and LowState_ are serialized by sim2real.core.unitree.frames with ``struct``: the same
+# bytes as cyclonedds' serializer, which is pure Python and too slow for 500 Hz. Set on the
+# classes (not inherited: cyclonedds would read a base class as IDL inheritance); any other
+# representation falls back to cyclonedds.
+def _serialize(self, buffer=None, endianness=None, use_version_2=None) -> bytes:
+    if buffer is None and endianness is None and not use_version_2:
+        from sim2real.core.unitree.frames import to_cdr
+        return to_cdr(self)
+    return self.__idl__.serialize(self, buffer=buffer, endianness=endianness, use_version_2=use_version_2)
+
+
+def _deserialize(cls, data, has_header: bool = True, use_version_2=None):
+    if has_header and not use_version_2 and bytes(data[:4]) == b"\x00\x01\x00\x00":
+        from sim2real.core.unitree.frames import from_cdr
+        return from_cdr(cls, data)
+    return cls.__idl__.deserialize(data, has_header=has_header, use_version_2=use_version_2)
+
+
+for _message in (LowCmd_, LowState_):
+    _message.serialize = _serialize
+    _message.deserialize = classmethod(_deserialize)

@@ -19,6 +19,9 @@ class UnitreeInterface:
     level_flag: int             # 0xFF: low-level control
     motor_mode: int             # MotorCmd mode of a commanded motor (0x01: servo)
     motor_index: dict[str, int]  # joint name -> motor slot in LowCmd/LowState
+    lowstate_rate: float = 500.0        # Hz the robot sends LowState at
+    min_battery_voltage: float = 0.0    # V, preflight refuses to command below it
+    max_motor_temperature: float = 70.0  # deg C, preflight refuses to command above it
 
     def slots(self, joint_names: Sequence[str]) -> np.ndarray:
         """Motor slot of each joint, in ``joint_names`` order."""
@@ -30,9 +33,17 @@ def parse_unitree_section(data: Any, joint_names: Sequence[str],
     """The profile's ``unitree:`` mapping, checked; ``fail(field, problem, fix)`` makes the error."""
     if not isinstance(data, dict):
         raise fail("unitree", f"expected a mapping, got {data!r}", "see config/robots/go2.yaml")
-    unknown = sorted(set(data) - {"head", "level_flag", "motor_mode", "motors"})
+    known = {"head", "level_flag", "motor_mode", "motors", "lowstate_rate", "min_battery_voltage",
+             "max_motor_temperature"}
+    unknown = sorted(set(data) - known)
     if unknown:
-        raise fail("unitree", f"unknown fields {unknown}", "use head, level_flag, motor_mode and motors")
+        raise fail("unitree", f"unknown fields {unknown}", f"use {sorted(known)}")
+
+    def positive(key: str, default: float) -> float:
+        value = data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
+            raise fail(f"unitree.{key}", f"expected a finite number > 0, got {value!r}", "write it in SI units")
+        return float(value)
 
     def byte(value: Any, field: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0xFF:
@@ -64,4 +75,6 @@ def parse_unitree_section(data: Any, joint_names: Sequence[str],
     return UnitreeInterface(head=(byte(head[0], "unitree.head[0]"), byte(head[1], "unitree.head[1]")),
                             level_flag=byte(data.get("level_flag", 0xFF), "unitree.level_flag"),
                             motor_mode=byte(data.get("motor_mode", 0x01), "unitree.motor_mode"),
-                            motor_index=index)
+                            motor_index=index, lowstate_rate=positive("lowstate_rate", 500.0),
+                            min_battery_voltage=positive("min_battery_voltage", 1.0),
+                            max_motor_temperature=positive("max_motor_temperature", 70.0))

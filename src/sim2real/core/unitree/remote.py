@@ -49,3 +49,14 @@ def encode_remote(pressed: Iterable[str] = (), lx: float = 0.0, ly: float = 0.0,
     bits = sum(1 << bit for bit, name in enumerate(BUTTONS) if name in pressed)
     raw = _LAYOUT.pack(b"\x00\x00", bits, lx, rx, ry, l2, ly)
     return list(raw + bytes(REMOTE_BYTES - len(raw)))
+
+
+def joy_buttons(state: RemoteState, remote: dict[str, str], joystick: dict[str, int]) -> list[int]:
+    """The sensor_msgs/Joy buttons the supervisor reads (``joystick``: action -> Joy index) for
+    a remote in ``state`` (``remote``: action -> remote button), so the Go2's own remote is the
+    operator's hand: its e-stop button is the supervisor's e-stop."""
+    buttons = [0] * (max(joystick.values(), default=-1) + 1)
+    for action, index in joystick.items():
+        if action in remote and remote[action] in state.pressed:
+            buttons[index] = 1
+    return buttons

@@ -1,0 +1,93 @@
+"""The Go2's DDS topics through cyclonedds: one participant, a reader and a writer.
+
+The bridge reads ``rt/lowstate`` and writes ``rt/lowcmd``; a robot (or the Go2 double) the
+other way round. Plain DDS with Unitree's types: no ROS, so its own domain and network
+interface.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
+from cyclonedds.core import InstanceState, Qos, Policy, ReadCondition, SampleState, ViewState, WaitSet
+from cyclonedds.domain import Domain, DomainParticipant
+from cyclonedds.pub import DataWriter
+from cyclonedds.sub import DataReader
+from cyclonedds.topic import Topic
+from cyclonedds.util import duration
+
+from sim2real.core.unitree.messages import LowCmd_, LowState_
+
+LOWSTATE_TOPIC = "rt/lowstate"
+LOWCMD_TOPIC = "rt/lowcmd"
+# Samples kept between two takes: a reader that falls behind loses the oldest, never blocks the robot.
+READER_DEPTH = 32
+
+
+_domains: dict[int, tuple[str, Domain]] = {}  # a process configures a DDS domain once
+
+
+def _configure(domain: int, interface: str) -> None:
+    config = interface_config(interface)
+    if domain in _domains:
+        if _domains[domain][0] != config:
+            raise ValueError(f"DDS domain {domain} is already bound to interface {_domains[domain][0]!r} in this "
+                             f"process; use one network_interface per domain")
+        return
+    if config:
+        _domains[domain] = (config, Domain(domain, config))
+
+
+def interface_config(interface: str) -> str:
+    """cyclonedds XML that binds a participant to one network interface ('' = cyclonedds' choice)."""
+    if not interface:
+        return ""
+    return ('<CycloneDDS><Domain id="any"><General><Interfaces>'
+            f'<NetworkInterface name="{interface}"/></Interfaces></General></Domain></CycloneDDS>')
+
+
+class UnitreeDds:
+    """``role`` ``bridge``: reads LowState, writes LowCmd; ``robot``: reads LowCmd, writes LowState."""
+
+    def __init__(self, domain: int, interface: str = "", role: str = "bridge"):
+        if role not in ("bridge", "robot"):
+            raise ValueError(f"role {role!r}: use bridge or robot")
+        _configure(domain, interface)
+        self.participant = DomainParticipant(domain)
+        state = Topic(self.participant, LOWSTATE_TOPIC, LowState_)
+        command = Topic(self.participant, LOWCMD_TOPIC, LowCmd_)
+        reads, writes = (state, command) if role == "bridge" else (command, state)
+        self.reader = DataReader(self.participant, reads, qos=Qos(Policy.History.KeepLast(READER_DEPTH)))
+        self.writer = DataWriter(self.participant, writes)
+        self._waitset = WaitSet(self.participant)
+        self._condition = ReadCondition(self.reader, ViewState.Any | InstanceState.Any | SampleState.NotRead)
+        self._waitset.attach(self._condition)
+        self._publications = BuiltinDataReader(self.participant, BuiltinTopicDcpsPublication)
+        self._alive = ReadCondition(self._publications, ViewState.Any | InstanceState.Alive | SampleState.Any)
+
+    def take(self, timeout: float) -> Iterator:
+        """The samples received since the last take, waiting up to ``timeout`` s for the first."""
+        samples = self.reader.take(N=READER_DEPTH)
+        if not samples and timeout > 0:
+            self._waitset.wait(duration(seconds=timeout))
+            samples = self.reader.take(N=READER_DEPTH)
+        return iter(samples)
+
+    take_states = take  # the bridge's name for it
+    take_commands = take  # the robot's
+
+    def write(self, sample) -> None:
+        self.writer.write(sample)
+
+    def other_command_writers(self) -> list[str]:
+        """Writers on rt/lowcmd other than this participant's (DDS discovery): e.g. the robot's
+        sport mode, which would fight every command the bridge sends."""
+        own = str(self.participant.guid)
+        others = []
+        for sample in self._publications.read(N=256, condition=self._alive):  # writers gone are not alive
+            if sample.topic_name == LOWCMD_TOPIC and str(sample.participant_key) != own:
+                others.append(str(sample.key))
+        return sorted(set(others))
+
+    def close(self) -> None:
+        self.participant = None  # cyclonedds deletes entities when their last reference goes

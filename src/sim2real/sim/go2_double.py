@@ -1,0 +1,192 @@
+"""A Go2 double: the project's PyBullet Go2 behind the robot's own DDS topics.
+
+It speaks what a real Go2 speaks in low-level mode, byte for byte (cyclonedds, Unitree's types,
+:mod:`sim2real.core.unitree`): it publishes ``rt/lowstate`` at 500 Hz (tick in ms, IMU
+quaternion w first, motor q/dq/tau_est and temperature, battery voltage, the remote's 40 bytes,
+CRC) and applies each ``rt/lowcmd`` per motor, ``tau + kp (q_cmd - q) + kd (dq_cmd - dq)``,
+after checking its CRC (a bad one is dropped and counted, as the robot does). With
+``--sport-mode`` its own sport-mode writer holds the robot standing and writes ``rt/lowcmd``
+until released, as a Go2 does after power-on.
+
+Tests and demos drive it on stdin, one command a line:
+    status                  one line of JSON: counts, and the motors' q of the newest LowCmd applied
+    remote [BUTTON ...]     the remote's buttons held from now on (none: all released)
+    fault NAME on|off       drop_lowstate, freeze_tick, bad_crc, low_battery, hot_motor
+    release                 release sport mode (the SDK's MotionSwitcher on a real robot)
+    quit
+
+    python -m sim2real.sim.go2_double --domain 0 --interface lo
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+
+import numpy as np
+
+from sim2real.core.joint_command import JointTargets
+from sim2real.core.robot_profile import load_profile
+from sim2real.core.safety_config import load_safety_config
+from sim2real.core.unitree.dds import UnitreeDds
+from sim2real.core.unitree.frames import lowcmd_crc, seal_state
+from sim2real.core.unitree.low_level import Go2LowLevel
+from sim2real.core.unitree.messages import LowState_
+from sim2real.core.unitree.remote import encode_remote
+from sim2real.sim.world import SimWorld
+
+FAULTS = ("drop_lowstate", "freeze_tick", "bad_crc", "low_battery", "hot_motor")
+BATTERY_V = 25.2        # a charged pack (config/robots/go2.yaml: battery_nominal_voltage)
+LOW_BATTERY_V = 20.0    # under the profile's min_battery_voltage
+MOTOR_TEMPERATURE = 40  # deg C, a motor at work
+HOT_MOTOR = 95          # deg C, over the profile's max_motor_temperature
+LYING_HEIGHT = 0.1      # m, trunk centre of a Go2 lying folded (it settles from there)
+
+
+class Go2Double:
+    def __init__(self, domain: int, interface: str = "lo", seed: int = 0, sport_mode: bool = False):
+        self.profile = load_profile("go2")
+        self.low_level = Go2LowLevel(self.profile)
+        self.world = SimWorld(self.profile, seed=seed)
+        # As a Go2 is switched on: lying folded on the floor (the safety config's lying pose).
+        lying = load_safety_config("go2").damp_pose
+        self.world.reset(joint_positions=[lying[name] for name in self.profile.joint_names],
+                         base_position=(0.0, 0.0, LYING_HEIGHT))
+        self.dds = UnitreeDds(domain, interface, role="robot")
+        # The sport-mode service is another writer on rt/lowcmd, in a participant of its own.
+        self.sport = UnitreeDds(domain, interface, role="bridge") if sport_mode else None
+        self.period = self.profile.sensing_period
+        self.substeps = round(self.period / self.profile.physics_period)
+        self._stand = self.low_level.command(JointTargets.positions(self.profile.default_positions))
+        self.faults: set[str] = set()
+        self.remote = encode_remote()
+        # applied: LowCmd applied; driven: those with position gains (not only damping)
+        self.counts = {"applied": 0, "driven": 0, "bad_crc": 0, "states": 0}
+        self.tick = 0
+        self.applied_frames: list = []  # the newest LowCmd applied, for tests (index 0)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._passive()
+
+    def _passive(self) -> None:
+        """Motors off: no command yet (a Go2 in low-level mode before anyone writes rt/lowcmd)."""
+        zero = np.zeros(self.profile.num_joints)
+        self.world.command(self.world.true_joint_state().position, zero, zero, kp=0.0, kd=0.0)
+
+    # -- one control period -------------------------------------------------------------------
+    def step(self) -> None:
+        with self._lock:
+            if self.sport is not None:
+                self.world.command(self.profile.default_positions)  # sport mode stands
+                self.sport.write(self._stand)
+                self.dds.take(0.0)  # a robot in sport mode ignores low-level commands
+            else:
+                for cmd in self.dds.take(0.0):
+                    if lowcmd_crc(cmd) != cmd.crc:
+                        self.counts["bad_crc"] += 1
+                        continue
+                    q, dq, tau, kp, kd = self.low_level.joint_targets(cmd)
+                    self.world.command(q, dq, tau, kp=kp, kd=kd)
+                    self.counts["applied"] += 1
+                    self.counts["driven"] += bool(np.any(kp > 0))
+                    self.applied_frames[:] = [cmd]
+            self.world.step(self.substeps)
+            if "freeze_tick" not in self.faults:
+                self.tick = (self.tick + round(self.period * 1000)) % 2 ** 32
+            if "drop_lowstate" not in self.faults:
+                self.dds.write(self.lowstate())
+                self.counts["states"] += 1
+
+    def lowstate(self) -> LowState_:
+        state = self.world.true_joint_state()
+        imu = self.world.imu()
+        msg = LowState_(head=[0xFE, 0xEF], level_flag=0xFF, tick=self.tick, wireless_remote=list(self.remote),
+                        power_v=LOW_BATTERY_V if "low_battery" in self.faults else BATTERY_V)
+        x, y, z, w = (float(v) for v in imu.orientation)
+        msg.imu_state.quaternion = [w, x, y, z]
+        msg.imu_state.gyroscope = [float(v) for v in imu.angular_velocity]
+        msg.imu_state.accelerometer = [float(v) for v in imu.linear_acceleration]
+        for i, slot in enumerate(self.low_level.slots):
+            motor = msg.motor_state[slot]
+            motor.mode = self.profile.unitree.motor_mode
+            motor.q, motor.dq, motor.tau_est = float(state.position[i]), float(state.velocity[i]), float(state.effort[i])
+            motor.temperature = HOT_MOTOR if "hot_motor" in self.faults and i == 0 else MOTOR_TEMPERATURE
+        seal_state(msg)
+        if "bad_crc" in self.faults:
+            msg.crc ^= 0x1
+        return msg
+
+    # -- stdin -------------------------------------------------------------------------------
+    def handle(self, line: str) -> str:
+        words = line.split()
+        if not words:
+            return ""
+        with self._lock:
+            if words[0] == "remote":
+                self.remote = encode_remote(words[1:])
+            elif words[0] == "fault" and len(words) == 3 and words[1] in FAULTS and words[2] in ("on", "off"):
+                (self.faults.add if words[2] == "on" else self.faults.discard)(words[1])
+            elif words[0] == "release":
+                if self.sport is not None:
+                    self.sport.close()
+                    self.sport = None
+                    self._passive()
+            elif words[0] == "status":
+                frame = self.applied_frames[0] if self.applied_frames else None
+                return json.dumps({**self.counts, "sport_mode": self.sport is not None,
+                                   "applied_q": [m.q for m in frame.motor_cmd] if frame else None})
+            elif words[0] == "quit":
+                self._stop.set()
+            else:
+                return (f"unknown command {line.strip()!r}: use status, remote [BUTTON ...], fault "
+                        f"{{{'|'.join(FAULTS)}}} on|off, release or quit")
+        return "ok"
+
+    def run(self, duration: float = float("inf")) -> None:
+        start = next_tick = time.monotonic()
+        while not self._stop.is_set() and time.monotonic() - start < duration:
+            self.step()
+            next_tick += self.period
+            delay = next_tick - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            elif delay < -0.1:  # far behind (a loaded machine): skip ahead instead of racing
+                next_tick = time.monotonic()
+
+    def close(self) -> None:
+        self.world.close()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--domain", type=int, default=0, help="DDS domain of rt/lowstate and rt/lowcmd (default 0)")
+    parser.add_argument("--interface", default="lo", help="network interface (default lo: this machine only)")
+    parser.add_argument("--seed", type=int, default=0, help="terrain and noise seed")
+    parser.add_argument("--sport-mode", action="store_true", help="start with sport mode writing rt/lowcmd")
+    parser.add_argument("--duration", type=float, default=float("inf"), help="s to run (default: until quit)")
+    args = parser.parse_args(argv)
+    double = Go2Double(args.domain, args.interface, args.seed, args.sport_mode)
+
+    def read_stdin() -> None:
+        for line in sys.stdin:
+            reply = double.handle(line)
+            if reply:
+                print(reply, flush=True)
+        double.handle("quit")  # stdin closed: the test or the terminal went away
+
+    threading.Thread(target=read_stdin, daemon=True).start()
+    print(f"go2 double: rt/lowstate at {1 / double.period:.0f} Hz on domain {args.domain}, interface "
+          f"{args.interface}{', sport mode on' if double.sport else ''}", flush=True)
+    try:
+        double.run(args.duration)
+    finally:
+        print(f"go2 double: {double.counts['applied']} LowCmd applied, {double.counts['bad_crc']} dropped for a bad "
+              f"CRC, {double.counts['states']} LowState sent", flush=True)
+        double.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

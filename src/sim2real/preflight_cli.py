@@ -21,7 +21,9 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     dds = UnitreeDds(args.domain, args.network_interface)
     print(f"listening to rt/lowstate on DDS domain {args.domain}, interface {args.network_interface or 'default'} "
           f"for {args.window:g} s ...", flush=True)
-    time.sleep(min(1.0, args.window))  # discovery: the robot's writer and any rival rt/lowcmd writer
+    time.sleep(1.0)  # discovery: the robot's writer and any rival rt/lowcmd writer
+    while list(dds.take_states(timeout=0.0)):  # queued during discovery: not part of the window
+        pass
     received = []
     start = time.monotonic()
     while time.monotonic() - start < args.window:
@@ -43,7 +45,8 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 def add_parser(sub, formatter) -> None:
     parser = sub.add_parser(
         "preflight", formatter_class=formatter, help="check a Unitree Go2 before the bridge may command it",
-        description="Listen to the robot's rt/lowstate for a window and run the checks unitree_bridge runs before "
+        description="Wait a second for DDS discovery, then listen to the robot's rt/lowstate for a window and run "
+                    "the checks unitree_bridge runs before "
                     "it forwards any command:\nrate >= 90 %, tick advancing, CRCs valid, unit IMU quaternion, joints "
                     "inside their limits, battery and motor temperatures,\nand no other writer on rt/lowcmd (the "
                     "robot's sport mode). Each failure is one line: value, limit, fix. Exit code 1 if any failed.",

@@ -9,7 +9,8 @@ after checking its CRC (a bad one is dropped and counted, as the robot does). Wi
 until released, as a Go2 does after power-on.
 
 Tests and demos drive it on stdin, one command a line:
-    status                  one line of JSON: counts, and the motors' q of the newest LowCmd applied
+    status                  one line of JSON: counts, the trunk's position (ground truth), and the
+                            motors' q of the newest LowCmd applied
     remote [BUTTON ...]     the remote's buttons held from now on (none: all released)
     fault NAME on|off       drop_lowstate, freeze_tick, bad_crc, low_battery, hot_motor
     release                 release sport mode (the SDK's MotionSwitcher on a real robot)
@@ -43,6 +44,7 @@ LOW_BATTERY_V = 20.0    # under the profile's min_battery_voltage
 MOTOR_TEMPERATURE = 40  # deg C, a motor at work
 HOT_MOTOR = 95          # deg C, over the profile's max_motor_temperature
 LYING_HEIGHT = 0.1      # m, trunk centre of a Go2 lying folded (it settles from there)
+MAX_CATCH_UP = 10       # sensing periods one loop may advance when it fell behind
 
 
 class Go2Double:
@@ -62,8 +64,13 @@ class Go2Double:
         self._stand = self.low_level.command(JointTargets.positions(self.profile.default_positions))
         self.faults: set[str] = set()
         self.remote = encode_remote()
-        # applied: LowCmd applied; driven: those with position gains (not only damping)
-        self.counts = {"applied": 0, "driven": 0, "bad_crc": 0, "states": 0}
+        # applied: LowCmd applied; driven: those with position gains (not only damping); foreign:
+        # LowCmd from another writer than sport mode received while sport mode runs (a fight)
+        self.counts = {"applied": 0, "driven": 0, "bad_crc": 0, "states": 0, "foreign": 0}
+        self.first_driven_gap: float | None = None  # rad, first driven frame's targets to the joints
+        # s from the last driven frame to the damping frame that followed it (this process's clock)
+        self.driven_to_damping: float | None = None
+        self._last_driven_at: float | None = None
         self.tick = 0
         self.applied_frames: list = []  # the newest LowCmd applied, for tests (index 0)
         self._lock = threading.Lock()
@@ -76,25 +83,37 @@ class Go2Double:
         self.world.command(self.world.true_joint_state().position, zero, zero, kp=0.0, kd=0.0)
 
     # -- one control period -------------------------------------------------------------------
-    def step(self) -> None:
+    def step(self, periods: int = 1) -> None:
+        """Apply the newest command, advance ``periods`` sensing periods of physics, send one
+        LowState (more than one period: the loop fell behind the wall clock and catches up)."""
         with self._lock:
             if self.sport is not None:
                 self.world.command(self.profile.default_positions)  # sport mode stands
                 self.sport.write(self._stand)
-                self.dds.take(0.0)  # a robot in sport mode ignores low-level commands
+                for cmd in self.dds.take(0.0):  # on a real Go2 both writers would reach the motors
+                    self.counts["foreign"] += cmd.crc != self._stand.crc
             else:
                 for cmd in self.dds.take(0.0):
                     if lowcmd_crc(cmd) != cmd.crc:
                         self.counts["bad_crc"] += 1
                         continue
                     q, dq, tau, kp, kd = self.low_level.joint_targets(cmd)
+                    if np.any(kp > 0) and self.first_driven_gap is None:
+                        measured = self.world.true_joint_state().position
+                        self.first_driven_gap = float(np.max(np.abs(q - measured)))
                     self.world.command(q, dq, tau, kp=kp, kd=kd)
                     self.counts["applied"] += 1
-                    self.counts["driven"] += bool(np.any(kp > 0))
+                    driven = bool(np.any(kp > 0))
+                    self.counts["driven"] += driven
+                    if driven:
+                        self._last_driven_at = time.monotonic()
+                    elif self._last_driven_at is not None:
+                        self.driven_to_damping = time.monotonic() - self._last_driven_at
+                        self._last_driven_at = None
                     self.applied_frames[:] = [cmd]
-            self.world.step(self.substeps)
+            self.world.step(self.substeps * periods)
             if "freeze_tick" not in self.faults:
-                self.tick = (self.tick + round(self.period * 1000)) % 2 ** 32
+                self.tick = (self.tick + periods * round(self.period * 1000)) % 2 ** 32
             if "drop_lowstate" not in self.faults:
                 self.dds.write(self.lowstate())
                 self.counts["states"] += 1
@@ -135,7 +154,14 @@ class Go2Double:
                     self._passive()
             elif words[0] == "status":
                 frame = self.applied_frames[0] if self.applied_frames else None
+                position, _ = self.world.base_pose()
+                gains = self.low_level.joint_targets(frame)[3:] if frame else (np.zeros(1), np.zeros(1))
                 return json.dumps({**self.counts, "sport_mode": self.sport is not None,
+                                   "first_driven_gap": self.first_driven_gap,
+                                   "driven_to_damping": self.driven_to_damping,
+                                   "last_kp_max": float(np.max(gains[0])), "last_kd_max": float(np.max(gains[1])),
+                                   "base_position": [float(v) for v in position],
+                                   "sim_time": float(self.world.time),
                                    "applied_q": [m.q for m in frame.motor_cmd] if frame else None})
             elif words[0] == "quit":
                 self._stop.set()
@@ -145,15 +171,19 @@ class Go2Double:
         return "ok"
 
     def run(self, duration: float = float("inf")) -> None:
-        start = next_tick = time.monotonic()
+        """Physics in step with the wall clock, as a robot's is: a loop that falls behind (a
+        loaded machine) advances several periods at once and sends fewer LowState, so its time
+        never runs slower than the controller's (which would speed up a policy's gait)."""
+        start = time.monotonic()
+        done = 0
         while not self._stop.is_set() and time.monotonic() - start < duration:
-            self.step()
-            next_tick += self.period
-            delay = next_tick - time.monotonic()
+            due = int((time.monotonic() - start) / self.period) + 1
+            periods = min(max(due - done, 1), MAX_CATCH_UP)
+            self.step(periods)
+            done = max(done + periods, due - MAX_CATCH_UP)  # further behind than that: time is lost
+            delay = start + done * self.period - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            elif delay < -0.1:  # far behind (a loaded machine): skip ahead instead of racing
-                next_tick = time.monotonic()
 
     def close(self) -> None:
         self.world.close()

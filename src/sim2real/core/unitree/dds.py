@@ -12,7 +12,7 @@ from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
 from cyclonedds.core import InstanceState, Qos, Policy, ReadCondition, SampleState, ViewState, WaitSet
 from cyclonedds.domain import Domain, DomainParticipant
 from cyclonedds.pub import DataWriter
-from cyclonedds.sub import DataReader
+from cyclonedds.sub import DataReader, InvalidSample
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
@@ -71,7 +71,8 @@ class UnitreeDds:
         if not samples and timeout > 0:
             self._waitset.wait(duration(seconds=timeout))
             samples = self.reader.take(N=READER_DEPTH)
-        return iter(samples)
+        # A writer that left (a robot switched off, sport mode released) sends a sample without data.
+        return (sample for sample in samples if not isinstance(sample, InvalidSample))
 
     take_states = take  # the bridge's name for it
     take_commands = take  # the robot's
@@ -83,11 +84,19 @@ class UnitreeDds:
         """Writers on rt/lowcmd other than this participant's (DDS discovery): e.g. the robot's
         sport mode, which would fight every command the bridge sends."""
         own = str(self.participant.guid)
-        others = []
-        for sample in self._publications.read(N=256, condition=self._alive):  # writers gone are not alive
-            if sample.topic_name == LOWCMD_TOPIC and str(sample.participant_key) != own:
-                others.append(str(sample.key))
-        return sorted(set(others))
+        others: set[str] = set()
+        seen, batch = 0, 256
+        while True:  # a robot's domain holds many topics: read them all, not the first batch
+            samples = self._publications.read(N=seen + batch, condition=self._alive)  # writers gone are not alive
+            for sample in samples:
+                if sample.topic_name == LOWCMD_TOPIC and str(sample.participant_key) != own:
+                    others.add(str(sample.key))
+            if len(samples) < seen + batch:
+                return sorted(others)
+            seen += batch
 
     def close(self) -> None:
-        self.participant = None  # cyclonedds deletes entities when their last reference goes
+        # cyclonedds deletes an entity when its last reference goes: the writer first.
+        self.writer = self.reader = self._publications = None
+        self._waitset = self._condition = self._alive = None
+        self.participant = None

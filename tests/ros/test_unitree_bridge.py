@@ -160,6 +160,24 @@ def test_a_joint_commanded_by_name_moves_exactly_its_motor(probe, start_graph, r
     np.testing.assert_allclose(sent, expected, atol=1e-5)
 
 
+def test_the_remotes_sticks_drive_cmd_vel_while_off_centre(probe, start_graph, run_double):
+    from geometry_msgs.msg import Twist
+
+    double = run_double()
+    twists = probe.record(Twist, "/cmd_vel", 10)
+    graph = start_bridge(start_graph, only=("unitree_bridge",))
+    assert wait_for(lambda: "preflight passed" in graph.log.text(), STARTUP_S), graph.log.text()[-2000:]
+    time.sleep(0.5)
+    assert not twists  # a remote at rest leaves /cmd_vel to others
+    double.handle("sticks 0 0.5 0 0")  # left stick half forward
+    assert wait_for(lambda: twists and twists[-1].linear.x == pytest.approx(0.5), 2.0)
+    double.handle("sticks 0 0 0 0")
+    assert wait_for(lambda: twists[-1].linear.x == 0.0, 2.0)
+    settled = len(twists)
+    time.sleep(0.5)
+    assert len(twists) == settled  # one zero, then silence
+
+
 def test_the_remotes_estop_button_latches_estop(probe, start_graph, run_double):
     double = run_double()
     status = Status(probe)

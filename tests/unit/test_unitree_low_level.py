@@ -132,3 +132,13 @@ def test_each_preflight_failure_is_one_line_with_value_limit_and_fix(window, wri
 def test_a_profile_without_a_unitree_section_is_refused():
     with pytest.raises(ValueError, match="no unitree: section"):
         Go2LowLevel(load_profile("panda"))
+
+
+def test_the_sticks_ask_a_base_velocity_only_when_off_centre():
+    from sim2real.core.unitree.remote import decode_remote, remote_velocity
+
+    limits = (1.0, 0.5, 1.0)
+    assert remote_velocity(decode_remote(encode_remote(lx=0.02, ly=-0.03)), limits) is None
+    vx, vy, yaw = remote_velocity(decode_remote(encode_remote(ly=0.5, lx=1.0, rx=-0.5)), limits)
+    assert (vx, vy, yaw) == pytest.approx((0.5, -0.5, 0.5))  # forward, to the right, turning left
+    assert remote_velocity(decode_remote(encode_remote(ly=3.0)), limits)[0] == 1.0  # clamped at full stick

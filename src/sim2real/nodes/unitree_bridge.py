@@ -6,6 +6,7 @@ Unitree's types, :mod:`sim2real.core.unitree`):
 - ``rt/lowstate`` (500 Hz) -> ``/joint_states`` (position, velocity, tau_est, matched to joints
   by name through the profile's motor table), ``/imu/data`` (the quaternion reordered to ROS's
   x, y, z, w), ``/joy`` (the remote's buttons, as the safety config's ``remote:`` maps them),
+  ``/cmd_vel`` (the sticks, while one is off centre),
   ``/diagnostics`` (battery, motor temperatures, CRC and preflight state). A sample with a bad
   CRC or a tick that did not advance is dropped: the supervisor sees the stream go stale.
 - ``/joint_commands`` (the supervisor's only) -> ``rt/lowcmd``: q, dq, tau and the profile's
@@ -28,6 +29,7 @@ import threading
 import time
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import Twist
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState, Joy
 
@@ -37,7 +39,7 @@ from sim2real.core.safety_config import load_safety_config
 from sim2real.core.unitree.dds import UnitreeDds
 from sim2real.core.unitree.gate import ARMED, LATCHED, BridgeGate
 from sim2real.core.unitree.low_level import Go2LowLevel, LowStateReading
-from sim2real.core.unitree.remote import joy_buttons
+from sim2real.core.unitree.remote import joy_buttons, remote_velocity
 from sim2real.nodes import lifecycle, qos
 from sim2real.nodes.command_source import CommandSource
 from sim2real.nodes.params import declare
@@ -58,6 +60,13 @@ class UnitreeBridgeNode(Node):
         domain = declare(self, "unitree_domain", 0, "DDS domain of the robot's rt/lowstate and rt/lowcmd (the Go2: 0)")
         safety = declare(self, "safety_config", "", "Safety config whose remote: and joystick: map the remote's "
                                                     "buttons onto /joy; '' = the robot's name")
+        max_velocity = declare(self, "remote_max_velocity", [1.0, 0.5, 1.0],
+                               "Base velocity (vx m/s, vy m/s, yaw rad/s) at full stick: the remote's sticks publish "
+                               "/cmd_vel while one is off centre (the policy runtime clamps it to its trained ranges)")
+        if len(max_velocity) != 3 or not all(v >= 0 for v in max_velocity):
+            raise ValueError(f"parameter remote_max_velocity:={list(max_velocity)}: give three numbers >= 0 "
+                             "(vx m/s, vy m/s, yaw rad/s), e.g. [1.0, 0.5, 1.0]")
+        self.max_velocity = tuple(float(v) for v in max_velocity)
         self.profile = load_profile(robot)
         low_level = Go2LowLevel(self.profile)  # refuses a profile without a unitree: section
         self.low_level = low_level
@@ -76,6 +85,8 @@ class UnitreeBridgeNode(Node):
         self._joint_pub = self.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
         self._imu_pub = self.create_publisher(Imu, "/imu/data", qos.SENSOR_PUBLISH)
         self._joy_pub = self.create_publisher(Joy, "/joy", qos.SENSOR_PUBLISH)
+        self._cmd_vel_pub = self.create_publisher(Twist, "/cmd_vel", 10)
+        self._sticks_moved = False
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._source = CommandSource.declared(self, "/joint_commands")
         self.create_subscription(JointState, "/joint_commands", self._on_command, qos.COMMAND)
@@ -148,6 +159,18 @@ class UnitreeBridgeNode(Node):
                       if remote.sticks_finite() else [0.0] * 5)
             joy.header.stamp = stamp
             self._joy_pub.publish(joy)
+            self._publish_velocity(remote)
+
+    def _publish_velocity(self, remote) -> None:
+        """/cmd_vel from the sticks while one is off centre, and one zero when they come back: a
+        remote at rest leaves /cmd_vel to other sources (teleop, a demo script)."""
+        velocity = remote_velocity(remote, self.max_velocity)
+        if velocity is None and not self._sticks_moved:
+            return
+        self._sticks_moved = velocity is not None
+        twist = Twist()
+        twist.linear.x, twist.linear.y, twist.angular.z = velocity or (0.0, 0.0, 0.0)
+        self._cmd_vel_pub.publish(twist)
 
     def _report_state(self) -> None:
         """One log line each time the gate changes state or the preflight failures change."""

@@ -12,6 +12,7 @@ Tests and demos drive it on stdin, one command a line:
     status                  one line of JSON: counts, the trunk's position (ground truth), and the
                             motors' q of the newest LowCmd applied
     remote [BUTTON ...]     the remote's buttons held from now on (none: all released)
+    sticks LX LY RX RY      the remote's sticks from now on (-1..1; 0 0 0 0: at rest)
     fault NAME on|off       drop_lowstate, freeze_tick, bad_crc, low_battery, hot_motor
     release                 release sport mode (the SDK's MotionSwitcher on a real robot)
     quit
@@ -64,6 +65,8 @@ class Go2Double:
         self._stand = self.low_level.command(JointTargets.positions(self.profile.default_positions))
         self.faults: set[str] = set()
         self.remote = encode_remote()
+        self._buttons: list[str] = []
+        self._sticks = {"lx": 0.0, "ly": 0.0, "rx": 0.0, "ry": 0.0}
         # applied: LowCmd applied; driven: those with position gains (not only damping); foreign:
         # LowCmd from another writer than sport mode received while sport mode runs (a fight)
         self.counts = {"applied": 0, "driven": 0, "bad_crc": 0, "states": 0, "foreign": 0}
@@ -144,7 +147,11 @@ class Go2Double:
             return ""
         with self._lock:
             if words[0] == "remote":
-                self.remote = encode_remote(words[1:])
+                self._buttons = words[1:]
+                self.remote = encode_remote(self._buttons, **self._sticks)
+            elif words[0] == "sticks" and len(words) == 5:
+                self._sticks = dict(zip(("lx", "ly", "rx", "ry"), map(float, words[1:])))
+                self.remote = encode_remote(self._buttons, **self._sticks)
             elif words[0] == "fault" and len(words) == 3 and words[1] in FAULTS and words[2] in ("on", "off"):
                 (self.faults.add if words[2] == "on" else self.faults.discard)(words[1])
             elif words[0] == "release":
@@ -166,7 +173,7 @@ class Go2Double:
             elif words[0] == "quit":
                 self._stop.set()
             else:
-                return (f"unknown command {line.strip()!r}: use status, remote [BUTTON ...], fault "
+                return (f"unknown command {line.strip()!r}: use status, remote [BUTTON ...], sticks LX LY RX RY, fault "
                         f"{{{'|'.join(FAULTS)}}} on|off, release or quit")
         return "ok"
 

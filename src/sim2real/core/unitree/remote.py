@@ -60,3 +60,18 @@ def joy_buttons(state: RemoteState, remote: dict[str, str], joystick: dict[str, 
         if action in remote and remote[action] in state.pressed:
             buttons[index] = 1
     return buttons
+
+
+STICK_DEAD_ZONE = 0.05  # a stick at rest reads a few hundredths off centre
+
+
+def remote_velocity(state: RemoteState, max_velocity: tuple[float, float, float]) -> tuple[float, float, float] | None:
+    """The base velocity command (vx m/s forward, vy m/s left, yaw rate rad/s counter-clockwise)
+    the sticks ask for: left stick forward/back and sideways, right stick left/right to turn,
+    each scaled to ``max_velocity``; None while every stick rests in its dead zone."""
+    if not state.sticks_finite():
+        return None
+    sticks = (state.ly, -state.lx, -state.rx)  # stick right is +x on the remote, -y and clockwise on the robot
+    if all(abs(v) <= STICK_DEAD_ZONE for v in sticks):
+        return None
+    return tuple(max(-1.0, min(1.0, v)) * limit for v, limit in zip(sticks, max_velocity))

@@ -1,11 +1,13 @@
-"""When the Go2 bridge may command, and what it sends (sim2real.core.unitree.gate), without DDS."""
+"""When the Go2 bridge may command, and what it writes (sim2real.core.unitree.gate), without DDS:
+the gate writes every frame itself, into a list here."""
 import numpy as np
 import pytest
 
 from sim2real.core.joint_command import JointTargets
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.unitree.frames import seal_state
-from sim2real.core.unitree.gate import ARMED, DISCOVERY_S, LATCHED, RESYNC_TOLERANCE, WAITING, BridgeGate
+from sim2real.core.unitree.gate import (ARMED, DISCOVERY_S, LATCHED, RESYNC_TOLERANCE, SHUTDOWN_FRAMES, STOPPED,
+                                        WAITING, BridgeGate)
 from sim2real.core.unitree.low_level import Go2LowLevel
 from sim2real.core.unitree.messages import LowState_
 
@@ -15,10 +17,11 @@ PERIOD = 0.002
 
 
 class Robot:
-    """Healthy LowState at 500 Hz into a gate, its clock with it."""
+    """Healthy LowState at 500 Hz into a gate, its clock with it; what the gate wrote in ``sent``."""
 
     def __init__(self):
-        self.gate = BridgeGate(LOW, GO2.command_timeout, created=0.0)
+        self.sent = []
+        self.gate = BridgeGate(LOW, GO2.command_timeout, created=0.0, write=self.sent.append)
         self.now, self.tick = 0.0, 1000
         self.position = GO2.default_positions.copy()
 
@@ -30,15 +33,23 @@ class Robot:
             msg.motor_state[slot].temperature = 40
         return LOW.read(seal_state(msg))
 
-    def run(self, seconds, writers=()):
+    def run(self, seconds, writers=(), discovery=True):
+        """(published, frames written) for each LowState."""
         out = []
         for _ in range(round(seconds / PERIOD)):
             self.now += PERIOD
             self.tick += 2
-            if round(self.now / PERIOD) % 125 == 0:  # discovery, every 0.25 s
+            if discovery and round(self.now / PERIOD) % 125 == 0:  # every 0.25 s
                 self.gate.writers(list(writers), self.now)
-            out.append(self.gate.lowstate(self.state(), self.now))
+            before = len(self.sent)
+            published = self.gate.lowstate(self.state(), self.now)
+            out.append((published, self.sent[before:]))
         return out
+
+    def command(self, position):
+        before = len(self.sent)
+        why = self.gate.command(JointTargets.positions(position), self.now)
+        return why, self.sent[before:]
 
     def armed(self):
         self.run(DISCOVERY_S + 1.5)
@@ -47,71 +58,101 @@ class Robot:
 
 
 def is_damping(frame) -> bool:
-    return frame is not None and all(frame.motor_cmd[s].kp == 0.0 and frame.motor_cmd[s].kd == GO2.damping_kd
-                                     for s in LOW.slots)
+    return all(frame.motor_cmd[s].kp == 0.0 and frame.motor_cmd[s].kd == GO2.damping_kd for s in LOW.slots)
 
 
 def test_waiting_writes_nothing_publishes_nothing_and_forwards_nothing():
     robot = Robot()
     results = robot.run(0.5)
-    assert robot.gate.state == WAITING
-    assert all(publish is False and frame is None for publish, frame in results)
-    frame, why = robot.gate.command(JointTargets.positions(GO2.default_positions), robot.now)
-    assert frame is None and "preflight has not passed" in why
+    assert robot.gate.state == WAITING and robot.sent == []
+    assert not any(published for published, _ in results)
+    why, written = robot.command(GO2.default_positions)
+    assert "preflight has not passed" in why and written == []
 
 
-def test_preflight_waits_for_discovery_then_arms_and_damps_until_the_first_command():
+def test_without_discovery_it_never_arms():
     robot = Robot()
-    robot.run(0.9)  # lowstate fine, discovery not settled
-    assert robot.gate.state == WAITING
-    robot.run(1.5)
-    assert robot.gate.state == ARMED
-    publish, frame = robot.run(0.01)[-1]
-    assert publish and is_damping(frame)
+    robot.run(3.0, discovery=False)  # healthy lowstate, but nobody has looked for rival writers
+    assert robot.gate.state == WAITING and robot.sent == []
+    assert "rt/lowcmd writers not known yet" in robot.gate.failures[-1]
 
 
-def test_a_command_is_resent_until_it_is_older_than_the_timeout_then_damping():
+def test_armed_it_damps_until_the_first_command():
     robot = Robot().armed()
-    frame, _ = robot.gate.command(JointTargets.positions(robot.position + 0.05), robot.now)
-    assert frame is not None and not is_damping(frame)
-    frames = [f for _, f in robot.run(GO2.command_timeout + 0.02)]
-    assert frames[0] is frame and is_damping(frames[-1])
+    published, written = robot.run(0.01)[-1]
+    assert published and len(written) == 1 and is_damping(written[0])
+
+
+def test_a_command_is_resent_with_every_state_until_older_than_the_timeout_then_damping():
+    robot = Robot().armed()
+    why, written = robot.command(robot.position + 0.05)
+    assert why == "" and len(written) == 1 and not is_damping(written[0])
+    command_frame = written[0]
+    frames = [w[0] for _, w in robot.run(GO2.command_timeout + 0.02)]
+    on_time = round(GO2.command_timeout / PERIOD)
+    assert all(f is command_frame for f in frames[:on_time - 1])
+    assert all(is_damping(f) for f in frames[on_time + 1:])
     assert robot.gate.counts["timeouts"] == 1
+
+
+def test_the_first_command_after_arming_is_forwarded_wherever_it_starts():
+    robot = Robot().armed()  # the supervisor had no state before arming: its command is from one since
+    why, written = robot.command(robot.position + RESYNC_TOLERANCE + 0.1)
+    assert why == "" and not is_damping(written[0])
 
 
 def test_after_a_timeout_only_a_command_near_the_measured_joints_resumes():
     robot = Robot().armed()
-    robot.gate.command(JointTargets.positions(robot.position), robot.now)
+    robot.command(robot.position)
     robot.run(GO2.command_timeout + 0.02)
-    far = robot.position + RESYNC_TOLERANCE + 0.1
-    frame, why = robot.gate.command(JointTargets.positions(far), robot.now)
-    assert frame is None and "from the measured joints" in why
-    assert is_damping(robot.run(0.01)[-1][1])
-    frame, _ = robot.gate.command(JointTargets.positions(robot.position + 0.01), robot.now)
-    assert frame is not None and not is_damping(frame)
+    why, written = robot.command(robot.position + RESYNC_TOLERANCE + 0.1)
+    assert "from the measured joints" in why and written == []
+    nan = robot.position.copy()
+    nan[3] = np.nan
+    assert "from the measured joints" in robot.command(nan)[0]  # a NaN is never near
+    why, written = robot.command(robot.position + 0.01)
+    assert why == "" and not is_damping(written[0])
 
 
 def test_another_writer_after_arming_latches_for_good():
     robot = Robot().armed()
-    robot.gate.command(JointTargets.positions(robot.position), robot.now)
+    robot.command(robot.position)
     results = robot.run(0.5, writers=["sport"])
     assert robot.gate.state == LATCHED and "another writer on rt/lowcmd (sport)" in robot.gate.failures[0]
-    assert all(not publish for publish, _ in results[-10:]) and is_damping(results[-1][1])
+    assert not any(published for published, _ in results[-10:])
+    assert all(is_damping(f) for _, written in results[-10:] for f in written)
     robot.run(3.0)  # the writer is gone: still latched, no state for the supervisor
     assert robot.gate.state == LATCHED
-    assert robot.gate.command(JointTargets.positions(robot.position), robot.now)[0] is None
+    assert robot.command(robot.position)[1] == []
 
 
-def test_shutdown_latches_on_damping():
+def test_shutdown_after_arming_leaves_damping_frames_and_before_it_nothing():
     robot = Robot().armed()
-    assert is_damping(robot.gate.shutdown())
-    assert robot.gate.state == LATCHED and is_damping(robot.run(0.01)[-1][1])
+    robot.command(robot.position)
+    before = len(robot.sent)
+    robot.gate.shutdown()
+    assert robot.gate.state == LATCHED and len(robot.sent) - before > SHUTDOWN_FRAMES
+    assert all(is_damping(f) for f in robot.sent[before:])
+    waiting = Robot()
+    waiting.run(0.5)
+    waiting.gate.shutdown()
+    waiting.run(0.5)
+    assert waiting.gate.state == STOPPED and waiting.sent == []
 
 
-@pytest.mark.parametrize("tick, published", [(50_000, False), (49_990, False), (5, True)],
-                         ids=["repeated", "back 10 ms", "robot restarted"])
-def test_a_tick_that_goes_back_is_dropped_unless_the_robot_restarted(tick, published):
+@pytest.mark.parametrize("tick, published, state", [(50_000, False, ARMED), (49_990, False, ARMED),
+                                                    (5, False, LATCHED)],
+                         ids=["repeated", "back 10 ms", "back far: restarted or a second source"])
+def test_a_tick_that_goes_back_is_dropped_and_far_back_latches(tick, published, state):
     robot = Robot().armed()
     robot.gate.lowstate(robot.state(tick=50_000), robot.now)
-    publish, _ = robot.gate.lowstate(robot.state(tick=tick), robot.now)
-    assert publish is published
+    assert robot.gate.lowstate(robot.state(tick=tick), robot.now) is published
+    assert robot.gate.state == state
+
+
+def test_before_arming_a_robot_that_restarted_is_followed():
+    robot = Robot()
+    robot.gate.lowstate(robot.state(tick=50_000), 0.0)
+    robot.tick = 0
+    robot.run(DISCOVERY_S + 1.5)
+    assert robot.gate.state == ARMED

@@ -142,3 +142,5 @@ def test_the_sticks_ask_a_base_velocity_only_when_off_centre():
     vx, vy, yaw = remote_velocity(decode_remote(encode_remote(ly=0.5, lx=1.0, rx=-0.5)), limits)
     assert (vx, vy, yaw) == pytest.approx((0.5, -0.5, 0.5))  # forward, to the right, turning left
     assert remote_velocity(decode_remote(encode_remote(ly=3.0)), limits)[0] == 1.0  # clamped at full stick
+    edge = decode_remote(encode_remote(ly=0.06))  # between the two thresholds
+    assert remote_velocity(edge, limits) is None and remote_velocity(edge, limits, moving=True) is not None

@@ -37,7 +37,7 @@ from sim2real.core.joint_command import CommandRefused, JointCommandMapper
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import load_safety_config
 from sim2real.core.unitree.dds import UnitreeDds
-from sim2real.core.unitree.gate import ARMED, LATCHED, BridgeGate
+from sim2real.core.unitree.gate import ARMED, LATCHED, WAITING, BridgeGate
 from sim2real.core.unitree.low_level import Go2LowLevel, LowStateReading
 from sim2real.core.unitree.remote import joy_buttons, remote_velocity
 from sim2real.nodes import lifecycle, qos
@@ -47,7 +47,6 @@ from sim2real.nodes.params import declare
 DIAGNOSTICS_PERIOD_S = 1.0
 WRITER_CHECK_PERIOD_S = 0.25
 JOY_PERIOD_S = 0.02       # /joy while the remote's buttons do not change
-SHUTDOWN_FRAMES = 20      # damping frames at shutdown, 2 ms apart: one lost packet leaves no targets
 WARN_THROTTLE_S = 2.0
 
 
@@ -63,7 +62,7 @@ class UnitreeBridgeNode(Node):
         max_velocity = declare(self, "remote_max_velocity", [1.0, 0.5, 1.0],
                                "Base velocity (vx m/s, vy m/s, yaw rad/s) at full stick: the remote's sticks publish "
                                "/cmd_vel while one is off centre (the policy runtime clamps it to its trained ranges)")
-        if len(max_velocity) != 3 or not all(v >= 0 for v in max_velocity):
+        if len(max_velocity) != 3 or not all(0 <= v < float("inf") for v in max_velocity):
             raise ValueError(f"parameter remote_max_velocity:={list(max_velocity)}: give three numbers >= 0 "
                              "(vx m/s, vy m/s, yaw rad/s), e.g. [1.0, 0.5, 1.0]")
         self.max_velocity = tuple(float(v) for v in max_velocity)
@@ -74,7 +73,7 @@ class UnitreeBridgeNode(Node):
         self.remote_map, self.joystick = config.remote, config.buttons
         self.mapper = JointCommandMapper(self.profile.joint_names, None)
         self.dds = UnitreeDds(domain, interface)
-        self.gate = BridgeGate(low_level, self.profile.command_timeout, time.monotonic())
+        self.gate = BridgeGate(low_level, self.profile.command_timeout, time.monotonic(), self.dds.write)
         self._reported_state = ""
         self._latest: LowStateReading | None = None
         self._joy_buttons: list[int] = []
@@ -104,14 +103,12 @@ class UnitreeBridgeNode(Node):
         self._thread.start()
 
     def stop(self) -> None:
-        damping = self.gate.shutdown()  # latched first: the reader thread sends only damping from now
+        # Latched first (damping frames now, the reader thread sends only damping from here on);
+        # a robot the bridge never armed for gets nothing.
+        self.gate.shutdown(pause=lambda: time.sleep(0.002))
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=2.0)
-        if self.gate.counts["forwarded"]:  # it commanded the robot: leave it damped, never holding targets
-            for _ in range(SHUTDOWN_FRAMES):
-                self.dds.write(damping)
-                time.sleep(0.002)
         self.dds.close()
 
     def _state_loop(self) -> None:
@@ -124,11 +121,8 @@ class UnitreeBridgeNode(Node):
 
     def _on_state(self, sample, received: float) -> None:
         reading = self.low_level.read(sample)
-        publish, frame = self.gate.lowstate(reading, received)
-        if publish:
-            self._publish_state(reading, received)  # first: the control path waits on it
-        if frame is not None:
-            self.dds.write(frame)
+        if self.gate.lowstate(reading, received):  # the gate writes the frame due
+            self._publish_state(reading, received)
         self._report_state()
 
     def _publish_state(self, reading: LowStateReading, received: float) -> None:
@@ -145,9 +139,8 @@ class UnitreeBridgeNode(Node):
         imu.orientation.x, imu.orientation.y, imu.orientation.z, imu.orientation.w = map(float, o)
         imu.angular_velocity.x, imu.angular_velocity.y, imu.angular_velocity.z = map(float, w)
         imu.linear_acceleration.x, imu.linear_acceleration.y, imu.linear_acceleration.z = map(float, a)
-        # The Go2 reports no covariances: -1 in the first element marks "unknown" (sensor_msgs/Imu).
-        imu.orientation_covariance[0] = imu.angular_velocity_covariance[0] = -1.0
-        imu.linear_acceleration_covariance[0] = -1.0
+        # The Go2 reports no covariances: all zeros is "unknown" (sensor_msgs/Imu; -1 would say the
+        # element itself is missing).
         self._imu_pub.publish(imu)
         buttons = joy_buttons(reading.remote, self.remote_map, self.joystick)
         if buttons != self._joy_buttons or received - self._joy_at >= JOY_PERIOD_S:
@@ -164,7 +157,7 @@ class UnitreeBridgeNode(Node):
     def _publish_velocity(self, remote) -> None:
         """/cmd_vel from the sticks while one is off centre, and one zero when they come back: a
         remote at rest leaves /cmd_vel to other sources (teleop, a demo script)."""
-        velocity = remote_velocity(remote, self.max_velocity)
+        velocity = remote_velocity(remote, self.max_velocity, moving=self._sticks_moved)
         if velocity is None and not self._sticks_moved:
             return
         self._sticks_moved = velocity is not None
@@ -182,14 +175,12 @@ class UnitreeBridgeNode(Node):
             self.get_logger().info("preflight passed: forwarding /joint_commands to rt/lowcmd")
         elif self.gate.state == LATCHED:
             self.get_logger().error(f"latched on damping, /joint_states stopped: {self.gate.failures[0]}")
-        else:
+        elif self.gate.state == WAITING:
             for line in self.gate.failures:
                 self.get_logger().error(f"preflight: {line}")
 
     def _check_writers(self) -> None:
-        latched = self.gate.writers(self.dds.other_command_writers(), time.monotonic())
-        if latched:
-            self.dds.write(self.gate.damping)
+        self.gate.writers(self.dds.other_command_writers(), time.monotonic())  # latches (and damps) if any
 
     # -- /joint_commands -------------------------------------------------------------------
     def _on_command(self, msg: JointState, info: dict) -> None:
@@ -202,16 +193,12 @@ class UnitreeBridgeNode(Node):
             self.get_logger().warning(f"refused /joint_commands: {exc}; the last frame stays",
                                       throttle_duration_sec=WARN_THROTTLE_S)
             return
-        frame, why = self.gate.command(targets, time.monotonic())
-        if frame is None:
+        why = self.gate.command(targets, time.monotonic())
+        if why:
             self.get_logger().warning(f"command not forwarded: {why}", throttle_duration_sec=WARN_THROTTLE_S)
-            return
-        self.dds.write(frame)
 
     def _check_timeout(self) -> None:
-        damping = self.gate.timed_out(time.monotonic())
-        if damping is not None:
-            self.dds.write(damping)
+        if self.gate.timed_out(time.monotonic()):
             self.get_logger().warning(f"no /joint_commands for {self.profile.command_timeout:g} s: damping")
 
     def _publish_diagnostics(self) -> None:
@@ -223,10 +210,12 @@ class UnitreeBridgeNode(Node):
             values["battery_voltage"] = f"{latest.battery_voltage:.2f}"
             values.update({f"temperature {name}": f"{t:.0f}"
                            for name, t in zip(self.profile.joint_names, latest.motor_temperature)})
-        armed = self.gate.state == ARMED
-        status = DiagnosticStatus(level=DiagnosticStatus.OK if armed else DiagnosticStatus.ERROR,
-                                  name=f"{self.get_name()}: Go2 low-level bridge", hardware_id=self.profile.name,
-                                  message="forwarding" if armed else f"{self.gate.state}: " + "; ".join(self.gate.failures),
+        armed, forwarding = self.gate.state == ARMED, self.gate.forwarding
+        level = DiagnosticStatus.OK if forwarding else DiagnosticStatus.WARN if armed else DiagnosticStatus.ERROR
+        message = ("forwarding" if forwarding else "armed, damping: waiting for a command near the measured joints"
+                   if armed else f"{self.gate.state}: " + "; ".join(self.gate.failures))
+        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: Go2 low-level bridge",
+                                  hardware_id=self.profile.name, message=message,
                                   values=[KeyValue(key=k, value=v) for k, v in values.items()])
         array = DiagnosticArray(status=[status])
         array.header.stamp = self.get_clock().now().to_msg()

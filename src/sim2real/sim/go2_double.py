@@ -45,7 +45,7 @@ LOW_BATTERY_V = 20.0    # under the profile's min_battery_voltage
 MOTOR_TEMPERATURE = 40  # deg C, a motor at work
 HOT_MOTOR = 95          # deg C, over the profile's max_motor_temperature
 LYING_HEIGHT = 0.1      # m, trunk centre of a Go2 lying folded (it settles from there)
-MAX_CATCH_UP = 10       # sensing periods one loop may advance when it fell behind
+MAX_CATCH_UP = 25       # sensing periods a loop that fell behind runs back to back (50 ms)
 
 
 class Go2Double:
@@ -69,11 +69,12 @@ class Go2Double:
         self._sticks = {"lx": 0.0, "ly": 0.0, "rx": 0.0, "ry": 0.0}
         # applied: LowCmd applied; driven: those with position gains (not only damping); foreign:
         # LowCmd from another writer than sport mode received while sport mode runs (a fight)
-        self.counts = {"applied": 0, "driven": 0, "bad_crc": 0, "states": 0, "foreign": 0}
+        self.counts = {"applied": 0, "driven": 0, "bad_crc": 0, "states": 0, "foreign": 0, "skipped": 0}
         self.first_driven_gap: float | None = None  # rad, first driven frame's targets to the joints
-        # s from the last driven frame to the damping frame that followed it (this process's clock)
+        # s from the last new driven frame (a bridge resends the newest with every LowState) to the
+        # damping frame that followed it, on this process's clock
         self.driven_to_damping: float | None = None
-        self._last_driven_at: float | None = None
+        self._last_driven: tuple[int, float] | None = None  # (crc, when first applied)
         self.tick = 0
         self.applied_frames: list = []  # the newest LowCmd applied, for tests (index 0)
         self._lock = threading.Lock()
@@ -86,9 +87,8 @@ class Go2Double:
         self.world.command(self.world.true_joint_state().position, zero, zero, kp=0.0, kd=0.0)
 
     # -- one control period -------------------------------------------------------------------
-    def step(self, periods: int = 1) -> None:
-        """Apply the newest command, advance ``periods`` sensing periods of physics, send one
-        LowState (more than one period: the loop fell behind the wall clock and catches up)."""
+    def step(self) -> None:
+        """Apply the newest command, advance one sensing period of physics, send a LowState."""
         with self._lock:
             if self.sport is not None:
                 self.world.command(self.profile.default_positions)  # sport mode stands
@@ -108,15 +108,15 @@ class Go2Double:
                     self.counts["applied"] += 1
                     driven = bool(np.any(kp > 0))
                     self.counts["driven"] += driven
-                    if driven:
-                        self._last_driven_at = time.monotonic()
-                    elif self._last_driven_at is not None:
-                        self.driven_to_damping = time.monotonic() - self._last_driven_at
-                        self._last_driven_at = None
+                    if driven and (self._last_driven is None or self._last_driven[0] != cmd.crc):
+                        self._last_driven = (cmd.crc, time.monotonic())
+                    elif not driven and self._last_driven is not None:
+                        self.driven_to_damping = time.monotonic() - self._last_driven[1]
+                        self._last_driven = None
                     self.applied_frames[:] = [cmd]
-            self.world.step(self.substeps * periods)
+            self.world.step(self.substeps)
             if "freeze_tick" not in self.faults:
-                self.tick = (self.tick + periods * round(self.period * 1000)) % 2 ** 32
+                self.tick = (self.tick + round(self.period * 1000)) % 2 ** 32
             if "drop_lowstate" not in self.faults:
                 self.dds.write(self.lowstate())
                 self.counts["states"] += 1
@@ -178,16 +178,20 @@ class Go2Double:
         return "ok"
 
     def run(self, duration: float = float("inf")) -> None:
-        """Physics in step with the wall clock, as a robot's is: a loop that falls behind (a
-        loaded machine) advances several periods at once and sends fewer LowState, so its time
-        never runs slower than the controller's (which would speed up a policy's gait)."""
+        """Physics in step with the wall clock, as a robot's is: a loop that fell behind (a loaded
+        machine) runs the periods it owes back to back, each with its LowState, so its time never
+        runs slower than the controller's (which would speed up a policy's gait). Over
+        MAX_CATCH_UP periods behind, the rest are skipped (and counted)."""
         start = time.monotonic()
         done = 0
         while not self._stop.is_set() and time.monotonic() - start < duration:
             due = int((time.monotonic() - start) / self.period) + 1
-            periods = min(max(due - done, 1), MAX_CATCH_UP)
-            self.step(periods)
-            done = max(done + periods, due - MAX_CATCH_UP)  # further behind than that: time is lost
+            if due - done > MAX_CATCH_UP:
+                self.counts["skipped"] += due - done - MAX_CATCH_UP
+                done = due - MAX_CATCH_UP
+            while done < due and not self._stop.is_set():
+                self.step()
+                done += 1
             delay = start + done * self.period - time.monotonic()
             if delay > 0:
                 time.sleep(delay)

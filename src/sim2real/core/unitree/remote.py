@@ -62,16 +62,21 @@ def joy_buttons(state: RemoteState, remote: dict[str, str], joystick: dict[str, 
     return buttons
 
 
-STICK_DEAD_ZONE = 0.05  # a stick at rest reads a few hundredths off centre
+# A stick at rest reads a few hundredths off centre. Two thresholds, so one drifting at the edge
+# does not switch between a small velocity and zero (each zero would override a teleop node).
+STICK_DEAD_ZONE = 0.05  # back under this on every stick: at rest again
+STICK_MOVED = 0.08      # past this on any stick: moved
 
 
-def remote_velocity(state: RemoteState, max_velocity: tuple[float, float, float]) -> tuple[float, float, float] | None:
+def remote_velocity(state: RemoteState, max_velocity: tuple[float, float, float],
+                    moving: bool = False) -> tuple[float, float, float] | None:
     """The base velocity command (vx m/s forward, vy m/s left, yaw rate rad/s counter-clockwise)
     the sticks ask for: left stick forward/back and sideways, right stick left/right to turn,
-    each scaled to ``max_velocity``; None while every stick rests in its dead zone."""
+    each scaled to ``max_velocity``; None while the sticks rest (``moving``: they did not rest
+    at the last call)."""
     if not state.sticks_finite():
         return None
     sticks = (state.ly, -state.lx, -state.rx)  # stick right is +x on the remote, -y and clockwise on the robot
-    if all(abs(v) <= STICK_DEAD_ZONE for v in sticks):
+    if all(abs(v) <= (STICK_DEAD_ZONE if moving else STICK_MOVED) for v in sticks):
         return None
     return tuple(max(-1.0, min(1.0, v)) * limit for v, limit in zip(sticks, max_velocity))

@@ -74,16 +74,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def segment(kind: str, domain: int, seconds: float, node, state_times, command_times) -> dict:
+def segment(kind: str, domain: int, seconds: float, node, state_times: list) -> dict:
     """Run one process (bridge or relay) and stream through it for ``seconds``."""
     from sensor_msgs.msg import JointState
 
     from sim2real.core.robot_profile import load_profile
     from sim2real.core.unitree.dds import UnitreeDds
     from sim2real.nodes import qos
-    from sim2real.sim.go2_double import BATTERY_V
     from sim2real.core.unitree.frames import seal_state
     from sim2real.core.unitree.messages import LowState_
+    from sim2real.sim.go2_double import BATTERY_V
 
     profile = load_profile("go2")
     slots = profile.unitree.slots(profile.joint_names)
@@ -97,7 +97,6 @@ def segment(kind: str, domain: int, seconds: float, node, state_times, command_t
     dds = UnitreeDds(domain, "lo", role="robot")
     commands = node.create_publisher(JointState, "/joint_commands", qos.COMMAND)
     state_times.clear()
-    command_times.clear()
     sent_states, sent_commands = {}, {}
     state_lat, command_lat = [], []
 
@@ -118,7 +117,8 @@ def segment(kind: str, domain: int, seconds: float, node, state_times, command_t
         now = time.perf_counter()
         if cpu_start is None and now - start >= warmup:
             cpu_start, wall_start = cpu_seconds(process.pid), now
-            state_lat.clear(), command_lat.clear()
+            state_lat.clear()
+            command_lat.clear()
         n += 1
         msg = LowState_(head=[0xFE, 0xEF], level_flag=0xFF, tick=n, power_v=BATTERY_V)
         msg.imu_state.quaternion = [1.0, 0.0, 0.0, 0.0]
@@ -169,7 +169,7 @@ def main() -> int:
     threading.Thread(target=rclpy.spin, args=(node,), daemon=True).start()
     results = {"bridge": [], "relay": []}
     for kind in ("bridge", "relay", "bridge", "relay"):
-        results[kind].append(segment(kind, domain, args.seconds, node, arrivals, []))
+        results[kind].append(segment(kind, domain, args.seconds, node, arrivals))
         print(f"  {kind}: {len(results[kind][-1]['state'])} states, {len(results[kind][-1]['command'])} commands",
               file=sys.stderr)
     print(f"unitree_bridge vs a bare relay, {RATE_HZ:.0f} Hz LowState, 50 Hz commands, {2 * args.seconds:g} s each")

@@ -172,7 +172,7 @@ def test_messages_cross_a_real_dds_domain_by_name_and_type(tmp_path):
 def test_another_writer_on_lowcmd_is_found_by_discovery():
     """What the bridge's preflight calls the robot's sport mode: a second rt/lowcmd writer."""
     bridge = UnitreeDds(DOMAIN + 1, "lo", role="bridge")
-    UnitreeDds(DOMAIN + 1, "lo", role="robot")  # reads rt/lowcmd, writes rt/lowstate: no rival
+    robot = UnitreeDds(DOMAIN + 1, "lo", role="robot")  # reads rt/lowcmd, writes rt/lowstate: no rival
     time.sleep(0.5)
     assert bridge.other_command_writers() == []
     rival = UnitreeDds(DOMAIN + 1, "lo", role="bridge")
@@ -180,7 +180,8 @@ def test_another_writer_on_lowcmd_is_found_by_discovery():
     while time.monotonic() < deadline and not bridge.other_command_writers():
         time.sleep(0.1)
     assert len(bridge.other_command_writers()) == 1
-    del rival
+    rival.close()
+    robot.close()
 
 
 def test_a_sealed_command_carries_its_crc_and_any_change_breaks_it():

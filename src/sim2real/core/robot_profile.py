@@ -114,6 +114,11 @@ class RobotProfile:
         return np.array([math.inf if j.jerk_limit is None else j.jerk_limit for j in self.joints])
 
     @property
+    def rate_limited(self) -> bool:
+        """The profile gives an acceleration or jerk limit for some joint."""
+        return any(j.acceleration_limit is not None or j.jerk_limit is not None for j in self.joints)
+
+    @property
     def kp(self) -> np.ndarray:
         return self._array("kp")
 

@@ -55,8 +55,7 @@ def weakenings(config: SafetyConfig, profile: RobotProfile) -> list[tuple[str, s
     for name, need in HARDWARE_BOUNDS.items():
         if need.floating_base_only and profile.fixed_base:
             continue
-        if need.rate_limited_only and not np.isfinite(
-                np.concatenate([profile.acceleration_limits, profile.jerk_limits])).any():
+        if need.rate_limited_only and not profile.rate_limited:
             continue
         check = config.checks.get(name)
         if check is None:

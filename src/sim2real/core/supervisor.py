@@ -135,6 +135,7 @@ class SupervisorCore:
         self._max_acceleration = rate_factor * profile.acceleration_limits  # inf stays inf
         self._max_jerk = rate_factor * profile.jerk_limits
         self._velocity_acceleration = np.zeros(profile.num_joints)  # of the velocity targets last sent
+        self._rate_limited = rate is not None and profile.rate_limited and command_period > 0
         self._damp_pose = (np.array([config.damp_pose[name] for name in profile.joint_names])
                            if config.damp_pose and config.damp_duration > 0 else None)
         self.period = command_period
@@ -675,8 +676,7 @@ class SupervisorCore:
         limits allow (``target_rate``), as libfranka's rate limiter does. The acceleration is also
         kept low enough to come back to zero, at the jerk limit, by the time the target is reached,
         so the limited target does not overshoot (by more than a jerk step's rounding)."""
-        if (self._check("target_rate") is None or self._last_sent is None or self.period <= 0
-                or not np.isfinite(np.concatenate([self._max_acceleration, self._max_jerk])).any()):
+        if not self._rate_limited or self._last_sent is None:
             return
         dt = self.period
         previous = self._last_sent.velocity

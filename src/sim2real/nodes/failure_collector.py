@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rcl_interfaces.srv import GetParameters
 from rclpy.qos import QoSDurabilityPolicy, QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
 from rclpy.node import Node
@@ -41,6 +41,7 @@ from sim2real.core.failure_collector import FailureCollector, FailureDetector, T
 from sim2real.core.failure_config import load_failure_config
 from sim2real.core.robot_profile import load_profile
 from sim2real.nodes import lifecycle
+from sim2real.nodes.diagnostics import publish_status
 from sim2real.nodes.params import declare
 from sim2real.nodes.polled import companion_node, never_called
 
@@ -262,12 +263,8 @@ class FailureCollectorNode(Node):
     def _publish_diagnostics(self) -> None:
         stats = self.collector.stats()
         level = DiagnosticStatus.WARN if stats["write_errors"] else DiagnosticStatus.OK
-        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: buffers", hardware_id=self.profile.name,
-                                  message=f"{stats['bundles_written']} bundles in {self.collector.output_dir}",
-                                  values=[KeyValue(key=k, value=str(v)) for k, v in stats.items()])
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diag_pub.publish(array)
+        publish_status(self, self._diag_pub, level, "buffers",
+                       f"{stats['bundles_written']} bundles in {self.collector.output_dir}", stats, self.profile.name)
 
     def stop(self) -> None:
         self._drain()

@@ -18,7 +18,7 @@ A controller whose joints are not exactly the profile's is refused before anythi
 """
 from __future__ import annotations
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -28,6 +28,7 @@ from sim2real.core.joint_command import CommandRefused, JointCommandMapper
 from sim2real.core.robot_profile import load_profile
 from sim2real.nodes import lifecycle, qos
 from sim2real.nodes.command_source import CommandSource
+from sim2real.nodes.diagnostics import publish_status
 from sim2real.nodes.params import declare
 
 DIAGNOSTICS_PERIOD_S = 1.0
@@ -84,12 +85,8 @@ class Ros2ControlBridgeNode(Node):
                   "refused_writers": str(self._source.refused),
                   "controller_joints": ",".join(self.order.controller_joints)}
         level = DiagnosticStatus.WARN if self.refused else DiagnosticStatus.OK
-        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: command bridge",
-                                  hardware_id=self.profile.name, message=f"{self.forwarded} forwarded",
-                                  values=[KeyValue(key=k, value=v) for k, v in values.items()])
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diag_pub.publish(array)
+        publish_status(self, self._diag_pub, level, "command bridge", f"{self.forwarded} forwarded", values,
+                       self.profile.name)
 
 
 def main(args=None) -> int:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState
@@ -39,6 +39,7 @@ from sim2real.core.policy_runtime import RollingStats
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.rotations import matrix_to_quat, quat_to_matrix
 from sim2real.nodes import lifecycle, qos, stamps
+from sim2real.nodes.diagnostics import publish_status
 from sim2real.nodes.params import declare
 
 DIAGNOSTICS_PERIOD_S = 1.0
@@ -207,11 +208,7 @@ class StateEstimatorNode(Node):
                 level, message = DiagnosticStatus.ERROR, f"diverged: {monitor.reason}"
             if self._joints is None:
                 level, message = DiagnosticStatus.WARN, "no divergence; waiting for /joint_states"
-        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: divergence", hardware_id=self.profile.name,
-                                  message=message, values=[KeyValue(key=k, value=v) for k, v in values.items()])
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diag_pub.publish(array)
+        publish_status(self, self._diag_pub, level, "divergence", message, values, self.profile.name)
 
 
 def main(args=None) -> int:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 import time
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import Twist
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState, Joy
@@ -42,6 +42,7 @@ from sim2real.core.unitree.low_level import Go2LowLevel, LowStateReading
 from sim2real.core.unitree.remote import joy_buttons, remote_velocity
 from sim2real.nodes import lifecycle, qos
 from sim2real.nodes.command_source import CommandSource
+from sim2real.nodes.diagnostics import publish_status
 from sim2real.nodes.params import declare
 
 DIAGNOSTICS_PERIOD_S = 1.0
@@ -67,13 +68,12 @@ class UnitreeBridgeNode(Node):
                              "(vx m/s, vy m/s, yaw rad/s), e.g. [1.0, 0.5, 1.0]")
         self.max_velocity = tuple(float(v) for v in max_velocity)
         self.profile = load_profile(robot)
-        low_level = Go2LowLevel(self.profile)  # refuses a profile without a unitree: section
-        self.low_level = low_level
+        self.low_level = Go2LowLevel(self.profile)  # refuses a profile without a unitree: section
         config = load_safety_config(safety or self.profile.name)
         self.remote_map, self.joystick = config.remote, config.buttons
         self.mapper = JointCommandMapper(self.profile.joint_names, None)
         self.dds = UnitreeDds(domain, interface)
-        self.gate = BridgeGate(low_level, self.profile.command_timeout, time.monotonic(), self.dds.write)
+        self.gate = BridgeGate(self.low_level, self.profile.command_timeout, time.monotonic(), self.dds.write)
         self._reported_state = ""
         self._latest: LowStateReading | None = None
         self._joy_buttons: list[int] = []
@@ -214,12 +214,7 @@ class UnitreeBridgeNode(Node):
         level = DiagnosticStatus.OK if forwarding else DiagnosticStatus.WARN if armed else DiagnosticStatus.ERROR
         message = ("forwarding" if forwarding else "armed, damping: waiting for a command near the measured joints"
                    if armed else f"{self.gate.state}: " + "; ".join(self.gate.failures))
-        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: Go2 low-level bridge",
-                                  hardware_id=self.profile.name, message=message,
-                                  values=[KeyValue(key=k, value=v) for k, v in values.items()])
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self._diag_pub.publish(array)
+        publish_status(self, self._diag_pub, level, "Go2 low-level bridge", message, values, self.profile.name)
 
 
 def main(args=None) -> int:

@@ -76,7 +76,7 @@ class Go2Double:
         self.driven_to_damping: float | None = None
         self._last_driven: tuple[int, float] | None = None  # (crc, when first applied)
         self.tick = 0
-        self.applied_frames: list = []  # the newest LowCmd applied, for tests (index 0)
+        self.newest_applied = None  # the newest LowCmd applied (status reports its q and gains)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._passive()
@@ -113,7 +113,7 @@ class Go2Double:
                     elif not driven and self._last_driven is not None:
                         self.driven_to_damping = time.monotonic() - self._last_driven[1]
                         self._last_driven = None
-                    self.applied_frames[:] = [cmd]
+                    self.newest_applied = cmd
             self.world.step(self.substeps)
             if "freeze_tick" not in self.faults:
                 self.tick = (self.tick + round(self.period * 1000)) % 2 ** 32
@@ -160,7 +160,7 @@ class Go2Double:
                     self.sport = None
                     self._passive()
             elif words[0] == "status":
-                frame = self.applied_frames[0] if self.applied_frames else None
+                frame = self.newest_applied
                 position, _ = self.world.base_pose()
                 gains = self.low_level.joint_targets(frame)[3:] if frame else (np.zeros(1), np.zeros(1))
                 return json.dumps({**self.counts, "sport_mode": self.sport is not None,

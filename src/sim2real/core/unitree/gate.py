@@ -110,8 +110,9 @@ class BridgeGate:
             return False
         last = self._last_tick
         if last is not None and reading.tick <= last:
-            if last - reading.tick < TICK_RESTART or self.state != WAITING:
-                if self.state == ARMED and last - reading.tick >= TICK_RESTART:
+            far_back = last - reading.tick >= TICK_RESTART
+            if not (far_back and self.state == WAITING):  # before arming, a restarted robot is followed
+                if far_back and self.state == ARMED:
                     self._latch(f"the robot's tick went back from {last} to {reading.tick}: it restarted, or a "
                                 "second source publishes rt/lowstate; restart the bridge")
                 self.counts["stale_tick"] += 1

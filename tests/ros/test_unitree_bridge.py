@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import JointState, Joy
 
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import load_safety_config
@@ -21,6 +21,12 @@ from sim2real.core.supervisor import ENGAGE_STAND_TOLERANCE
 from sim2real.core.unitree.dds import UnitreeDds
 from sim2real.nodes import qos
 from tests.ros.conftest import wait_for
+
+# Seen in about one run of six of these graphs: the supervisor's /joint_states subscription never
+# matches the bridge's publisher (the supervisor stays "waiting for the first /joint_states" while
+# this test's probe receives them), a DDS discovery failure not yet explained; a fresh graph works.
+pytestmark = pytest.mark.timing_sensitive(
+    reason="the supervisor sometimes never discovers the bridge's /joint_states publisher (DDS discovery)")
 
 GO2 = load_profile("go2")
 SAFETY = load_safety_config("go2")
@@ -30,8 +36,10 @@ _domains = itertools.count()
 
 
 def next_domain() -> int:
-    # +2: past the domains tests/unit/test_unitree_protocol.py uses
-    return 100 + (int(os.environ["ROS_DOMAIN_ID"]) + 2 + next(_domains)) % 130
+    # Domains 1-19: their ports (7400 + 250 x domain) stay below Linux's ephemeral port range,
+    # where a port another DDS stack took would be lost to this one, and away from the ROS
+    # domains of the tests (20-99). +2: past the ones tests/unit/test_unitree_protocol.py uses.
+    return 1 + (int(os.environ["ROS_DOMAIN_ID"]) + 2 + next(_domains)) % 19
 
 
 STARTUP_S = 30.0
@@ -191,10 +199,12 @@ def test_the_remotes_sticks_drive_cmd_vel_while_off_centre(probe, start_graph, r
 def test_the_remotes_estop_button_latches_estop(probe, start_graph, run_double):
     double = run_double()
     status = Status(probe)
+    joy = probe.record(Joy, "/joy", qos.SENSOR_SUBSCRIBE)
     start_bridge(start_graph, double)
     assert wait_for(lambda: status.mode() == "STANDBY", STARTUP_S)
     double.handle("remote select")  # the remote's e-stop (config/safety/go2.yaml remote:)
-    assert wait_for(lambda: status.mode() == "ESTOP", 2.0), status.mode()
+    assert wait_for(lambda: status.mode() == "ESTOP", 2.0), (
+        status.mode(), joy[-1].buttons if joy else None, {kv.key: kv.value for kv in status.messages[-1].status[0].values})
     double.handle("remote")
     time.sleep(0.5)
     assert status.mode() == "ESTOP"  # latched until a reset
@@ -210,8 +220,9 @@ def test_a_broken_lowstate_stream_damps_within_the_supervisors_deadline(probe, s
     assert status.mode() == "STANDBY" and status.value("trips") == "0", status.value("last_trip")
     states = probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
     double.handle(f"fault {fault} on")
-    assert wait_for(lambda: status.mode() == "DAMPING", 2.0), (status.mode(), len(states), double.status(),
-                                                              graph.log.text()[-1500:])
+    assert wait_for(lambda: status.mode() == "DAMPING", 2.0), (
+        status.mode(), len(states), {kv.key: kv.value for kv in status.messages[-1].status[0].values},
+        graph.log.text()[-1500:])
     trip = status.value("last_trip")
     assert "joint_states_stale" in trip
     # the supervisor's own account: it tripped within two of its periods past the deadline in force

@@ -21,7 +21,8 @@ from sim2real.core.unitree.remote import BUTTONS, decode_remote, encode_remote
 
 GO2 = load_profile("go2")
 # A DDS domain of this test run's own (tests/conftest.py draws ROS_DOMAIN_ID at random).
-DOMAIN = 100 + int(os.environ["ROS_DOMAIN_ID"])
+# Domains 1-19 (ports below the ephemeral range; tests/ros/test_unitree_bridge.py explains).
+DOMAIN = 1 + int(os.environ["ROS_DOMAIN_ID"]) % 19
 
 
 def crc_bit_by_bit(frame: bytes) -> int:

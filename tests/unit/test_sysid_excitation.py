@@ -28,6 +28,44 @@ def test_excitation_stays_inside_limits_and_starts_and_ends_at_rest(robot, kind)
     np.testing.assert_allclose(np.gradient(q, DT, axis=0)[1:-1], dq[1:-1], atol=2e-3)
 
 
+@pytest.mark.parametrize("robot", ["panda", "go2"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_joint_moves_exactly_the_amplitude_asked(robot, kind):
+    """A summed shape (Fourier, multisine) is normalised to a peak of 1, so --amplitude 0.1
+    moves a joint 0.1 rad from the default pose, not 0.41 (a Fourier sum's raw peak)."""
+    profile = load_profile(robot)
+    excitation = make_excitation(profile, kind, duration=12.0, ramp=2.0, amplitude=0.1)
+    t = np.arange(0.0, excitation.duration + DT / 2, DT)
+    q, _ = excitation.sample(t)
+    excursion = np.abs(q - profile.default_positions).max(0)
+    # The limits lower no joint's amplitude at this size: each moves exactly what was asked.
+    np.testing.assert_allclose(excitation.amplitude, 0.1)
+    np.testing.assert_allclose(excursion, 0.1, rtol=1e-6)
+
+
+def test_an_amplitude_the_limits_lower_is_reported_as_moved():
+    """At 0.25 rad and 1 Hz the Panda's speed limit (half of 2.175 rad/s) binds: the amplitude
+    is lowered, and what the excitation reports is what the joints do."""
+    profile = load_profile("panda")
+    excitation = make_excitation(profile, "chirp", duration=12.0, ramp=2.0, amplitude=0.25)
+    q, _ = excitation.sample(np.arange(0.0, excitation.duration + DT / 2, DT))
+    excursion = np.abs(q - profile.default_positions).max(0)
+    assert excitation.amplitude.min() < 0.25
+    np.testing.assert_allclose(excursion, excitation.amplitude, rtol=1e-6)
+
+
+def test_a_description_without_a_gain_rebuilds_the_unscaled_shape():
+    """Bags written before shapes were normalised carry no gain: they replay as recorded."""
+    profile = load_profile("panda")
+    excitation = make_excitation(profile, "multisine", duration=10.0)
+    old = excitation.describe()
+    gain = np.asarray(old["params"].pop("gain"))
+    t = np.linspace(0, 10, 301)
+    scaled = excitation.sample(t)[0] - excitation.default
+    unscaled = Excitation.from_description(old).sample(t)[0] - excitation.default
+    np.testing.assert_allclose(unscaled * gain * 6, scaled, atol=1e-12)
+
+
 def test_description_rebuilds_the_same_trajectory():
     profile = load_profile("panda")
     excitation = make_excitation(profile, "fourier", duration=10.0, seed=3)

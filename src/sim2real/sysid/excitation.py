@@ -3,9 +3,11 @@
 Every trajectory is ``q(t) = q_default + A * e(t) * s(t)`` per excited joint: ``s`` is the
 shape (chirp, multisine or a finite Fourier series), ``e`` a sin^2 envelope that rises over
 ``ramp`` seconds and falls over the last ``ramp`` seconds, so the motion starts and ends at
-the default pose with zero velocity. The amplitude ``A`` of each joint is the largest of
-the requested amplitude that keeps the position inside the limits (minus ``margin``) and
-the speed under ``velocity_fraction`` x the velocity limit, checked on a 1 ms grid.
+the default pose with zero velocity. Each shape is scaled so that ``e * s`` peaks at
+exactly 1 over the trajectory (a per-joint ``gain`` for the summed shapes), so ``A`` is the
+joint's largest excursion in rad: the requested amplitude, or less where the position must
+stay inside the limits (minus ``margin``) or the speed under ``velocity_fraction`` x the
+velocity limit, checked on a 1 ms grid.
 
 A description (:meth:`Excitation.describe`) is a plain mapping that rebuilds the same
 trajectory (:meth:`Excitation.from_description`); sysid bags carry it in their metadata.
@@ -68,17 +70,18 @@ class Excitation:
             freqs = np.asarray(p["frequencies"], dtype=float)  # [joints, K]
             phases = np.asarray(p["phases"], dtype=float)
             angle = 2 * math.pi * freqs * t[..., None] + phases
-            k = freqs.shape[1]
-            return (np.sin(angle).sum(-1) / k, (np.cos(angle) * 2 * math.pi * freqs).sum(-1) / k)
-        # Fourier: sum_l a_l sin(l w t) + b_l cos(l w t), normalised to a peak of about 1.
+            gain = _gain(p, n, 1.0 / freqs.shape[1])
+            return gain * np.sin(angle).sum(-1), gain * (np.cos(angle) * 2 * math.pi * freqs).sum(-1)
+        # Fourier: sum_l a_l sin(l w t) + b_l cos(l w t), times the gain that makes its peak 1.
         a = np.asarray(p["a"], dtype=float)  # [joints, L]
         b = np.asarray(p["b"], dtype=float)
         w = 2 * math.pi * p["base_frequency"]
         harmonics = np.arange(1, a.shape[1] + 1)
         angle = w * harmonics * t[..., None]
+        gain = _gain(p, n, 1.0)
         s = (a * np.sin(angle) + b * np.cos(angle)).sum(-1)
         ds = (w * harmonics * (a * np.cos(angle) - b * np.sin(angle))).sum(-1)
-        return s, ds
+        return gain * s, gain * ds
 
     # ------------------------------------------------------------------ description
     def describe(self) -> dict[str, Any]:
@@ -106,6 +109,25 @@ class Excitation:
                                   "it must come from Excitation.describe()") from None
 
 
+def _gain(params: dict[str, Any], joints: int, default: float) -> np.ndarray:
+    """Per-joint scale of a summed shape; a description without one (older bags) used ``default``."""
+    return np.asarray(params.get("gain", [default] * joints), dtype=float)
+
+
+def _normalise(exc: Excitation) -> None:
+    """Set the summed shape's per-joint gain so that envelope x shape peaks at exactly 1 on
+    the check grid: a sum of sines peaks anywhere from 1/K to K times a single one, so without
+    it the requested amplitude would say little about the motion."""
+    if exc.kind == "chirp":
+        return  # a sine: its peak is 1 already
+    exc.params["gain"] = [1.0] * len(exc.joint_names)
+    t = np.arange(0.0, exc.duration + CHECK_STEP, CHECK_STEP)
+    env, _ = _envelope(t, exc.duration, exc.ramp)
+    shape, _ = exc._shape(t)
+    peak = np.abs(env[:, None] * shape).max(0)
+    exc.params["gain"] = np.where(peak > 1e-12, 1.0 / np.maximum(peak, 1e-12), 1.0).tolist()
+
+
 def _envelope(t: np.ndarray, duration: float, ramp: float) -> tuple[np.ndarray, np.ndarray]:
     """sin^2 rise over [0, ramp] and fall over [duration - ramp, duration]; 1 between."""
     rise = np.clip(t / ramp, 0.0, 1.0)
@@ -123,7 +145,8 @@ def make_excitation(profile: RobotProfile, kind: str = "fourier", joints: Sequen
                     seed: int = 0) -> Excitation:
     """An excitation of ``joints`` (default: all) within the profile's limits.
 
-    ``amplitude`` (rad) is an upper bound per joint; limits may lower it. Frequencies lie in
+    ``amplitude`` (rad) is each excited joint's largest excursion from the default pose;
+    the position and velocity limits may lower it (:attr:`Excitation.amplitude` says by how much). Frequencies lie in
     [f_min, f_max] Hz. ``fourier`` picks, among random coefficient sets, the one whose
     rigid-body regressor (pinocchio, fixed base) has the lowest condition number.
     """
@@ -176,6 +199,7 @@ def make_excitation(profile: RobotProfile, kind: str = "fourier", joints: Sequen
                                          float(duration), float(ramp),
                                          {"base_frequency": base_frequency, "a": a.tolist(), "b": b.tolist()}))
     for candidate in candidates:
+        _normalise(candidate)
         _fit_amplitude(candidate, profile, mask, amplitude, margin, velocity_fraction)
     if len(candidates) == 1:
         return candidates[0]

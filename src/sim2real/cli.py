@@ -8,6 +8,8 @@ import os
 import signal
 import sys
 import threading
+import time
+import warnings
 from pathlib import Path
 
 
@@ -28,7 +30,7 @@ def _import_pybullet_quietly() -> None:
 _import_pybullet_quietly()
 
 from sim2real.bringup import BOOL_CHOICES, HARDWARE_CHOICES, LAUNCH_ARGUMENTS, PlanError, make_plan
-from sim2real.core.bags import BagReadError
+from sim2real.core.bags import BagReadError, BagSalvagedWarning
 from sim2real.core.failure_bundle import BundleError
 from sim2real.core.failure_config import FailureConfigError
 from sim2real.core.policy_file import PolicyFileError
@@ -51,6 +53,9 @@ from sim2real.train.vec_env import WorkerError
 _INPUT_ERRORS = (ProfileError, PlanError, PolicyFileError, EvaluationError, RandomizationError, CheckpointError,
                  CurriculumError, TrainingError, TrainConfigError, BundleError, FailureConfigError, ReplayError,
                  PipelineError, BagReadError, SignatureError)
+
+
+FAILURE_WRITE_S = 2.5  # a bundle's write on a loaded 2-core machine, with margin
 
 
 class _UsageError(ValueError):
@@ -124,6 +129,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     graph = GraphProcesses(plan)
     exited: dict[str, int] = {}
     operator = next((n.name for n in plan.nodes if n.role == "demo"), None)
+    grace = _failure_capture_grace(plan)
+    ending: list[float] = []  # when a lost node made the demo end
 
     def report_exits() -> bool:
         """Say which nodes exited since the last call; True when the graph should stop."""
@@ -135,14 +142,20 @@ def cmd_up(args: argparse.Namespace) -> int:
                 print(f"{name} finished its script: stopping the graph", flush=True)
             elif operator is not None:
                 # A demo cannot play on without one of its nodes (a lockstep sim would wait
-                # for a dead node's answer for ever): it ends, named.
-                print(f"{name} exited (code {code}): the demo cannot go on; stopping the graph",
+                # for a dead node's answer for ever): it ends, named, once the failure
+                # collector had the time to write the bundle of what the loss did.
+                wait = grace if name != "failure_collector" and "failure_collector" not in exited else 0.0
+                print(f"{name} exited (code {code}): the demo cannot go on; stopping the graph"
+                      + (f" in {wait:g} s (the failure collector writes its bundle)" if wait and not ending else ""),
                       file=sys.stderr, flush=True)
+                if not ending:
+                    ending.append(time.monotonic() + wait)
             else:
                 print(f"{name} exited (code {code}); the other nodes run on (Ctrl-C stops them)",
                       file=sys.stderr, flush=True)
-        # Everything stopped, or the demo finished its script or lost a node.
-        return len(exited) == len(graph.processes) or (operator is not None and bool(exited))
+        # Everything stopped, or the demo finished its script or lost a node (after the grace).
+        return len(exited) == len(graph.processes) or exited.get(operator) == 0 or \
+            bool(ending and time.monotonic() >= ending[0])
 
     try:
         graph.start()
@@ -161,6 +174,17 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"error: the demo stopped before {operator} finished its script: {exited}", file=sys.stderr)
         return 1
     return 0
+
+
+def _failure_capture_grace(plan) -> float:
+    """Seconds a demo that lost a node keeps the rest running: the supervisor damps, the
+    collector notices the silence, waits its post-event window and writes the bundle."""
+    if not any(n.name == "failure_collector" for n in plan.nodes):
+        return 0.0
+    from sim2real.core.failure_config import load_failure_config
+
+    config = load_failure_config("default")
+    return config.post_event_s + (config.triggers.stale_s or 0.0) + FAILURE_WRITE_S
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -617,8 +641,18 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None, _default=warnings.showwarning):
+    """A warning meant for the user (a damaged bag read in part) reads as one line, without the
+    source line Python's default shows."""
+    if issubclass(category, BagSalvagedWarning):
+        print(f"warning: {message}", file=file or sys.stderr)
+    else:
+        _default(message, category, filename, lineno, file, line)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    warnings.showwarning = _show_warning
     # SIGTERM (kill, a systemd stop, a CI timeout) takes the Ctrl-C path: the node processes a
     # command started are stopped and a training run saves its checkpoint. Without it they ran on.
     main_thread = threading.current_thread() is threading.main_thread()

@@ -97,3 +97,32 @@ def test_a_demo_node_stopped_from_outside_fails_the_demo(tmp_path, probe):
     assert up.returncode == 1, out[-2000:] + err[-2000:]
     assert "sim_robot exited (code 0): the demo cannot go on; stopping the graph" in err
     assert "error: the demo stopped before pose_commander finished its script" in err
+
+
+def test_a_demo_that_loses_its_robot_driver_writes_one_failure_bundle_before_it_ends(tmp_path, probe):
+    """kill -9 of the simulated robot: the supervisor damps on the silence, and the demo keeps
+    the rest of the graph up long enough for the failure collector to write that bundle."""
+    from sim2real.core.failure_bundle import list_bundles
+
+    out = tmp_path / "bundles"
+    up = subprocess.Popen([str(SIM2REAL), "up", "--robot", "panda", "--demo", "--failures-dir", str(out)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                          start_new_session=True)
+    try:
+        assert wait_for(lambda: len(child_pids(up.pid)) == 4, 30.0), "the four nodes never started"
+        sim = next(pid for pid in child_pids(up.pid)
+                   if b"sim_robot" in Path(f"/proc/{pid}/cmdline").read_bytes())
+        assert wait_for(lambda: probe.node.count_publishers("/joint_states") >= 1
+                        and probe.node.count_subscribers("/joint_states") >= 3, 30.0), "the graph never came up"
+        time.sleep(3.0)  # the collector has the robot's sensing in its buffers
+        os.kill(sim, signal.SIGKILL)
+        out_text, err = up.communicate(timeout=60.0)
+    finally:
+        if up.poll() is None:
+            os.killpg(up.pid, signal.SIGKILL)
+    assert up.returncode == 1, out_text[-2000:] + err[-2000:]
+    assert "sim_robot exited (code -9): the demo cannot go on; stopping the graph in" in err
+    bundles = list_bundles(out)
+    assert len(bundles) == 1, [b.name for b in bundles]
+    kinds = {t["kind"] for t in bundles[0].info["triggers"]}
+    assert kinds & {"supervisor_damping", "stale_sensor"}, kinds

@@ -13,7 +13,7 @@ import pytest
 
 from sim2real.core.bags import (bag_topics, diagnostic_statuses, imu_orientation, joint_state_positions,
                                 read_bag, typestore)
-from sim2real.core.failure_bundle import PARTIAL_PREFIX, list_bundles, rotate, write_bundle
+from sim2real.core.failure_bundle import STAGING_DIR, list_bundles, partial_path, rotate, write_bundle
 from sim2real.core.failure_collector import (NS, FailureCollector, FailureDetector, TopicRing, Trigger,
                                              wall_to_clock)
 from sim2real.core.failure_config import (FailureConfigError, TopicBuffer, TriggerConfig, load_failure_config,
@@ -133,6 +133,8 @@ def test_collector_writes_the_window_as_a_rosbag2_bundle_that_rosbags_and_mcap_r
     from mcap.reader import make_reader
 
     (mcap_file,) = bundle.path.glob("*.mcap")
+    assert mcap_file.name == f"{bundle.name}.mcap"  # named as the bundle, not as its staging directory
+    assert mcap_file.name in (bundle.path / "metadata.yaml").read_text()
     with open(mcap_file, "rb") as handle:
         reader = make_reader(handle)
         summary = reader.get_summary()
@@ -163,7 +165,8 @@ def test_a_crash_while_writing_leaves_no_bundle_visible_and_the_next_start_clean
         if process.poll() is None:
             process.kill()
     assert list_bundles(tmp_path) == []
-    assert [p.name for p in tmp_path.iterdir()] == [f"{PARTIAL_PREFIX}b1"]
+    assert [p.name for p in tmp_path.iterdir()] == [STAGING_DIR]
+    assert [p.name for p in (tmp_path / STAGING_DIR).iterdir()] == ["b1"]
     collector = FailureCollector(small_config(), tmp_path)
     collector.stop()
     assert collector.cleaned and list(tmp_path.iterdir()) == []
@@ -281,7 +284,7 @@ def test_a_disk_below_min_free_is_made_room_on_before_the_write_and_a_failed_wri
     assert not collector.errors and "20261130T000000.000Z_old" not in names and names[-1].endswith("_manual")
 
     def failing_write(*args, **kwargs):
-        (tmp_path / f"{PARTIAL_PREFIX}x").mkdir()
+        partial_path(tmp_path, "x").mkdir(parents=True)
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("sim2real.core.failure_collector.write_bundle", failing_write)
@@ -294,12 +297,13 @@ def test_a_disk_below_min_free_is_made_room_on_before_the_write_and_a_failed_wri
     finally:
         collector.stop()
     assert "No space left on device" in collector.errors[0]
-    assert not list(tmp_path.glob(f"{PARTIAL_PREFIX}*"))
+    assert not (tmp_path / STAGING_DIR).exists()
 
 
 def test_a_malformed_policy_command_is_no_trigger_and_no_crash():
     detector = FailureDetector(small_config(triggers={"saturation_streak": 3, "stale_topics": []}).triggers,
                                ["a", "b"], np.array([-1.0, -2.0]), np.array([1.0, 2.0]))
+    detector.safety_status("ACTIVE", {"trips": "0"})  # engaged: saturation counts
     assert detector.policy_command(["a", "b"], [0.0]) is None
     # ... and the detector still works: three commands at a limit are a saturation streak, also
     # when the next command names the joints in another order.
@@ -323,3 +327,45 @@ def test_a_hold_trip_writes_a_bundle_and_an_operators_takeover_does_not():
     assert fired.kind == "supervisor_takeover" and "policy_stale" in fired.reason
     d.safety_status("ACTIVE", {"trips": "1", "last_trip": dead})
     assert d.safety_status("TAKEOVER", {"trips": "1", "last_trip": dead}) is None  # the operator's again
+
+
+def test_a_fault_present_when_the_collector_starts_is_a_failure():
+    """Discovery takes seconds: a supervisor already in DAMPING (or ESTOP, or a hold trip's
+    TAKEOVER) in the first status seen is a failure, not the start of an edge."""
+    profile = load_profile("go2")
+    for mode, last_trip in (("DAMPING", "STANDBY -> DAMPING: joint_states_stale: no /joint_states for 0.2 s"),
+                            ("ESTOP", "ACTIVE -> ESTOP: base_tilt: 61 deg"),
+                            ("TAKEOVER", "ACTIVE -> TAKEOVER: policy_stale: no /policy/joint_commands")):
+        d = FailureDetector(TriggerConfig(), profile.joint_names, profile.lower_limits, profile.upper_limits)
+        fired = d.safety_status(mode, {"trips": "1", "last_trip": last_trip})
+        assert fired is not None and fired.kind == f"supervisor_{mode.lower()}"
+        assert f"already in {mode}" in fired.reason and last_trip in fired.reason
+        assert d.safety_status(mode, {"trips": "1", "last_trip": last_trip}) is None  # once
+    d = FailureDetector(TriggerConfig())
+    assert d.safety_status("STANDBY", {"trips": "0", "last_trip": ""}) is None
+    d = FailureDetector(TriggerConfig())
+    assert d.safety_status("TAKEOVER", {"trips": "0", "last_trip": ""}) is None  # an operator's takeover
+
+
+def test_start_up_noise_is_no_failure_until_the_robot_is_engaged():
+    """Latency, saturation and falls before the first engage are start-up, not failures
+    (unless before_engage); a NaN command and a sensor that stops are always ones."""
+    profile = load_profile("go2")
+    triggers = TriggerConfig(saturation_streak=1)
+    d = FailureDetector(triggers, profile.joint_names, profile.lower_limits, profile.upper_limits)
+    d.safety_status("STANDBY", {"trips": "0"})
+    slow = {"tick_latency_p99_ms": "40.0"}
+    assert d.diagnostics_status("policy_runtime: policy", slow) is None
+    assert d.imu((1.0, 0.0, 0.0, 0.0)) is None  # upside down while standing up
+    assert d.policy_command(profile.joint_names, profile.upper_limits) is None
+    assert d.stale(10 * NS, {"/joint_states": 0}).kind == "stale_sensor"
+    nan = [float("nan")] * len(profile.joint_names)
+    assert d.policy_command(profile.joint_names, nan).kind == "non_finite_command"
+    d.safety_status("ACTIVE", {"trips": "0"})
+    # A condition that began before engaging fires when it comes back, not at the engage.
+    assert d.diagnostics_status("policy_runtime: policy", slow) is None
+    assert d.diagnostics_status("policy_runtime: policy", {"tick_latency_p99_ms": "3.0"}) is None
+    assert d.diagnostics_status("policy_runtime: policy", slow).kind == "latency_overrun"
+    eager = FailureDetector(TriggerConfig(before_engage=True))
+    eager.safety_status("STANDBY", {"trips": "0"})
+    assert eager.diagnostics_status("policy_runtime: policy", slow).kind == "latency_overrun"

@@ -117,12 +117,18 @@ def test_replay_all_skips_a_bundle_it_cannot_replay_and_replays_the_rest(bundles
     assert "none of the 2 bundles" in capsys.readouterr().err
 
 
-def test_a_damaged_bundle_is_named_and_skipped_by_replay_all(bundles, tmp_path, capsys):
-    """A truncated MCAP (a recorder killed mid-write, a full disk) is named, not a rosbags
+def test_a_damaged_bundle_is_read_in_part_or_named_and_skipped_by_replay_all(bundles, tmp_path, capsys):
+    """A truncated MCAP (a recorder killed mid-write, a full disk) is read as far as it goes,
+    with a warning that counts what was lost; one with nothing left is named, not a rosbags
     traceback, and replay all goes on past it."""
     bundle = find_bundle(bundles, "20261130T000000")
     data = next(bundle.path.glob("*.mcap"))
-    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    whole = data.read_bytes()
+    data.write_bytes(whole[: len(whole) // 2])
+    assert main(["failures", "show", "20261130T000000", "--dir", str(bundles), "--plot", str(tmp_path / "x.png")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning: ") and "messages lost (/goal_pose" in err and "Traceback" not in err
+    data.write_bytes(whole[:100])
     assert main(["failures", "show", "20261130T000000", "--dir", str(bundles), "--plot", str(tmp_path / "x.png")]) == 2
     assert "cannot be read" in capsys.readouterr().err
     holding = write_target_policy(tmp_path / "hold.onnx", PANDA, PANDA.default_positions)
@@ -133,3 +139,11 @@ def test_a_damaged_bundle_is_named_and_skipped_by_replay_all(bundles, tmp_path, 
     (bundle.path / "failure.json").write_text('{"reason": "half-writ')
     assert main(["failures", "show", str(bundle.path)]) == 2
     assert "failure.json cannot be read" in capsys.readouterr().err
+
+
+def test_replay_with_another_robots_policy_says_so(bundles, capsys):
+    go2 = share_dir() / "policies" / "go2_walk.onnx"
+    assert main(["failures", "replay", "20261130T000000", "--dir", str(bundles), "--policy", str(go2)]) == 2
+    err = capsys.readouterr().err
+    assert "was recorded on robot 'panda'" in err and "Fix: give a policy trained for 'panda'" in err
+    assert "Traceback" not in err

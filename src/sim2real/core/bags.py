@@ -124,22 +124,73 @@ class BagReadError(ValueError):
     """A bag that cannot be read (truncated, damaged, not a bag); the message names it and the fix."""
 
     def __init__(self, path: str | Path, exc: BaseException):
-        super().__init__(f"{path}: cannot be read ({type(exc).__name__}: {exc}). Fix: the bag is truncated or "
-                         "damaged (a recorder killed mid-write, a full disk): `ros2 bag reindex` may recover it")
+        super().__init__(f"{path}: cannot be read ({type(exc).__name__}: {exc}). Fix: record it again (a "
+                         "recorder killed mid-write or a full disk leaves a bag like this)")
+
+
+def bag_information(path: str | Path) -> dict[str, Any]:
+    """The ``rosbag2_bagfile_information`` of a bag's metadata.yaml (``path``: the bag directory
+    or a file in it), read as plain YAML so a bag whose storage is damaged still answers;
+    {} when there is none or it cannot be read."""
+    import yaml
+
+    path = Path(path)
+    metadata = path / "metadata.yaml" if path.is_dir() else path.parent / "metadata.yaml"
+    try:
+        info = yaml.safe_load(metadata.read_text())["rosbag2_bagfile_information"]
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+class BagSalvagedWarning(UserWarning):
+    """A damaged bag was read in part; the message says how much was lost."""
 
 
 def read_bag(path: str | Path, topics: Iterable[str] | None = None) -> Iterator[tuple[str, int, Any]]:
     """(topic, receive time ns, decoded message) in time order; ``topics`` narrows them.
-    BagReadError for a bag that cannot be read, whenever the damage is met."""
+
+    A truncated or damaged MCAP bag that the indexed reader refuses is read in part (every
+    message still whole, :mod:`sim2real.core.bag_salvage`) with a :class:`BagSalvagedWarning`
+    that counts what was lost. BagReadError for a bag with nothing readable."""
     store = TYPESTORE
     wanted = None if topics is None else set(topics)
     try:
-        with Reader(Path(path)) as reader:
-            selected = [c for c in reader.connections if wanted is None or c.topic in wanted]
-            for connection, stamp_ns, data in reader.messages(connections=selected):
-                yield connection.topic, stamp_ns, store.deserialize_cdr(data, connection.msgtype)
+        reader = Reader(Path(path))
+        reader.open()
     except Exception as exc:  # rosbags raises several types for damaged storage
+        salvage = salvage_or_raise(path, wanted, exc)
+        for topic, msgtype, stamp_ns, data in salvage.messages:
+            yield topic, stamp_ns, store.deserialize_cdr(data, msgtype)
+        return
+    try:
+        selected = [c for c in reader.connections if wanted is None or c.topic in wanted]
+        for connection, stamp_ns, data in reader.messages(connections=selected):
+            yield connection.topic, stamp_ns, store.deserialize_cdr(data, connection.msgtype)
+    except Exception as exc:
         raise BagReadError(path, exc) from None
+    finally:
+        reader.close()
+
+
+def salvage_or_raise(path: str | Path, wanted: set[str] | None, exc: BaseException):
+    """The whole messages of a bag the indexed reader refused (warning with the loss), or
+    BagReadError naming the first failure when nothing can be read."""
+    import warnings
+
+    from sim2real.core.bag_salvage import salvage_bag
+
+    try:
+        salvage = salvage_bag(path, wanted)
+    except (OSError, ValueError) as why:
+        raise BagReadError(path, ValueError(f"{exc}; nothing to recover either: {why}")) from None
+    if not salvage.messages:
+        raise BagReadError(path, ValueError(f"{exc}; no whole message could be recovered ({salvage.damage})"))
+    for msgtype in {m[1] for m in salvage.messages}:
+        if msgtype not in TYPESTORE.types:
+            raise BagReadError(path, ValueError(f"damaged, and its message type {msgtype!r} is not a standard one"))
+    warnings.warn(BagSalvagedWarning(salvage.summary()), stacklevel=3)
+    return salvage
 
 
 def bag_topics(path: str | Path) -> dict[str, tuple[str, int]]:

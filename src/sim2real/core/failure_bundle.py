@@ -4,13 +4,13 @@
 
     <root>/20261130T041815Z_supervisor_damping/
         metadata.yaml                                   rosbag2 (readable by ros2 bag, rosbags)
-        20261130T041815Z_supervisor_damping_0.mcap      the pre- and post-event windows
+        20261130T041815Z_supervisor_damping.mcap        the pre- and post-event windows
         failure.json                                    why, when, which robot and policy, context
 
-A bundle appears whole or not at all: it is written into ``<root>/.partial-<name>`` and
-renamed into place when complete (a rename within one filesystem is atomic), so a crash
-while writing leaves only a hidden partial directory, which :func:`clean_partials`
-removes. :func:`rotate` keeps the bundles under a byte quota and above a free-space
+A bundle appears whole or not at all: it is written into ``<root>/.partial/<name>`` (so
+its files carry their final names) and renamed into place when complete (a rename within
+one filesystem is atomic), so a crash while writing leaves only the hidden staging
+directory, which :func:`clean_partials` removes. :func:`rotate` keeps the bundles under a byte quota and above a free-space
 floor by deleting the oldest first.
 """
 from __future__ import annotations
@@ -26,7 +26,8 @@ from typing import Any, Iterable, Mapping
 from sim2real.core.bags import write_bag
 
 FAILURE_FILE = "failure.json"
-PARTIAL_PREFIX = ".partial-"
+STAGING_DIR = ".partial"       # bundles being written: <root>/.partial/<name>
+LEGACY_PARTIAL_PREFIX = ".partial-"  # staging as <root>/.partial-<name> (its MCAP kept that name)
 # A bundle's name starts with its UTC time; the collector writes it to the millisecond.
 BUNDLE_TIME_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 
@@ -61,9 +62,10 @@ def write_bundle(root: str | Path, name: str, connections: Mapping[str, str],
     if final.exists():
         raise FileExistsError(f"{final} already exists; bundle names carry the event time and reason, "
                               "so two events with one name are one event")
-    partial = root / f"{PARTIAL_PREFIX}{name}"
+    partial = partial_path(root, name)
     if partial.exists():
         shutil.rmtree(partial)
+    partial.parent.mkdir(exist_ok=True)
     write_bag(partial, connections, messages)
     failure = partial / FAILURE_FILE
     with open(failure, "w") as handle:
@@ -77,6 +79,11 @@ def write_bundle(root: str | Path, name: str, connections: Mapping[str, str],
     os.rename(partial, final)
     _fsync_dir(root)
     return final
+
+
+def partial_path(root: str | Path, name: str) -> Path:
+    """Where bundle ``name`` is written before it is renamed into ``root``."""
+    return Path(root) / STAGING_DIR / name
 
 
 def _fsync_dir(path: Path) -> None:
@@ -111,9 +118,13 @@ def clean_partials(root: str | Path) -> list[Path]:
     """Remove the partial directories a crash mid-write left behind; returns them."""
     root = Path(root)
     removed = []
+    staging = root / STAGING_DIR
+    if staging.is_dir():
+        removed += [item for item in staging.iterdir()]
+        shutil.rmtree(staging, ignore_errors=True)
     if root.is_dir():
         for item in root.iterdir():
-            if item.name.startswith(PARTIAL_PREFIX) and item.is_dir():
+            if item.name.startswith(LEGACY_PARTIAL_PREFIX) and item.is_dir():
                 shutil.rmtree(item, ignore_errors=True)
                 removed.append(item)
     return removed

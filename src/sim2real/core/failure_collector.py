@@ -34,6 +34,7 @@ from sim2real.core.rotations import tilt_angle
 NS = 1_000_000_000
 POLICY_STATUS_SUFFIX = ": policy"       # policy_runtime's /diagnostics status name ends so
 SUPERVISOR_STATUS = "safety_supervisor: mode"
+ENGAGED_MODES = ("ACTIVE", "TAKEOVER")
 
 
 class TopicRing:
@@ -101,6 +102,7 @@ class FailureDetector:
         self.lower = None if lower is None else np.asarray(lower, float)
         self.upper = None if upper is None else np.asarray(upper, float)
         self.mode: str | None = None
+        self.engaged = False  # the supervisor was seen in ACTIVE or TAKEOVER since start
         self.supervisor: dict[str, Any] = {}
         self.diagnostics: dict[str, dict[str, str]] = {}
         self.max_tilt_deg = 0.0
@@ -117,14 +119,32 @@ class FailureDetector:
         previous_trips = self.supervisor.get("trips") if self.supervisor else None
         self.supervisor = {"trips": values.get("trips"), "mode": mode, "last_trip": values.get("last_trip", ""),
                            "checks": {k[len("check/"):]: v for k, v in values.items() if k.startswith("check/")}}
-        if mode in self.config.supervisor_modes and previous != mode and previous is not None:
-            trip = values.get("last_trip") or "no reason given"
-            if mode == "TAKEOVER" and values.get("trips") == previous_trips:
-                return None  # an operator's takeover, not a hold trip (a dead policy, a lost deadman)
-            # The supervisor's last_trip already reads "ACTIVE -> DAMPING: <check>: <detail>".
-            reason = f"supervisor {trip}" if f"-> {mode}" in trip else f"supervisor {previous} -> {mode}: {trip}"
-            return Trigger(f"supervisor_{mode.lower()}", reason)
-        return None
+        if mode in ENGAGED_MODES:
+            self.engaged = True
+        if mode not in self.config.supervisor_modes or previous == mode:
+            return None
+        trip = values.get("last_trip") or "no reason given"
+        if previous is None:
+            # The first status seen: discovery takes seconds, and a fault in them (a trip at
+            # start-up, a policy that failed at once) must not go unrecorded for want of an edge.
+            # An operator's TAKEOVER is no trip: only one the supervisor's last trip names counts.
+            if mode == "TAKEOVER" and f"-> {mode}" not in trip:
+                return None
+            return Trigger(f"supervisor_{mode.lower()}",
+                           f"supervisor already in {mode} when the collector started: {trip}")
+        if mode == "TAKEOVER" and values.get("trips") == previous_trips:
+            return None  # an operator's takeover, not a hold trip (a dead policy, a lost deadman)
+        # The supervisor's last_trip already reads "ACTIVE -> DAMPING: <check>: <detail>".
+        reason = f"supervisor {trip}" if f"-> {mode}" in trip else f"supervisor {previous} -> {mode}: {trip}"
+        return Trigger(f"supervisor_{mode.lower()}", reason)
+
+    def _armed(self, trigger: Trigger | None) -> Trigger | None:
+        """A fall, saturation or latency trigger counts once the robot was engaged (unless
+        ``before_engage``): before that, a robot carried to its place, a policy not in control
+        and the start-up's slow first ticks are not failures. The
+        edge state still follows the signal, so a condition that began before engaging fires
+        only when it comes back."""
+        return trigger if self.engaged or self.config.before_engage else None
 
     def imu(self, orientation_xyzw: Sequence[float]) -> Trigger | None:
         threshold = self.config.fall_tilt_deg
@@ -138,7 +158,7 @@ class FailureDetector:
         self.max_tilt_deg = max(self.max_tilt_deg, tilt)
         if tilt > threshold and not self._fallen:
             self._fallen = True
-            return Trigger("fall", f"fall: base tilt {tilt:.0f} deg > {threshold:g} deg")
+            return self._armed(Trigger("fall", f"fall: base tilt {tilt:.0f} deg > {threshold:g} deg"))
         if tilt < 0.5 * threshold:
             self._fallen = False  # standing again: the next fall is a new one
         return None
@@ -170,8 +190,8 @@ class FailureDetector:
             self._saturated += 1
             if self._saturated == self.config.saturation_streak:
                 joints = [n for n, hit in zip(np.asarray(names)[known], at_limit) if hit]
-                return Trigger("saturation", f"policy output at joint limits for {self._saturated} consecutive "
-                                             f"commands ({', '.join(joints[:3])})")
+                return self._armed(Trigger("saturation", f"policy output at joint limits for {self._saturated} "
+                                                         f"consecutive commands ({', '.join(joints[:3])})"))
         else:
             self._saturated = 0
         return None
@@ -187,8 +207,8 @@ class FailureDetector:
             return None
         if p99 > threshold and not self._overrun:
             self._overrun = True
-            return Trigger("latency_overrun", f"{name.split(':')[0]} tick latency p99 {p99:.1f} ms > "
-                                              f"{threshold:g} ms")
+            return self._armed(Trigger("latency_overrun", f"{name.split(':')[0]} tick latency p99 {p99:.1f} ms "
+                                                          f"> {threshold:g} ms"))
         if p99 <= threshold:
             self._overrun = False
         return None
@@ -204,6 +224,7 @@ class FailureDetector:
             silent = (now_ns - seen) / NS
             if silent > limit and topic not in self._stale:
                 self._stale.add(topic)
+                # Not gated on engaging: a sensor that streamed and stopped is a failure in any mode.
                 return Trigger("stale_sensor", f"{topic} silent for {silent:.2f} s > {limit:g} s")
             if silent <= limit:
                 self._stale.discard(topic)

@@ -17,7 +17,8 @@ MB = 1024 * 1024
 _TOP_KEYS = ("output_dir", "pre_event_s", "post_event_s", "cooldown_s", "quota_mb", "min_free_mb", "topics",
              "triggers")
 _TRIGGER_KEYS = ("supervisor_modes", "fall_tilt_deg", "non_finite_command", "saturation_margin",
-                 "saturation_streak", "latency_p99_ms", "stale_s", "stale_topics")
+                 "saturation_streak", "latency_p99_ms", "stale_s", "stale_topics",
+                 "before_engage")
 SUPERVISOR_MODES = ("STANDBY", "ACTIVE", "TAKEOVER", "DAMPING", "ESTOP")
 
 
@@ -43,6 +44,9 @@ class TriggerConfig:
     latency_p99_ms: float | None = 15.0       # None: no latency trigger
     stale_s: float | None = 0.5               # None: no stale-sensor trigger
     stale_topics: tuple[str, ...] = ("/joint_states", "/imu/data")
+    # False: falls, saturation and latency count only once the robot has been engaged (ACTIVE
+    # or TAKEOVER); start-up (discovery, the first slow ticks) otherwise writes bundles of noise.
+    before_engage: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,9 @@ def parse_failure_config(data: dict[str, Any], source: str | Path = "<failure co
     non_finite = trig.get("non_finite_command", True)
     if not isinstance(non_finite, bool):  # bool("false") is True
         raise fail("triggers.non_finite_command", f"expected true or false, got {non_finite!r}", "write true or false")
+    before_engage = trig.get("before_engage", False)
+    if not isinstance(before_engage, bool):
+        raise fail("triggers.before_engage", f"expected true or false, got {before_engage!r}", "write true or false")
     streak = trig.get("saturation_streak", 25)
     if isinstance(streak, bool) or not isinstance(streak, int) or streak < 0:  # int(0.7) = 0 switched it off
         raise fail("triggers.saturation_streak", f"expected a whole number of commands >= 0, got {streak!r}",
@@ -153,7 +160,8 @@ def parse_failure_config(data: dict[str, Any], source: str | Path = "<failure co
         latency_p99_ms=number(trig, "latency_p99_ms", "triggers.latency_p99_ms", 15.0, positive=True,
                               optional=True),
         stale_s=number(trig, "stale_s", "triggers.stale_s", 0.5, positive=True, optional=True),
-        stale_topics=stale_topics)
+        stale_topics=stale_topics,
+        before_engage=before_engage)
     return FailureConfig(
         source=str(source), output_dir=str(data.get("output_dir") or "~/.sim2real/failures"),
         pre_event_s=pre, post_event_s=post, cooldown_s=number(data, "cooldown_s", "cooldown_s", 5.0),

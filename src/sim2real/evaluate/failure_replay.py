@@ -26,7 +26,7 @@ from sim2real.core.bags import read_bag
 from sim2real.core.failure_bundle import Bundle
 from sim2real.core.failure_config import TriggerConfig
 from sim2real.core.joint_command import JointTargets
-from sim2real.core.policy_slot import PolicySlot
+from sim2real.core.policy_slot import PolicyRefused, PolicySlot
 from sim2real.core.robot_inputs import RobotInputs
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.rotations import tilt_angle
@@ -139,7 +139,12 @@ def replay_failure(bundle: Bundle, policy_path: str | Path | None = None, lead_s
     safety = load_safety_config(profile.name)
     period = profile.policy_period
     slot = PolicySlot(profile, [policy_path.parent])
-    slot.start(policy_path)
+    try:
+        slot.start(policy_path)
+    except PolicyRefused as exc:
+        raise ReplayError(f"{bundle.name} was recorded on robot {profile.name!r} and cannot replay with this "
+                          f"policy: {exc}. Fix: give a policy trained for {profile.name!r} with --policy FILE, "
+                          "or leave --policy out to replay the recorded one") from None
     inputs = RobotInputs(profile)
     supervisor = SupervisorCore(profile, safety, safety.command_period or period, simulated=True)
     sup_inputs = SupervisorInputs()

@@ -46,18 +46,23 @@ def _make_excitation(args: argparse.Namespace, profile):
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from sim2real.core.robot_profile import ProfileError, load_profile
-    from sim2real.sysid.dataset import BagError
+    from sim2real.sysid.dataset import BagError, BagTopics
     from sim2real.sysid.fit import FitError, FitOptions
     from sim2real.sysid.identify import identify_robot
 
     try:
         profile = load_profile(args.robot)
+        commands, command_type = BagTopics.parse_commands(args.commands)
+        topics = BagTopics(states=args.states, commands=commands, command_type=command_type,
+                           command_joints=tuple(j for j in (args.command_joints or "").split(",") if j),
+                           stamps=args.stamps)
         options = FitOptions(workers=args.workers, max_iterations=args.max_iterations,
                              cma_iterations=args.cma_iterations, train_seconds=args.train_seconds,
                              train_fraction=args.train_fraction, seed=args.seed)
         log = (lambda _: None) if args.json else (lambda m: print(m, flush=True))
         document = identify_robot(profile, args.bags, args.output, options,
-                                  rigid_body=False if args.no_rigid_body else None, plots=not args.no_plots, log=log)
+                                  rigid_body=False if args.no_rigid_body else None, plots=not args.no_plots, log=log,
+                                  topics=topics)
     except (ProfileError, BagError) as exc:
         return _fail(exc)
     except FitError as exc:
@@ -135,6 +140,18 @@ def add_sysid_commands(sub, formatter) -> None:
     fit.add_argument("bags", nargs="+", metavar="BAG", help="rosbag2 directories (or .mcap files)")
     fit.add_argument("--robot", required=True, help="robot profile the bags were recorded on")
     fit.add_argument("-o", "--output", required=True, help="identified-parameters YAML to write")
+    fit.add_argument("--states", default="/joint_states", metavar="TOPIC",
+                     help="the bag's measured joint states (sensor_msgs/JointState; default /joint_states)")
+    fit.add_argument("--commands", default="/joint_commands", metavar="TOPIC[:TYPE]",
+                     help="the bag's joint commands and their type: JointState (default), Float64MultiArray (a "
+                          "ros2_control forward controller: timed by receipt, values in --command-joints order) or "
+                          "JointTrajectory (its first point). E.g. /forward_position_controller/commands:"
+                          "Float64MultiArray")
+    fit.add_argument("--command-joints", metavar="J1,J2,...",
+                     help="Float64MultiArray: the joint of each value (default: the profile's joint order)")
+    fit.add_argument("--stamps", default="header", choices=("header", "receive"),
+                     help="time messages by their header.stamp (default: the driver's measurement time) or by "
+                          "their receipt in the bag (for drivers that leave header.stamp zero)")
     fit.add_argument("--workers", type=int, default=2, help="processes replaying candidates in parallel")
     fit.add_argument("--train-fraction", type=float, default=0.7, help="leading fraction of each bag fitted on; "
                                                                         "the rest is held out")
@@ -189,8 +206,11 @@ def add_sysid_commands(sub, formatter) -> None:
     record.add_argument("--suspended", action="store_true",
                         help="the quadruped hangs on a stand, feet clear of the ground: in sim, sim_robot holds it "
                              "so; on hardware, hang it yourself. Recorded in the bag; the fit replays it hanging")
+    record.add_argument("--start-timeout", type=float, default=60.0,
+                        help="wall seconds to get the robot engaged (the stand-up, the engage, one reset after a "
+                             "trip) before giving up with the reason (default 60)")
     record.add_argument("--timeout", type=float, default=0.0, help="give up after this many wall seconds "
-                                                                   "(0: excitation + 120 s)")
+                                                                   "(0: start timeout + 4 x the excitation + 60 s)")
     _excitation_arguments(record)
     record.set_defaults(func=cmd_record)
 

@@ -36,12 +36,14 @@ SYSID_ARGUMENTS: dict[str, LaunchArgument] = {
         LaunchArgument("velocity_fraction", "0.5", "peak speed as a fraction of the velocity limit"),
         LaunchArgument("excitation_seed", "0", "seed of the Fourier coefficient search"),
         LaunchArgument("extra_topics", "", "comma-separated 'topic:pkg/msg/Type' to record as well"),
+        LaunchArgument("start_timeout", "60.0", "wall seconds to get the robot engaged (stand-up, engage, one reset "
+                                                "after a trip) before the recorder gives up and says why"),
         LaunchArgument("suspended", "false", "the robot hangs on a stand, feet clear of the ground (sim: sim_robot "
                                              "holds it so), and the fit replays it hanging; a quadruped on the "
                                              "ground excites only small motions", BOOL_CHOICES),
     )},
 }
-_FLOATS = ("duration", "amplitude", "f_min", "f_max", "velocity_fraction")
+_FLOATS = ("duration", "amplitude", "f_min", "f_max", "velocity_fraction", "start_timeout")
 
 
 def make_sysid_plan(**arguments: Any) -> BringupPlan:
@@ -87,11 +89,11 @@ def record_on_graph(args: argparse.Namespace) -> int:
                                duration=args.duration, joints=",".join(args.joints or []), amplitude=args.amplitude,
                                f_min=args.f_min, f_max=args.f_max, velocity_fraction=args.velocity_fraction,
                                excitation_seed=args.excitation_seed, extra_topics=",".join(args.topics or []),
-                               suspended=args.suspended)
+                               suspended=args.suspended, start_timeout=args.start_timeout)
     except (PlanError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    timeout = args.timeout or args.duration + 120.0
+    timeout = args.timeout or args.start_timeout + args.duration * 4 + 60.0
     print(f"starting {', '.join(n.name for n in plan.nodes)}; recording to {args.output} (Ctrl-C stops)", flush=True)
     graph = GraphProcesses(plan)
     started = time.monotonic()
@@ -102,13 +104,23 @@ def record_on_graph(args: argparse.Namespace) -> int:
         reason = "interrupted"
     codes = graph.stop()
     logger_code = codes.get("sysid_logger")
+    aborted = _aborted_reason(Path(args.output))
     if reason == "duration":
-        print(f"error: the recording did not finish within {timeout:.0f} s; is the robot publishing /joint_states "
-              "and the supervisor running? (the bag is kept, marked completed: false; sysid fit refuses it)", file=sys.stderr)
+        print(f"error: the recording did not finish within {timeout:.0f} s (--timeout)"
+              + (f": {aborted}" if aborted else "") + ". The bag is kept, marked completed: false; sysid fit "
+              "refuses it", file=sys.stderr)
         return 1
     if logger_code not in (0, None):
-        print(f"error: sysid_logger exited with {logger_code}; see its output above", file=sys.stderr)
+        print(f"error: the recording stopped: {aborted or f'sysid_logger exited with {logger_code}'}; see the "
+              "output above. The bag is kept, marked completed: false", file=sys.stderr)
         return 1
     print(f"recorded {args.output} in {time.monotonic() - started:.0f} s\nnext: sim2real sysid fit {args.output} "
           f"--robot {args.robot} -o config/identified/{Path(str(plan.robot)).stem}.yaml")
     return 0
+
+
+def _aborted_reason(bag: Path) -> str:
+    """The reason the logger wrote into the bag when it aborted ('' if none)."""
+    from sim2real.core.bags import bag_information
+
+    return str((bag_information(bag).get("custom_data") or {}).get("aborted") or "")

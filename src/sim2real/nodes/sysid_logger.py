@@ -7,7 +7,10 @@ live in the ROS-free core. This node only sequences them:
 1. record from the start: /joint_states, /imu/data, /joint_commands and ``extra_topics``,
    as the CDR bytes that arrive (``raw=True``: nothing is decoded or re-encoded);
 2. once the supervisor has stood the robot up (STANDBY stand motion done), stream the
-   default pose on /policy/joint_commands and call the supervisor's ``~/engage``;
+   default pose on /policy/joint_commands and call the supervisor's ``~/engage``. A trip
+   before the engage is reset once; an e-stop, a second trip or ``start_timeout`` wall
+   seconds without ACTIVE end the recording with the reason
+   (:mod:`sim2real.sysid.engage_startup`);
 3. in ACTIVE, after the supervisor's blend, stream the excitation target (position and
    velocity) on the command-period grid of the robot's clock, stamped like the state it
    answers (so it works in real time and in lockstep, as pose_commander does);
@@ -20,9 +23,11 @@ from __future__ import annotations
 
 import importlib
 import json
+import time
 from pathlib import Path
 
 from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
 from sensor_msgs.msg import Imu, JointState
@@ -34,6 +39,7 @@ from sim2real.core.bags import TYPESTORE, BagWriter
 from sim2real.core.safety_config import load_safety_config
 from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare
+from sim2real.sysid.engage_startup import EngageStartup, SupervisorView
 from sim2real.sysid.excitation import make_excitation
 from sim2real.sysid.metadata import SUSPENDED, bag_custom_data
 
@@ -42,7 +48,8 @@ NS_PER_S = stamps.NS_PER_S
 # publisher (some drivers) matches the sensor subscription below instead.
 RECORD_RELIABLE = QoSProfile(history=QoSHistoryPolicy.KEEP_LAST, depth=200,
                              reliability=QoSReliabilityPolicy.RELIABLE)
-ENGAGE_RETRY_S = 1.0
+ENGAGE_RETRY_S = 1.0   # between engage (or reset) calls the supervisor refused
+STARTUP_POLL_S = 0.2   # wall seconds between start-up decisions
 
 
 class SysidLoggerNode(Node):
@@ -66,6 +73,8 @@ class SysidLoggerNode(Node):
         conditions = declare(self, "conditions", "", "Recorded in the bag metadata (sim conditions, if any)")
         suspended = declare(self, "suspended", False, "Recorded in the bag metadata: the robot hangs on a stand, feet "
                                                       "clear of the ground (the fit replays it so)")
+        start_timeout = declare(self, "start_timeout", 60.0, "Wall seconds to get the robot engaged before giving "
+                                                             "up with the reason", at_least=0)
         if not self.bag_path:
             raise ValueError("parameter 'bag' is required: the rosbag2 directory to create")
         # Everything that can be refused is checked before the bag is created: a bag opened and
@@ -90,6 +99,7 @@ class SysidLoggerNode(Node):
         safety = load_safety_config(self.profile.name)
         self.stand_s = safety.stand_duration
         self.blend_s = safety.blend_duration
+        self.startup = EngageStartup(start_timeout)
         self.excitation = make_excitation(self.profile, kind, [j for j in joints.split(",") if j] or None, duration,
                                           amplitude, f_min, f_max, velocity_fraction=velocity_fraction, seed=seed)
         metadata = {"hardware": hardware, "completed": "false", SUSPENDED: suspended}
@@ -108,12 +118,18 @@ class SysidLoggerNode(Node):
         self.create_subscription(JointState, "/joint_states", self._on_state, qos.SENSOR_SUBSCRIBE)
         self.create_subscription(DiagnosticArray, "/safety/status", self._on_status, 10)
         self.engage = self.create_client(Trigger, f"{supervisor}/engage")
+        self.reset = self.create_client(Trigger, f"{supervisor}/reset")
         self.mode = ""
+        self.supervisor = SupervisorView()
+        self.states_seen = False
+        self.last_call_wall = -float("inf")
+        # Wall time, also under sim time: the cap is the operator's wait, and a sim that never
+        # starts has no clock to run out.
+        self.create_timer(STARTUP_POLL_S, self._start_up, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.phase = "stand"  # stand -> engage -> blend -> excite -> settle -> done
         self.phase_start_ns = None
         self.next_command_ns = None
         self.order = JointStateOrder(self.profile.joint_names, self.profile.name)
-        self.last_engage_ns = None
         self.repeated = stamps.RepeatedStamps()
         self.done = False
         self.failed = ""
@@ -130,11 +146,33 @@ class SysidLoggerNode(Node):
 
     def _on_status(self, msg: DiagnosticArray) -> None:
         for status in msg.status:
-            for value in status.values:
-                if value.key == "mode":
-                    if self.mode != value.value:
-                        self.get_logger().info(f"supervisor mode {value.value}")
-                    self.mode = value.value
+            values = {kv.key: kv.value for kv in status.values}
+            if "mode" not in values:
+                continue
+            if self.mode != values["mode"]:
+                self.get_logger().info(f"supervisor mode {values['mode']}")
+            self.mode = values["mode"]
+            self.supervisor = SupervisorView.from_values(values)
+
+    def _start_up(self) -> None:
+        """Stand, engage, reset once or give up (wall-clock timer, until ACTIVE)."""
+        if self.done or self.phase not in ("stand", "engage"):
+            return
+        now = time.monotonic()
+        step = self.startup.step(now, self.states_seen, self.supervisor, stood=self.phase == "engage")
+        if step.action == "give_up":
+            self._finish(completed=False, reason=step.reason)
+        elif step.action == "engaged" and self.phase == "engage":
+            pass  # the next state moves on to the blend (on the states' clock)
+        elif step.action in ("engage", "reset") and now - self.last_call_wall >= ENGAGE_RETRY_S:
+            self.last_call_wall = now
+            if step.action == "reset":
+                if "resetting it once" in step.reason:  # the first call; later ones wait for the stop to end
+                    self.get_logger().warning(step.reason)
+                self._enter("stand", None)  # stand again after the reset, then engage
+                self._call(self.reset, "reset")
+            elif self.phase == "engage":
+                self._call(self.engage, "engage")
 
     def _on_state(self, msg: JointState) -> None:
         if self.done:
@@ -154,17 +192,16 @@ class SysidLoggerNode(Node):
         except ValueError as exc:
             self.get_logger().error(f"ignoring {exc}", throttle_duration_sec=2.0)
             return
+        self.states_seen = True
+        if self.next_command_ns is None:
+            self.next_command_ns = -(-now // self.period_ns) * self.period_ns
         if self.phase_start_ns is None:
             self.phase_start_ns = now
-            self.next_command_ns = -(-now // self.period_ns) * self.period_ns
         elapsed = (now - self.phase_start_ns) / NS_PER_S
         if self.phase == "stand" and elapsed >= self.stand_s + 0.5:
             self._enter("engage", now)
-        elif self.phase == "engage":
-            if self.mode == "ACTIVE":
-                self._enter("blend", now)
-            elif self.last_engage_ns is None or now - self.last_engage_ns > ENGAGE_RETRY_S * NS_PER_S:
-                self._call_engage(now)
+        elif self.phase == "engage" and self.mode == "ACTIVE":
+            self._enter("blend", now)
         elif self.phase == "blend" and elapsed >= self.blend_s + 0.2:
             self._enter("excite", now)
         elif self.phase == "excite" and elapsed >= self.excitation.duration:
@@ -188,19 +225,25 @@ class SysidLoggerNode(Node):
             while self.next_command_ns <= now:
                 self.next_command_ns += self.period_ns
 
-    def _enter(self, phase: str, now: int) -> None:
-        self.get_logger().info(f"{self.phase} -> {phase}")
+    def _enter(self, phase: str, now: int | None) -> None:
+        """``now`` None: the phase starts at the next state's stamp."""
+        if phase != self.phase:
+            self.get_logger().info(f"{self.phase} -> {phase}")
         self.phase = phase
         self.phase_start_ns = now
 
-    def _call_engage(self, now: int) -> None:
-        self.last_engage_ns = now
-        if not self.engage.service_is_ready():
-            self.get_logger().info("waiting for the supervisor's engage service", throttle_duration_sec=5.0)
+    def _call(self, client, action: str) -> None:
+        if not client.service_is_ready():
+            self.get_logger().info(f"waiting for the supervisor's {action} service", throttle_duration_sec=5.0)
             return
-        future = self.engage.call_async(Trigger.Request())
-        future.add_done_callback(lambda f: self.get_logger().info(
-            f"engage: {f.result().message if f.result() else f.exception()}"))
+
+        def answered(future) -> None:
+            result = future.result()
+            message = result.message if result is not None else str(future.exception())
+            if action == "engage" and (result is None or not result.success):
+                self.startup.engage_refusal = message
+            self.get_logger().info(f"{action}: {message}", throttle_duration_sec=2.0)
+        client.call_async(Trigger.Request()).add_done_callback(answered)
 
     def _finish(self, completed: bool, reason: str = "") -> None:
         self.done = True

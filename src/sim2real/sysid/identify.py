@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from sim2real.core.robot_profile import RobotProfile
-from sim2real.sysid.dataset import read_bags
+from sim2real.sysid.dataset import BagTopics, read_bags
 from sim2real.sysid.fit import FitOptions, fit_conditions
 from sim2real.sysid.identified import write_identified
 from sim2real.sysid.metadata import profile_hash
@@ -18,13 +18,14 @@ from sim2real.sysid.metadata import profile_hash
 
 def identify_robot(profile: RobotProfile, bags: Sequence[str | Path], out: str | Path,
                    options: FitOptions | None = None, rigid_body: bool | None = None,
-                   plots: bool = True, log: Callable[[str], None] = print) -> dict:
+                   plots: bool = True, log: Callable[[str], None] = print,
+                   topics: BagTopics = BagTopics()) -> dict:
     """Fit the simulator (and, for a fixed-base arm, the rigid-body model); write ``out``.
 
     Returns the document written. ``rigid_body`` None: only for fixed-base robots with efforts.
     """
     options = options or FitOptions()
-    dataset = read_bags(bags, profile)
+    dataset = read_bags(bags, profile, topics)
     log(f"{len(dataset.segments)} recording(s), {dataset.duration:.1f} s of {profile.name}")
     hashes = {seg.metadata.get("robot_profile_sha256") for seg in dataset.segments} - {None}
     current = profile_hash(profile)

@@ -10,12 +10,15 @@ hidden vs fitted values, relative errors, latency error and fit wall time.
 Targets (issue 6): relative error of motor strength, friction and mass scale <= 5 %,
 latency error <= 2 ms, from <= 60 s of excitation, fit wall time <= 5 min on 2 cores.
 
-A quadruped is fitted as recorded on a stand (``--robot go2 --suspended``): standing, the
-excitation topples it and the replay has no base state to follow.
+A quadruped is recorded on a stand (``--robot go2 --suspended``, every joint at once) or
+standing on its feet, one leg at a time at 0.1 rad (the recorder's defaults for each,
+``sysid.excitation.excitation_defaults``; ``--legs`` and ``--amplitude`` override them).
+Standing, the replay has no base state to follow, so that fit is approximate.
 
 Example:
     PYTHONPATH=src python benchmarks/sysid_accuracy.py --sets 3 --duration 40 --json
     PYTHONPATH=src python benchmarks/sysid_accuracy.py --robot go2 --suspended
+    PYTHONPATH=src python benchmarks/sysid_accuracy.py --robot go2 --sets 1
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ import numpy as np
 from sim2real.core.robot_profile import load_profile
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sysid.dataset import read_bags
-from sim2real.sysid.excitation import make_excitation
+from sim2real.sysid.excitation import excitation_defaults, make_excitation
 from sim2real.sysid.fit import FitError, FitOptions, fit_conditions
 from sim2real.sysid.sim_recording import record_in_sim
 
@@ -49,6 +52,8 @@ def main() -> None:
     parser.add_argument("--sets", type=int, default=3, help="random hidden parameter sets")
     parser.add_argument("--duration", type=float, default=40.0, help="excitation seconds per set (<= 60)")
     parser.add_argument("--kind", default="multisine", choices=("fourier", "multisine", "chirp"))
+    parser.add_argument("--amplitude", type=float, help="rad (default: the recorder's for the robot)")
+    parser.add_argument("--legs", type=int, choices=(0, 1, 2), help="legs at a time (default: the recorder's)")
     parser.add_argument("--train-seconds", type=float, default=8.0, help="training seconds replayed per candidate")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
@@ -57,7 +62,11 @@ def main() -> None:
 
     profile = load_profile(args.robot)
     rng = np.random.default_rng(args.seed)
-    excitation = make_excitation(profile, args.kind, duration=args.duration, seed=args.seed)
+    amplitude, legs = excitation_defaults(profile, args.suspended)
+    amplitude = amplitude if args.amplitude is None else args.amplitude
+    legs = legs if args.legs is None else args.legs
+    excitation = make_excitation(profile, args.kind, duration=args.duration, seed=args.seed, amplitude=amplitude,
+                                 legs=legs)
     rows, refused = [], []
     with tempfile.TemporaryDirectory(prefix="sysid-bench-") as tmp:
         for k in range(args.sets):
@@ -90,8 +99,9 @@ def main() -> None:
         return
     header = f"{'set':>3} {'strength %':>10} {'mass %':>7} {'friction %':>10} {'damping %':>9} {'armature %':>10} " \
              f"{'latency ms':>10} {'held-out mrad':>13} {'fit s':>6}"
-    stand = " on a stand (suspended)" if args.suspended else ""
-    print(f"\n{args.robot}{stand}, {args.duration:g} s {args.kind} excitation, noise {NOISE}\n{header}")
+    stand = " on a stand (suspended)" if args.suspended else ("" if profile.fixed_base else " standing")
+    print(f"\n{args.robot}{stand}, {args.duration:g} s {args.kind} excitation ({amplitude:g} rad, legs at a time "
+          f"{legs or 'all'}), noise {NOISE}\n{header}")
     for row in rows:
         e = row["errors"]
         print(f"{row['set']:>3} {e['motor_strength'] * 100:>10.2f} {e['mass_scale'] * 100:>7.2f} "

@@ -18,6 +18,13 @@ WORKFLOW = (
     "  4. train    set 'randomization: panda_identified' in a training config; sim2real train --config it\n")
 
 
+def _positive_seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds > 0")
+    return value
+
+
 def _fail(exc: Exception, code: int = 2) -> int:
     print(f"error: {exc}", file=sys.stderr)
     return code
@@ -29,7 +36,13 @@ def _excitation_arguments(parser: argparse.ArgumentParser) -> None:
                              "multisine: each joint on its own frequency lines; chirp: sweep f-min -> f-max")
     parser.add_argument("--duration", type=float, default=40.0, help="excitation seconds (plus 2 x ramp inside)")
     parser.add_argument("--joints", nargs="+", help="joints to excite (default: all; the others hold the default pose)")
-    parser.add_argument("--amplitude", type=float, default=0.6, help="largest joint amplitude, rad (limits may lower it)")
+    parser.add_argument("--amplitude", type=float, default=None,
+                        help="each joint's largest excursion, rad (limits may lower it; default 0.6, or 0.1 for a "
+                             "quadruped standing on its feet)")
+    parser.add_argument("--legs", type=int, choices=(0, 1, 2), default=None,
+                        help="a quadruped: 0 moves every joint at once, 1 one leg at a time, 2 a diagonal pair at a "
+                             "time (default 1 standing, 0 with --suspended). A standing robot's plan is played in "
+                             "simulation first and refused if it would tip the robot over")
     parser.add_argument("--f-min", type=float, default=0.1, help="lowest frequency, Hz")
     parser.add_argument("--f-max", type=float, default=1.0, help="highest frequency, Hz")
     parser.add_argument("--velocity-fraction", type=float, default=0.5,
@@ -38,10 +51,13 @@ def _excitation_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _make_excitation(args: argparse.Namespace, profile):
-    from sim2real.sysid.excitation import make_excitation
+    from sim2real.sysid.excitation import excitation_defaults, make_excitation
 
-    return make_excitation(profile, args.kind, args.joints, args.duration, args.amplitude, args.f_min, args.f_max,
-                           velocity_fraction=args.velocity_fraction, seed=args.excitation_seed)
+    amplitude, legs = excitation_defaults(profile, bool(getattr(args, "suspended", False)))
+    return make_excitation(profile, args.kind, args.joints, args.duration,
+                           amplitude if args.amplitude is None else args.amplitude, args.f_min, args.f_max,
+                           velocity_fraction=args.velocity_fraction, seed=args.excitation_seed,
+                           legs=legs if args.legs is None else args.legs)
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -206,7 +222,7 @@ def add_sysid_commands(sub, formatter) -> None:
     record.add_argument("--suspended", action="store_true",
                         help="the quadruped hangs on a stand, feet clear of the ground: in sim, sim_robot holds it "
                              "so; on hardware, hang it yourself. Recorded in the bag; the fit replays it hanging")
-    record.add_argument("--start-timeout", type=float, default=60.0,
+    record.add_argument("--start-timeout", type=_positive_seconds, default=60.0,
                         help="wall seconds to get the robot engaged (the stand-up, the engage, one reset after a "
                              "trip) before giving up with the reason (default 60)")
     record.add_argument("--timeout", type=float, default=0.0, help="give up after this many wall seconds "

@@ -30,7 +30,10 @@ SYSID_ARGUMENTS: dict[str, LaunchArgument] = {
                        ("fourier", "multisine", "chirp")),
         LaunchArgument("duration", "40.0", "excitation seconds"),
         LaunchArgument("joints", "", "comma-separated joints to excite ('' = all)"),
-        LaunchArgument("amplitude", "0.6", "largest joint amplitude, rad (limits may lower it)"),
+        LaunchArgument("amplitude", "auto", "each joint's largest excursion, rad (limits may lower it; auto: 0.6, or "
+                                            "0.1 for a quadruped standing on its feet)"),
+        LaunchArgument("legs", "auto", "a quadruped: 0 every joint at once, 1 one leg at a time, 2 a diagonal pair "
+                                       "(auto: 1 standing, 0 suspended); a standing plan is checked in sim first"),
         LaunchArgument("f_min", "0.1", "lowest frequency, Hz"),
         LaunchArgument("f_max", "1.0", "highest frequency, Hz"),
         LaunchArgument("velocity_fraction", "0.5", "peak speed as a fraction of the velocity limit"),
@@ -43,7 +46,8 @@ SYSID_ARGUMENTS: dict[str, LaunchArgument] = {
                                              "ground excites only small motions", BOOL_CHOICES),
     )},
 }
-_FLOATS = ("duration", "amplitude", "f_min", "f_max", "velocity_fraction", "start_timeout")
+_FLOATS = ("duration", "f_min", "f_max", "velocity_fraction", "start_timeout")
+AUTO = "auto"  # amplitude and legs: the logger picks them for the robot (excitation_defaults)
 
 
 def make_sysid_plan(**arguments: Any) -> BringupPlan:
@@ -73,8 +77,12 @@ def make_sysid_plan(**arguments: Any) -> BringupPlan:
         for name in _FLOATS:
             logger[name] = float(values[name])
         logger["excitation_seed"] = int(values["excitation_seed"])
+        # The logger's parameters are typed: 0.0 and -1 stand for auto.
+        logger["amplitude"] = 0.0 if str(values["amplitude"]) == AUTO else float(values["amplitude"])
+        logger["legs"] = -1 if str(values["legs"]) == AUTO else int(values["legs"])
     except (TypeError, ValueError) as exc:
-        raise PlanError(f"sysid launch argument: {exc}; numbers expected for {list(_FLOATS)} and excitation_seed") from None
+        raise PlanError(f"sysid launch argument: {exc}; numbers expected for {list(_FLOATS)}, excitation_seed, "
+                        "amplitude and legs (or auto for the last two)") from None
     nodes = (*base.nodes, NodeSpec("sysid_logger", "sysid_logger", "sysid", logger))
     return replace(base, nodes=nodes)
 
@@ -86,7 +94,9 @@ def record_on_graph(args: argparse.Namespace) -> int:
     try:
         plan = make_sysid_plan(robot=args.robot, hardware=args.hardware, lockstep=args.lockstep, seed=args.seed,
                                conditions=args.conditions, bag=args.output, kind=args.kind,
-                               duration=args.duration, joints=",".join(args.joints or []), amplitude=args.amplitude,
+                               duration=args.duration, joints=",".join(args.joints or []),
+                               amplitude=AUTO if args.amplitude is None else args.amplitude,
+                               legs=AUTO if args.legs is None else args.legs,
                                f_min=args.f_min, f_max=args.f_max, velocity_fraction=args.velocity_fraction,
                                excitation_seed=args.excitation_seed, extra_topics=",".join(args.topics or []),
                                suspended=args.suspended, start_timeout=args.start_timeout)

@@ -29,6 +29,9 @@ def make_logger(make_any):
     ({"extra_topics": "/low:unitree_go/msg/LowState"}, "not a message type the bag writer knows"),
     ({"settle": float("nan")}, "parameter settle:=nan must be a finite number"),
     ({"suspended": True}, "parameter suspended:=true: robot 'panda' has a fixed base"),
+    # Played on the simulated Go2 first: every joint at 0.6 rad tips a standing one over.
+    ({"robot": "go2", "kind": "multisine", "amplitude": 0.6, "legs": 0, "duration": 10.0},
+     "would not keep the standing go2 up in simulation"),
 ])
 def test_a_refused_setting_leaves_no_bag_behind(make_logger, tmp_path, parameters, words):
     """Settings are checked before the bag is created: a bag left without metadata.yaml is

@@ -168,6 +168,9 @@ def test_a_truncated_bag_is_read_as_far_as_it_goes_and_says_what_it_lost(tmp_pat
     data.write_bytes(data.read_bytes()[:100])
     with pytest.raises(BagError, match="nothing could be recovered"):
         read_bag(copy, panda)
+    (copy / "metadata.yaml").unlink()  # a recorder killed mid-write never wrote it
+    with pytest.raises(BagError, match="has no metadata.yaml .* whether it completed are unknown"):
+        read_bag(copy, panda)
 
 
 def test_not_a_bag(tmp_path, panda):

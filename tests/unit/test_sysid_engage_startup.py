@@ -25,9 +25,10 @@ def test_a_trip_before_the_engage_is_reset_once_and_a_second_one_ends_it():
     s.step(0.0, True, view("STANDBY"), False)
     trip = "STANDBY -> DAMPING: joint_states_stale: no /joint_states for 0.064 s (deadline 0.050 s)"
     step = s.step(1.0, True, view("DAMPING", 1, trip), False)
-    assert step.action == "reset" and "tripped before the engage" in step.reason and trip in step.reason
+    assert step.action == "reset" and step.first and "tripped before the engage" in step.reason and trip in step.reason
     # The supervisor refuses the reset while its stop lowers the robot: asked again, no give-up.
-    assert s.step(1.5, True, view("DAMPING", 1, trip), False).action == "reset"
+    waiting = s.step(1.5, True, view("DAMPING", 1, trip), False)
+    assert waiting.action == "reset" and not waiting.first
     assert s.step(3.0, True, view("STANDBY", 1, trip), True).action == "engage"
     again = s.step(4.0, True, view("DAMPING", 2, trip), True)
     assert again.action == "give_up" and "tripped again before the engage" in again.reason
@@ -61,3 +62,20 @@ def test_the_time_limit_names_what_was_missing():
     assert "no /joint_states received" in s.step(6.0, False, view("STANDBY"), False).reason
     with pytest.raises(ValueError, match="start_timeout must be > 0"):
         EngageStartup(0.0)
+
+
+def test_a_trip_between_two_looks_after_the_reset_ends_it():
+    """Reset accepted, stood up and tripped again within one poll: the recorder only sees
+    DAMPING again, but the trip count moved on."""
+    s = EngageStartup(60.0)
+    assert s.step(0.0, True, view("DAMPING", 1, "STANDBY -> DAMPING: a"), False).action == "reset"
+    step = s.step(0.2, True, view("DAMPING", 2, "STANDBY -> DAMPING: b"), False)
+    assert step.action == "give_up" and "tripped again" in step.reason and ": b" in step.reason
+
+
+def test_a_reset_the_supervisor_keeps_refusing_is_the_reason_given():
+    s = EngageStartup(5.0)
+    s.step(0.0, True, view("DAMPING", 1, "STANDBY -> DAMPING: a"), False)
+    s.reset_refusal = "refused: the fault persists (joint_limits: FR_calf_joint)"
+    step = s.step(6.0, True, view("DAMPING", 1, "STANDBY -> DAMPING: a"), False)
+    assert step.action == "give_up" and "its last answer to reset: refused: the fault persists" in step.reason

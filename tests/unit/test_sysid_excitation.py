@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from sim2real.core.robot_profile import load_profile
-from sim2real.sysid.excitation import KINDS, Excitation, ExcitationError, make_excitation
+from sim2real.sysid.excitation import (KINDS, STANDING_AMPLITUDE, Excitation, ExcitationError, excitation_defaults,
+                                       leg_joints, make_excitation)
 
 DT = 0.001
 
@@ -95,3 +96,41 @@ def test_bad_arguments_name_the_problem():
                         ("duration", float("inf"))):  # NaN targets, or a message that blames something else
         with pytest.raises(ExcitationError, match=f"{name} must be a finite number > 0"):
             make_excitation(profile, **{name: value})
+
+
+@pytest.mark.parametrize("legs", [1, 2])
+def test_a_standing_quadruped_moves_its_legs_in_turn(legs):
+    """legs 1: each leg alone in its quarter of the time; legs 2: the diagonal pairs in halves.
+    The other legs hold the stand pose; each moving joint still moves exactly the amplitude."""
+    go2 = load_profile("go2")
+    excitation = make_excitation(go2, "multisine", duration=8.0, amplitude=0.1, legs=legs)
+    t = np.arange(0.0, 8.0 + DT / 2, DT)
+    q, dq = excitation.sample(t)
+    moving = np.abs(q - go2.default_positions) > 1e-9
+    chains = leg_joints(go2)
+    assert [c[0] for c in chains] == ["FL_hip_joint", "FR_hip_joint", "RL_hip_joint", "RR_hip_joint"]
+    groups = chains if legs == 1 else [chains[0] + chains[3], chains[1] + chains[2]]
+    window = 8.0 / len(groups)
+    for k, group in enumerate(groups):
+        inside = (t > k * window) & (t < (k + 1) * window)
+        columns = [go2.joint_names.index(j) for j in group]
+        others = [i for i in range(go2.num_joints) if i not in columns]
+        assert moving[inside][:, columns].any(axis=0).all()
+        assert not moving[inside][:, others].any()
+    np.testing.assert_allclose(np.abs(q - go2.default_positions).max(0), 0.1, rtol=1e-6)
+    np.testing.assert_allclose(np.gradient(q, DT, axis=0)[1:-1], dq[1:-1], atol=2e-3)
+    copy = Excitation.from_description(excitation.describe())
+    np.testing.assert_array_equal(copy.sample(t)[0], q)
+
+
+def test_legs_in_turn_need_a_robot_with_four_legs():
+    with pytest.raises(ExcitationError, match="has no four legs"):
+        make_excitation(load_profile("panda"), "chirp", legs=1)
+    with pytest.raises(ExcitationError, match="legs must be 0"):
+        make_excitation(load_profile("go2"), "chirp", legs=3)
+
+
+def test_the_defaults_move_a_standing_quadruped_gently_one_leg_at_a_time():
+    assert excitation_defaults(load_profile("go2"), suspended=False) == (STANDING_AMPLITUDE, 1)
+    assert excitation_defaults(load_profile("go2"), suspended=True) == (0.6, 0)
+    assert excitation_defaults(load_profile("panda"), suspended=False) == (0.6, 0)

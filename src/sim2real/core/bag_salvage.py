@@ -30,7 +30,7 @@ class Salvage:
     path: Path
     messages: list[tuple[str, str, int, bytes]] = field(default_factory=list)  # topic, type, log time ns, CDR
     expected: dict[str, int] | None = None  # per topic, from metadata.yaml (None: no metadata to compare)
-    damage: str = ""                        # where and why reading stopped
+    damage: str = ""                        # where and why reading stopped ('' if every record read)
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -48,7 +48,8 @@ class Salvage:
             missing = {t: n - read.get(t, 0) for t, n in self.expected.items() if n > read.get(t, 0)}
             lost = (f"{sum(missing.values())} of {sum(self.expected.values())} messages lost ("
                     + ", ".join(f"{t} {n}" for t, n in sorted(missing.items())) + ")") if missing else "nothing lost"
-        return f"{self.path}: damaged ({self.damage}); read {total} messages whole, {lost}"
+        state = f"damaged ({self.damage})" if self.damage else "not indexed (no damage found in its records)"
+        return f"{self.path}: {state}; read {total} messages whole, {lost}"
 
 
 def salvage_bag(path: str | Path, topics: Iterable[str] | None = None) -> Salvage:
@@ -65,7 +66,7 @@ def salvage_bag(path: str | Path, topics: Iterable[str] | None = None) -> Salvag
         damage = _scan(file.read_bytes(), salvage.messages, wanted)
         if damage:
             damages.append(f"{file.name}: {damage}")
-    salvage.damage = "; ".join(damages) or "no damage found in the messages"
+    salvage.damage = "; ".join(damages)
     if wanted is not None and salvage.expected is not None:
         salvage.expected = {t: n for t, n in salvage.expected.items() if t in wanted}
     salvage.messages.sort(key=lambda m: m[2])
@@ -109,8 +110,11 @@ class _Scanner:
             body = pos + _FRAME.size
             if body + length > end:
                 if opcode == OP_CHUNK and partial_ok:
-                    stopped = self.chunk(data[body:end], truncated=True)
-                    return end, f"a chunk cut short at byte {pos} ({stopped})"
+                    try:
+                        stopped = self.chunk(data[body:end], truncated=True)
+                    except Exception as exc:  # a cut inside the chunk's own header
+                        stopped = f"its header is unreadable: {type(exc).__name__}: {exc}"
+                    return end, f"a chunk cut short at byte {pos} ({stopped or 'its whole records read'})"
                 return pos, f"a record (opcode 0x{opcode:02x}) cut short at byte {pos}"
             record = data[body:body + length]
             try:
@@ -127,8 +131,8 @@ class _Scanner:
                     stopped = self.chunk(record, truncated=False)
                     if stopped:
                         return pos, f"a damaged chunk at byte {pos} ({stopped})"
-            except (struct.error, UnicodeDecodeError) as exc:
-                return pos, f"an unreadable record (opcode 0x{opcode:02x}) at byte {pos}: {exc}"
+            except Exception as exc:  # struct.error, bad UTF-8, a corrupt compressed chunk: damage, not a crash
+                return pos, f"an unreadable record (opcode 0x{opcode:02x}) at byte {pos}: {type(exc).__name__}: {exc}"
             pos = body + length
         return pos, ""
 

@@ -124,8 +124,8 @@ class BagReadError(ValueError):
     """A bag that cannot be read (truncated, damaged, not a bag); the message names it and the fix."""
 
     def __init__(self, path: str | Path, exc: BaseException):
-        super().__init__(f"{path}: cannot be read ({type(exc).__name__}: {exc}). Fix: record it again (a "
-                         "recorder killed mid-write or a full disk leaves a bag like this)")
+        super().__init__(f"{path}: cannot be read ({type(exc).__name__}: {exc}). A recorder killed mid-write or a "
+                         "full disk leaves a bag like this. Fix: record it again, or delete it")
 
 
 def bag_information(path: str | Path) -> dict[str, Any]:

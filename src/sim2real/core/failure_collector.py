@@ -119,8 +119,11 @@ class FailureDetector:
         previous_trips = self.supervisor.get("trips") if self.supervisor else None
         self.supervisor = {"trips": values.get("trips"), "mode": mode, "last_trip": values.get("last_trip", ""),
                            "checks": {k[len("check/"):]: v for k, v in values.items() if k.startswith("check/")}}
-        if mode in ENGAGED_MODES:
+        if mode in ENGAGED_MODES and not self.engaged:
             self.engaged = True
+            # A condition held since start-up counts from the engage: were its latch kept, a
+            # latency overrun or saturation that lasts would never be reported.
+            self._fallen, self._overrun, self._saturated = False, False, 0
         if mode not in self.config.supervisor_modes or previous == mode:
             return None
         trip = values.get("last_trip") or "no reason given"
@@ -141,9 +144,8 @@ class FailureDetector:
     def _armed(self, trigger: Trigger | None) -> Trigger | None:
         """A fall, saturation or latency trigger counts once the robot was engaged (unless
         ``before_engage``): before that, a robot carried to its place, a policy not in control
-        and the start-up's slow first ticks are not failures. The
-        edge state still follows the signal, so a condition that began before engaging fires
-        only when it comes back."""
+        and the start-up's slow first ticks are not failures. The edge state is reset at the
+        engage, so a condition still present then fires once at its next sample."""
         return trigger if self.engaged or self.config.before_engage else None
 
     def imu(self, orientation_xyzw: Sequence[float]) -> Trigger | None:

@@ -40,7 +40,8 @@ from sim2real.core.safety_config import load_safety_config
 from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare
 from sim2real.sysid.engage_startup import EngageStartup, SupervisorView
-from sim2real.sysid.excitation import make_excitation
+from sim2real.sysid.excitation import excitation_defaults, make_excitation
+from sim2real.sysid.standing_check import check_standing
 from sim2real.sysid.metadata import SUSPENDED, bag_custom_data
 
 NS_PER_S = stamps.NS_PER_S
@@ -60,7 +61,10 @@ class SysidLoggerNode(Node):
         kind = declare(self, "kind", "fourier", "Excitation: fourier | multisine | chirp")
         duration = declare(self, "duration", 40.0, "Excitation seconds")
         joints = declare(self, "joints", "", "Comma-separated joints to excite ('' = all)")
-        amplitude = declare(self, "amplitude", 0.6, "Largest joint amplitude, rad (limits may lower it)")
+        amplitude = declare(self, "amplitude", 0.0, "Each joint's largest excursion, rad (limits may lower it); 0: "
+                                                    "0.6, or 0.1 for a quadruped standing on its feet")
+        legs = declare(self, "legs", -1, "A quadruped: 0 every joint at once, 1 one leg at a time, 2 a diagonal "
+                                         "pair; -1: 1 standing, 0 suspended")
         f_min = declare(self, "f_min", 0.1, "Lowest frequency, Hz")
         f_max = declare(self, "f_max", 1.0, "Highest frequency, Hz")
         velocity_fraction = declare(self, "velocity_fraction", 0.5, "Peak speed as a fraction of the velocity limit")
@@ -74,7 +78,7 @@ class SysidLoggerNode(Node):
         suspended = declare(self, "suspended", False, "Recorded in the bag metadata: the robot hangs on a stand, feet "
                                                       "clear of the ground (the fit replays it so)")
         start_timeout = declare(self, "start_timeout", 60.0, "Wall seconds to get the robot engaged before giving "
-                                                             "up with the reason", at_least=0)
+                                                             "up with the reason", above=0)
         if not self.bag_path:
             raise ValueError("parameter 'bag' is required: the rosbag2 directory to create")
         # Everything that can be refused is checked before the bag is created: a bag opened and
@@ -100,8 +104,17 @@ class SysidLoggerNode(Node):
         self.stand_s = safety.stand_duration
         self.blend_s = safety.blend_duration
         self.startup = EngageStartup(start_timeout)
+        auto_amplitude, auto_legs = excitation_defaults(self.profile, suspended)
         self.excitation = make_excitation(self.profile, kind, [j for j in joints.split(",") if j] or None, duration,
-                                          amplitude, f_min, f_max, velocity_fraction=velocity_fraction, seed=seed)
+                                          amplitude or auto_amplitude, f_min, f_max,
+                                          velocity_fraction=velocity_fraction, seed=seed,
+                                          legs=auto_legs if legs < 0 else legs)
+        if not self.profile.fixed_base and not suspended:
+            # A standing robot must stay up under the plan: played on the nominal sim first.
+            standing = check_standing(self.profile, self.excitation)
+            if not standing.ok:
+                raise ValueError(standing.reason)
+            self.get_logger().info(f"the excitation keeps the standing robot up in simulation: {standing.summary()}")
         metadata = {"hardware": hardware, "completed": "false", SUSPENDED: suspended}
         if conditions:
             metadata["sim_conditions"] = conditions
@@ -164,12 +177,15 @@ class SysidLoggerNode(Node):
             self._finish(completed=False, reason=step.reason)
         elif step.action == "engaged" and self.phase == "engage":
             pass  # the next state moves on to the blend (on the states' clock)
-        elif step.action in ("engage", "reset") and now - self.last_call_wall >= ENGAGE_RETRY_S:
+        elif step.action in ("engage", "reset"):
+            if step.first:
+                self.get_logger().warning(step.reason)
+            if step.action == "reset":
+                self._enter("stand", None)  # stand again after the reset, then engage
+            if now - self.last_call_wall < ENGAGE_RETRY_S:
+                return
             self.last_call_wall = now
             if step.action == "reset":
-                if "resetting it once" in step.reason:  # the first call; later ones wait for the stop to end
-                    self.get_logger().warning(step.reason)
-                self._enter("stand", None)  # stand again after the reset, then engage
                 self._call(self.reset, "reset")
             elif self.phase == "engage":
                 self._call(self.engage, "engage")
@@ -238,10 +254,14 @@ class SysidLoggerNode(Node):
             return
 
         def answered(future) -> None:
-            result = future.result()
-            message = result.message if result is not None else str(future.exception())
-            if action == "engage" and (result is None or not result.success):
-                self.startup.engage_refusal = message
+            error = future.exception()
+            result = None if error is not None else future.result()
+            message = result.message if result is not None else str(error)
+            if result is None or not result.success:
+                if action == "engage":
+                    self.startup.engage_refusal = message
+                else:
+                    self.startup.reset_refusal = message
             self.get_logger().info(f"{action}: {message}", throttle_duration_sec=2.0)
         client.call_async(Trigger.Request()).add_done_callback(answered)
 

@@ -205,6 +205,14 @@ def _read_streams(path: Path, wanted: Sequence[str]) -> tuple[dict[str, str], di
         reader = AnyReader([path])
         reader.open()
     except Exception as exc:  # rosbags raises several types for damaged storage
+        information = bag_information(path)
+        if not information:
+            # A recorder writes metadata.yaml as it closes the bag: without it the excitation,
+            # the robot and whether it hung on a stand are unknown, and an aborted recording
+            # could not be told from a complete one.
+            raise BagError(path, f"cannot be opened ({type(exc).__name__}: {exc}) and has no metadata.yaml (its "
+                                 "recorder never finished): the robot, the excitation and whether it completed are "
+                                 "unknown", "record it again") from None
         try:
             salvage = salvage_or_raise(path, set(wanted), exc)
         except BagReadError as error:
@@ -214,7 +222,7 @@ def _read_streams(path: Path, wanted: Sequence[str]) -> tuple[dict[str, str], di
         for topic, msgtype, stamp_ns, data in salvage.messages:
             if topic in streams:
                 streams[topic].append((stamp_ns, TYPESTORE.deserialize_cdr(data, msgtype)))
-        return topics, streams, _parse_custom(dict(bag_information(path).get("custom_data") or {}))
+        return topics, streams, _parse_custom(dict(information.get("custom_data") or {}))
     try:
         topics = {c.topic: c.msgtype for c in reader.connections}
         selected = [c for c in reader.connections if c.topic in streams]

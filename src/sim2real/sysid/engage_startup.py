@@ -39,6 +39,7 @@ class SupervisorView:
 class Step:
     action: str   # wait | engage | reset | engaged | give_up
     reason: str = ""
+    first: bool = False  # the first answer of a reset: the one to tell the operator about
 
 
 class EngageStartup:
@@ -52,6 +53,7 @@ class EngageStartup:
         self.started: float | None = None
         self.waiting_for = "nothing yet"
         self.engage_refusal = ""     # the supervisor's last answer to an engage that failed
+        self.reset_refusal = ""      # ... and to a reset
         self._trips_before: int | None = None  # trips in the last status that was not DAMPING
         self._resetting = False  # a reset asked, the supervisor still in DAMPING
 
@@ -70,10 +72,15 @@ class EngageStartup:
                                    "(sim2real safety reset) and record again")
         if now - self.started > self.timeout_s:
             refusal = f"; its last answer to engage: {self.engage_refusal}" if self.engage_refusal else ""
+            if self._resetting and self.reset_refusal:
+                refusal = f"; its last answer to reset: {self.reset_refusal}"
             return Step("give_up", f"the robot was not engaged within {self.timeout_s:g} s: "
                                    f"{self.waiting_for}{refusal}")
         if view.mode == "DAMPING":
             if self._resetting:
+                if view.trips is not None and self._trips_before is not None and view.trips > self._trips_before:
+                    # Reset, stood up and tripped again between two looks.
+                    return Step("give_up", f"the supervisor tripped again before the engage: {view.last_trip}")
                 self.waiting_for = f"the supervisor to leave DAMPING after the reset ({view.last_trip})"
                 return Step("reset", self.waiting_for)
             # A trip counts in `trips`; an operator's damp does not. The reference is the count
@@ -86,7 +93,8 @@ class EngageStartup:
             self._resetting = True
             self._trips_before = view.trips
             self.waiting_for = f"the supervisor to leave DAMPING after the reset ({view.last_trip})"
-            return Step("reset", f"the supervisor tripped before the engage ({view.last_trip}): resetting it once")
+            return Step("reset", f"the supervisor tripped before the engage ({view.last_trip}): resetting it once",
+                        first=True)
         self._resetting = False
         if view.trips is not None:
             self._trips_before = view.trips

@@ -9,6 +9,10 @@ joint's largest excursion in rad: the requested amplitude, or less where the pos
 stay inside the limits (minus ``margin``) or the speed under ``velocity_fraction`` x the
 velocity limit, checked on a 1 ms grid.
 
+A floating-base robot recorded standing moves its legs one or two at a time (``legs``):
+each group of joints (a leg, or a diagonal pair) gets its own window of the duration with
+its own envelope while the other legs hold the stand pose and carry the robot.
+
 A description (:meth:`Excitation.describe`) is a plain mapping that rebuilds the same
 trajectory (:meth:`Excitation.from_description`); sysid bags carry it in their metadata.
 """
@@ -25,6 +29,20 @@ from sim2real.core.robot_profile import RobotProfile
 KINDS = ("chirp", "multisine", "fourier")
 CHECK_STEP = 0.001  # s, grid on which bounds are enforced
 FOURIER_CANDIDATES = 24  # random coefficient sets tried; the best conditioned one is kept
+
+
+# A standing quadruped (not on a stand) moves one leg at a time by this much: the Go2 then
+# tilts at most ~7 deg in sysid.standing_check (0.15 rad: ~16 deg; 0.3 rad tips it over).
+STANDING_AMPLITUDE = 0.1
+DEFAULT_AMPLITUDE = 0.6
+
+
+def excitation_defaults(profile: RobotProfile, suspended: bool) -> tuple[float, int]:
+    """(amplitude rad, legs at a time) when the user gives none: a fixed-base arm or a robot
+    hanging on a stand moves every joint at once; a standing quadruped one leg at a time, gently."""
+    if profile.fixed_base or suspended:
+        return DEFAULT_AMPLITUDE, 0
+    return STANDING_AMPLITUDE, 1
 
 
 class ExcitationError(ValueError):
@@ -49,11 +67,24 @@ class Excitation:
     def sample(self, t: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Target (position, velocity) at time ``t`` (s, scalar or array); shape [..., joints]."""
         t = np.clip(np.asarray(t, dtype=float), 0.0, self.duration)
-        env, denv = _envelope(t, self.duration, self.ramp)
+        env, denv = self._envelopes(t)
         shape, dshape = self._shape(t)
-        position = self.default + self.amplitude * (env[..., None] * shape)
-        velocity = self.amplitude * (denv[..., None] * shape + env[..., None] * dshape)
+        position = self.default + self.amplitude * (env * shape)
+        velocity = self.amplitude * (denv * shape + env * dshape)
         return position, velocity
+
+    def _envelopes(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Envelope and its derivative per joint: shape [..., joints]. With ``windows`` each
+        joint rises and falls within its own [start, end]; otherwise over the whole duration."""
+        windows = self.params.get("windows")
+        if not windows:
+            env, denv = _envelope(t, self.duration, self.ramp)
+            return env[..., None] * np.ones(len(self.joint_names)), denv[..., None] * np.ones(len(self.joint_names))
+        start, end = np.asarray(windows, dtype=float).T
+        local = t[..., None] - start
+        env, denv = _envelope(np.clip(local, 0.0, end - start), end - start, self.ramp)
+        inside = (local >= 0) & (local <= end - start)
+        return np.where(inside, env, 0.0), np.where(inside, denv, 0.0)
 
     def _shape(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Unit shapes s(t), ds/dt for every profile joint: shape [..., joints]."""
@@ -122,9 +153,9 @@ def _normalise(exc: Excitation) -> None:
         return  # a sine: its peak is 1 already
     exc.params["gain"] = [1.0] * len(exc.joint_names)
     t = np.arange(0.0, exc.duration + CHECK_STEP, CHECK_STEP)
-    env, _ = _envelope(t, exc.duration, exc.ramp)
+    env, _ = exc._envelopes(t)
     shape, _ = exc._shape(t)
-    peak = np.abs(env[:, None] * shape).max(0)
+    peak = np.abs(env * shape).max(0)
     exc.params["gain"] = np.where(peak > 1e-12, 1.0 / np.maximum(peak, 1e-12), 1.0).tolist()
 
 
@@ -142,13 +173,15 @@ def _envelope(t: np.ndarray, duration: float, ramp: float) -> tuple[np.ndarray, 
 def make_excitation(profile: RobotProfile, kind: str = "fourier", joints: Sequence[str] | None = None,
                     duration: float = 40.0, amplitude: float = 0.6, f_min: float = 0.1, f_max: float = 1.0,
                     ramp: float = 2.0, margin: float = 0.1, velocity_fraction: float = 0.5,
-                    seed: int = 0) -> Excitation:
+                    seed: int = 0, legs: int = 0) -> Excitation:
     """An excitation of ``joints`` (default: all) within the profile's limits.
 
     ``amplitude`` (rad) is each excited joint's largest excursion from the default pose;
     the position and velocity limits may lower it (:attr:`Excitation.amplitude` says by how much). Frequencies lie in
     [f_min, f_max] Hz. ``fourier`` picks, among random coefficient sets, the one whose
     rigid-body regressor (pinocchio, fixed base) has the lowest condition number.
+    ``legs`` (floating base): 0 moves every excited joint at once; 1 one leg at a time; 2 a
+    diagonal pair at a time, each group in its own window of ``duration``.
     """
     if kind not in KINDS:
         raise ExcitationError(f"excitation kind {kind!r} is unknown; use one of {list(KINDS)}")
@@ -168,6 +201,9 @@ def make_excitation(profile: RobotProfile, kind: str = "fourier", joints: Sequen
         raise ExcitationError(f"frequencies must satisfy 0 < f_min < f_max, got f_min={f_min:g}, f_max={f_max:g} Hz")
     if not 0 < velocity_fraction <= 1:
         raise ExcitationError(f"velocity_fraction {velocity_fraction:g} must be in (0, 1]")
+    windows = None
+    if legs:
+        windows, ramp = _leg_windows(profile, excited, legs, duration, ramp)
     rng = np.random.default_rng(seed)
     n = len(names)
     mask = np.array([name in excited for name in names])
@@ -199,6 +235,9 @@ def make_excitation(profile: RobotProfile, kind: str = "fourier", joints: Sequen
                                          float(duration), float(ramp),
                                          {"base_frequency": base_frequency, "a": a.tolist(), "b": b.tolist()}))
     for candidate in candidates:
+        if windows is not None:
+            candidate.params["windows"] = windows
+            candidate.params["legs"] = legs
         _normalise(candidate)
         _fit_amplitude(candidate, profile, mask, amplitude, margin, velocity_fraction)
     if len(candidates) == 1:
@@ -208,6 +247,44 @@ def make_excitation(profile: RobotProfile, kind: str = "fourier", joints: Sequen
     chosen = candidates[best]
     chosen.condition_number = float(best_cond)
     return chosen
+
+
+def leg_joints(profile: RobotProfile) -> list[list[str]]:
+    """The actuated joints between the base and each foot, in ``foot_links`` order (from the URDF)."""
+    import pinocchio as pin
+
+    model = pin.buildModelFromUrdf(str(profile.urdf))
+    legs = []
+    for foot in profile.foot_links:
+        if not model.existFrame(foot):
+            raise ExcitationError(f"foot link {foot!r} of robot {profile.name!r} is not in its URDF")
+        joint = model.frames[model.getFrameId(foot)].parentJoint
+        chain = []
+        while joint > 0:
+            chain.append(model.names[joint])
+            joint = model.parents[joint]
+        legs.append([name for name in profile.joint_names if name in chain])
+    return legs
+
+
+def _leg_windows(profile: RobotProfile, excited: Sequence[str], legs: int, duration: float,
+                 ramp: float) -> tuple[list[list[float]], float]:
+    """Per profile joint, the [start, end] s of its group's window (unexcited joints: [0, 0]),
+    and the ramp, shortened to a quarter of a window where the windows are short."""
+    if legs not in (1, 2):
+        raise ExcitationError(f"legs must be 0 (all at once), 1 or 2 at a time, got {legs!r}")
+    if profile.fixed_base or len(profile.foot_links) != 4:
+        raise ExcitationError(f"legs:={legs}: robot {profile.name!r} has no four legs to excite in turn; use legs 0")
+    chains = leg_joints(profile)  # FL, FR, RL, RR
+    groups = chains if legs == 1 else [chains[0] + chains[3], chains[1] + chains[2]]  # the diagonals
+    groups = [[j for j in group if j in excited] for group in groups]
+    groups = [group for group in groups if group]
+    window = duration / len(groups)
+    windows = {name: [0.0, 0.0] for name in profile.joint_names}
+    for k, group in enumerate(groups):
+        for name in group:
+            windows[name] = [k * window, (k + 1) * window]
+    return [windows[name] for name in profile.joint_names], min(ramp, window / 4)
 
 
 def _fit_amplitude(exc: Excitation, profile: RobotProfile, mask: np.ndarray, amplitude: float,

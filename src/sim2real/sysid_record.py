@@ -80,6 +80,10 @@ def make_sysid_plan(**arguments: Any) -> BringupPlan:
         # The logger's parameters are typed: 0.0 and -1 stand for auto.
         logger["amplitude"] = 0.0 if str(values["amplitude"]) == AUTO else float(values["amplitude"])
         logger["legs"] = -1 if str(values["legs"]) == AUTO else int(values["legs"])
+        if str(values["amplitude"]) != AUTO and not logger["amplitude"] > 0:
+            raise ValueError(f"amplitude:={values['amplitude']} must be > 0 rad (or auto)")
+        if logger["legs"] not in (-1, 0, 1, 2):
+            raise ValueError(f"legs:={values['legs']} must be 0, 1, 2 or auto")
     except (TypeError, ValueError) as exc:
         raise PlanError(f"sysid launch argument: {exc}; numbers expected for {list(_FLOATS)}, excitation_seed, "
                         "amplitude and legs (or auto for the last two)") from None

@@ -134,3 +134,18 @@ def test_the_defaults_move_a_standing_quadruped_gently_one_leg_at_a_time():
     assert excitation_defaults(load_profile("go2"), suspended=False) == (STANDING_AMPLITUDE, 1)
     assert excitation_defaults(load_profile("go2"), suspended=True) == (0.6, 0)
     assert excitation_defaults(load_profile("panda"), suspended=False) == (0.6, 0)
+
+
+def test_a_chirp_leg_by_leg_sweeps_the_whole_band_in_each_window():
+    """Each leg sweeps f_min -> f_max in its own window: the first leg does not get only the
+    low quarter of the band and the last one the high quarter."""
+    go2 = load_profile("go2")
+    excitation = make_excitation(go2, "chirp", duration=40.0, amplitude=0.1, legs=1)
+    t = np.arange(0.0, 40.0, DT)
+    q, _ = excitation.sample(t)
+    crossings = []
+    for k, hip in enumerate(["FL_hip_joint", "FR_hip_joint", "RL_hip_joint", "RR_hip_joint"]):
+        inside = (t > 10.0 * k + 2.5) & (t < 10.0 * (k + 1) - 2.5)  # the window's plateau
+        x = q[inside, go2.joint_names.index(hip)] - go2.default_positions[go2.joint_names.index(hip)]
+        crossings.append(int(np.count_nonzero(np.diff(np.sign(x)) != 0)))
+    assert max(crossings) - min(crossings) <= 2, crossings

@@ -19,3 +19,12 @@ def test_the_default_plan_for_a_standing_go2_keeps_it_up():
         check = check_standing(GO2, make_excitation(GO2, kind, duration=20.0, amplitude=amplitude, legs=legs))
         assert check.ok, check.summary()
         assert check.max_tilt_deg < MAX_TILT_DEG and check.min_height > 0.75 * check.stand_height
+
+
+def test_sysid_simulate_refuses_a_plan_that_tips_the_standing_robot(tmp_path, capsys):
+    from sim2real.cli import main
+
+    assert main(["sysid", "simulate", "--robot", "go2", "-o", str(tmp_path / "bag"), "--kind", "multisine",
+                 "--duration", "10", "--amplitude", "0.6", "--legs", "0"]) == 2
+    assert "would not keep the standing go2 up" in capsys.readouterr().err
+    assert not (tmp_path / "bag").exists()

@@ -185,7 +185,8 @@ def salvage_or_raise(path: str | Path, wanted: set[str] | None, exc: BaseExcepti
     except (OSError, ValueError) as why:
         raise BagReadError(path, ValueError(f"{exc}; nothing to recover either: {why}")) from None
     if not salvage.messages:
-        raise BagReadError(path, ValueError(f"{exc}; no whole message could be recovered ({salvage.damage})"))
+        where = f" ({salvage.damage})" if salvage.damage else ""
+        raise BagReadError(path, ValueError(f"{exc}; no whole message could be recovered{where}"))
     for msgtype in {m[1] for m in salvage.messages}:
         if msgtype not in TYPESTORE.types:
             raise BagReadError(path, ValueError(f"damaged, and its message type {msgtype!r} is not a standard one"))

@@ -41,6 +41,7 @@ from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare
 from sim2real.sysid.engage_startup import EngageStartup, SupervisorView
 from sim2real.sysid.excitation import excitation_defaults, make_excitation
+from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sysid.standing_check import check_standing
 from sim2real.sysid.metadata import SUSPENDED, bag_custom_data
 
@@ -111,7 +112,9 @@ class SysidLoggerNode(Node):
                                           legs=auto_legs if legs < 0 else legs)
         if not self.profile.fixed_base and not suspended:
             # A standing robot must stay up under the plan: played on the nominal sim first.
-            standing = check_standing(self.profile, self.excitation)
+            # In sim, under the conditions the simulated robot runs with; on hardware, nominal.
+            standing = check_standing(self.profile, self.excitation,
+                                      PhysicalConditions.from_yaml(conditions, "conditions") if conditions else None)
             if not standing.ok:
                 raise ValueError(standing.reason)
             self.get_logger().info(f"the excitation keeps the standing robot up in simulation: {standing.summary()}")

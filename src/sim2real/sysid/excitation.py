@@ -32,7 +32,8 @@ FOURIER_CANDIDATES = 24  # random coefficient sets tried; the best conditioned o
 
 
 # A standing quadruped (not on a stand) moves one leg at a time by this much: the Go2 then
-# tilts at most ~7 deg in sysid.standing_check (0.15 rad: ~16 deg; 0.3 rad tips it over).
+# tilts at most ~7 deg in sysid.standing_check (multisine, 40 s; 0.15 rad: ~16 deg; 0.3 rad
+# tips it over; Fourier excitations tilt it less).
 STANDING_AMPLITUDE = 0.1
 DEFAULT_AMPLITUDE = 0.6
 
@@ -42,7 +43,7 @@ def excitation_defaults(profile: RobotProfile, suspended: bool) -> tuple[float, 
     hanging on a stand moves every joint at once; a standing quadruped one leg at a time, gently."""
     if profile.fixed_base or suspended:
         return DEFAULT_AMPLITUDE, 0
-    return STANDING_AMPLITUDE, 1
+    return STANDING_AMPLITUDE, 1 if len(profile.foot_links) == 4 else 0
 
 
 class ExcitationError(ValueError):
@@ -94,7 +95,13 @@ class Excitation:
         if self.kind == "chirp":
             f0, f1 = p["f_min"], p["f_max"]
             phase = np.asarray(p["phases"], dtype=float)[:n]
-            rate = (f1 - f0) / self.duration
+            length = np.full(n, self.duration)
+            if p.get("windows"):
+                # Each group sweeps the whole band within its own window, not a slice of it.
+                start, end = np.asarray(p["windows"], dtype=float).T
+                t = np.clip(t - start, 0.0, None)
+                length = np.where(end > start, end - start, self.duration)
+            rate = (f1 - f0) / length
             angle = 2 * math.pi * (f0 * t + 0.5 * rate * t * t) + phase
             return np.sin(angle), np.cos(angle) * 2 * math.pi * (f0 + rate * t)
         if self.kind == "multisine":
@@ -275,8 +282,13 @@ def _leg_windows(profile: RobotProfile, excited: Sequence[str], legs: int, durat
         raise ExcitationError(f"legs must be 0 (all at once), 1 or 2 at a time, got {legs!r}")
     if profile.fixed_base or len(profile.foot_links) != 4:
         raise ExcitationError(f"legs:={legs}: robot {profile.name!r} has no four legs to excite in turn; use legs 0")
-    chains = leg_joints(profile)  # FL, FR, RL, RR
+    chains = leg_joints(profile)  # in foot_links order: FL, FR, RL, RR
     groups = chains if legs == 1 else [chains[0] + chains[3], chains[1] + chains[2]]  # the diagonals
+    in_legs = {j for chain in chains for j in chain}
+    stray = [j for j in excited if j not in in_legs]
+    if stray:
+        raise ExcitationError(f"joints {stray} belong to no leg of robot {profile.name!r}, so legs:={legs} cannot "
+                              "give them a window; excite them with legs 0 (or leave them out)")
     groups = [[j for j in group if j in excited] for group in groups]
     groups = [group for group in groups if group]
     window = duration / len(groups)
@@ -284,7 +296,7 @@ def _leg_windows(profile: RobotProfile, excited: Sequence[str], legs: int, durat
     for k, group in enumerate(groups):
         for name in group:
             windows[name] = [k * window, (k + 1) * window]
-    return [windows[name] for name in profile.joint_names], min(ramp, window / 4)
+    return [windows[name] for name in profile.joint_names], ramp if len(groups) == 1 else min(ramp, window / 4)
 
 
 def _fit_amplitude(exc: Excitation, profile: RobotProfile, mask: np.ndarray, amplitude: float,

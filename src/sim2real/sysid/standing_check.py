@@ -28,7 +28,7 @@ class StandingCheck:
     max_tilt_deg: float
     min_height: float       # m, trunk
     stand_height: float     # m, trunk after settling in the stand pose
-    worst_time: float       # s into the excitation of the worst margin
+    worst_time: float       # s into the excitation of the largest tilt
     ok: bool
     reason: str             # '' when ok
 
@@ -38,11 +38,12 @@ class StandingCheck:
                 f"{MIN_HEIGHT_FRACTION:.0%})")
 
 
-def check_standing(profile: RobotProfile, excitation: Excitation) -> StandingCheck:
-    """Play ``excitation`` on the nominal simulated ``profile`` standing on the ground."""
+def check_standing(profile: RobotProfile, excitation: Excitation, conditions=None) -> StandingCheck:
+    """Play ``excitation`` on the simulated ``profile`` standing on the ground, under
+    ``conditions`` (PhysicalConditions; None: nominal, what a real robot is assumed to be)."""
     from sim2real.sim.world import SimWorld
 
-    world = SimWorld(profile, None, seed=0)
+    world = SimWorld(profile, conditions, seed=0)
     try:
         world.reset()
         substeps = round(profile.policy_period / profile.physics_period)
@@ -60,13 +61,14 @@ def check_standing(profile: RobotProfile, excitation: Excitation) -> StandingChe
             world.step(substeps)
             position, orientation = world.base_pose()
             tilt = math.degrees(tilt_angle(orientation))
-            height = float(position[2])
-            if tilt > worst_tilt or height < lowest:
+            if not math.isfinite(tilt):
+                tilt = 180.0  # no orientation left to read: counted as a fall
+            if tilt > worst_tilt:
                 worst_time = t
-            worst_tilt, lowest = max(worst_tilt, tilt), min(lowest, height)
+            worst_tilt, lowest = max(worst_tilt, tilt), min(lowest, float(position[2]))
     finally:
         world.close()
-    too_tilted = not worst_tilt <= MAX_TILT_DEG  # NaN (no orientation) counts as a fall
+    too_tilted = worst_tilt > MAX_TILT_DEG
     too_low = lowest < MIN_HEIGHT_FRACTION * stand_height
     reason = ""
     if too_tilted or too_low:

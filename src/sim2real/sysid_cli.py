@@ -108,12 +108,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         profile = load_profile(args.robot)
         conditions = PhysicalConditions.from_yaml(args.conditions, "--conditions")
         excitation = _make_excitation(args, profile)
-        if not profile.fixed_base and not args.suspended:
-            from sim2real.sysid.standing_check import check_standing
+        from sim2real.sysid.standing_check import require_standing
 
-            standing = check_standing(profile, excitation, conditions)  # as sysid_logger does before a recording
-            if not standing.ok:
-                raise ValueError(standing.reason)
+        require_standing(profile, excitation, args.suspended, conditions)  # as sysid_logger does before a recording
         path = record_in_sim(profile, excitation, args.output, conditions, seed=args.seed, suspended=args.suspended)
     except (ProfileError, ExcitationError, BagWriteError, ValueError, TypeError) as exc:
         return _fail(exc)

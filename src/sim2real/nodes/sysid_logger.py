@@ -42,7 +42,7 @@ from sim2real.nodes.params import declare
 from sim2real.sysid.engage_startup import EngageStartup, SupervisorView
 from sim2real.sysid.excitation import excitation_defaults, make_excitation
 from sim2real.sim.conditions import PhysicalConditions
-from sim2real.sysid.standing_check import check_standing
+from sim2real.sysid.standing_check import require_standing
 from sim2real.sysid.metadata import SUSPENDED, bag_custom_data
 
 NS_PER_S = stamps.NS_PER_S
@@ -110,13 +110,11 @@ class SysidLoggerNode(Node):
                                           amplitude or auto_amplitude, f_min, f_max,
                                           velocity_fraction=velocity_fraction, seed=seed,
                                           legs=auto_legs if legs < 0 else legs)
-        if not self.profile.fixed_base and not suspended:
-            # A standing robot must stay up under the plan: played on the nominal sim first.
-            # In sim, under the conditions the simulated robot runs with; on hardware, nominal.
-            standing = check_standing(self.profile, self.excitation,
-                                      PhysicalConditions.from_yaml(conditions, "conditions") if conditions else None)
-            if not standing.ok:
-                raise ValueError(standing.reason)
+        # A standing robot must stay up under the plan: played in sim first, under the
+        # conditions the simulated robot runs with (on hardware: nominal).
+        standing = require_standing(self.profile, self.excitation, suspended,
+                                    PhysicalConditions.from_yaml(conditions, "conditions") if conditions else None)
+        if standing is not None:
             self.get_logger().info(f"the excitation keeps the standing robot up in simulation: {standing.summary()}")
         metadata = {"hardware": hardware, "completed": "false", SUSPENDED: suspended}
         if conditions:
@@ -135,7 +133,6 @@ class SysidLoggerNode(Node):
         self.create_subscription(DiagnosticArray, "/safety/status", self._on_status, 10)
         self.engage = self.create_client(Trigger, f"{supervisor}/engage")
         self.reset = self.create_client(Trigger, f"{supervisor}/reset")
-        self.mode = ""
         self.supervisor = SupervisorView()
         self.states_seen = False
         self.last_call_wall = -float("inf")
@@ -167,8 +164,12 @@ class SysidLoggerNode(Node):
                 continue
             if self.mode != values["mode"]:
                 self.get_logger().info(f"supervisor mode {values['mode']}")
-            self.mode = values["mode"]
             self.supervisor = SupervisorView.from_values(values)
+
+    @property
+    def mode(self) -> str:
+        """The supervisor's mode in its last status ('' before one arrived)."""
+        return self.supervisor.mode
 
     def _start_up(self) -> None:
         """Stand, engage, reset once or give up (wall-clock timer, until ACTIVE)."""

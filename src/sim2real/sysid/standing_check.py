@@ -83,5 +83,17 @@ def check_standing(profile: RobotProfile, excitation: Excitation, conditions=Non
                          not reason, reason)
 
 
+def require_standing(profile: RobotProfile, excitation: Excitation, suspended: bool,
+                     conditions=None) -> StandingCheck | None:
+    """The check every recorder runs first: None for an arm or a robot on a stand (nothing to
+    tip over), the passed check for a standing robot, ValueError with the reason otherwise."""
+    if profile.fixed_base or suspended:
+        return None
+    standing = check_standing(profile, excitation, conditions)
+    if not standing.ok:
+        raise ValueError(standing.reason)
+    return standing
+
+
 def _margins() -> str:
     return f"limits: tilt {MAX_TILT_DEG:g} deg, trunk above {MIN_HEIGHT_FRACTION:.0%} of its stand height"

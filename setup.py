@@ -70,6 +70,7 @@ setup(
         "numpy>=1.24",
         "pyyaml>=6",
         "pybullet>=3.2.5",
+        "mujoco>=3.3,<4",  # the second engine (sim_robot engine:=mujoco, eval --engine mujoco): MjSpec API of 3.x
         "pin>=3",
         "tqdm>=4.60",
         "matplotlib>=3.9",  # boxplot(tick_labels=...) (3.9), the eval plot

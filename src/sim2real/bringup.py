@@ -26,12 +26,15 @@ class LaunchArgument:
     choices: tuple[str, ...] = ()
 
 
-HARDWARE_CHOICES = ("sim", "topic", "ros2_control", "unitree")
+HARDWARE_CHOICES = ("sim", "mujoco", "topic", "ros2_control", "unitree")
+# The simulated robots: sim_robot on PyBullet (sim) or on MuJoCo (mujoco, the second engine).
+SIMULATED_HARDWARE = {"sim": "pybullet", "mujoco": "mujoco"}
 BOOL_CHOICES = ("true", "false")
 
 LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
     LaunchArgument("robot", "go2", "Robot profile: a name under config/robots/ (go2, panda) or a path"),
-    LaunchArgument("hardware", "sim", "sim: PyBullet robot (sim_robot); topic: a real driver already speaks "
+    LaunchArgument("hardware", "sim", "sim: PyBullet robot (sim_robot); mujoco: the same node on MuJoCo, the "
+                                      "second engine (sim2sim before hardware); topic: a real driver already speaks "
                                       "the hardware contract (/joint_states, /imu/data in, /joint_commands out); "
                                       "ros2_control: joint_state_broadcaster in, a forward_command_controller "
                                       "out (ros2_control_bridge maps the joint order); unitree: a Unitree Go2's "
@@ -47,11 +50,11 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
     LaunchArgument("controller_joints", "",
                    "ros2_control only: that controller's `joints`, in its order, comma-separated; '' = the "
                    "profile's joint order"),
-    LaunchArgument("lockstep", "false", "sim only: publish /clock and advance only when the graph answers; "
+    LaunchArgument("lockstep", "false", "sim and mujoco only: publish /clock and advance only when the graph answers; "
                                         "every node then uses sim time", BOOL_CHOICES),
-    LaunchArgument("seed", "0", "sim only: seed for terrain and sensor noise"),
-    LaunchArgument("conditions", "{}", "sim only: physical conditions as YAML, e.g. '{ground_friction: 0.5}'"),
-    LaunchArgument("suspended", "auto", "sim only: hold a floating-base robot's trunk in the air, feet clear of "
+    LaunchArgument("seed", "0", "sim and mujoco only: seed for terrain and sensor noise"),
+    LaunchArgument("conditions", "{}", "sim and mujoco only: physical conditions as YAML, e.g. '{ground_friction: 0.5}'"),
+    LaunchArgument("suspended", "auto", "sim and mujoco only: hold a floating-base robot's trunk in the air, feet clear of "
                                         "the ground, as a gantry holds a real quadruped for joint checks; auto = "
                                         "when pose_commander moves the joints (demo without a policy), which would "
                                         "topple a standing quadruped", ("auto", "true", "false")),
@@ -152,12 +155,13 @@ def make_plan(**arguments: Any) -> BringupPlan:
     args = parse_arguments(arguments)
     profile = load_profile(args["robot"])  # fail here, before any process starts
     robot = str(profile.source) if "/" in args["robot"] or args["robot"].endswith(".yaml") else profile.name
-    sim = args["hardware"] == "sim"
+    sim = args["hardware"] in SIMULATED_HARDWARE
     use_sim_time = sim and args["lockstep"]
     if args["lockstep"] and not sim:
-        raise PlanError("lockstep:=true needs hardware:=sim (real hardware keeps its own time)")
+        raise PlanError("lockstep:=true needs hardware:=sim or mujoco (real hardware keeps its own time)")
     if args["suspended"] == "true" and not sim:
-        raise PlanError("suspended:=true needs hardware:=sim: hang the real robot on its gantry or stand yourself")
+        raise PlanError("suspended:=true needs hardware:=sim or mujoco: hang the real robot on its gantry or stand "
+                        "yourself")
 
     nodes: list[NodeSpec] = []
     if args["hardware"] == "ros2_control":
@@ -199,6 +203,7 @@ def make_plan(**arguments: Any) -> BringupPlan:
         nodes.append(NodeSpec("sim_robot", "sim_robot", "hardware", {
             "robot": robot, "lockstep": args["lockstep"], "seed": args["seed"],
             "conditions": args["conditions"], "suspended": _suspended(args, profile),
+            "engine": SIMULATED_HARDWARE[args["hardware"]],
         }))
     # The supervisor is the only publisher of /joint_commands, in sim as on hardware.
     nodes.append(NodeSpec("safety_supervisor", "safety_supervisor", "safety", {

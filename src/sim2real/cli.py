@@ -38,6 +38,7 @@ from sim2real.core.policy_signing import SignatureError
 from sim2real.core.robot_profile import ProfileError, available_profiles
 from sim2real.core.supervisor import OPERATOR_ACTIONS
 from sim2real.evaluate.evaluate import EvaluationError
+from sim2real.sim.engines import DEFAULT_ENGINE, ENGINES
 from sim2real.evaluate.failure_replay import ReplayError
 from sim2real.pipeline import PipelineError
 from sim2real.sim.randomization import RandomizationError
@@ -191,17 +192,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from sim2real import demo
 
     policy = args.policy or (None if args.no_policy else demo.shipped_policy(args.robot))
-    plan = make_plan(robot=args.robot, lockstep=args.lockstep, seed=args.seed, conditions=args.conditions,
-                     demo=True, autoengage=True, policy=str(policy) if policy else "")
+    hardware = "mujoco" if args.engine == "mujoco" else "sim"
+    plan = make_plan(robot=args.robot, hardware=hardware, lockstep=args.lockstep, seed=args.seed,
+                     conditions=args.conditions, demo=True, autoengage=True, policy=str(policy) if policy else "")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     clock = "lockstep" if args.lockstep else "real time"
     if policy:
-        print(f"demo: {plan.robot} in sim ({clock}) with {policy}: scripted commands for ~30 s; "
+        print(f"demo: {plan.robot} in sim on {args.engine} ({clock}) with {policy}: scripted commands for ~30 s; "
               f"output in {out}/", flush=True)
         return demo.run_policy_demo(plan, out, args.timeout, video=not args.no_video)
     hung = ", suspended as on a gantry" if plan.node("sim_robot").parameters["suspended"] else ""
-    print(f"demo: {plan.robot} in sim ({clock}{hung}), no policy: holding the default pose, then moving every "
+    print(f"demo: {plan.robot} in sim on {args.engine} ({clock}{hung}), no policy: holding the default pose, then moving every "
           f"joint; output in {out}/", flush=True)
     return demo.run_joint_demo(plan, out, args.timeout)
 
@@ -395,7 +397,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy)
     worlds = args.worlds or (["nominal", "dr"] if policy.metadata.randomization is not None else ["nominal"])
     report = evaluate_policy(policy, worlds, args.episodes, seed=args.seed, workers=args.workers,
-                             difficulty=args.difficulty, progress=not args.no_progress)
+                             difficulty=args.difficulty, progress=not args.no_progress, engine=args.engine)
     plot = None if args.no_plot else args.plot or Path("runs") / "eval" / f"{Path(args.policy).stem}_returns.png"
     png = plot_returns(report, plot) if plot else None
     if args.json:
@@ -455,8 +457,12 @@ def build_parser() -> argparse.ArgumentParser:
                                       "supervisor events and tick latency;\nwrite a plot and a GIF. Without a policy "
                                       "it holds and moves the joints through the supervisor instead.",
                           epilog="examples:\n  sim2real demo --robot go2\n  sim2real demo --robot panda --lockstep\n"
-                                 "  sim2real demo --robot go2 --policy runs/walk/policy.onnx\n")
+                                 "  sim2real demo --robot go2 --policy runs/walk/policy.onnx\n"
+                                 "  sim2real demo --robot go2 --engine mujoco --lockstep   # sim2sim on the graph\n")
     _add_graph_arguments(demo)
+    demo.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
+                      help="physics engine of the simulated robot (mujoco: the second engine, as "
+                           "--hardware mujoco does for `up`)")
     demo.add_argument("--policy", default=None, help="policy file (default: the shipped one for the robot)")
     demo.add_argument("--no-policy", action="store_true",
                       help="run the joint script without any policy (a quadruped hangs in the air for it, as on a "
@@ -568,8 +574,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "and report success rate, mean and worst-5 % return, task metrics and, for two or more\n"
                     "world sets, the domain gap Delta = R_b - R_a and GapRatio = |R_b - R_a| / |R_a|.\n"
                     "World sets: nominal (no randomization), dr (the policy's training randomization),\n"
-                    "or a randomization name/YAML. Episode k uses seed + k: reports are reproducible.",
+                    "or a randomization name/YAML. Episode k uses seed + k: reports are reproducible.\n"
+                    "--engine mujoco runs the same episodes in MuJoCo (sim2sim): another contact model,\n"
+                    "integrator and IMU than the PyBullet the policy trained in, the check to pass before hardware.",
         epilog="examples:\n  sim2real eval runs/reach/policy.onnx --worlds nominal dr --episodes 50\n"
+               "  sim2real eval policies/go2_walk.onnx --engine mujoco --worlds nominal go2_reference --episodes 20\n"
                "  sim2real eval policy.onnx --worlds nominal --worlds config/randomization/go2_reference.yaml "
                "--episodes 100 --json --plot gap.png\n")
     evaluate.add_argument("policy", metavar="POLICY", help="policy file (.onnx from sim2real export)")
@@ -579,6 +588,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=int, default=0, help="episode k starts from seed + k")
     evaluate.add_argument("--workers", type=int, default=2, help="processes running episodes (0: this one)")
     evaluate.add_argument("--difficulty", type=float, default=1.0, help="task difficulty in [0, 1]")
+    evaluate.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
+                          help="physics engine of the episodes (mujoco: sim2sim against another engine)")
     evaluate.add_argument("--json", action="store_true", help="print the report as JSON (per-episode returns too)")
     evaluate.add_argument("--plot", metavar="PNG", help="where to write the histogram and box plot of the returns "
                                                         "(default: runs/eval/<policy name>_returns.png)")

@@ -215,8 +215,9 @@ def add_sysid_commands(sub, formatter) -> None:
                "  sim2real sysid record --robot panda --hardware sim --lockstep -o /tmp/b "
                "--conditions '{motor_strength: 0.9}' --duration 30\n")
     record.add_argument("--robot", required=True, help="robot profile")
-    record.add_argument("--hardware", default="sim", choices=("sim", "topic"),
-                        help="sim: PyBullet robot; topic: a real driver speaks the hardware contract")
+    record.add_argument("--hardware", default="sim", choices=("sim", "mujoco", "topic"),
+                        help="sim: PyBullet robot; mujoco: the MuJoCo robot (the second engine, a reality the "
+                             "fit's PyBullet never saw); topic: a real driver speaks the hardware contract")
     record.add_argument("-o", "--output", required=True, help="bag directory to create")
     record.add_argument("--lockstep", action="store_true", help="sim only: lockstep (deterministic timing)")
     record.add_argument("--conditions", default="{}", help="sim only: hidden physical conditions as YAML")

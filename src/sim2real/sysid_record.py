@@ -16,8 +16,8 @@ from typing import Any
 
 from sim2real.core.robot_profile import load_profile
 
-from sim2real.bringup import (BOOL_CHOICES, LAUNCH_ARGUMENTS, BringupPlan, LaunchArgument, NodeSpec, PlanError,
-                              make_plan, parse_bool, require_suspendable)
+from sim2real.bringup import (BOOL_CHOICES, LAUNCH_ARGUMENTS, SIMULATED_HARDWARE, BringupPlan, LaunchArgument,
+                              NodeSpec, PlanError, make_plan, parse_bool, require_suspendable)
 
 # Bringup arguments that mean the same here; the policy/demo ones do not apply.
 # The bringup arguments a recording shares: the hardware part (ros2_control included) and the supervisor.
@@ -64,12 +64,12 @@ def make_sysid_plan(**arguments: Any) -> BringupPlan:
     suspended = parse_bool("suspended", values["suspended"])
     # On hardware the robot is on its stand already: only the bag says so.
     base = make_plan(**{name: values[name] for name in SHARED}, estimator="false", failure_collector="false",
-                     suspended=suspended and str(values["hardware"]) == "sim")
+                     suspended=suspended and str(values["hardware"]) in SIMULATED_HARDWARE)
     if suspended:
         require_suspendable(load_profile(base.robot))
     logger: dict[str, Any] = {"robot": base.robot, "bag": str(Path(str(values["bag"])).absolute()),
                               "use_sim_time": base.use_sim_time, "hardware": base.hardware,
-                              "conditions": str(values["conditions"]) if base.hardware == "sim" else "",
+                              "conditions": str(values["conditions"]) if base.hardware in SIMULATED_HARDWARE else "",
                               "suspended": suspended}
     for name in ("kind", "joints", "extra_topics"):
         logger[name] = str(values[name])

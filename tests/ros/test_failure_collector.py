@@ -114,7 +114,8 @@ def test_supervisor_damp_and_a_manual_snapshot_each_write_a_bundle(go2_graph, pr
     # before the service call: either way the collector must have caught a transition to DAMPING.
     assert info["robot"] == "go2" and any("-> DAMPING" in r for r in reasons)
     assert info["supervisor"]["checks"] and "base_tilt" in info["supervisor"]["checks"]
-    assert info["hardware"] == "sim" and info["conditions"] == {} and info["suspended"] is False
+    assert info["hardware"] == "sim" and info["engine"] == "pybullet"
+    assert info["conditions"] == {} and info["suspended"] is False
     modes = [(t, m.status[0].message) for _, t, m in read_bag(bundle.path, ["/safety/status"])]
     before = [mode for t, mode in modes if t < info["time_ns"]]
     assert before and before[-1] != "DAMPING"  # the transition happened at the event

@@ -67,8 +67,13 @@ def test_commanded_pose_converges_on_joint_states(probe, start_graph):
     assert len(window) > 100, f"only {len(window)} /joint_states in the last second"
 
 
-def test_quadruped_publishes_imu_and_ground_truth_and_holds_its_pose_before_commands(probe, start_graph):
-    start_graph(only=["sim_robot"], robot="go2", commander=probe.name)
+# Both engines speak the same contract: hardware:=sim (PyBullet) and hardware:=mujoco.
+ENGINES = pytest.mark.parametrize("hardware", ["sim", "mujoco"])
+
+
+@ENGINES
+def test_quadruped_publishes_imu_and_ground_truth_and_holds_its_pose_before_commands(probe, start_graph, hardware):
+    start_graph(only=["sim_robot"], robot="go2", hardware=hardware, commander=probe.name)
     imu = probe.record(Imu, "/imu/data", qos.SENSOR_SUBSCRIBE)
     truth = probe.record(Odometry, "/sim/ground_truth", qos.SENSOR_SUBSCRIBE)
     assert wait_for(lambda: len(imu) > 10 and len(truth) > 10, STARTUP_S)
@@ -80,8 +85,9 @@ def test_quadruped_publishes_imu_and_ground_truth_and_holds_its_pose_before_comm
     assert truth[-1].pose.pose.position.z > 0.2, "the Go2 should stand on its default-pose PD before any command"
 
 
-def test_command_timeout_damps_like_a_real_driver(probe, start_graph):
-    start_graph(only=["sim_robot"], robot="go2", commander=probe.name)
+@ENGINES
+def test_command_timeout_damps_like_a_real_driver(probe, start_graph, hardware):
+    start_graph(only=["sim_robot"], robot="go2", hardware=hardware, commander=probe.name)
     truth = probe.record(Odometry, "/sim/ground_truth", qos.SENSOR_SUBSCRIBE)
     diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
     assert wait_for(lambda: len(truth) > 10, STARTUP_S)
@@ -136,8 +142,9 @@ def test_malformed_commands_are_refused_and_the_last_good_command_holds(probe, s
     assert log.count("refused /joint_commands") < 10
 
 
-def test_lockstep_publishes_clock_and_advances_only_with_the_graph(probe, start_graph):
-    start_graph(only=["sim_robot"], robot="panda", lockstep=True, commander=probe.name)
+@ENGINES
+def test_lockstep_publishes_clock_and_advances_only_with_the_graph(probe, start_graph, hardware):
+    start_graph(only=["sim_robot"], robot="panda", hardware=hardware, lockstep=True, commander=probe.name)
     clock = probe.record(Clock, "/clock", qos.CLOCK)
     publisher = probe.command_publisher()
     answering = {"on": False}
@@ -165,6 +172,45 @@ def test_lockstep_publishes_clock_and_advances_only_with_the_graph(probe, start_
     assert now() == paused_at, "the sim kept advancing after the graph stopped answering"
     # Sim time moves in whole sensing periods.
     assert round(paused_at / PANDA.sensing_period, 6) == round(paused_at / PANDA.sensing_period)
+
+
+def _lockstep_run(probe, start_graph, hardware: str) -> dict[int, tuple[float, ...]]:
+    """One lockstep run of the Go2 answering every policy period with a command that depends on
+    sim time only; the joint positions it reported at each stamp of its first 1.5 s. No sensor
+    noise: a state re-announced after a lost message would draw noise once more."""
+    graph = start_graph(only=["sim_robot"], robot="go2", hardware=hardware, lockstep=True, seed=3,
+                        commander=probe.name)
+    publisher = probe.command_publisher()
+    policy_ns = round(GO2.policy_period * 1e9)
+    seen: dict[int, tuple[float, ...]] = {}
+    latest = [0]
+
+    def answer(state: JointState):
+        stamp_ns = state.header.stamp.sec * 10**9 + state.header.stamp.nanosec
+        seen.setdefault(stamp_ns, tuple(state.position))
+        latest[0] = max(latest[0], stamp_ns)
+        if stamp_ns % policy_ns == 0:
+            swing = 0.3 * math.sin(2 * math.pi * stamp_ns * 1e-9)
+            publisher.publish(command(GO2.joint_names, GO2.default_positions + swing, stamp=state.header.stamp))
+
+    subscription = probe.node.create_subscription(JointState, "/joint_states", answer, qos.SENSOR_SUBSCRIBE)
+    try:
+        assert wait_for(lambda: latest[0] >= 1.5e9, STARTUP_S + 30.0), "lockstep did not reach 1.5 s"
+    finally:
+        probe.node.destroy_subscription(subscription)
+        graph.stop()
+    return {stamp: position for stamp, position in seen.items() if stamp <= 1.5e9}
+
+
+@ENGINES
+def test_lockstep_runs_are_identical_for_the_same_seed_and_commands(probe, start_graph, hardware):
+    first = _lockstep_run(probe, start_graph, hardware)
+    second = _lockstep_run(probe, start_graph, hardware)
+    assert len(first) > 700, f"only {len(first)} stamps in 1.5 s of sim time"
+    common = sorted(set(first) & set(second))
+    assert len(common) > 700
+    assert all(first[stamp] == second[stamp] for stamp in common), \
+        "the same seed and commands gave different joint states"
 
 
 def run_node(*ros_args: str) -> subprocess.CompletedProcess:

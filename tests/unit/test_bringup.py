@@ -52,7 +52,7 @@ def test_hardware_topic_changes_only_the_hardware_part():
 
 
 @pytest.mark.parametrize("arguments, words", [
-    ({"hardware": "gazebo"}, "not one of ['sim', 'topic', 'ros2_control', 'unitree']"),
+    ({"hardware": "gazebo"}, "not one of ['sim', 'mujoco', 'topic', 'ros2_control', 'unitree']"),
     ({"robot": "panda", "hardware": "unitree"}, "'panda' has none: use robot:=go2"),
     ({"hardware": "unitree", "unitree_domain": "300"}, "unitree_domain:='300' must be a DDS domain id"),
     ({"network_interface": "eth0"}, "network_interface and unitree_domain are for hardware:=unitree"),
@@ -251,3 +251,14 @@ def test_hardware_unitree_runs_the_bridge_in_place_of_the_sim_and_the_supervisor
     assert bridge.parameters["network_interface"] == "eth0" and bridge.parameters["unitree_domain"] == 0
     assert "sim_robot" not in [n.name for n in plan.nodes]
     assert plan.node("safety_supervisor").parameters["simulated"] is False
+
+
+def test_hardware_mujoco_is_the_sim_robot_on_the_second_engine_and_nothing_else_changes():
+    pybullet = make_plan(hardware="sim", lockstep=True, demo=True)
+    mujoco = make_plan(hardware="mujoco", lockstep=True, demo=True)
+    assert rest(pybullet) == rest(mujoco)
+    assert mujoco.use_sim_time and mujoco.node("safety_supervisor").parameters["simulated"] is True
+    assert mujoco.node("sim_robot").parameters == {**pybullet.node("sim_robot").parameters, "engine": "mujoco"}
+    assert pybullet.node("sim_robot").parameters["engine"] == "pybullet"
+    with pytest.raises(PlanError, match="lockstep:=true needs hardware:=sim or mujoco"):
+        make_plan(hardware="topic", lockstep=True)

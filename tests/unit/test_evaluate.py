@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from sim2real.cli import main
+from sim2real.core.paths import share_dir
 from sim2real.core.policy_file import load_policy
 from sim2real.evaluate.evaluate import EvaluationError, evaluate_policy, plot_returns, resolve_worlds
 from sim2real.train.checkpoint import load_checkpoint
@@ -203,3 +204,23 @@ def test_select_exports_the_checkpoint_that_evaluates_best_not_the_last(tmp_path
     assert load_policy(run / "policy.onnx").metadata.checkpoint.startswith(str(run / "model_10.pt"))
     assert main(["select", str(tmp_path / "empty_run")]) == 2
     assert "holds no model_<iteration>.pt" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_shipped_policies_run_on_the_second_engine_and_the_report_names_it(capsys):
+    """sim2sim: the same episodes on MuJoCo, through the same command (about 10 s)."""
+    assert main(["eval", str(share_dir() / "policies" / "go2_walk.onnx"), "--engine", "mujoco",
+                 "--worlds", "nominal", "--episodes", "2", "--workers", "0", "--json", "--no-plot",
+                 "--no-progress"]) == 0
+    walk = json.loads(capsys.readouterr().out)
+    assert walk["engine"] == "mujoco"
+    assert walk["worlds"][0]["success_rate"] == 1.0 and walk["worlds"][0]["metrics"]["fell"] == 0.0
+    reach = evaluate_policy(share_dir() / "policies" / "panda_reach.onnx", ["nominal"], episodes=3, workers=0,
+                            progress=False, engine="mujoco")
+    assert reach.engine == "mujoco" and "engine mujoco" in reach.table()
+    assert reach.worlds[0].success_rate >= 2 / 3
+
+
+def test_an_unknown_engine_is_refused_before_any_episode(toy_policy):
+    with pytest.raises(EvaluationError, match="--engine: unknown physics engine 'isaac'"):
+        evaluate_policy(toy_policy, ["nominal"], episodes=1, workers=0, progress=False, engine="isaac")

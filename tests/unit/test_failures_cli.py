@@ -82,6 +82,17 @@ def test_a_bundle_recorded_on_a_suspended_robot_replays_it_suspended(tmp_path):
     assert results[True].max_tilt_deg < 1 and "the robot hung in the air (suspended), as recorded" in results[True].notes
 
 
+def test_a_bundle_from_the_mujoco_robot_replays_on_mujoco(tmp_path):
+    policy = write_target_policy(tmp_path / "hold.onnx", PANDA, PANDA.default_positions)
+    results = {}
+    for engine in ("mujoco", "isaac"):
+        name = f"20261130T00000{len(results)}.000Z_supervisor_damping"
+        write_arm_bundle(tmp_path / "failures", name, PANDA, policy, engine=engine)
+        results[engine] = replay_failure(find_bundle(tmp_path / "failures", name), policy)
+    assert not results["mujoco"].failed and "replayed on mujoco, the engine it was recorded on" in results["mujoco"].notes
+    assert "recorded on engine 'isaac', which this version lacks: replayed on pybullet" in results["isaac"].notes
+
+
 def test_replay_without_the_recorded_policy_says_how_to_fix_it(bundles, capsys):
     bundle = find_bundle(bundles, "20261130T000000")
     info = json.loads((bundle.path / "failure.json").read_text())

@@ -117,9 +117,10 @@ def make_toy(**kwargs) -> ToyReach:
 
 
 def make_toy_task(robot: str, task: str, seed: int = 0, randomization: Randomization | None = None,
-                  config: dict | None = None) -> ToyReach:
+                  config: dict | None = None, engine: str = "pybullet") -> ToyReach:
     """``make_env``'s signature over the toy: ``config`` holds ToyReach keyword arguments
-    (its ``task_config``: goal, tolerance, max_episode_steps)."""
+    (its ``task_config``: goal, tolerance, max_episode_steps); ``engine`` is ignored (the
+    toy has no physics engine)."""
     return ToyReach(randomization=randomization, **(config or {}))
 
 

@@ -36,6 +36,7 @@ from typing import Any, Callable
 import numpy as np
 
 from sim2real.core.policy_file import PolicyFile, load_policy
+from sim2real.sim.engines import DEFAULT_ENGINE, check_engine
 from sim2real.sim.randomization import Randomization, load_randomization
 
 # Per task, the fixed situation an evaluation scores (keys are applied only where the
@@ -105,6 +106,7 @@ class EvalReport:
     difficulty: float
     worlds: list[WorldResult]
     gaps: list[Gap]
+    engine: str = DEFAULT_ENGINE
 
     def to_dict(self) -> dict[str, Any]:
         return _json_safe(asdict(self))
@@ -120,7 +122,8 @@ class EvalReport:
                  *(_fmt(w.metrics.get(m)) for m in metric_names)] for w in self.worlds]
         widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
         lines = [f"policy {self.policy} (sha256 {self.sha256[:12]}): {self.robot} {self.task}, "
-                 f"{self.episodes} episodes per world set, seed {self.seed}, difficulty {self.difficulty:g}",
+                 f"{self.episodes} episodes per world set, seed {self.seed}, difficulty {self.difficulty:g}, "
+                 f"engine {self.engine}",
                  "  ".join(h.ljust(w) for h, w in zip(header, widths))]
         lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
         for world in self.worlds:
@@ -230,11 +233,12 @@ def _default_make_env(*args: Any, **kwargs: Any):
 
 def evaluate_policy(policy: PolicyFile | str | Path, worlds: list[str], episodes: int, seed: int = 0,
                     workers: int = 2, difficulty: float = 1.0, make_env: Callable[..., Any] = _default_make_env,
-                    progress: bool = True) -> EvalReport:
+                    progress: bool = True, engine: str = DEFAULT_ENGINE) -> EvalReport:
     """Run ``episodes`` episodes of the policy per world set; see the module docstring.
 
     ``workers``: processes that run episodes in parallel (0: in this process).
-    ``make_env(robot, task, seed=, randomization=, config=)``: must be picklable.
+    ``make_env(robot, task, seed=, randomization=, config=, engine=)``: must be picklable.
+    ``engine``: the physics engine the episodes run on (:mod:`sim2real.sim.engines`).
     """
     from tqdm import tqdm
 
@@ -242,20 +246,24 @@ def evaluate_policy(policy: PolicyFile | str | Path, worlds: list[str], episodes
         raise EvaluationError(f"--episodes must be >= 1, got {episodes}")
     if not 0.0 <= difficulty <= 1.0:
         raise EvaluationError(f"--difficulty must be in [0, 1] (the task's easiest to hardest), got {difficulty}")
+    try:
+        check_engine(engine)
+    except ValueError as exc:
+        raise EvaluationError(f"--engine: {exc}") from None
     if not isinstance(policy, PolicyFile):
         policy = load_policy(policy)
     meta = policy.metadata
     world_sets = resolve_worlds(list(worlds), policy)
     config = eval_task_config(meta.task, meta.task_config)
     seeds = [seed + k for k in range(episodes)]
-    bar = tqdm(total=episodes * len(world_sets), desc=f"eval {meta.robot} {meta.task}", unit="ep",
+    bar = tqdm(total=episodes * len(world_sets), desc=f"eval {meta.robot} {meta.task} ({engine})", unit="ep",
                dynamic_ncols=True, disable=not progress)
     results = []
     try:
         for world in world_sets:
             bar.set_postfix_str(world.name)
             env_fn = partial(make_env, meta.robot, meta.task, seed=seed, randomization=world.randomization,
-                             config=config)
+                             config=config, engine=engine)
             summaries = _run_world(env_fn, policy, seeds, difficulty, workers, bar)
             results.append(_world_result(world, summaries))
     finally:
@@ -266,7 +274,7 @@ def evaluate_policy(policy: PolicyFile | str | Path, worlds: list[str], episodes
                 if reference.mean_return != 0 else None)
             for other in results[1:]]
     return EvalReport(policy=str(policy.path), sha256=policy.sha256, robot=meta.robot, task=meta.task, seed=seed,
-                      episodes=episodes, difficulty=difficulty, worlds=results, gaps=gaps)
+                      episodes=episodes, difficulty=difficulty, worlds=results, gaps=gaps, engine=engine)
 
 
 def _run_world(env_fn: Callable[[], Any], policy: PolicyFile, seeds: list[int], difficulty: float, workers: int,
@@ -355,7 +363,7 @@ def plot_returns(report: EvalReport, png_path: str | Path) -> Path:
     hist.set_title("returns (dashed: worst-5 % mean)", fontsize=9)
     box.boxplot([w.returns for w in report.worlds], tick_labels=[w.name for w in report.worlds])
     box.set_ylabel("episode return")
-    title = f"{report.robot} {report.task}, {report.episodes} episodes per world set"
+    title = f"{report.robot} {report.task} ({report.engine}), {report.episodes} episodes per world set"
     if report.gaps and report.gaps[0].gap_ratio_percent is not None:
         title += f", GapRatio {report.gaps[0].b} vs {report.gaps[0].a}: {report.gaps[0].gap_ratio_percent:.1f} %"
     fig.suptitle(title, fontsize=10)

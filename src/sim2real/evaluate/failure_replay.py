@@ -33,7 +33,7 @@ from sim2real.core.rotations import tilt_angle
 from sim2real.core.safety_config import load_safety_config
 from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
 from sim2real.sim.conditions import PhysicalConditions
-from sim2real.sim.world import SimWorld
+from sim2real.sim.engines import DEFAULT_ENGINE, ENGINES, make_world
 
 NS = 1_000_000_000
 
@@ -156,7 +156,13 @@ def replay_failure(bundle: Bundle, policy_path: str | Path | None = None, lead_s
     suspended = info.get("suspended") is True and not profile.fixed_base
     if suspended:
         notes.append("the robot hung in the air (suspended), as recorded")
-    world = SimWorld(profile, world_conditions, seed=seed, suspended=suspended)
+    engine = info.get("engine") or DEFAULT_ENGINE
+    if engine not in ENGINES:
+        notes.append(f"recorded on engine {engine!r}, which this version lacks: replayed on {DEFAULT_ENGINE}")
+        engine = DEFAULT_ENGINE
+    elif engine != DEFAULT_ENGINE:
+        notes.append(f"replayed on {engine}, the engine it was recorded on")
+    world = make_world(engine, profile, conditions=world_conditions, seed=seed, suspended=suspended)
     try:
         orientation = start.orientation if not profile.fixed_base else None
         if not profile.fixed_base and orientation is None:

@@ -224,15 +224,17 @@ class FailureCollectorNode(Node):
         if self._sim_future is None:
             if self._sim_params.service_is_ready():
                 self._sim_future = {name: self._sim_params.call_async(GetParameters.Request(names=[name]))
-                                    for name in ("conditions", "suspended")}
+                                    for name in ("conditions", "suspended", "engine")}
             return
         if all(future.done() for future in self._sim_future.values()):
             answers = {name: future.result().values[0] for name, future in self._sim_future.items()
                        if future.result() is not None and future.result().values}
             if "conditions" in answers:
                 # A new dict, not an update: the writer thread may be reading the old one.
+                engine = answers["engine"].string_value if "engine" in answers else "pybullet"
                 self.collector.static_info = {
-                    **self.collector.static_info, "hardware": "sim",
+                    **self.collector.static_info, "hardware": "mujoco" if engine == "mujoco" else "sim",
+                    "engine": engine or "pybullet",
                     "conditions": yaml.safe_load(answers["conditions"].string_value or "{}") or {},
                     "suspended": bool(answers["suspended"].bool_value) if "suspended" in answers else False}
             self._sim_params = None

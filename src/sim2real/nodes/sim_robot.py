@@ -1,4 +1,8 @@
-"""sim_robot: the PyBullet robot as ROS 2 hardware, speaking the hardware contract.
+"""sim_robot: the simulated robot as ROS 2 hardware, speaking the hardware contract.
+
+The physics engine is a parameter: ``engine: pybullet`` (``hardware:=sim``, the engine
+training uses) or ``engine: mujoco`` (``hardware:=mujoco``, the second engine: sim2sim on
+the real graph before hardware). Everything below holds for both.
 
 Publishes ``/joint_states`` (and ``/imu/data`` for robots with a floating base) every
 sensing period, takes ``/joint_commands`` (position target, velocity target, feed-forward
@@ -18,6 +22,7 @@ lengths, non-finite values) is refused with a throttled warning and the last goo
 command keeps holding.
 
     ros2 run sim2real sim_robot --ros-args -p robot:=go2 -p lockstep:=true
+    ros2 run sim2real sim_robot --ros-args -p robot:=go2 -p engine:=mujoco
 """
 from __future__ import annotations
 
@@ -40,7 +45,7 @@ from sim2real.nodes.command_source import CommandSource
 from sim2real.nodes.params import declare
 from sim2real.nodes.sole_publisher import SolePublisherCheck
 from sim2real.sim.conditions import PhysicalConditions
-from sim2real.sim.world import SimWorld
+from sim2real.sim.engines import DEFAULT_ENGINE, ENGINES, make_world
 
 NS_PER_S = stamps.NS_PER_S
 LOCKSTEP_REPUBLISH_WALL_S = 0.5  # re-announce the current state while the graph is silent
@@ -67,8 +72,10 @@ class SimRobotNode(Node):
         suspended = declare(self, "suspended", False,
                             "Hold a floating-base robot's trunk in the air, feet clear of the ground (a gantry), "
                             "so joint scripts run without it falling")
+        engine = declare(self, "engine", DEFAULT_ENGINE, f"Physics engine: {' | '.join(ENGINES)}")
         self.profile = load_profile(robot)
-        self.world = SimWorld(self.profile, PhysicalConditions.from_yaml(conditions), seed=seed, suspended=suspended)
+        self.world = make_world(engine, self.profile, conditions=PhysicalConditions.from_yaml(conditions), seed=seed,
+                                suspended=suspended)
         self.world.command(self.profile.default_positions)
         self.command_timeout = command_timeout or self.profile.command_timeout
         self.sensing_ns = round(self.profile.sensing_period * NS_PER_S)
@@ -106,7 +113,7 @@ class SimRobotNode(Node):
         self._joint_msg = JointState(name=self.profile.joint_names)
         self._thread = threading.Thread(target=self._run_loop, name="sim_robot_loop", daemon=True)
         self.get_logger().info(
-            f"{self.profile.name}: {self.profile.num_joints} joints, sensing {1 / self.profile.sensing_period:.0f} Hz, "
+            f"{self.profile.name} on {engine}: {self.profile.num_joints} joints, sensing {1 / self.profile.sensing_period:.0f} Hz, "
             f"{'lockstep (publishing /clock)' if self.lockstep else 'real time'}"
             f"{', suspended (feet clear of the ground)' if suspended else ''}")
 

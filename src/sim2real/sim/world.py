@@ -10,9 +10,7 @@ z up. Joint arrays are in the profile's joint order.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import replace
-from typing import NamedTuple, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pybullet as pb
@@ -22,8 +20,9 @@ from sim2real.core.rotations import quat_to_matrix
 from sim2real.sim.actuator import Actuator
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.gravity_compensation import GravityCompensation
+from sim2real.sim.world_base import GRAVITY, ImuReading, JointState, WorldBase, as_quaternion, as_vector3
 
-GRAVITY = 9.81
+__all__ = ["GRAVITY", "ImuReading", "JointState", "SimWorld", "as_quaternion", "as_vector3", "draw_terrain"]
 # Height-field patch centred at the origin: 0.1 m cells make bumps a Go2 foot (r = 0.022 m)
 # can feel but not get trapped in; 16 m x 16 m covers any evaluation episode; the plane
 # below the patch (at its lowest level) catches a robot that walks off it.
@@ -37,16 +36,11 @@ SUSPENSION_CLEARANCE = 0.25
 GANTRY_WEIGHTS = 10.0
 
 
-class JointState(NamedTuple):
-    position: np.ndarray  # rad
-    velocity: np.ndarray  # rad/s
-    effort: np.ndarray    # N*m, motor torque of the last physics step
-
-
-class ImuReading(NamedTuple):
-    orientation: np.ndarray          # (x, y, z, w), IMU frame in world
-    angular_velocity: np.ndarray     # rad/s, IMU frame
-    linear_acceleration: np.ndarray  # m/s^2, IMU frame, proper acceleration (+g up at rest)
+def draw_terrain(rng: np.random.Generator, roughness: float) -> np.ndarray:
+    """Height-field samples [y, x] in [-roughness, roughness] m, cell TERRAIN_CELL, centred at
+    (0, 0): the one draw both engines make, so a seed gives the same ground in each."""
+    points = int(round(TERRAIN_SIZE / TERRAIN_CELL)) + 1
+    return rng.uniform(-roughness, roughness, size=(points, points))
 
 
 class _Ground:
@@ -86,8 +80,8 @@ class _Ground:
             pb.resetBasePositionAndOrientation(self.plane, (0, 0, 0), (0, 0, 0, 1), physicsClientId=c)
             self.heights, self.top = None, 0.0
         else:
-            points = int(round(TERRAIN_SIZE / TERRAIN_CELL)) + 1
-            heights = self._rng.uniform(-roughness, roughness, size=(points, points))
+            heights = draw_terrain(self._rng, roughness)
+            points = heights.shape[0]
             if self._field is None or roughness > self._cap:
                 if self._field is not None:
                     pb.removeBody(self._field, physicsClientId=c)
@@ -113,7 +107,7 @@ class _Ground:
             pb.changeDynamics(body, -1, lateralFriction=friction, physicsClientId=self._client)
 
 
-class SimWorld:
+class SimWorld(WorldBase):
     """One robot in one PyBullet world, driven in torque mode by an :class:`Actuator`.
 
     Time advances only in :meth:`step`, by whole physics periods
@@ -122,40 +116,18 @@ class SimWorld:
     Same seed and same sequence of calls give bitwise identical results.
     """
 
+    engine = "pybullet"
+
     def __init__(self, profile: RobotProfile, conditions: PhysicalConditions | None = None, seed: int = 0,
                  gravity_compensation: bool | None = None, physics_period: float | None = None,
                  suspended: bool = False):
-        """``gravity_compensation``: emulate a robot controller that adds gravity torques to
-        every command (see :mod:`sim2real.sim.gravity_compensation`). None takes the
-        profile's ``gravity_compensation``.
-
-        ``suspended``: hold a floating-base robot's trunk in the air, feet clear of the
-        ground, as a gantry or a stand holds a real quadruped for joint checks. The base
-        stays where :meth:`reset` puts it (by default ``SUSPENSION_CLEARANCE`` above its
-        standing height) and the legs move freely."""
-        self.profile = profile
-        if suspended:
-            profile.check_suspendable()
-        self.suspended = bool(suspended)
-        if gravity_compensation is None:
-            gravity_compensation = profile.gravity_compensation
-        if gravity_compensation and not profile.fixed_base:
-            raise ValueError(f"gravity_compensation: robot {profile.name!r} has a floating base; "
-                             "only a fixed-base robot's controller can compensate gravity per joint")
-        self.gravity_compensation = bool(gravity_compensation)
-        self._conditions = replace(conditions) if conditions is not None else PhysicalConditions()
-        self._conditions.validate()
-        self._check_battery(self._conditions.battery_voltage)
-        self.seed = int(seed)
-        terrain_seed, noise_seed = np.random.SeedSequence(self.seed).spawn(2)
-        self._noise_rng = np.random.default_rng(noise_seed)
-        # Training may step coarser than the driver (legged-gym style 5 ms); default: the profile's.
-        self._dt = float(physics_period or profile.physics_period)
+        """Arguments: see :class:`~sim2real.sim.world_base.WorldBase`."""
+        super().__init__(profile, conditions, seed, gravity_compensation, physics_period, suspended)
         self._client = pb.connect(pb.DIRECT)
         if self._client < 0:
             raise RuntimeError("PyBullet could not open a DIRECT physics client")
         try:
-            self._setup(np.random.default_rng(terrain_seed))
+            self._setup(self._terrain_rng)
         except BaseException:
             self.close()
             raise
@@ -224,8 +196,6 @@ class SimWorld:
                          if self.gravity_compensation else None)
         self._q = np.zeros(self._n)
         self._dq = np.zeros(self._n)
-        self._push_force = (0.0, 0.0, 0.0)
-        self._push_steps = 0
         self._imu_velocity_before: tuple[float, ...] | None = None
         self._imu_on_base = self._rigid_offset_from_base(self._imu_id)
         # A bolted-down robot's IMU never accelerates: skip reading velocities for it.
@@ -250,44 +220,11 @@ class SimWorld:
         self.reset()
 
     # -------------------------------------------------------------- conditions
-    @property
-    def conditions(self) -> PhysicalConditions:
-        """A copy of the conditions in effect (edit them through :meth:`set_condition`)."""
-        return replace(self._conditions)
-
-    @property
-    def torque_limit_scale(self) -> float:
-        """Fraction of the effort limits the motors have now (battery sag, capped at 1)."""
-        return self._actuator.torque_scale
-
-    def set_condition(self, name: str, value) -> None:
-        self.set_conditions(**{name: value})
-
-    def set_conditions(self, **values) -> None:
-        """Set conditions by name; all are validated before any is applied.
-
-        A terrain change rebuilds the ground under the robot where it stands: call
-        :meth:`reset` afterwards to spawn it above the new ground.
-        """
-        checked = {}
-        for name, value in values.items():
-            if name not in PhysicalConditions.names():
-                raise ValueError(f"unknown condition {name!r}; valid names: {', '.join(PhysicalConditions.names())}")
-            checked[name] = PhysicalConditions.check(name, value)
-        if "battery_voltage" in checked:
-            self._check_battery(checked["battery_voltage"])
-        changed = {name: v for name, v in checked.items() if getattr(self._conditions, name) != v}
-        for name, value in changed.items():
-            setattr(self._conditions, name, value)
+    def _apply_conditions(self, names: list[str]) -> None:
         # dict, not set: the order of PyBullet calls must not depend on object ids (determinism).
-        appliers = dict.fromkeys(self._appliers.get(name, _ignore) for name in changed)
+        appliers = dict.fromkeys(self._appliers.get(name, _ignore) for name in names)
         for apply in appliers:
             apply()
-
-    def _check_battery(self, voltage: float | None) -> None:
-        if voltage is not None and self.profile.battery_nominal_voltage is None:
-            raise ValueError(f"condition 'battery_voltage': robot {self.profile.name!r} has no "
-                             "battery_nominal_voltage in its profile; leave battery_voltage None")
 
     def _apply_ground_friction(self) -> None:
         self._ground.set_friction(self._conditions.ground_friction)
@@ -335,9 +272,7 @@ class SimWorld:
         self._actuator.latency = self._conditions.latency
 
     def _apply_battery(self) -> None:
-        voltage = self._conditions.battery_voltage
-        nominal = self.profile.battery_nominal_voltage
-        self._actuator.torque_scale = 1.0 if voltage is None or nominal is None else voltage / nominal
+        self._actuator.torque_scale = self._battery_torque_scale()
 
     def _apply_terrain(self) -> None:
         self._ground.build(self._conditions.terrain_roughness, self._conditions.ground_friction)
@@ -387,15 +322,6 @@ class SimWorld:
 
     # --------------------------------------------------------------- lifecycle
     @property
-    def physics_period(self) -> float:
-        return self._dt
-
-    @property
-    def time(self) -> float:
-        """Seconds of simulated time since the last reset."""
-        return self._actuator.steps * self._dt
-
-    @property
     def client(self) -> int:
         """The PyBullet physics client id (for inspection; prefer the world's methods)."""
         return self._client
@@ -436,8 +362,8 @@ class SimWorld:
             lift = 0.0 if self.profile.fixed_base else self._ground.top
             lift += SUSPENSION_CLEARANCE if self.suspended else 0.0
             base_position = (0.0, 0.0, self.profile.spawn_height + lift)
-        position = _vector3(base_position, "base_position")
-        orientation = (0.0, 0.0, 0.0, 1.0) if base_orientation is None else _quaternion(base_orientation)
+        position = as_vector3(base_position, "base_position")
+        orientation = (0.0, 0.0, 0.0, 1.0) if base_orientation is None else as_quaternion(base_orientation)
         com_position, com_orientation = pb.multiplyTransforms(position, orientation, *self._base_inertial)
         pb.resetBasePositionAndOrientation(self._robot, com_position, com_orientation, physicsClientId=c)
         if self._gantry is not None:
@@ -460,12 +386,6 @@ class SimWorld:
             except pb.error:
                 pass
 
-    def __enter__(self) -> "SimWorld":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def __del__(self):
         try:
             self.close()
@@ -473,32 +393,6 @@ class SimWorld:
             pass
 
     # ---------------------------------------------------------------- control
-    def command(self, position: Sequence[float], velocity: Sequence[float] | None = None,
-                effort: Sequence[float] | None = None, kp: Sequence[float] | float | None = None,
-                kd: Sequence[float] | float | None = None) -> None:
-        """PD command in profile joint order (rad, rad/s, N*m); kp/kd default to the profile's.
-
-        Takes effect ``latency`` after the current time and ends damping mode then.
-        """
-        self._actuator.command(position, velocity, effort, kp, kd)
-
-    def damp(self) -> None:
-        """Damping mode (tau = -damping_kd * dq, the gain capped per joint where explicit
-        integration could not follow it) from now until the next command takes effect."""
-        self._actuator.damp()
-
-    def apply_push(self, force: Sequence[float], duration: float) -> None:
-        """Push the base's centre of mass with a world-frame force (N) for ``duration`` s."""
-        vector = _vector3(force, "force")
-        try:
-            seconds = float(duration)
-        except (TypeError, ValueError):
-            seconds = math.nan
-        if not (math.isfinite(seconds) and seconds >= 0):
-            raise ValueError(f"push duration must be a finite number of seconds >= 0, got {duration!r}")
-        self._push_force = vector
-        self._push_steps = int(math.floor(seconds / self._dt + 0.5))
-
     def step(self, n: int = 1) -> None:
         """Advance ``n`` physics periods."""
         if not isinstance(n, (int, np.integer)) or n < 0:
@@ -532,20 +426,6 @@ class SimWorld:
         return JointState(np.array([s[0] for s in states]), np.array([s[1] for s in states]),
                           self._actuator.motor_torque.copy())
 
-    def joint_state(self, true: JointState | None = None) -> JointState:
-        """Joint readings as an encoder would give them: with the configured noise. ``true``:
-        this instant's :meth:`true_joint_state` when the caller has read it already (a
-        training step reads both; the noise goes on copies)."""
-        state = (self.true_joint_state() if true is None
-                 else JointState(true.position.copy(), true.velocity.copy(), true.effort.copy()))
-        conditions, rng = self._conditions, self._noise_rng
-        position, velocity, _ = state
-        if conditions.joint_position_noise > 0:
-            position += rng.normal(0.0, conditions.joint_position_noise, self._n)
-        if conditions.joint_velocity_noise > 0:
-            velocity += rng.normal(0.0, conditions.joint_velocity_noise, self._n)
-        return state
-
     def imu(self) -> ImuReading:
         """IMU reading in the frame of ``profile.imu_link``, with the configured noise.
 
@@ -560,11 +440,7 @@ class SimWorld:
         acceleration[2] += GRAVITY
         gyro = rotation_t @ np.array(angular)
         accel = rotation_t @ acceleration
-        conditions, rng = self._conditions, self._noise_rng
-        if conditions.gyro_noise > 0:
-            gyro += rng.normal(0.0, conditions.gyro_noise, 3)
-        if conditions.accelerometer_noise > 0:
-            accel += rng.normal(0.0, conditions.accelerometer_noise, 3)
+        self._imu_noise(gyro, accel)
         return ImuReading(np.array(orientation), gyro, accel)
 
     def _imu_kinematics(self) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
@@ -599,6 +475,30 @@ class SimWorld:
     def base_velocity(self) -> tuple[np.ndarray, np.ndarray]:
         """Ground truth (linear m/s, angular rad/s) of the base link frame, both in world axes."""
         return self.base_pose_and_velocity()[2:]
+
+    # -------------------------------------------------------- links and contacts
+    @property
+    def link_ids(self) -> dict[str, int]:
+        """Link name -> id, as :meth:`ground_contacts` and :meth:`link_positions` use
+        (PyBullet's link index; the base is -1)."""
+        return dict(self._links)
+
+    def ground_contacts(self) -> Iterator[tuple[int, float]]:
+        """(link id, normal force N) of each contact point between the robot and the ground."""
+        ground = self._ground.bodies
+        for point in pb.getContactPoints(bodyA=self._robot, physicsClientId=self._client):
+            if point[2] in ground:
+                yield point[3], point[9]
+
+    def link_positions(self, links: Sequence[int]) -> np.ndarray:
+        """World positions (m) of the link frames' origins, one row per link id."""
+        states = pb.getLinkStates(self._robot, list(links), physicsClientId=self._client)
+        return np.array([state[4] for state in states])
+
+    def collision_sphere_radius(self, link: int) -> float:
+        """The radius of the link's sphere collision shape (0: it has none)."""
+        shapes = pb.getCollisionShapeData(self._robot, link, physicsClientId=self._client)
+        return float(shapes[0][3][0]) if shapes and shapes[0][2] == pb.GEOM_SPHERE else 0.0
 
     def foot_contacts(self) -> np.ndarray:
         """Whether each of ``profile.foot_links`` touches the ground, in that order."""
@@ -638,17 +538,3 @@ def _cross(a, b) -> tuple[float, float, float]:
     # Plain floats: np.cross costs ~10 us on 3-vectors, more than the rest of the IMU read.
     return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
 
-
-def _vector3(value, name: str) -> tuple[float, float, float]:
-    array = np.asarray(value, dtype=float)
-    if array.shape != (3,) or not np.all(np.isfinite(array)):
-        raise ValueError(f"{name}: expected 3 finite numbers (x, y, z), got {value!r}")
-    return tuple(float(v) for v in array)
-
-
-def _quaternion(value) -> tuple[float, float, float, float]:
-    array = np.asarray(value, dtype=float)
-    norm = float(np.linalg.norm(array)) if array.shape == (4,) else 0.0
-    if array.shape != (4,) or not math.isfinite(norm) or norm < 1e-6:
-        raise ValueError(f"base_orientation: expected a quaternion (x, y, z, w), got {value!r}")
-    return tuple(float(v) for v in array / norm)

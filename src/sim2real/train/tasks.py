@@ -18,6 +18,7 @@ import yaml
 
 from sim2real.core.paths import share_dir
 from sim2real.core.robot_profile import load_profile
+from sim2real.sim.engines import DEFAULT_ENGINE
 from sim2real.train.envs.base import RobotTaskEnv
 from sim2real.train.envs.go2_walk import Go2WalkEnv
 from sim2real.train.envs.panda_reach import PandaReachEnv
@@ -87,17 +88,20 @@ def _merge(base: dict, overrides: Mapping, prefix: str, source: str, defaults: P
 
 
 def make_env(robot: str, task: str, seed: int = 0, randomization=None,
-             config: Mapping[str, Any] | str | Path | None = None) -> RobotTaskEnv:
+             config: Mapping[str, Any] | str | Path | None = None, engine: str = DEFAULT_ENGINE) -> RobotTaskEnv:
     """Build a task env. ``randomization``: a Randomization, its name (``go2_reference``)
     or path, or None (nominal). ``config``: overrides of the task's YAML defaults. The
-    first ``reset()`` without a seed uses ``seed``."""
+    first ``reset()`` without a seed uses ``seed``. ``engine``: the physics engine
+    (``pybullet`` or ``mujoco``)."""
     entry = task_entry(robot, task)
     if isinstance(randomization, (str, Path)):
         from sim2real.sim.randomization import load_randomization
 
         randomization = load_randomization(randomization)
     profile = load_profile(robot)
-    return entry.env_class(profile, load_task_config(robot, task, config), randomization=randomization, seed=seed)
+    env = entry.env_class(profile, load_task_config(robot, task, config), randomization=randomization, seed=seed)
+    env.set_engine(engine)
+    return env
 
 
 def _gym_factory(robot: str, task: str):

@@ -19,6 +19,7 @@ from sim2real.core.mirror import SignedPermutation
 from sim2real.core.observation import ObservationSpec, RobotSignals
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.sim.conditions import PhysicalConditions
+from sim2real.sim.engines import DEFAULT_ENGINE, check_engine, make_world
 from sim2real.sim.world import SimWorld
 
 _NOMINAL = {name: getattr(PhysicalConditions(), name) for name in PhysicalConditions.names()}
@@ -113,6 +114,7 @@ class RobotTaskEnv(gymnasium.Env):
         self.difficulty = 1.0
         self.set_difficulty(float(cfg.get("difficulty", 1.0)))
 
+        self.engine = DEFAULT_ENGINE
         self._world: SimWorld | None = None
         self._world_fresh = False
         self._pending_seed = seed
@@ -136,9 +138,17 @@ class RobotTaskEnv(gymnasium.Env):
     def _build_world(self, seed: int) -> None:
         if self._world is not None:
             self._world.close()
-        self._world = SimWorld(self.profile, seed=seed, physics_period=self.physics_period)
+        self._world = make_world(self.engine, self.profile, seed=seed, physics_period=self.physics_period)
         self._world_fresh = True
         self._on_world_built()
+
+    def set_engine(self, engine: str) -> None:
+        """The physics engine of the worlds built from now on (``pybullet`` | ``mujoco``,
+        :mod:`sim2real.sim.engines`); a world already built is dropped."""
+        self.engine = check_engine(engine)
+        if self._world is not None:
+            self._world.close()
+            self._world = None
 
     def set_randomization(self, randomization) -> None:
         """Per-episode physical conditions from now on (next reset); None: nominal world."""

@@ -6,7 +6,6 @@ from functools import partial
 from typing import Any, Sequence
 
 import numpy as np
-import pybullet as pb
 from scipy.ndimage import uniform_filter
 
 from sim2real.core.gait import GaitClock, gait_settings
@@ -233,18 +232,14 @@ class Go2WalkEnv(RobotTaskEnv):
     # ----------------------------------------------------------------- episode
     def _on_world_built(self) -> None:
         world = self._world
-        client, robot = world.client, world.robot
-        names = {pb.getBodyInfo(robot, physicsClientId=client)[0].decode(): -1}
-        for index in range(pb.getNumJoints(robot, physicsClientId=client)):
-            names[pb.getJointInfo(robot, index, physicsClientId=client)[12].decode()] = index
+        names = world.link_ids
 
         def matching(patterns: list[str]) -> set[int]:
             return {link for name, link in names.items() if any(p in name for p in patterns)}
 
         self._feet_ids = [names[name] for name in self.profile.foot_links]
         # Foot height is the sphere's lowest point: its centre (the link origin) minus its radius.
-        shapes = [pb.getCollisionShapeData(robot, foot, physicsClientId=client) for foot in self._feet_ids]
-        self._foot_radius = np.array([s[0][3][0] if s and s[0][2] == pb.GEOM_SPHERE else 0.0 for s in shapes])
+        self._foot_radius = np.array([world.collision_sphere_radius(foot) for foot in self._feet_ids])
         self._foot_slot = {link: i for i, link in enumerate(self._feet_ids)}
         self._terminate_ids = matching(self._contact_links["terminate_on"])
         self._penalize_ids = matching(self._contact_links["penalize"]) - set(self._feet_ids)
@@ -312,11 +307,7 @@ class Go2WalkEnv(RobotTaskEnv):
         foot_force = np.zeros(len(self._feet_ids))
         touching: set[int] = set()
         body_contact = False
-        ground = world.ground_bodies
-        for point in pb.getContactPoints(bodyA=world.robot, physicsClientId=world.client):
-            if point[2] not in ground:
-                continue
-            link, force = point[3], point[9]
+        for link, force in world.ground_contacts():
             slot = self._foot_slot.get(link)
             if slot is not None:
                 foot_force[slot] += force
@@ -458,11 +449,10 @@ class Go2WalkEnv(RobotTaskEnv):
             return 0.0
         lift = self._clock.swing_lift(self._gait["offsets"], self._gait["stance"])
         world = self.world
-        states = pb.getLinkStates(world.robot, self._feet_ids, physicsClientId=world.client)
+        positions = world.link_positions(self._feet_ids).tolist()
         error = 0.0
-        for foot, state in enumerate(states):
+        for foot, (x, y, z) in enumerate(positions):
             if lift[foot] > 0.0:
-                x, y, z = state[4]
                 height = z - self._foot_radius[foot] - self._height_at(self._terrain, x, y)
                 error += (height - self._clearance_target * lift[foot]) ** 2
         return error

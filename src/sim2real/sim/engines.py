@@ -1,0 +1,35 @@
+"""The physics engines a world can run on, by name: ``pybullet`` (training's engine) and
+``mujoco`` (the second engine, an independent check before hardware).
+
+Both world classes take the same arguments and offer the same calls (see
+:class:`~sim2real.sim.world.SimWorld`); everything that builds a world goes through
+:func:`make_world`, so an engine is one argument everywhere (``--engine``, ``engine:``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+ENGINES = ("pybullet", "mujoco")
+DEFAULT_ENGINE = "pybullet"
+
+
+def check_engine(engine: str) -> str:
+    if engine not in ENGINES:
+        raise ValueError(f"unknown physics engine {engine!r}; choose one of: {', '.join(ENGINES)}")
+    return engine
+
+
+def world_class(engine: str) -> type:
+    """The world class of an engine (imported on first use: MuJoCo loads only when asked for)."""
+    if check_engine(engine) == "mujoco":
+        from sim2real.sim.mujoco_world import MujocoWorld
+
+        return MujocoWorld
+    from sim2real.sim.world import SimWorld
+
+    return SimWorld
+
+
+def make_world(engine: str, profile, **kwargs: Any):
+    """A world of ``engine`` for ``profile``; keyword arguments as SimWorld's."""
+    return world_class(engine)(profile, **kwargs)

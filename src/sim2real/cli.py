@@ -394,6 +394,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from sim2real.core.policy_file import load_policy
     from sim2real.evaluate.evaluate import evaluate_policy, plot_returns
 
+    if args.suite:
+        return _eval_suite(args)
+    args.episodes = 50 if args.episodes is None else args.episodes
+    if args.scenarios or args.require_pass:
+        raise EvaluationError("--scenarios and --require-pass belong to a suite. Fix: add --suite NAME "
+                              "(e.g. --suite go2_walk)")
     policy = load_policy(args.policy)
     worlds = args.worlds or (["nominal", "dr"] if policy.metadata.randomization is not None else ["nominal"])
     report = evaluate_policy(policy, worlds, args.episodes, seed=args.seed, workers=args.workers,
@@ -410,6 +416,45 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if png is not None:
             print(f"plot: {png}")
     return 0
+
+
+def _eval_suite(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from sim2real.core.policy_file import load_policy
+    from sim2real.evaluate.suite import evaluate_suite, load_suite, plot_suite
+
+    policy = load_policy(args.policy)
+    suite = load_suite(args.suite)
+    worlds = args.worlds or ["nominal"]
+    bar = tqdm(total=None, desc=f"suite {suite.name} ({args.engine})", unit="run", dynamic_ncols=True,
+               disable=args.no_progress)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    try:
+        report = evaluate_suite(policy, suite, worlds, episodes=args.episodes or 1, seed=args.seed, engine=args.engine,
+                                workers=args.workers, scenarios=args.scenarios, progress=progress)
+    finally:
+        bar.close()
+    stem = Path("runs") / "eval" / f"{Path(args.policy).stem}_{suite.name}_{args.engine}"
+    plot = None if args.no_plot else Path(args.plot) if args.plot else stem.with_suffix(".png")
+    png = plot_suite(report, plot) if plot else None
+    json_path = (plot or stem).with_suffix(".json")
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    data = report.to_dict()
+    if png is not None:
+        data["plot"] = str(png)
+    json_path.write_text(json.dumps(data, indent=2))
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        print(report.table())
+        print(f"json: {json_path}" + (f"\nplot: {png}" if png is not None else ""))
+    return 1 if args.require_pass and not report.passed else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -579,17 +624,32 @@ def build_parser() -> argparse.ArgumentParser:
                     "integrator and IMU than the PyBullet the policy trained in, the check to pass before hardware.",
         epilog="examples:\n  sim2real eval runs/reach/policy.onnx --worlds nominal dr --episodes 50\n"
                "  sim2real eval policies/go2_walk.onnx --engine mujoco --worlds nominal go2_reference --episodes 20\n"
+               "  sim2real eval policies/go2_walk.onnx --suite go2_walk --engine mujoco --worlds nominal "
+               "go2_takeover_stress --episodes 1\n"
+               "  sim2real eval policies/go2_walk.onnx --suite go2_walk --scenarios stand_still turn_left_0.6 "
+               "--episodes 3\n"
                "  sim2real eval policy.onnx --worlds nominal --worlds config/randomization/go2_reference.yaml "
                "--episodes 100 --json --plot gap.png\n")
     evaluate.add_argument("policy", metavar="POLICY", help="policy file (.onnx from sim2real export)")
     evaluate.add_argument("--worlds", nargs="+", action="extend", metavar="SET",
                           help="world sets: nominal | dr | NAME | FILE.yaml (default: nominal dr)")
-    evaluate.add_argument("--episodes", type=int, default=50, help="episodes per world set")
+    evaluate.add_argument("--episodes", type=int, default=None,
+                          help="episodes per world set (default 50); with --suite, per scenario and world set "
+                               "(default 1)")
     evaluate.add_argument("--seed", type=int, default=0, help="episode k starts from seed + k")
     evaluate.add_argument("--workers", type=int, default=2, help="processes running episodes (0: this one)")
     evaluate.add_argument("--difficulty", type=float, default=1.0, help="task difficulty in [0, 1]")
     evaluate.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
                           help="physics engine of the episodes (mujoco: sim2sim against another engine)")
+    evaluate.add_argument("--suite", metavar="NAME",
+                          help="run an evaluation suite instead (config/eval/NAME.yaml or a path): the deployed "
+                               "stack (runtime, supervisor, estimator) through named scenarios of commands; one "
+                               "table of falls, tracking, feet, drift, takeover height, torque saturation and "
+                               "estimator error per scenario; JSON and plot in runs/eval/. --episodes then counts "
+                               "episodes per scenario and world set (default of --worlds: nominal)")
+    evaluate.add_argument("--scenarios", nargs="+", metavar="NAME", help="with --suite: only these scenarios")
+    evaluate.add_argument("--require-pass", action="store_true",
+                          help="with --suite: exit 1 unless every scenario passes its targets (for CI)")
     evaluate.add_argument("--json", action="store_true", help="print the report as JSON (per-episode returns too)")
     evaluate.add_argument("--plot", metavar="PNG", help="where to write the histogram and box plot of the returns "
                                                         "(default: runs/eval/<policy name>_returns.png)")

@@ -1,0 +1,578 @@
+"""An evaluation suite: named scenarios of what users command, scored as the robot runs them.
+
+``sim2real eval POLICY --suite go2_walk --engine mujoco --worlds nominal go2_reference``.
+
+Each scenario runs the deployed stack, ROS-free, around a simulated robot of either engine:
+the policy through :class:`~sim2real.core.policy_slot.PolicySlot` (onnxruntime, the gait
+clock, the trained-range clamp), the :class:`~sim2real.core.supervisor.SupervisorCore`
+between it and the motors, and the :class:`~sim2real.core.estimation.LegKalmanFilter` on the
+sensor readings. The robot spawns in its default pose, the supervisor stands it up, the
+policy takes over (engage) and the scenario's velocity command holds. Per scenario and
+world set, over the episodes (episode ``k`` draws its world with seed ``seed + k``):
+
+- ``fell``: share of episodes that fell (trunk tilted past ``FALL_TILT`` or lower than
+  ``FALL_HEIGHT`` over the ground) or that the supervisor stopped; an episode whose engage
+  the supervisor refused (the robot never reached its stand) fails with that reason;
+- ``vx``, ``vy``, ``wz``: the achieved body-frame velocity over the scored window (after
+  ``settle_s``), and ``velocity_error`` ``|mean (vx, vy) - command|``, ``yaw_rate_error``
+  ``|mean wz - command|``;
+- ``feet_down``: share of the sensing samples with every foot on the ground;
+- ``drift``: horizontal travel of the base over the scored window;
+- ``height``: mean trunk height over the ground; ``takeover_height``: its lowest in the
+  ``takeover_window_s`` after the engage;
+- ``saturation``: share of samples with a joint at its (battery-scaled) torque limit;
+- ``estimator_rmse``: the filter's body-frame base velocity against ground truth, and
+  ``estimator_diverged``: the share of samples its divergence monitor flagged.
+
+A scenario passes when every target of the suite's ``targets`` that applies holds in every
+episode's mean (the zero-command ones only at zero command).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from sim2real.core.config_files import ConfigError, read_config
+from sim2real.core.estimation import LegKalmanFilter, load_estimation_config
+from sim2real.core.joint_command import JointTargets
+from sim2real.core.policy_file import PolicyFile, load_policy
+from sim2real.core.policy_slot import PolicySlot
+from sim2real.core.robot_inputs import RobotInputs
+from sim2real.core.robot_profile import load_profile
+from sim2real.core.rotations import quat_to_matrix, tilt_angle
+from sim2real.core.safety_config import load_safety_config
+from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
+from sim2real.evaluate.evaluate import EvaluationError, resolve_worlds
+from sim2real.sim.conditions import PhysicalConditions
+from sim2real.sim.engines import DEFAULT_ENGINE, check_engine, make_world
+from sim2real.sim.randomization import Randomization
+
+NS = 1_000_000_000
+FALL_TILT = 1.0     # rad: the Go2 task's termination tilt
+FALL_HEIGHT = 0.12  # m over the ground: the trunk is down
+SATURATED = 0.98    # of the torque limit
+
+
+class SuiteError(ConfigError, EvaluationError):
+    """A suite file that cannot be read as a suite."""
+
+
+class EngageRefused(RuntimeError):
+    """The supervisor would not let the policy take over: on the robot, the operator's engage
+    would be refused the same way."""
+
+
+@dataclass(frozen=True)
+class Push:
+    at: float                      # s after the engage
+    force: tuple[float, float, float]  # N, world frame, on the trunk's centre of mass
+    duration: float                # s
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    command: tuple[float, float, float]  # vx m/s, vy m/s, yaw rate rad/s (body frame)
+    duration: float
+    pushes: tuple[Push, ...] = ()
+
+    @property
+    def zero_command(self) -> bool:
+        return not any(self.command)
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    robot: str
+    stand_s: float
+    settle_s: float
+    takeover_window_s: float
+    targets: dict[str, float]
+    scenarios: tuple[Scenario, ...]
+    source: str = ""
+
+
+TARGETS = ("velocity_error", "yaw_rate_error", "yaw_rate_floor", "feet_down", "drift", "takeover_height",
+           "estimator_rmse")
+
+
+def load_suite(name_or_path: str | Path) -> Suite:
+    """A suite by name (``config/eval/<name>.yaml``) or path; SuiteError names what is wrong."""
+    path, data = read_config("eval", name_or_path, SuiteError, "evaluation suite")
+
+    def fail(field_name: str, problem: str, fix: str) -> SuiteError:
+        return SuiteError(path, field_name, problem, fix)
+
+    def number(value: Any, field_name: str, low: float = 0.0) -> float:
+        try:
+            result = float(value)
+        except (TypeError, ValueError):
+            raise fail(field_name, f"expected a number, got {value!r}", "write a number in SI units") from None
+        if not math.isfinite(result) or result < low:
+            raise fail(field_name, f"must be a finite number >= {low:g}, got {value!r}", "fix the value")
+        return result
+
+    unknown = sorted(set(data) - {"robot", "stand_s", "settle_s", "takeover_window_s", "duration", "targets",
+                                  "scenarios"})
+    if unknown:
+        raise fail(unknown[0], "unknown key", "use robot, stand_s, settle_s, takeover_window_s, duration, targets, "
+                                              "scenarios")
+    if not isinstance(data.get("robot"), str):
+        raise fail("robot", f"expected a robot profile name, got {data.get('robot')!r}", "write robot: go2")
+    targets = data.get("targets") or {}
+    if not isinstance(targets, dict) or set(targets) - set(TARGETS):
+        raise fail("targets", f"unknown targets {sorted(set(targets) - set(TARGETS))}", f"use {list(TARGETS)}")
+    duration = number(data.get("duration", 10.0), "duration")
+    scenarios = []
+    for index, entry in enumerate(data.get("scenarios") or []):
+        where = f"scenarios[{index}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise fail(where, f"expected {{name: ..., command: [vx, vy, yaw_rate]}}, got {entry!r}",
+                       "give each scenario a name and a command")
+        extra = sorted(set(entry) - {"name", "command", "duration", "pushes"})
+        if extra:
+            raise fail(f"{where}.{extra[0]}", "unknown key", "use name, command, duration, pushes")
+        command = entry.get("command")
+        if not isinstance(command, list) or len(command) != 3:
+            raise fail(f"{where}.command", f"expected [vx, vy, yaw_rate], got {command!r}",
+                       "write command: [0.5, 0.0, 0.0]")
+        pushes = []
+        for k, push in enumerate(entry.get("pushes") or []):
+            at = f"{where}.pushes[{k}]"
+            if not isinstance(push, dict) or set(push) != {"at", "force", "duration"} \
+                    or not isinstance(push["force"], list) or len(push["force"]) != 3:
+                raise fail(at, f"expected {{at: s, force: [fx, fy, fz], duration: s}}, got {push!r}",
+                           "write {at: 3.0, force: [0, 60, 0], duration: 0.2}")
+            pushes.append(Push(number(push["at"], f"{at}.at"),
+                               tuple(number(f, f"{at}.force", low=-math.inf) for f in push["force"]),
+                               number(push["duration"], f"{at}.duration")))
+        scenarios.append(Scenario(entry["name"], tuple(number(c, f"{where}.command", low=-math.inf) for c in command),
+                                  number(entry.get("duration", duration), f"{where}.duration"), tuple(pushes)))
+    if not scenarios:
+        raise fail("scenarios", "no scenarios", "list at least one {name: ..., command: [vx, vy, yaw_rate]}")
+    names = [s.name for s in scenarios]
+    if len(set(names)) != len(names):
+        raise fail("scenarios", f"names repeat: {names}", "give each scenario its own name")
+    return Suite(name=path.stem, robot=data["robot"], stand_s=number(data.get("stand_s", 2.5), "stand_s"),
+                 settle_s=number(data.get("settle_s", 2.0), "settle_s"),
+                 takeover_window_s=number(data.get("takeover_window_s", 2.0), "takeover_window_s"),
+                 targets={k: number(v, f"targets.{k}") for k, v in targets.items()},
+                 scenarios=tuple(scenarios), source=str(path))
+
+
+# ------------------------------------------------------------------------ running
+@dataclass
+class EpisodeOutcome:
+    seed: int
+    fell: bool
+    reason: str         # why the episode ended early ("" when it ran to the end)
+    vx: float
+    vy: float
+    wz: float
+    velocity_error: float
+    yaw_rate_error: float
+    feet_down: float
+    drift: float
+    height: float
+    takeover_height: float
+    saturation: float
+    estimator_rmse: float
+    estimator_diverged: float
+    conditions: dict[str, float] = field(default_factory=dict)
+    engaged: bool = True  # False: the supervisor refused the policy's takeover (reason says why)
+
+
+def _episode_conditions(randomization: Randomization | None, rng: np.random.Generator,
+                        task_config: dict[str, Any]) -> dict[str, float]:
+    """What a world set draws for one episode, scaled as the policy's task scales it in training
+    (the Go2 task multiplies the drawn terrain roughness by ``terrain_roughness_scale``)."""
+    if randomization is None:
+        return {}
+    drawn = dict(randomization.sample(rng))
+    if "terrain_roughness" in drawn:
+        drawn["terrain_roughness"] *= float(task_config.get("terrain_roughness_scale", 1.0))
+    return drawn
+
+
+def run_scenario(policy: PolicyFile, suite: Suite, scenario: Scenario, engine: str, conditions: dict[str, float],
+                 seed: int) -> EpisodeOutcome:
+    """One episode of one scenario; see the module docstring for what it measures."""
+    profile = load_profile(policy.metadata.robot)
+    if profile.kind != "quadruped":
+        raise ValueError(f"suite {suite.name!r} scores a quadruped's walking; {profile.name!r} is an {profile.kind}")
+    world = make_world(engine, profile, conditions=PhysicalConditions(**conditions), seed=seed)
+    safety = load_safety_config(profile.name)
+    period = profile.policy_period
+    sensing = profile.sensing_period
+    substeps = max(1, round(sensing / profile.physics_period))
+    per_tick = max(1, round(period / sensing))
+    slot = PolicySlot(profile, [Path(policy.path).resolve().parent])
+    slot.start(policy.path)
+    inputs = RobotInputs(profile)
+    supervisor = SupervisorCore(profile, safety, safety.command_period or period, simulated=True)
+    sup_inputs = SupervisorInputs()
+    estimator = LegKalmanFilter(profile, load_estimation_config(profile.name))
+    limits = profile.effort_limits
+    command = np.array(scenario.command, dtype=float)
+    engage_at = suite.stand_s
+    scored_from = engage_at + suite.settle_s
+    end = scored_from + scenario.duration
+    pushes = sorted(scenario.pushes, key=lambda p: p.at)
+    samples = int(round(end / sensing))
+    velocity, yaw, feet, heights, saturated, errors, diverged = [], [], [], [], [], [], []
+    lowest_after_engage = math.inf
+    start_xy = None
+    fell, reason, engaged = False, "", True
+    try:
+        world.reset()
+        world.command(profile.default_positions)
+        for k in range(samples):
+            t = k * sensing
+            state = world.joint_state()
+            imu = world.imu()
+            position, orientation, linear, angular = world.base_pose_and_velocity()
+            ground = _ground_height(world, position)
+            height = float(position[2] - ground)
+            rotation = quat_to_matrix(orientation)
+            estimate = estimator.step(t, imu.orientation, imu.angular_velocity, imu.linear_acceleration,
+                                      state.position, state.velocity, state.effort)
+            if k % per_tick == 0:
+                try:
+                    decision = _control_tick(slot, inputs, supervisor, sup_inputs, profile, state, imu, estimate,
+                                             command, t, engage_at)
+                except EngageRefused as exc:
+                    engaged, reason = False, str(exc)
+                    break
+                if decision is not None:
+                    world.command(decision.position, decision.velocity, decision.effort)
+                if t >= engage_at and supervisor.mode != Mode.ACTIVE:
+                    fell, reason = True, f"supervisor {supervisor.mode.value}: {supervisor.last_trip}"
+                    break
+            tilt = tilt_angle(orientation)
+            if tilt > FALL_TILT or height < FALL_HEIGHT:
+                fell, reason = True, f"fall at {t:.2f} s: tilt {math.degrees(tilt):.0f} deg, trunk {height:.3f} m"
+                break
+            if engage_at <= t < engage_at + suite.takeover_window_s:
+                lowest_after_engage = min(lowest_after_engage, height)
+            if t >= scored_from:
+                if start_xy is None:
+                    start_xy = position[:2].copy()
+                body_velocity = rotation.T @ linear
+                velocity.append(body_velocity[:2])
+                yaw.append((rotation.T @ angular)[2])
+                feet.append(bool(world.foot_contacts().all()))
+                heights.append(height)
+                saturated.append(bool(np.any(np.abs(state.effort) >= SATURATED * limits * world.torque_limit_scale)))
+                errors.append(estimate.velocity_body - body_velocity)
+                diverged.append(estimator.divergence.diverged(t))
+            for push in pushes:
+                if abs(t - (engage_at + push.at)) < sensing / 2:
+                    world.apply_push(push.force, push.duration)
+            world.step(substeps)
+        final_xy = world.base_pose()[0][:2] if start_xy is not None else None
+    finally:
+        world.close()
+    mean_velocity = np.mean(velocity, axis=0) if velocity else np.full(2, np.nan)
+    mean_yaw = float(np.mean(yaw)) if yaw else math.nan
+    return EpisodeOutcome(
+        seed=seed, fell=fell, reason=reason, vx=float(mean_velocity[0]), vy=float(mean_velocity[1]), wz=mean_yaw,
+        velocity_error=float(np.linalg.norm(mean_velocity - command[:2])), yaw_rate_error=abs(mean_yaw - command[2]),
+        feet_down=float(np.mean(feet)) if feet else math.nan,
+        drift=float(np.linalg.norm(final_xy - start_xy)) if start_xy is not None and not fell and engaged else math.nan,
+        height=float(np.mean(heights)) if heights else math.nan,
+        takeover_height=lowest_after_engage if math.isfinite(lowest_after_engage) else math.nan,
+        saturation=float(np.mean(saturated)) if saturated else math.nan,
+        estimator_rmse=float(np.sqrt(np.mean(np.sum(np.square(errors), axis=1)))) if errors else math.nan,
+        estimator_diverged=float(np.mean(diverged)) if diverged else math.nan,
+        conditions={k: float(v) for k, v in conditions.items() if v is not None}, engaged=engaged)
+
+
+def _control_tick(slot: PolicySlot, inputs: RobotInputs, supervisor: SupervisorCore, sup_inputs: SupervisorInputs,
+                  profile, state, imu, estimate, command: np.ndarray, t: float, engage_at: float):
+    """One policy period of the graph: the runtime's tick and the supervisor's; the command the
+    supervisor sends (None: nothing new)."""
+    inputs.set_joint_states(profile.joint_names, state.position, state.velocity, int(t * NS))
+    inputs.set_imu(imu.orientation, imu.angular_velocity)
+    inputs.set_state_estimate(estimate.velocity_body)
+    inputs.set_velocity_command(*command, now=t)
+    targets = slot.tick(inputs.signals(t))
+    sup_inputs.joint_position, sup_inputs.joint_velocity = state.position, state.velocity
+    sup_inputs.joint_effort = state.effort
+    sup_inputs.joint_states_time = t
+    sup_inputs.base_orientation, sup_inputs.imu_time = np.asarray(imu.orientation), t
+    sup_inputs.policy_command = JointTargets.positions(targets)
+    sup_inputs.policy_time = sup_inputs.policy_stamp = t
+    if supervisor.mode == Mode.STANDBY and t >= engage_at:
+        accepted, message = supervisor.request("engage", sup_inputs, t)
+        if not accepted:
+            raise EngageRefused(f"the supervisor refused the engage at {t:.2f} s: {message}")
+    return supervisor.tick(sup_inputs, t).command
+
+
+def _ground_height(world, position: np.ndarray) -> float:
+    heights = world.terrain_heights
+    if heights is None:
+        return 0.0
+    from sim2real.sim.world import TERRAIN_CELL
+
+    n = heights.shape[0]
+    i = int(round(position[0] / TERRAIN_CELL + (n - 1) / 2))
+    j = int(round(position[1] / TERRAIN_CELL + (n - 1) / 2))
+    if not (0 <= i < n and 0 <= j < n):
+        return 0.0
+    return float(heights[j, i])
+
+
+# ------------------------------------------------------------------------ results
+@dataclass
+class ScenarioResult:
+    scenario: str
+    world: str
+    command: tuple[float, float, float]
+    episodes: list[EpisodeOutcome]
+    failed_targets: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed_targets
+
+    def mean(self, name: str) -> float:
+        values = [getattr(e, name) for e in self.episodes]
+        finite = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+        return float(np.mean(finite)) if finite else math.nan
+
+    @property
+    def fell(self) -> float:
+        return float(np.mean([e.fell for e in self.episodes]))
+
+
+def failed_targets(suite: Suite, scenario: Scenario, episodes: Sequence[EpisodeOutcome]) -> list[str]:
+    """The suite's targets this scenario misses, each as 'name value > limit' (see the module doc)."""
+    targets, failures = suite.targets, []
+    refused = [e for e in episodes if not e.engaged]
+    if refused:
+        failures.append(f"engage refused in {len(refused)}/{len(episodes)} ({refused[0].reason.split(': ', 1)[-1]})")
+    if any(e.fell for e in episodes):
+        failures.append(f"fell in {sum(e.fell for e in episodes)}/{len(episodes)}")
+    standing = [e for e in episodes if not e.fell and e.engaged]
+
+    def worst(name: str, largest: bool = True) -> float:
+        values = [getattr(e, name) for e in standing if math.isfinite(getattr(e, name))]
+        return (max(values) if largest else min(values)) if values else math.nan
+
+    def above(name: str, limit: float, label: str | None = None) -> None:
+        value = worst(name)
+        if math.isfinite(value) and value > limit:
+            failures.append(f"{label or name} {value:.3g} > {limit:.3g}")
+
+    if "velocity_error" in targets:
+        above("velocity_error", targets["velocity_error"])
+    if "yaw_rate_error" in targets:
+        commanded = abs(scenario.command[2])
+        limit = max(targets["yaw_rate_error"] * commanded, targets.get("yaw_rate_floor", 0.0))
+        above("yaw_rate_error", limit)
+    if "estimator_rmse" in targets:
+        above("estimator_rmse", targets["estimator_rmse"])
+    if "takeover_height" in targets:
+        value = worst("takeover_height", largest=False)
+        if math.isfinite(value) and value < targets["takeover_height"]:
+            failures.append(f"takeover_height {value:.3g} < {targets['takeover_height']:.3g}")
+    if scenario.zero_command:
+        if "feet_down" in targets:
+            value = worst("feet_down", largest=False)
+            if math.isfinite(value) and value < targets["feet_down"]:
+                failures.append(f"feet_down {value:.3g} < {targets['feet_down']:.3g}")
+        if "drift" in targets:
+            above("drift", targets["drift"])
+    return failures
+
+
+@dataclass
+class SuiteReport:
+    policy: str
+    sha256: str
+    suite: str
+    engine: str
+    seed: int
+    episodes: int
+    worlds: list[str]
+    results: list[ScenarioResult]
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        for result, entry in zip(self.results, data["results"]):
+            entry["passed"] = result.passed
+        return _json_safe(data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    COLUMNS = (("fell", "fell", "{:.0%}"), ("vx", "vx", "{:+.2f}"), ("vy", "vy", "{:+.2f}"), ("wz", "wz", "{:+.2f}"),
+               ("velocity_error", "v err", "{:.3f}"), ("yaw_rate_error", "wz err", "{:.3f}"),
+               ("feet_down", "feet down", "{:.0%}"), ("drift", "drift", "{:.3f}"), ("height", "height", "{:.3f}"),
+               ("takeover_height", "takeover", "{:.3f}"), ("saturation", "sat", "{:.1%}"),
+               ("estimator_rmse", "est rmse", "{:.3f}"), ("estimator_diverged", "est div", "{:.0%}"))
+
+    def table(self) -> str:
+        header = ["world", "scenario", "command", *(label for _, label, _ in self.COLUMNS), "result"]
+        rows = []
+        for r in self.results:
+            cells = [r.world, r.scenario, "{:+.1f} {:+.1f} {:+.1f}".format(*r.command)]
+            for name, _, form in self.COLUMNS:
+                value = r.fell if name == "fell" else r.mean(name)
+                cells.append("-" if not math.isfinite(value) else form.format(value))
+            cells.append("pass" if r.passed else "FAIL: " + "; ".join(r.failed_targets))
+            rows.append(cells)
+        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+        passed = sum(r.passed for r in self.results)
+        lines = [f"suite {self.suite} on {self.engine}: policy {self.policy} (sha256 {self.sha256[:12]}), "
+                 f"{self.episodes} episode(s) per scenario and world set, seed {self.seed}",
+                 "  ".join(h.ljust(w) for h, w in zip(header, widths))]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
+        lines.append(f"{passed}/{len(self.results)} scenario runs pass "
+                     "(velocities in the body frame, m/s and rad/s; heights and drift in m)")
+        return "\n".join(lines)
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _run_chunk(policy_path: str, suite_source: str, jobs: list[tuple[int, int, str, dict, int]],
+               engine: str) -> list[tuple[int, int, EpisodeOutcome]]:
+    """Run (scenario index, world index, world name, conditions, seed) jobs; module level so
+    worker processes can run it."""
+    policy = load_policy(policy_path)
+    suite = load_suite(suite_source)
+    return [(s, w, run_scenario(policy, suite, suite.scenarios[s], engine, conditions, seed))
+            for s, w, _, conditions, seed in jobs]
+
+
+def evaluate_suite(policy: PolicyFile | str | Path, suite: Suite | str | Path, worlds: Sequence[str],
+                   episodes: int = 1, seed: int = 0, engine: str = DEFAULT_ENGINE, workers: int = 2,
+                   scenarios: Sequence[str] | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> SuiteReport:
+    """Run every scenario (or those named in ``scenarios``) ``episodes`` times per world set.
+
+    World sets as :func:`sim2real.evaluate.evaluate.resolve_worlds` reads them. Episode ``k``
+    of every scenario of a world set draws its world from ``seed + k``: scenarios compare on
+    the same robots. ``workers``: processes (0: this one). ``progress(done, total)``: called
+    after each episode.
+    """
+    try:
+        check_engine(engine)
+    except ValueError as exc:
+        raise EvaluationError(f"--engine: {exc}") from None
+    if episodes < 1:
+        raise EvaluationError(f"--episodes must be >= 1, got {episodes}")
+    if not isinstance(policy, PolicyFile):
+        policy = load_policy(policy)
+    if not isinstance(suite, Suite):
+        suite = load_suite(suite)
+    if suite.robot != policy.metadata.robot:
+        raise EvaluationError(f"suite {suite.name!r} is for robot {suite.robot!r}; {policy.path} drives "
+                              f"{policy.metadata.robot!r}. Fix: a suite for {policy.metadata.robot!r} "
+                              f"(config/eval/{policy.metadata.robot}_*.yaml)")
+    chosen = list(suite.scenarios)
+    if scenarios:
+        unknown = sorted(set(scenarios) - {s.name for s in suite.scenarios})
+        if unknown:
+            raise EvaluationError(f"no scenario {unknown} in suite {suite.name!r}; it has "
+                                  f"{[s.name for s in suite.scenarios]}")
+        chosen = [s for s in suite.scenarios if s.name in scenarios]
+    world_sets = resolve_worlds(list(worlds), policy)
+    jobs = []
+    for w, world in enumerate(world_sets):
+        for k in range(episodes):
+            conditions = _episode_conditions(world.randomization, np.random.default_rng(seed + k),
+                                             policy.metadata.task_config)
+            for scenario in chosen:
+                s = suite.scenarios.index(scenario)
+                jobs.append((s, w, world.name, conditions, seed + k))
+    outcomes = _run_jobs(str(Path(policy.path).resolve()), suite.source, jobs, engine, workers, progress)
+    results = []
+    for w, world in enumerate(world_sets):
+        for scenario in chosen:
+            s = suite.scenarios.index(scenario)
+            mine = [outcome for (si, wi, outcome) in outcomes if si == s and wi == w]
+            results.append(ScenarioResult(scenario.name, world.name, scenario.command, mine,
+                                          failed_targets(suite, scenario, mine)))
+    return SuiteReport(policy=str(policy.path), sha256=policy.sha256, suite=suite.name, engine=engine, seed=seed,
+                       episodes=episodes, worlds=[w.name for w in world_sets], results=results)
+
+
+def _run_jobs(policy_path: str, suite_source: str, jobs: list, engine: str, workers: int,
+              progress: Callable[[int, int], None] | None) -> list[tuple[int, int, EpisodeOutcome]]:
+    done: list[tuple[int, int, EpisodeOutcome]] = []
+    if workers <= 0 or len(jobs) == 1:
+        for job in jobs:
+            done += _run_chunk(policy_path, suite_source, [job], engine)
+            if progress:
+                progress(len(done), len(jobs))
+        return done
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(_run_chunk, policy_path, suite_source, [job], engine) for job in jobs]
+        for future in futures:
+            done += future.result()
+            if progress:
+                progress(len(done), len(jobs))
+    return done
+
+
+def plot_suite(report: SuiteReport, png_path: str | Path) -> Path:
+    """Commanded against achieved velocity per scenario (one marker per world set), and the
+    estimator's error, with the targets drawn in."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    png_path = Path(png_path)
+    scenarios = list(dict.fromkeys(r.scenario for r in report.results))
+    fig, axes = plt.subplots(1, 3, figsize=(14, 0.35 * len(scenarios) + 2.2), sharey=True)
+    y = np.arange(len(scenarios))
+    for offset, world in enumerate(report.worlds):
+        rows = {r.scenario: r for r in report.results if r.world == world}
+        shift = (offset - (len(report.worlds) - 1) / 2) * 0.2
+        for axis, (name, index) in zip(axes[:2], (("vx", 0), ("wz", 2))):
+            achieved = [rows[s].mean(name) for s in scenarios]
+            axis.scatter(achieved, y + shift, s=18, label=f"{world}")
+        axes[2].scatter([rows[s].mean("estimator_rmse") for s in scenarios], y + shift, s=18, label=world)
+    for axis, index, label in ((axes[0], 0, "forward velocity vx, m/s"), (axes[1], 2, "yaw rate wz, rad/s")):
+        commanded = [next(r.command[index] for r in report.results if r.scenario == s) for s in scenarios]
+        axis.scatter(commanded, y, marker="|", s=200, color="black", label="command")
+        axis.set_xlabel(label)
+        axis.grid(alpha=0.3)
+    limit = 0.05
+    axes[2].axvline(limit, ls="--", color="grey")
+    axes[2].set_xlabel("estimator base-velocity RMSE, m/s (dashed: target)")
+    axes[2].grid(alpha=0.3)
+    axes[0].set_yticks(y, scenarios)
+    axes[0].invert_yaxis()
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"suite {report.suite} on {report.engine}: {Path(report.policy).name}, "
+                 f"{sum(r.passed for r in report.results)}/{len(report.results)} pass", fontsize=10)
+    fig.tight_layout()
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+    return png_path

@@ -119,15 +119,14 @@ def test_world_sets_draw_the_same_robot_for_every_scenario_of_an_episode(holding
     by_world = {}
     for result in report.results:
         by_world.setdefault(result.world, []).append(result.episodes[0].conditions)
-    assert by_world["go2_takeover_stress"][0] == {"mass_scale": 1.2, "motor_strength": 0.85, "latency": 0.02,
-                                                  "joint_friction": 0.2}
+    assert by_world["go2_takeover_stress"][0] == {"mass_scale": 1.2, "motor_strength": 0.85, "latency": 0.02}
     first, second = by_world["go2_reference"]
     assert first == second and 0.0 <= first["terrain_roughness"] <= 0.15
 
 
 def test_a_robot_that_cannot_reach_its_stand_fails_by_the_refused_engage(holding_policy, short_suite):
-    """The stress robot (heavier, weaker, late, with joint friction) sags more than the
-    supervisor's 0.7 rad stand tolerance: an operator's engage would be refused too."""
+    """The stress robot (heavier, weaker, late) sags more than the supervisor's 0.7 rad stand
+    tolerance: an operator's engage would be refused too."""
     report = evaluate_suite(holding_policy, short_suite, ["go2_takeover_stress"], workers=0,
                             scenarios=["stand_still"])
     (result,) = report.results

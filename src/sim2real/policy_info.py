@@ -25,6 +25,15 @@ def _distribution(spec: dict[str, Any]) -> str:
     return "fixed"
 
 
+def _commands(task_config: dict[str, Any]) -> dict[str, Any] | None:
+    """The command contract: order, trained ranges, dead zone (docs/policy_format.md)."""
+    commands = task_config.get("commands") if isinstance(task_config, dict) else None
+    if not isinstance(commands, dict) or "ranges_hardest" not in commands:
+        return None
+    return {"order": ["vx", "vy", "yaw_rate"], "ranges": commands["ranges_hardest"],
+            "standing_below": commands.get("standing_below", 0.0)}
+
+
 def policy_info(policy: PolicyFile) -> dict[str, Any]:
     """The file's identity and contract as plain data (what ``--json`` prints)."""
     meta = policy.metadata
@@ -43,6 +52,9 @@ def policy_info(policy: PolicyFile) -> dict[str, Any]:
         "observation": [{"name": t.name, "size": t.size, "scale": t.scale} for t in meta.observation_spec.terms],
         "observation_size": meta.observation_size,
         "gait": meta.task_config.get("gait"),
+        "commands": _commands(meta.task_config),
+        "actuator": meta.actuator, "world": meta.world, "difficulty": meta.difficulty,
+        "robot_model": meta.robot_model,
         "randomization": meta.randomization,
         "training": {key: training.get(key) for key in ("seed", "iterations", "num_envs", "randomization",
                                                          "curriculum", "symmetry", "critic_observation")
@@ -72,6 +84,21 @@ def describe_policy(policy: PolicyFile) -> str:
     if info["gait"]:
         lines.append(f"  gait clock: {info['gait'].get('frequency')} Hz (the runtime runs it; offsets "
                      f"{info['gait'].get('offsets')})")
+    commands = info["commands"]
+    if commands:
+        ranges = ", ".join(f"{k} [{commands['ranges'][k][0]:g}, {commands['ranges'][k][1]:g}]"
+                           for k in commands["order"] if k in commands["ranges"])
+        lines.append(f"  commands (vx, vy, yaw rate): {ranges}; |(vx, vy)| under {commands['standing_below']:g} m/s "
+                     "is a stand")
+    actuator, world = info["actuator"], info["world"]
+    if actuator and world:
+        lines.append(f"  trained with: {actuator['model']} at {actuator['pd_rate_hz']:.0f} Hz on {world['engine']}, "
+                     f"ground friction {world['ground_friction']:g}, spawn {world['spawn_height']:g} m"
+                     + ("" if info["difficulty"] is None else f", difficulty {info['difficulty']:g}"))
+    else:
+        lines.append("  actuator model and nominal world: not recorded (exported before the file carried them)")
+    if info["robot_model"]:
+        lines.append(f"  robot model: {info['robot_model']['urdf']} sha256 {info['robot_model']['sha256'][:16]}")
     randomization = info["randomization"]
     if randomization:
         lines.append(f"  trained under randomization {randomization.get('name', '?')}:")

@@ -22,6 +22,10 @@ sim2real.kp / sim2real.kd          JSON lists per joint (PD gains of the positio
 sim2real.task_config               JSON object the task was trained with
 sim2real.training_config           JSON object (PPO, networks, ADR, curriculum settings)
 sim2real.randomization             JSON object (the final randomization, YAML format)
+sim2real.actuator                  JSON object: the actuator model trained with (PD rate, limits)
+sim2real.world                     JSON object: the nominal simulated world (engine, step, friction)
+sim2real.difficulty                JSON number or null: the curriculum difficulty reached
+sim2real.robot_model               JSON object: the URDF trained on (file name, sha256)
 sim2real.source_commit             git commit of the code that trained it, or "unknown"
 sim2real.source_dirty              "true" / "false" / "unknown": uncommitted changes
 sim2real.export_time               ISO 8601 UTC
@@ -29,6 +33,7 @@ sim2real.checkpoint                the checkpoint it was exported from (informat
 =================================  =====================================================
 
 The joint target the runtime sends is ``action_offset + action_scale * clip(actions)``.
+``docs/policy_format.md`` defines every key, observation term and the step in full.
 :func:`load_policy` reads and checks a file with onnxruntime only (no torch, no onnx
 package, no ROS), so the robot computer needs nothing else to run it.
 """
@@ -57,7 +62,9 @@ REQUIRED_KEYS = (
     "control_period", "kp", "kd",
 )
 PROVENANCE_KEYS = ("task_config", "training_config", "randomization", "source_commit", "source_dirty",
-                   "export_time", "checkpoint")
+                   "export_time", "checkpoint", "actuator", "world", "difficulty", "robot_model")
+# Written only when known: files exported before these keys existed lack them.
+OPTIONAL_JSON_KEYS = ("actuator", "world", "difficulty", "robot_model")
 
 
 class PolicyFileError(ValueError):
@@ -89,6 +96,10 @@ class PolicyMetadata:
     source_dirty: str = "unknown"
     export_time: str = "unknown"
     checkpoint: str = "unknown"
+    actuator: dict | None = None
+    world: dict | None = None
+    difficulty: float | None = None
+    robot_model: dict | None = None
     format: str = FORMAT_VERSION
 
     @property
@@ -121,6 +132,7 @@ class PolicyMetadata:
             "randomization": self.randomization, "source_commit": self.source_commit,
             "source_dirty": self.source_dirty, "export_time": self.export_time, "checkpoint": self.checkpoint,
         }
+        values.update({key: getattr(self, key) for key in OPTIONAL_JSON_KEYS if getattr(self, key) is not None})
         return {PREFIX + key: value if isinstance(value, str) else json.dumps(value) for key, value in values.items()}
 
     @classmethod
@@ -208,6 +220,14 @@ class _MetadataReader:
         for key in ("source_commit", "source_dirty", "export_time", "checkpoint"):
             if PREFIX + key in self.props:
                 provenance[key] = self.raw(key)
+        for key in ("actuator", "world", "robot_model"):
+            if PREFIX + key in self.props:
+                value = self.json(key)
+                if value is not None and not isinstance(value, dict):
+                    raise self.fail(f"metadata {PREFIX}{key} must be a JSON object, got {self.raw(key)!r}")
+                provenance[key] = value
+        if PREFIX + "difficulty" in self.props:
+            provenance["difficulty"] = self.number("difficulty", allow_null=True)
         clip = self.number("action_clip", positive=True, allow_null=True)
         return PolicyMetadata(
             robot=self.raw("robot"), task=self.raw("task"), joint_names=tuple(names), observation_spec=spec,

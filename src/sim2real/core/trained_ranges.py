@@ -6,6 +6,10 @@ shipped Go2 policy flipped the robot before the tilt check tripped. Clamped, it 
 fastest speed it knows. Each running policy clamps to its own ranges (two run while a swap
 cross-fades). The ranges are the task config's hardest command ranges (``commands.ranges_hardest``,
 the whole range the curriculum reached) and the arm's goal box (``goal.box``).
+
+Training also never drew a horizontal command slower than ``commands.standing_below`` other
+than exactly zero (such a draw became a stand): below it, vx and vy become 0 here too, so a
+joystick's near-centre noise asks the policy to stand, as it learned, not to creep.
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ def _bounds(rows: Any) -> Optional[np.ndarray]:
 class TrainedRanges:
     velocity: Optional[np.ndarray] = None  # (3, 2): vx m/s, vy m/s, yaw rate rad/s
     goal_box: Optional[np.ndarray] = None  # (3, 2): x, y, z in the base frame, m
+    standing_below: float = 0.0  # m/s: a slower horizontal command is a stand (0: no dead zone)
 
     @classmethod
     def of(cls, task_config: dict) -> "TrainedRanges":
@@ -42,11 +47,23 @@ class TrainedRanges:
         velocity = _bounds([hardest.get(k) for k in VELOCITY_KEYS]) if isinstance(hardest, dict) else None
         goal = task_config.get("goal") if isinstance(task_config, dict) else None
         box = _bounds(goal.get("box")) if isinstance(goal, dict) else None
-        return cls(velocity, box)
+        try:
+            standing = float(commands.get("standing_below", 0.0)) if isinstance(commands, dict) else 0.0
+        except (TypeError, ValueError):
+            standing = 0.0
+        return cls(velocity, box, standing if np.isfinite(standing) and standing > 0 else 0.0)
 
     def clamp(self, signals: RobotSignals) -> tuple[RobotSignals, str]:
-        """``signals`` with the commands inside the trained ranges, and what was clamped ("": nothing)."""
+        """``signals`` with the commands inside the trained ranges, and what was clamped ("": nothing;
+        the dead zone below ``standing_below`` is no clamp: it is how the policy was trained)."""
         notes, changes = [], {}
+        command = signals.velocity_command
+        if self.standing_below > 0 and command is not None:
+            command = np.asarray(command, dtype=float)
+            if 0 < np.hypot(command[0], command[1]) < self.standing_below:
+                command = command.copy()
+                command[:2] = 0.0
+                signals = replace(signals, velocity_command=command)
         for field, bounds, names in (("velocity_command", self.velocity, VELOCITY_KEYS),
                                      ("goal_position", self.goal_box, ("goal x", "goal y", "goal z"))):
             value = getattr(signals, field)

@@ -14,7 +14,7 @@ export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 $(STAMP): setup.py setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
-	$(BIN)/pip install -e '.[ros,unitree,test]'
+	$(BIN)/pip install -e '.[ros,unitree,reality,test]'
 	touch $(STAMP)
 
 install: $(STAMP)

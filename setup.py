@@ -92,6 +92,8 @@ setup(
         "ros": ROS_WHEELS,
         # The Unitree Go2's own low-level interface (rt/lowcmd, rt/lowstate) is plain DDS, not ROS: cyclonedds.
         "unitree": ["cyclonedds>=11.0,<12"],
+        # Independently written robot models for the MuJoCo engine's reality sets (example-robot-data:go2).
+        "reality": ["example-robot-data>=6"],
         "test": ["pytest>=7", "pytest-rerunfailures>=12", "pytest-timeout>=2.3",
                  "colcon-common-extensions>=0.3"],
     },

@@ -52,6 +52,8 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
                    "profile's joint order"),
     LaunchArgument("lockstep", "false", "sim and mujoco only: publish /clock and advance only when the graph answers; "
                                         "every node then uses sim time", BOOL_CHOICES),
+    LaunchArgument("model", "", "mujoco only: another robot model than the profile's, a URDF/MJCF path or "
+                                "example-robot-data:go2 (an independently written Go2); '' = the profile's"),
     LaunchArgument("seed", "0", "sim and mujoco only: seed for terrain and sensor noise"),
     LaunchArgument("conditions", "{}", "sim and mujoco only: physical conditions as YAML, e.g. '{ground_friction: 0.5}'"),
     LaunchArgument("suspended", "auto", "sim and mujoco only: hold a floating-base robot's trunk in the air, feet clear of "
@@ -159,6 +161,9 @@ def make_plan(**arguments: Any) -> BringupPlan:
     use_sim_time = sim and args["lockstep"]
     if args["lockstep"] and not sim:
         raise PlanError("lockstep:=true needs hardware:=sim or mujoco (real hardware keeps its own time)")
+    if args["model"] and args["hardware"] != "mujoco":
+        raise PlanError(f"launch argument model:={args['model']!r} is for hardware:=mujoco (PyBullet and real robots "
+                        "have the profile's model)")
     if args["suspended"] == "true" and not sim:
         raise PlanError("suspended:=true needs hardware:=sim or mujoco: hang the real robot on its gantry or stand "
                         "yourself")
@@ -204,6 +209,7 @@ def make_plan(**arguments: Any) -> BringupPlan:
             "robot": robot, "lockstep": args["lockstep"], "seed": args["seed"],
             "conditions": args["conditions"], "suspended": _suspended(args, profile),
             "engine": SIMULATED_HARDWARE[args["hardware"]],
+            **({"model": args["model"]} if args["model"] else {}),
         }))
     # The supervisor is the only publisher of /joint_commands, in sim as on hardware.
     nodes.append(NodeSpec("safety_supervisor", "safety_supervisor", "safety", {

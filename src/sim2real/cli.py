@@ -403,7 +403,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy)
     worlds = args.worlds or (["nominal", "dr"] if policy.metadata.randomization is not None else ["nominal"])
     report = evaluate_policy(policy, worlds, args.episodes, seed=args.seed, workers=args.workers,
-                             difficulty=args.difficulty, progress=not args.no_progress, engine=args.engine)
+                             difficulty=args.difficulty, progress=not args.no_progress, engine=args.engine,
+                             model=args.model)
     plot = None if args.no_plot else args.plot or Path("runs") / "eval" / f"{Path(args.policy).stem}_returns.png"
     png = plot_returns(report, plot) if plot else None
     if args.json:
@@ -437,10 +438,11 @@ def _eval_suite(args: argparse.Namespace) -> int:
 
     try:
         report = evaluate_suite(policy, suite, worlds, episodes=args.episodes or 1, seed=args.seed, engine=args.engine,
-                                workers=args.workers, scenarios=args.scenarios, progress=progress)
+                                workers=args.workers, scenarios=args.scenarios, progress=progress, model=args.model)
     finally:
         bar.close()
-    stem = Path("runs") / "eval" / f"{Path(args.policy).stem}_{suite.name}_{args.engine}"
+    on = args.engine + ("_" + Path(str(args.model)).stem.replace(":", "_") if args.model else "")
+    stem = Path("runs") / "eval" / f"{Path(args.policy).stem}_{suite.name}_{on}"
     plot = None if args.no_plot else Path(args.plot) if args.plot else stem.with_suffix(".png")
     png = plot_suite(report, plot) if plot else None
     json_path = (plot or stem).with_suffix(".json")
@@ -641,6 +643,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--difficulty", type=float, default=1.0, help="task difficulty in [0, 1]")
     evaluate.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
                           help="physics engine of the episodes (mujoco: sim2sim against another engine)")
+    evaluate.add_argument("--model", metavar="MODEL",
+                          help="with --engine mujoco: another robot model than the profile's, a URDF/MJCF path or "
+                               "example-robot-data:go2 (an independently written Go2: pip install -e '.[reality]')")
     evaluate.add_argument("--suite", metavar="NAME",
                           help="run an evaluation suite instead (config/eval/NAME.yaml or a path): the deployed "
                                "stack (runtime, supervisor, estimator) through named scenarios of commands; one "

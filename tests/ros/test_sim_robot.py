@@ -85,6 +85,19 @@ def test_quadruped_publishes_imu_and_ground_truth_and_holds_its_pose_before_comm
     assert truth[-1].pose.pose.position.z > 0.2, "the Go2 should stand on its default-pose PD before any command"
 
 
+def test_mujoco_runs_another_robot_model_behind_the_same_topics(probe, start_graph, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    graph = start_graph(only=["sim_robot"], robot="go2", hardware="mujoco", model="example-robot-data:go2",
+                        commander=probe.name)
+    states = probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
+    truth = probe.record(Odometry, "/sim/ground_truth", qos.SENSOR_SUBSCRIBE)
+    assert wait_for(lambda: len(states) > 10 and len(truth) > 10, STARTUP_S)
+    assert list(states[-1].name) == GO2.joint_names
+    time.sleep(1.0)
+    assert truth[-1].pose.pose.position.z > 0.2
+    assert "go2 on mujoco (example-robot-data:go2)" in graph.log.text()
+
+
 @ENGINES
 def test_command_timeout_damps_like_a_real_driver(probe, start_graph, hardware):
     start_graph(only=["sim_robot"], robot="go2", hardware=hardware, commander=probe.name)

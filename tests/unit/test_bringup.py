@@ -88,7 +88,7 @@ def test_parse_arguments_fills_defaults():
                                    "controller_joints": "", "failure_collector": True, "failures_dir": "",
                                    "estimator": "auto", "latency_compensation": False, "latency_log": "",
                                    "policy_dirs": "", "trusted_keys": "", "network_interface": "",
-                                   "unitree_domain": "0"}
+                                   "unitree_domain": "0", "model": ""}
 
 
 def test_a_policy_adds_the_runtime_as_the_control_node_with_an_absolute_path(tmp_path, monkeypatch):

@@ -222,5 +222,5 @@ def test_the_shipped_policies_run_on_the_second_engine_and_the_report_names_it(c
 
 
 def test_an_unknown_engine_is_refused_before_any_episode(toy_policy):
-    with pytest.raises(EvaluationError, match="--engine: unknown physics engine 'isaac'"):
+    with pytest.raises(EvaluationError, match="--engine/--model: unknown physics engine 'isaac'"):
         evaluate_policy(toy_policy, ["nominal"], episodes=1, workers=0, progress=False, engine="isaac")

@@ -71,6 +71,9 @@ class RobotProfile:
     source: Path
     mirror: RobotMirror | None = None  # left-right twins (``mirror:``); None: not mirror-symmetric
     unitree: UnitreeInterface | None = None  # the robot's Unitree low-level interface (``unitree:``)
+    # The MuJoCo world's model when not the URDF above (``mujoco_model:``): a URDF/MJCF path or
+    # a packaged model (sim2real.sim.robot_models); None: the URDF.
+    mujoco_model: str | None = None
 
     @property
     def joint_names(self) -> list[str]:
@@ -235,6 +238,7 @@ class _ProfileReader:
             joints=joints, source=self.path, mirror=self._mirror(joints, feet),
             unitree=(parse_unitree_section(d["unitree"], [j.name for j in joints], self.fail)
                      if d.get("unitree") is not None else None),
+            mujoco_model=self.get(d, "mujoco_model", "mujoco_model", None, kind=str),
         )
 
     def _mirror(self, joints: tuple[JointSpec, ...], feet: tuple[str, ...]) -> RobotMirror | None:

@@ -107,6 +107,7 @@ class EvalReport:
     worlds: list[WorldResult]
     gaps: list[Gap]
     engine: str = DEFAULT_ENGINE
+    model: str | None = None  # the robot model on MuJoCo when not the profile's
 
     def to_dict(self) -> dict[str, Any]:
         return _json_safe(asdict(self))
@@ -123,7 +124,7 @@ class EvalReport:
         widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
         lines = [f"policy {self.policy} (sha256 {self.sha256[:12]}): {self.robot} {self.task}, "
                  f"{self.episodes} episodes per world set, seed {self.seed}, difficulty {self.difficulty:g}, "
-                 f"engine {self.engine}",
+                 f"engine {self.engine}" + (f" with model {self.model}" if self.model else ""),
                  "  ".join(h.ljust(w) for h, w in zip(header, widths))]
         lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
         for world in self.worlds:
@@ -151,6 +152,20 @@ def _json_safe(value: Any) -> Any:
     if isinstance(value, list):
         return [_json_safe(v) for v in value]
     return value
+
+
+def check_world_options(engine: str, model: str | None) -> None:
+    """EvaluationError for an unknown engine, or a robot model that will not load on it."""
+    try:
+        check_engine(engine)
+        if model:
+            from sim2real.sim.robot_models import resolve_model
+
+            if engine != "mujoco":
+                raise ValueError(f"a robot model ({model!r}) is for the mujoco engine. Fix: add --engine mujoco")
+            resolve_model(model)
+    except ValueError as exc:
+        raise EvaluationError(f"--engine/--model: {exc}") from None
 
 
 def resolve_worlds(specs: list[str], policy: PolicyFile) -> list[WorldSet]:
@@ -233,12 +248,13 @@ def _default_make_env(*args: Any, **kwargs: Any):
 
 def evaluate_policy(policy: PolicyFile | str | Path, worlds: list[str], episodes: int, seed: int = 0,
                     workers: int = 2, difficulty: float = 1.0, make_env: Callable[..., Any] = _default_make_env,
-                    progress: bool = True, engine: str = DEFAULT_ENGINE) -> EvalReport:
+                    progress: bool = True, engine: str = DEFAULT_ENGINE, model: str | None = None) -> EvalReport:
     """Run ``episodes`` episodes of the policy per world set; see the module docstring.
 
     ``workers``: processes that run episodes in parallel (0: in this process).
     ``make_env(robot, task, seed=, randomization=, config=, engine=)``: must be picklable.
-    ``engine``: the physics engine the episodes run on (:mod:`sim2real.sim.engines`).
+    ``engine``: the physics engine the episodes run on (:mod:`sim2real.sim.engines`);
+    ``model``: on MuJoCo, another robot model than the profile's (:mod:`sim2real.sim.robot_models`).
     """
     from tqdm import tqdm
 
@@ -246,10 +262,7 @@ def evaluate_policy(policy: PolicyFile | str | Path, worlds: list[str], episodes
         raise EvaluationError(f"--episodes must be >= 1, got {episodes}")
     if not 0.0 <= difficulty <= 1.0:
         raise EvaluationError(f"--difficulty must be in [0, 1] (the task's easiest to hardest), got {difficulty}")
-    try:
-        check_engine(engine)
-    except ValueError as exc:
-        raise EvaluationError(f"--engine: {exc}") from None
+    check_world_options(engine, model)
     if not isinstance(policy, PolicyFile):
         policy = load_policy(policy)
     meta = policy.metadata
@@ -263,7 +276,7 @@ def evaluate_policy(policy: PolicyFile | str | Path, worlds: list[str], episodes
         for world in world_sets:
             bar.set_postfix_str(world.name)
             env_fn = partial(make_env, meta.robot, meta.task, seed=seed, randomization=world.randomization,
-                             config=config, engine=engine)
+                             config=config, engine=engine, **({"model": model} if model else {}))
             summaries = _run_world(env_fn, policy, seeds, difficulty, workers, bar)
             results.append(_world_result(world, summaries))
     finally:
@@ -274,7 +287,7 @@ def evaluate_policy(policy: PolicyFile | str | Path, worlds: list[str], episodes
                 if reference.mean_return != 0 else None)
             for other in results[1:]]
     return EvalReport(policy=str(policy.path), sha256=policy.sha256, robot=meta.robot, task=meta.task, seed=seed,
-                      episodes=episodes, difficulty=difficulty, worlds=results, gaps=gaps, engine=engine)
+                      episodes=episodes, difficulty=difficulty, worlds=results, gaps=gaps, engine=engine, model=model)
 
 
 def _run_world(env_fn: Callable[[], Any], policy: PolicyFile, seeds: list[int], difficulty: float, workers: int,

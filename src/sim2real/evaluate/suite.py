@@ -47,9 +47,9 @@ from sim2real.core.robot_profile import load_profile
 from sim2real.core.rotations import quat_to_matrix, tilt_angle
 from sim2real.core.safety_config import load_safety_config
 from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
-from sim2real.evaluate.evaluate import EvaluationError, resolve_worlds
+from sim2real.evaluate.evaluate import EvaluationError, check_world_options, resolve_worlds
 from sim2real.sim.conditions import PhysicalConditions
-from sim2real.sim.engines import DEFAULT_ENGINE, check_engine, make_world
+from sim2real.sim.engines import DEFAULT_ENGINE, make_world
 from sim2real.sim.randomization import Randomization
 
 NS = 1_000_000_000
@@ -201,12 +201,13 @@ def _episode_conditions(randomization: Randomization | None, rng: np.random.Gene
 
 
 def run_scenario(policy: PolicyFile, suite: Suite, scenario: Scenario, engine: str, conditions: dict[str, float],
-                 seed: int) -> EpisodeOutcome:
-    """One episode of one scenario; see the module docstring for what it measures."""
+                 seed: int, model: str | None = None) -> EpisodeOutcome:
+    """One episode of one scenario; see the module docstring for what it measures. ``model``:
+    on MuJoCo, another robot model than the profile's."""
     profile = load_profile(policy.metadata.robot)
     if profile.kind != "quadruped":
         raise ValueError(f"suite {suite.name!r} scores a quadruped's walking; {profile.name!r} is an {profile.kind}")
-    world = make_world(engine, profile, conditions=PhysicalConditions(**conditions), seed=seed)
+    world = make_world(engine, profile, model=model, conditions=PhysicalConditions(**conditions), seed=seed)
     safety = load_safety_config(profile.name)
     period = profile.policy_period
     sensing = profile.sensing_period
@@ -399,6 +400,7 @@ class SuiteReport:
     sha256: str
     suite: str
     engine: str
+    model: str | None
     seed: int
     episodes: int
     worlds: list[str]
@@ -435,7 +437,8 @@ class SuiteReport:
             rows.append(cells)
         widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
         passed = sum(r.passed for r in self.results)
-        lines = [f"suite {self.suite} on {self.engine}: policy {self.policy} (sha256 {self.sha256[:12]}), "
+        on = self.engine + (f" with model {self.model}" if self.model else "")
+        lines = [f"suite {self.suite} on {on}: policy {self.policy} (sha256 {self.sha256[:12]}), "
                  f"{self.episodes} episode(s) per scenario and world set, seed {self.seed}",
                  "  ".join(h.ljust(w) for h, w in zip(header, widths))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
@@ -455,18 +458,18 @@ def _json_safe(value: Any) -> Any:
 
 
 def _run_chunk(policy_path: str, suite_source: str, jobs: list[tuple[int, int, str, dict, int]],
-               engine: str) -> list[tuple[int, int, EpisodeOutcome]]:
+               engine: str, model: str | None) -> list[tuple[int, int, EpisodeOutcome]]:
     """Run (scenario index, world index, world name, conditions, seed) jobs; module level so
     worker processes can run it."""
     policy = load_policy(policy_path)
     suite = load_suite(suite_source)
-    return [(s, w, run_scenario(policy, suite, suite.scenarios[s], engine, conditions, seed))
+    return [(s, w, run_scenario(policy, suite, suite.scenarios[s], engine, conditions, seed, model))
             for s, w, _, conditions, seed in jobs]
 
 
 def evaluate_suite(policy: PolicyFile | str | Path, suite: Suite | str | Path, worlds: Sequence[str],
                    episodes: int = 1, seed: int = 0, engine: str = DEFAULT_ENGINE, workers: int = 2,
-                   scenarios: Sequence[str] | None = None,
+                   scenarios: Sequence[str] | None = None, model: str | None = None,
                    progress: Callable[[int, int], None] | None = None) -> SuiteReport:
     """Run every scenario (or those named in ``scenarios``) ``episodes`` times per world set.
 
@@ -475,10 +478,7 @@ def evaluate_suite(policy: PolicyFile | str | Path, suite: Suite | str | Path, w
     the same robots. ``workers``: processes (0: this one). ``progress(done, total)``: called
     after each episode.
     """
-    try:
-        check_engine(engine)
-    except ValueError as exc:
-        raise EvaluationError(f"--engine: {exc}") from None
+    check_world_options(engine, model)
     if episodes < 1:
         raise EvaluationError(f"--episodes must be >= 1, got {episodes}")
     if not isinstance(policy, PolicyFile):
@@ -505,7 +505,7 @@ def evaluate_suite(policy: PolicyFile | str | Path, suite: Suite | str | Path, w
             for scenario in chosen:
                 s = suite.scenarios.index(scenario)
                 jobs.append((s, w, world.name, conditions, seed + k))
-    outcomes = _run_jobs(str(Path(policy.path).resolve()), suite.source, jobs, engine, workers, progress)
+    outcomes = _run_jobs(str(Path(policy.path).resolve()), suite.source, jobs, engine, model, workers, progress)
     results = []
     for w, world in enumerate(world_sets):
         for scenario in chosen:
@@ -513,16 +513,17 @@ def evaluate_suite(policy: PolicyFile | str | Path, suite: Suite | str | Path, w
             mine = [outcome for (si, wi, outcome) in outcomes if si == s and wi == w]
             results.append(ScenarioResult(scenario.name, world.name, scenario.command, mine,
                                           failed_targets(suite, scenario, mine)))
-    return SuiteReport(policy=str(policy.path), sha256=policy.sha256, suite=suite.name, engine=engine, seed=seed,
+    return SuiteReport(policy=str(policy.path), sha256=policy.sha256, suite=suite.name, engine=engine, model=model,
+                       seed=seed,
                        episodes=episodes, worlds=[w.name for w in world_sets], results=results)
 
 
-def _run_jobs(policy_path: str, suite_source: str, jobs: list, engine: str, workers: int,
+def _run_jobs(policy_path: str, suite_source: str, jobs: list, engine: str, model: str | None, workers: int,
               progress: Callable[[int, int], None] | None) -> list[tuple[int, int, EpisodeOutcome]]:
     done: list[tuple[int, int, EpisodeOutcome]] = []
     if workers <= 0 or len(jobs) == 1:
         for job in jobs:
-            done += _run_chunk(policy_path, suite_source, [job], engine)
+            done += _run_chunk(policy_path, suite_source, [job], engine, model)
             if progress:
                 progress(len(done), len(jobs))
         return done
@@ -530,7 +531,7 @@ def _run_jobs(policy_path: str, suite_source: str, jobs: list, engine: str, work
     from multiprocessing import get_context
 
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(_run_chunk, policy_path, suite_source, [job], engine) for job in jobs]
+        futures = [pool.submit(_run_chunk, policy_path, suite_source, [job], engine, model) for job in jobs]
         for future in futures:
             done += future.result()
             if progress:
@@ -569,7 +570,8 @@ def plot_suite(report: SuiteReport, png_path: str | Path) -> Path:
     axes[0].set_yticks(y, scenarios)
     axes[0].invert_yaxis()
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"suite {report.suite} on {report.engine}: {Path(report.policy).name}, "
+    on = report.engine + (f" ({report.model})" if report.model else "")
+    fig.suptitle(f"suite {report.suite} on {on}: {Path(report.policy).name}, "
                  f"{sum(r.passed for r in report.results)}/{len(report.results)} pass", fontsize=10)
     fig.tight_layout()
     png_path.parent.mkdir(parents=True, exist_ok=True)

@@ -73,9 +73,11 @@ class SimRobotNode(Node):
                             "Hold a floating-base robot's trunk in the air, feet clear of the ground (a gantry), "
                             "so joint scripts run without it falling")
         engine = declare(self, "engine", DEFAULT_ENGINE, f"Physics engine: {' | '.join(ENGINES)}")
+        model = declare(self, "model", "", "mujoco only: another robot model than the profile's (URDF/MJCF path or "
+                                           "example-robot-data:go2); '' = the profile's")
         self.profile = load_profile(robot)
-        self.world = make_world(engine, self.profile, conditions=PhysicalConditions.from_yaml(conditions), seed=seed,
-                                suspended=suspended)
+        self.world = make_world(engine, self.profile, model=model or None,
+                                conditions=PhysicalConditions.from_yaml(conditions), seed=seed, suspended=suspended)
         self.world.command(self.profile.default_positions)
         self.command_timeout = command_timeout or self.profile.command_timeout
         self.sensing_ns = round(self.profile.sensing_period * NS_PER_S)
@@ -113,7 +115,8 @@ class SimRobotNode(Node):
         self._joint_msg = JointState(name=self.profile.joint_names)
         self._thread = threading.Thread(target=self._run_loop, name="sim_robot_loop", daemon=True)
         self.get_logger().info(
-            f"{self.profile.name} on {engine}: {self.profile.num_joints} joints, sensing {1 / self.profile.sensing_period:.0f} Hz, "
+            f"{self.profile.name} on {engine}{f' ({model})' if model else ''}: {self.profile.num_joints} joints, "
+            f"sensing {1 / self.profile.sensing_period:.0f} Hz, "
             f"{'lockstep (publishing /clock)' if self.lockstep else 'real time'}"
             f"{', suspended (feet clear of the ground)' if suspended else ''}")
 

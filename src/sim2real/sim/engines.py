@@ -30,6 +30,12 @@ def world_class(engine: str) -> type:
     return SimWorld
 
 
-def make_world(engine: str, profile, **kwargs: Any):
-    """A world of ``engine`` for ``profile``; keyword arguments as SimWorld's."""
+def make_world(engine: str, profile, model: str | None = None, **kwargs: Any):
+    """A world of ``engine`` for ``profile``; keyword arguments as SimWorld's. ``model``: another
+    robot model than the profile's (MuJoCo only; :mod:`sim2real.sim.robot_models`)."""
+    if model:
+        if check_engine(engine) != "mujoco":
+            raise ValueError(f"a robot model ({model!r}) is for the mujoco engine; PyBullet loads the profile's "
+                             "URDF. Fix: add --engine mujoco, or leave the model out")
+        kwargs["model"] = model
     return world_class(engine)(profile, **kwargs)

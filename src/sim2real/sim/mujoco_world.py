@@ -40,6 +40,7 @@ from sim2real.core.robot_profile import RobotProfile
 from sim2real.sim.actuator import Actuator
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.gravity_compensation import GravityCompensation
+from sim2real.sim.robot_models import resolve_model
 from sim2real.sim.world import SUSPENSION_CLEARANCE, TERRAIN_CELL, TERRAIN_SIZE, draw_terrain
 from sim2real.sim.world_base import GRAVITY, ImuReading, JointState, WorldBase, as_quaternion, as_vector3
 
@@ -62,10 +63,14 @@ class MujocoWorld(WorldBase):
     def __init__(self, profile: RobotProfile, conditions: PhysicalConditions | None = None, seed: int = 0,
                  gravity_compensation: bool | None = None, physics_period: float | None = None,
                  suspended: bool = False, model: str | Path | None = None):
-        """Arguments as :class:`~sim2real.sim.world.SimWorld`'s; ``model``: a URDF or MJCF
-        to load instead of the profile's URDF (same joint names)."""
+        """Arguments as :class:`~sim2real.sim.world.SimWorld`'s; ``model``: a model to load
+        instead of the profile's (``mujoco_model`` in the profile, else its URDF): a URDF or
+        MJCF path, or a packaged model such as ``example-robot-data:go2``
+        (:mod:`sim2real.sim.robot_models`), with the profile's joint names."""
         super().__init__(profile, conditions, seed, gravity_compensation, physics_period, suspended)
-        self.model_path = Path(model) if model is not None else Path(profile.urdf)
+        model = model or profile.mujoco_model
+        self.model_spec = str(model) if model else "profile"
+        self.model_path = resolve_model(model) if model else Path(profile.urdf)
         self._heights: np.ndarray | None = None
         self._ground_top = 0.0
         self._model, self._data = self._compile()
@@ -82,12 +87,15 @@ class MujocoWorld(WorldBase):
 
     # ------------------------------------------------------------------ loading
     def _compile(self) -> tuple[mujoco.MjModel, mujoco.MjData]:
-        profile = self.profile
         try:
             spec = mujoco.MjSpec.from_file(str(self.model_path))
         except Exception as exc:  # MuJoCo raises ValueError with the parser's message
             raise ValueError(f"{self.model_path}: MuJoCo cannot load this model ({exc}). Fix: give a valid "
                              "URDF or MJCF whose joints carry the profile's names") from None
+        return self._compiled(spec)
+
+    def _compiled(self, spec: mujoco.MjSpec) -> tuple[mujoco.MjModel, mujoco.MjData]:
+        profile = self.profile
         spec.compiler.fusestatic = False  # keep the IMU and foot links as bodies
         spec.compiler.discardvisual = True
         spec.option.timestep = self._dt
@@ -127,7 +135,11 @@ class MujocoWorld(WorldBase):
                         userdata=[0.0] * (points * points))
         spec.worldbody.add_geom(name="ground_terrain", type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname="terrain",
                                 pos=[0, 0, _PARKED_Z], **ground)
-        model = spec.compile()
+        try:
+            model = spec.compile()
+        except Exception as exc:  # a mesh file missing, a bad inertia: MuJoCo's message says which
+            raise ValueError(f"{self.model_path}: MuJoCo cannot compile this model ({exc}). Fix: the model's "
+                             "files (meshes) must be where it says") from None
         return model, mujoco.MjData(model)
 
     def _index_model(self) -> None:

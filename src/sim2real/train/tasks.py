@@ -88,11 +88,12 @@ def _merge(base: dict, overrides: Mapping, prefix: str, source: str, defaults: P
 
 
 def make_env(robot: str, task: str, seed: int = 0, randomization=None,
-             config: Mapping[str, Any] | str | Path | None = None, engine: str = DEFAULT_ENGINE) -> RobotTaskEnv:
+             config: Mapping[str, Any] | str | Path | None = None, engine: str = DEFAULT_ENGINE,
+             model: str | None = None) -> RobotTaskEnv:
     """Build a task env. ``randomization``: a Randomization, its name (``go2_reference``)
     or path, or None (nominal). ``config``: overrides of the task's YAML defaults. The
     first ``reset()`` without a seed uses ``seed``. ``engine``: the physics engine
-    (``pybullet`` or ``mujoco``)."""
+    (``pybullet`` or ``mujoco``); ``model``: on MuJoCo, another robot model than the profile's."""
     entry = task_entry(robot, task)
     if isinstance(randomization, (str, Path)):
         from sim2real.sim.randomization import load_randomization
@@ -100,7 +101,7 @@ def make_env(robot: str, task: str, seed: int = 0, randomization=None,
         randomization = load_randomization(randomization)
     profile = load_profile(robot)
     env = entry.env_class(profile, load_task_config(robot, task, config), randomization=randomization, seed=seed)
-    env.set_engine(engine)
+    env.set_engine(engine, model)
     return env
 
 

@@ -115,6 +115,7 @@ class RobotTaskEnv(gymnasium.Env):
         self.set_difficulty(float(cfg.get("difficulty", 1.0)))
 
         self.engine = DEFAULT_ENGINE
+        self.model: str | None = None  # another robot model than the profile's (MuJoCo only)
         self._world: SimWorld | None = None
         self._world_fresh = False
         self._pending_seed = seed
@@ -138,14 +139,17 @@ class RobotTaskEnv(gymnasium.Env):
     def _build_world(self, seed: int) -> None:
         if self._world is not None:
             self._world.close()
-        self._world = make_world(self.engine, self.profile, seed=seed, physics_period=self.physics_period)
+        self._world = make_world(self.engine, self.profile, model=self.model, seed=seed,
+                                 physics_period=self.physics_period)
         self._world_fresh = True
         self._on_world_built()
 
-    def set_engine(self, engine: str) -> None:
+    def set_engine(self, engine: str, model: str | None = None) -> None:
         """The physics engine of the worlds built from now on (``pybullet`` | ``mujoco``,
-        :mod:`sim2real.sim.engines`); a world already built is dropped."""
+        :mod:`sim2real.sim.engines`) and, on MuJoCo, another robot model than the profile's
+        (:mod:`sim2real.sim.robot_models`); a world already built is dropped."""
         self.engine = check_engine(engine)
+        self.model = model
         if self._world is not None:
             self._world.close()
             self._world = None

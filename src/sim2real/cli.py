@@ -437,15 +437,17 @@ def _eval_suite(args: argparse.Namespace) -> int:
         bar.refresh()
 
     try:
-        report = evaluate_suite(policy, suite, worlds, episodes=args.episodes or 1, seed=args.seed, engine=args.engine,
+        episodes = 1 if args.episodes is None else args.episodes
+        report = evaluate_suite(policy, suite, worlds, episodes=episodes, seed=args.seed, engine=args.engine,
                                 workers=args.workers, scenarios=args.scenarios, progress=progress, model=args.model)
     finally:
         bar.close()
     on = args.engine + ("_" + Path(str(args.model)).stem.replace(":", "_") if args.model else "")
     stem = Path("runs") / "eval" / f"{Path(args.policy).stem}_{suite.name}_{on}"
-    plot = None if args.no_plot else Path(args.plot) if args.plot else stem.with_suffix(".png")
+    # Suffixes appended, not swapped: a policy named walk.v2.onnx keeps its whole name.
+    plot = None if args.no_plot else Path(args.plot) if args.plot else Path(f"{stem}.png")
     png = plot_suite(report, plot) if plot else None
-    json_path = (plot or stem).with_suffix(".json")
+    json_path = plot.with_suffix(".json") if plot and args.plot else Path(f"{stem}.json")
     json_path.parent.mkdir(parents=True, exist_ok=True)
     data = report.to_dict()
     if png is not None:

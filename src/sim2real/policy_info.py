@@ -88,8 +88,9 @@ def describe_policy(policy: PolicyFile) -> str:
     if commands:
         ranges = ", ".join(f"{k} [{commands['ranges'][k][0]:g}, {commands['ranges'][k][1]:g}]"
                            for k in commands["order"] if k in commands["ranges"])
-        lines.append(f"  commands (vx, vy, yaw rate): {ranges}; |(vx, vy)| under {commands['standing_below']:g} m/s "
-                     "is a stand")
+        dead_zone = commands["standing_below"] or 0.0
+        lines.append(f"  commands (vx, vy, yaw rate): {ranges}"
+                     + (f"; |(vx, vy)| under {dead_zone:g} m/s is a stand" if dead_zone > 0 else ""))
     actuator, world = info["actuator"], info["world"]
     if actuator and world:
         lines.append(f"  trained with: {actuator['model']} at {actuator['pd_rate_hz']:.0f} Hz on {world['engine']}, "

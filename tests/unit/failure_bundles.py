@@ -22,10 +22,10 @@ def _stamp(store, t_ns):
 def write_arm_bundle(root: str | Path, name: str, profile: RobotProfile, policy: str | Path,
                      goal=(0.5, 0.0, 0.4), event_s: float = 5.0, conditions: dict | None = None,
                      wall_time: str = "2026-11-30T00:00:00+00:00", suspended: bool | None = None,
-                     engine: str | None = None) -> Path:
+                     engine: str | None = None, model: str | None = None) -> Path:
     """7 s of /joint_states at 500 Hz at the default pose and a /goal_pose, event at ``event_s``.
-    Any profile works (a quadruped's policy ignores the goal); ``suspended`` and ``engine`` are
-    written to failure.json when given, as the collector does in sim."""
+    Any profile works (a quadruped's policy ignores the goal); ``suspended``, ``engine`` and
+    ``model`` are written to failure.json when given, as the collector does in sim."""
     store = typestore()
     JointState = store.types["sensor_msgs/msg/JointState"]
     PoseStamped = store.types["geometry_msgs/msg/PoseStamped"]
@@ -52,5 +52,7 @@ def write_arm_bundle(root: str | Path, name: str, profile: RobotProfile, policy:
         info["suspended"] = suspended
     if engine is not None:
         info["engine"] = engine
+    if model is not None:
+        info["model"] = model
     return write_bundle(root, name, {"/joint_states": "sensor_msgs/msg/JointState",
                                      "/goal_pose": "geometry_msgs/msg/PoseStamped"}, messages, info)

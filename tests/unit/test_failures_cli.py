@@ -91,6 +91,11 @@ def test_a_bundle_from_the_mujoco_robot_replays_on_mujoco(tmp_path):
         results[engine] = replay_failure(find_bundle(tmp_path / "failures", name), policy)
     assert not results["mujoco"].failed and "replayed on mujoco, the engine it was recorded on" in results["mujoco"].notes
     assert "recorded on engine 'isaac', which this version lacks: replayed on pybullet" in results["isaac"].notes
+    name = "20261130T000009.000Z_supervisor_damping"
+    write_arm_bundle(tmp_path / "failures", name, PANDA, policy, engine="mujoco", model="example-robot-data:panda")
+    elsewhere = replay_failure(find_bundle(tmp_path / "failures", name), policy)
+    assert any(note.startswith("recorded on robot model 'example-robot-data:panda', not available here")
+               for note in elsewhere.notes) and not elsewhere.failed
 
 
 def test_replay_without_the_recorded_policy_says_how_to_fix_it(bundles, capsys):

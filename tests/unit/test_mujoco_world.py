@@ -231,3 +231,64 @@ def test_a_model_without_the_profiles_joints_is_refused_by_name(tmp_path):
                      "<body name='imu'/></body></worldbody></mujoco>")
     with pytest.raises(ValueError, match=r"joints \['FL_hip_joint'.*not in the model"):
         MujocoWorld(GO2, model=other)
+
+
+@BOTH
+def test_a_condition_changed_mid_run_keeps_the_robot_where_it_is(engine):
+    world = make_world(engine, GO2)
+    stand(world, 0.5)
+    before = world.true_joint_state().position
+    pose = world.base_pose()[0]
+    for name, value in (("battery_voltage", 24.0), ("mass_scale", 1.1), ("armature", 0.01),
+                        ("joint_friction", 0.1), ("latency", 0.01)):
+        world.set_condition(name, value)
+        assert np.abs(world.true_joint_state().position - before).max() < 1e-9, name
+        assert np.abs(world.base_pose()[0] - pose).max() < 1e-9, name
+    world.step(100)
+    assert base_height(world) > 0.2
+
+
+def test_a_roughness_the_mujoco_world_cannot_take_is_refused_before_anything_changes():
+    world = MujocoWorld(GO2)
+    with pytest.raises(ValueError, match="at most 0.5 m. Fix: a lower roughness, or the pybullet engine"):
+        world.set_conditions(ground_friction=0.3, terrain_roughness=0.8)
+    assert world.conditions.ground_friction == 0.8 and world.conditions.terrain_roughness == 0.0
+    with pytest.raises(ValueError, match="at most 0.5 m"):
+        MujocoWorld(GO2, PhysicalConditions(terrain_roughness=0.6))
+
+
+def test_the_height_field_is_where_the_heights_say_in_both_engines():
+    import mujoco
+    import pybullet as pb
+
+    from sim2real.sim.world import TERRAIN_CELL
+
+    conditions = PhysicalConditions(terrain_roughness=0.04)
+    ours, theirs = SimWorld(GO2, conditions, seed=4), MujocoWorld(GO2, conditions, seed=4)
+    heights = theirs.terrain_heights
+    n = heights.shape[0]
+    geom = np.zeros(1, dtype=np.int32)
+    for i, j in ((20, 31), (140, 9), (77, 120), (3, 150)):  # away from the robot at the centre
+        x, y = (i - (n - 1) / 2) * TERRAIN_CELL, (j - (n - 1) / 2) * TERRAIN_CELL
+        distance = mujoco.mj_ray(theirs.model, theirs.data, np.array([x, y, 1.0]), np.array([0, 0, -1.0]), None, 1,
+                                 -1, geom)
+        hit = pb.rayTest([x, y, 1.0], [x, y, -1.0], physicsClientId=ours.client)[0][3]
+        assert 1.0 - distance == pytest.approx(heights[j, i], abs=1e-4)
+        assert hit[2] == pytest.approx(heights[j, i], abs=1e-4)
+
+
+def test_a_model_with_visual_geoms_and_its_own_losses_keeps_them(tmp_path):
+    model = tmp_path / "arm.xml"
+    joints = "".join(f"<body name='l{k}' pos='0 0 0.1'><joint name='{name}' axis='0 0 1' armature='0.05' "
+                     f"damping='0.3'/><geom size='0.02' mass='1'/><geom size='0.3' contype='0' conaffinity='0'/>"
+                     for k, name in enumerate(PANDA.joint_names))
+    model.write_text(f"<mujoco><worldbody><body name='{PANDA.base_link}'><geom size='0.05' mass='1'/>{joints}"
+                     + "</body>" * len(PANDA.joint_names) + f"<body name='{PANDA.end_effector_link}'/>"
+                     "</body></worldbody></mujoco>")
+    world = MujocoWorld(PANDA, PhysicalConditions(armature=0.01, joint_damping=0.2), model=model,
+                        gravity_compensation=False)
+    m = world.model
+    dofs = [m.joint(name).dofadr[0] for name in PANDA.joint_names]
+    assert m.dof_armature[dofs] == pytest.approx([0.06] * 7) and m.dof_damping[dofs] == pytest.approx([0.5] * 7)
+    # Visual-only geoms (contype = conaffinity = 0) are dropped as visuals, never made to collide.
+    assert not [g for g in range(m.ngeom) if m.geom_size[g, 0] == pytest.approx(0.3)]

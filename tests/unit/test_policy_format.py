@@ -106,17 +106,23 @@ def test_an_export_records_the_actuator_world_and_robot_model_and_they_round_tri
     import hashlib
 
     from sim2real.core.policy_file import PolicyMetadata
-    from sim2real.train.export import _trained_robot
+    from sim2real.train.checkpoint import describe_env, trained_robot
+    from sim2real.train.tasks import make_env
 
     go2 = load_profile("go2")
-    trained = _trained_robot({"robot": "go2", "task_config": {"physics_period": 0.005}})
+    trained = trained_robot(go2, 0.005, "pybullet")
     assert trained["actuator"]["pd_rate_hz"] == pytest.approx(200.0)
     assert trained["actuator"]["effort_limits"] == go2.effort_limits.tolist()
+    assert trained["actuator"]["gravity_compensation"] is False
+    assert trained_robot(load_profile("panda"), 0.002, "pybullet")["actuator"]["gravity_compensation"] is True
     assert trained["world"] == {"engine": "pybullet", "physics_period": 0.005, "gravity": 9.81,
                                 "ground_friction": 0.8, "spawn_height": go2.spawn_height}
     assert trained["robot_model"] == {"urdf": "go2.urdf",
                                       "sha256": hashlib.sha256(go2.urdf.read_bytes()).hexdigest()}
-    assert _trained_robot({"robot": "toy"}) == {}  # no profile here: nothing claimed
+    assert trained_robot(object(), 0.005, "pybullet") == {}  # no URDF-backed profile: nothing claimed
+    # What a training run records in its checkpoint, from the env it trains:
+    env = make_env("go2", "walk")
+    assert describe_env(env)["trained_robot"] == trained_robot(go2, env.physics_period, "pybullet")
     meta = dataclasses.replace(metadata(go2), difficulty=0.75, **trained)
     again = PolicyMetadata.from_props(meta.to_props())
     assert (again.actuator, again.world, again.robot_model, again.difficulty) == \

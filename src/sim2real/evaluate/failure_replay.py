@@ -34,6 +34,7 @@ from sim2real.core.safety_config import load_safety_config
 from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.engines import DEFAULT_ENGINE, ENGINES, make_world
+from sim2real.sim.robot_models import ModelError, resolve_model
 
 NS = 1_000_000_000
 
@@ -162,7 +163,15 @@ def replay_failure(bundle: Bundle, policy_path: str | Path | None = None, lead_s
         engine = DEFAULT_ENGINE
     elif engine != DEFAULT_ENGINE:
         notes.append(f"replayed on {engine}, the engine it was recorded on")
-    world = make_world(engine, profile, conditions=world_conditions, seed=seed, suspended=suspended)
+    model = info.get("model") if engine == "mujoco" else None
+    if model:
+        try:
+            resolve_model(model)
+            notes.append(f"on the robot model it was recorded with ({model})")
+        except ModelError as exc:
+            notes.append(f"recorded on robot model {model!r}, not available here ({exc}): replayed on the profile's")
+            model = None
+    world = make_world(engine, profile, model=model, conditions=world_conditions, seed=seed, suspended=suspended)
     try:
         orientation = start.orientation if not profile.fixed_base else None
         if not profile.fixed_base and orientation is None:

@@ -191,7 +191,8 @@ class EpisodeOutcome:
 def _episode_conditions(randomization: Randomization | None, rng: np.random.Generator,
                         task_config: dict[str, Any]) -> dict[str, float]:
     """What a world set draws for one episode, scaled as the policy's task scales it in training
-    (the Go2 task multiplies the drawn terrain roughness by ``terrain_roughness_scale``)."""
+    (the Go2 task multiplies the drawn terrain roughness by ``terrain_roughness_scale``). A
+    world set's random pushes are not applied: the scenarios say which pushes they want."""
     if randomization is None:
         return {}
     drawn = dict(randomization.sample(rng))
@@ -405,6 +406,7 @@ class SuiteReport:
     episodes: int
     worlds: list[str]
     results: list[ScenarioResult]
+    targets: dict[str, float] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -457,12 +459,11 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def _run_chunk(policy_path: str, suite_source: str, jobs: list[tuple[int, int, str, dict, int]],
+def _run_chunk(policy_path: str, suite: Suite, jobs: list[tuple[int, int, str, dict, int]],
                engine: str, model: str | None) -> list[tuple[int, int, EpisodeOutcome]]:
     """Run (scenario index, world index, world name, conditions, seed) jobs; module level so
     worker processes can run it."""
     policy = load_policy(policy_path)
-    suite = load_suite(suite_source)
     return [(s, w, run_scenario(policy, suite, suite.scenarios[s], engine, conditions, seed, model))
             for s, w, _, conditions, seed in jobs]
 
@@ -505,7 +506,7 @@ def evaluate_suite(policy: PolicyFile | str | Path, suite: Suite | str | Path, w
             for scenario in chosen:
                 s = suite.scenarios.index(scenario)
                 jobs.append((s, w, world.name, conditions, seed + k))
-    outcomes = _run_jobs(str(Path(policy.path).resolve()), suite.source, jobs, engine, model, workers, progress)
+    outcomes = _run_jobs(str(Path(policy.path).resolve()), suite, jobs, engine, model, workers, progress)
     results = []
     for w, world in enumerate(world_sets):
         for scenario in chosen:
@@ -518,24 +519,28 @@ def evaluate_suite(policy: PolicyFile | str | Path, suite: Suite | str | Path, w
                        episodes=episodes, worlds=[w.name for w in world_sets], results=results)
 
 
-def _run_jobs(policy_path: str, suite_source: str, jobs: list, engine: str, model: str | None, workers: int,
+def _run_jobs(policy_path: str, suite: Suite, jobs: list, engine: str, model: str | None, workers: int,
               progress: Callable[[int, int], None] | None) -> list[tuple[int, int, EpisodeOutcome]]:
     done: list[tuple[int, int, EpisodeOutcome]] = []
     if workers <= 0 or len(jobs) == 1:
         for job in jobs:
-            done += _run_chunk(policy_path, suite_source, [job], engine, model)
+            done += _run_chunk(policy_path, suite, [job], engine, model)
             if progress:
                 progress(len(done), len(jobs))
         return done
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(_run_chunk, policy_path, suite_source, [job], engine, model) for job in jobs]
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=get_context("spawn"))
+    try:
+        futures = [pool.submit(_run_chunk, policy_path, suite, [job], engine, model) for job in jobs]
         for future in futures:
             done += future.result()
             if progress:
                 progress(len(done), len(jobs))
+    finally:
+        # A failed episode ends the run at once: the jobs not started yet are dropped.
+        pool.shutdown(wait=True, cancel_futures=True)
     return done
 
 
@@ -563,9 +568,10 @@ def plot_suite(report: SuiteReport, png_path: str | Path) -> Path:
         axis.scatter(commanded, y, marker="|", s=200, color="black", label="command")
         axis.set_xlabel(label)
         axis.grid(alpha=0.3)
-    limit = 0.05
-    axes[2].axvline(limit, ls="--", color="grey")
-    axes[2].set_xlabel("estimator base-velocity RMSE, m/s (dashed: target)")
+    limit = report.targets.get("estimator_rmse")
+    if limit is not None:
+        axes[2].axvline(limit, ls="--", color="grey")
+    axes[2].set_xlabel("estimator base-velocity RMSE, m/s" + (" (dashed: target)" if limit is not None else ""))
     axes[2].grid(alpha=0.3)
     axes[0].set_yticks(y, scenarios)
     axes[0].invert_yaxis()

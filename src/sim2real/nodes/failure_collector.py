@@ -224,7 +224,7 @@ class FailureCollectorNode(Node):
         if self._sim_future is None:
             if self._sim_params.service_is_ready():
                 self._sim_future = {name: self._sim_params.call_async(GetParameters.Request(names=[name]))
-                                    for name in ("conditions", "suspended", "engine")}
+                                    for name in ("conditions", "suspended", "engine", "model")}
             return
         if all(future.done() for future in self._sim_future.values()):
             answers = {name: future.result().values[0] for name, future in self._sim_future.items()
@@ -235,6 +235,7 @@ class FailureCollectorNode(Node):
                 self.collector.static_info = {
                     **self.collector.static_info, "hardware": "mujoco" if engine == "mujoco" else "sim",
                     "engine": engine or "pybullet",
+                    "model": (answers["model"].string_value or None) if "model" in answers else None,
                     "conditions": yaml.safe_load(answers["conditions"].string_value or "{}") or {},
                     "suspended": bool(answers["suspended"].bool_value) if "suspended" in answers else False}
             self._sim_params = None

@@ -36,6 +36,6 @@ def make_world(engine: str, profile, model: str | None = None, **kwargs: Any):
     if model:
         if check_engine(engine) != "mujoco":
             raise ValueError(f"a robot model ({model!r}) is for the mujoco engine; PyBullet loads the profile's "
-                             "URDF. Fix: add --engine mujoco, or leave the model out")
+                             "URDF. Fix: run on MuJoCo (--engine mujoco, hardware:=mujoco), or leave the model out")
         kwargs["model"] = model
     return world_class(engine)(profile, **kwargs)

@@ -48,6 +48,9 @@ from sim2real.sim.world_base import GRAVITY, ImuReading, JointState, WorldBase, 
 _ROBOT_BITS, _GROUND_BITS = 2, 1
 _IMU_SITE = "sim2real_imu"
 _PARKED_Z = -100.0  # where the unused height field waits, far below the plane
+# The height field's elevation at compile time, which sizes its bounding volume: the largest
+# terrain_roughness (half the elevation) the world takes without recompiling.
+MAX_ROUGHNESS = 0.5
 
 
 class MujocoWorld(WorldBase):
@@ -80,8 +83,13 @@ class MujocoWorld(WorldBase):
                          if self.gravity_compensation else None)
         self._velocity_limits = np.asarray(profile.velocity_limits, dtype=float)
         self._stale = True
-        self._nominal_mass = self._model.body_mass.copy()
-        self._nominal_inertia = self._model.body_inertia.copy()
+        m = self._model
+        # The model's own values, to which the conditions are relative or added (a model may
+        # bring its own rotor inertia, damping and friction).
+        self._nominal = {"mass": m.body_mass.copy(), "inertia": m.body_inertia.copy(),
+                         "armature": m.dof_armature[self._dadr].copy(), "damping": m.dof_damping[self._dadr].copy(),
+                         "frictionloss": m.dof_frictionloss[self._dadr].copy()}
+        self._scratch = mujoco.MjData(m)  # mj_setConst's workspace: it overwrites the state it is given
         self._apply_all()
         self.reset()
 
@@ -110,11 +118,16 @@ class MujocoWorld(WorldBase):
         if root is None:
             raise ValueError(f"{self.model_path}: the model has no body under the world")
         has_free = any(j.type == mujoco.mjtJoint.mjJNT_FREE for j in root.joints)
+        if has_free and (profile.fixed_base or self.suspended):
+            raise ValueError(f"{self.model_path}: the model's base has its own free joint, so it cannot be "
+                             f"{'suspended' if self.suspended else 'bolted down'} here. Fix: give a model whose root "
+                             "body has no joint (the world adds the free joint when the robot needs one)")
         if not profile.fixed_base and not self.suspended and not has_free:
             root.add_freejoint()
         root.pos = (0.0, 0.0, profile.spawn_height)
         for geom in spec.geoms:
-            geom.contype, geom.conaffinity = _ROBOT_BITS, _GROUND_BITS
+            if geom.contype or geom.conaffinity:  # a visual-only geom (both 0) stays out of contacts
+                geom.contype, geom.conaffinity = _ROBOT_BITS, _GROUND_BITS
         imu_body = spec.body(profile.imu_link)
         if imu_body is None:
             raise ValueError(f"{self.model_path}: no body {profile.imu_link!r} (the profile's imu_link); "
@@ -129,9 +142,9 @@ class MujocoWorld(WorldBase):
         spec.worldbody.add_geom(name="ground_plane", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 1], **ground)
         points = int(round(TERRAIN_SIZE / TERRAIN_CELL)) + 1
         half = TERRAIN_SIZE / 2
-        # Elevation 1 m at compile time: the bounding volume stays large enough for any
-        # roughness up to 0.5 m set later by rescaling hfield_size in place.
-        spec.add_hfield(name="terrain", size=[half, half, 1.0, 0.1], nrow=points, ncol=points,
+        # Elevation 2 x MAX_ROUGHNESS at compile time: the bounding volume stays large enough for
+        # any roughness set later by rescaling hfield_size in place.
+        spec.add_hfield(name="terrain", size=[half, half, 2.0 * MAX_ROUGHNESS, 0.1], nrow=points, ncol=points,
                         userdata=[0.0] * (points * points))
         spec.worldbody.add_geom(name="ground_terrain", type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname="terrain",
                                 pos=[0, 0, _PARKED_Z], **ground)
@@ -147,7 +160,8 @@ class MujocoWorld(WorldBase):
         missing = [name for name in profile.joint_names
                    if mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, name) < 0]
         if missing:
-            raise ValueError(f"{self.model_path}: joints {missing} of profile {profile.name!r} not in the model")
+            raise ValueError(f"{self.model_path}: joints {missing} of profile {profile.name!r} not in the model. Fix: "
+                             "give a model whose joints carry the profile's names (or rename them in a copy)")
         joints = [m.joint(name) for name in profile.joint_names]
         self._qadr = np.array([int(j.qposadr[0]) for j in joints])
         self._dadr = np.array([int(j.dofadr[0]) for j in joints])
@@ -157,6 +171,10 @@ class MujocoWorld(WorldBase):
         self._free_q = int(m.jnt_qposadr[free[0]]) if free else None
         self._free_d = int(m.jnt_dofadr[free[0]]) if free else None
         self._link_ids = {m.body(i).name: i for i in range(1, m.nbody)}
+        absent = [name for name in profile.foot_links if name not in self._link_ids]
+        if absent:
+            raise ValueError(f"{self.model_path}: no bodies {absent} (the profile's foot_links): contacts are read "
+                             "per foot body. Fix: give a model with a body per foot named as in the profile")
         self._foot_bodies = [self._link_ids[name] for name in profile.foot_links]
         self._plane = m.geom("ground_plane").id
         self._terrain = m.geom("ground_terrain").id
@@ -164,23 +182,34 @@ class MujocoWorld(WorldBase):
         self._sensor = {name: int(m.sensor(name).adr[0]) for name in ("imu_quat", "imu_gyro", "imu_accel")}
 
     # -------------------------------------------------------------- conditions
-    def _apply_conditions(self, names: list[str]) -> None:
-        self._apply_all(terrain="terrain_roughness" in names)
+    def _check_condition(self, name: str, value) -> None:
+        super()._check_condition(name, value)
+        if name == "terrain_roughness" and value is not None and value > MAX_ROUGHNESS:
+            raise ValueError(f"condition 'terrain_roughness' {value} m: the MuJoCo world takes at most "
+                             f"{MAX_ROUGHNESS} m. Fix: a lower roughness, or the pybullet engine")
 
-    def _apply_all(self, terrain: bool = True) -> None:
-        m, c = self._model, self._conditions
+    def _apply_conditions(self, names: list[str]) -> None:
+        self._apply_all(terrain="terrain_roughness" in names,
+                        inertia=bool({"mass_scale", "armature"} & set(names)))
+
+    def _apply_all(self, terrain: bool = True, inertia: bool = True) -> None:
+        """Bring the model to the conditions; the robot's state (pose, velocities, time) is kept."""
+        m, c, nominal = self._model, self._conditions, self._nominal
         m.geom_friction[[self._plane, self._terrain], 0] = c.ground_friction
-        m.body_mass[:] = self._nominal_mass * c.mass_scale
-        m.body_inertia[:] = self._nominal_inertia * c.mass_scale
-        m.dof_armature[self._dadr] = c.armature
-        m.dof_frictionloss[self._dadr] = c.joint_friction
-        m.dof_damping[self._dadr] = c.joint_damping
+        m.dof_frictionloss[self._dadr] = nominal["frictionloss"] + c.joint_friction
+        m.dof_damping[self._dadr] = nominal["damping"] + c.joint_damping
         self._actuator.strength = c.motor_strength
         self._actuator.latency = c.latency
         self._actuator.torque_scale = self._battery_torque_scale()
         if terrain:
             self._build_terrain(c.terrain_roughness)
-        mujoco.mj_setConst(m, self._data)
+        if inertia:
+            m.body_mass[:] = nominal["mass"] * c.mass_scale
+            m.body_inertia[:] = nominal["inertia"] * c.mass_scale
+            m.dof_armature[self._dadr] = nominal["armature"] + c.armature
+            # Constants that depend on the inertia (the solver's scaling); on scratch data, because
+            # mj_setConst puts the data it is given at the model's reference pose.
+            mujoco.mj_setConst(m, self._scratch)
         self._stale = True
 
     def _build_terrain(self, roughness: float) -> None:
@@ -190,8 +219,6 @@ class MujocoWorld(WorldBase):
             m.geom_pos[self._plane] = (0.0, 0.0, 0.0)
             self._heights, self._ground_top = None, 0.0
             return
-        if roughness > 0.5:
-            raise ValueError(f"terrain_roughness {roughness} m: the MuJoCo world takes at most 0.5 m")
         heights = draw_terrain(self._terrain_rng, roughness)
         # MuJoCo scales the field's [0, 1] data by the elevation and puts 0 at the geom's z;
         # rows run along y, as in ``heights[y, x]``.

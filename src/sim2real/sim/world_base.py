@@ -65,7 +65,8 @@ class WorldBase:
         self.gravity_compensation = bool(gravity_compensation)
         self._conditions = replace(conditions) if conditions is not None else PhysicalConditions()
         self._conditions.validate()
-        self._check_battery(self._conditions.battery_voltage)
+        for name in PhysicalConditions.names():
+            self._check_condition(name, getattr(self._conditions, name))
         self.seed = int(seed)
         terrain_seed, noise_seed = np.random.SeedSequence(self.seed).spawn(2)
         self._terrain_rng = np.random.default_rng(terrain_seed)
@@ -100,8 +101,7 @@ class WorldBase:
             if name not in PhysicalConditions.names():
                 raise ValueError(f"unknown condition {name!r}; valid names: {', '.join(PhysicalConditions.names())}")
             checked[name] = PhysicalConditions.check(name, value)
-        if "battery_voltage" in checked:
-            self._check_battery(checked["battery_voltage"])
+            self._check_condition(name, checked[name])
         changed = {name: v for name, v in checked.items() if getattr(self._conditions, name) != v}
         for name, value in changed.items():
             setattr(self._conditions, name, value)
@@ -112,8 +112,10 @@ class WorldBase:
         """Bring the engine's model to ``self._conditions`` for the conditions named."""
         raise NotImplementedError
 
-    def _check_battery(self, voltage: float | None) -> None:
-        if voltage is not None and self.profile.battery_nominal_voltage is None:
+    def _check_condition(self, name: str, value) -> None:
+        """ValueError for a valid condition value this world cannot take (nothing applied yet).
+        Engines extend it with their own limits."""
+        if name == "battery_voltage" and value is not None and self.profile.battery_nominal_voltage is None:
             raise ValueError(f"condition 'battery_voltage': robot {self.profile.name!r} has no "
                              "battery_nominal_voltage in its profile; leave battery_voltage None")
 

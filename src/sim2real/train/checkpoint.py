@@ -73,6 +73,33 @@ def describe_env(env: Any) -> dict[str, Any]:
         "kp": _per_joint(profile.kp, n, "kp"), "kd": _per_joint(profile.kd, n, "kd"),
         "max_episode_steps": int(get("max_episode_steps")),
         "task_config": json.loads(json.dumps(get("task_config"))),
+        "trained_robot": trained_robot(profile, float(get("physics_period")), getattr(env, "engine", "pybullet")),
+    }
+
+
+def trained_robot(profile: Any, physics_period: float, engine: str) -> dict[str, Any]:
+    """The actuator model, nominal world and robot description a policy trains with
+    (docs/policy_format.md: sim2real.actuator, .world, .robot_model), recorded in the checkpoint
+    at training time so an export states what the policy met, not what the tree holds later.
+    Empty for a robot without a URDF-backed profile (test doubles)."""
+    import hashlib
+
+    from sim2real.sim.conditions import PhysicalConditions
+    from sim2real.sim.world_base import GRAVITY
+
+    try:
+        urdf = Path(profile.urdf)
+        sha256 = hashlib.sha256(urdf.read_bytes()).hexdigest()
+        effort, velocity = profile.effort_limits.tolist(), profile.velocity_limits.tolist()
+    except (AttributeError, OSError):
+        return {}
+    return {
+        "actuator": {"model": "pd_torque", "physics_period": physics_period, "pd_rate_hz": 1.0 / physics_period,
+                     "effort_limits": effort, "velocity_limits": velocity, "damping_kd": profile.damping_kd,
+                     "gravity_compensation": bool(profile.gravity_compensation)},
+        "world": {"engine": engine, "physics_period": physics_period, "gravity": GRAVITY,
+                  "ground_friction": PhysicalConditions().ground_friction, "spawn_height": profile.spawn_height},
+        "robot_model": {"urdf": urdf.name, "sha256": sha256},
     }
 
 

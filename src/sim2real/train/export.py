@@ -15,7 +15,6 @@ it); a difference above ``tolerance`` deletes the file and fails the export.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import io
 import os
 import tempfile
@@ -142,7 +141,8 @@ def policy_metadata(checkpoint: dict[str, Any], checkpoint_path: str | Path) -> 
         source_commit=source.get("commit", "unknown"), source_dirty=source.get("dirty", "unknown"),
         export_time=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         checkpoint=f"{checkpoint_path} (iteration {checkpoint['iteration']})",
-        difficulty=_difficulty(checkpoint), **_trained_robot(interface),
+        # Recorded at training time (older checkpoints lack it: then nothing is claimed).
+        difficulty=_difficulty(checkpoint), **(interface.get("trained_robot") or {}),
     )
 
 
@@ -150,30 +150,6 @@ def _difficulty(checkpoint: dict[str, Any]) -> float | None:
     curriculum = checkpoint.get("curriculum")
     value = curriculum.get("difficulty") if isinstance(curriculum, dict) else None
     return None if value is None else float(value)
-
-
-def _trained_robot(interface: dict[str, Any]) -> dict[str, Any]:
-    """The actuator model, nominal world and robot description the policy trained with (see
-    docs/policy_format.md), from the robot's profile; empty when the profile is not here."""
-    from sim2real.core.robot_profile import ProfileError, load_profile
-    from sim2real.sim.conditions import PhysicalConditions
-    from sim2real.sim.world import GRAVITY
-
-    try:
-        profile = load_profile(interface["robot"])
-    except (ProfileError, OSError, ValueError):
-        return {}
-    task_config = interface.get("task_config") or {}
-    physics_period = float(task_config.get("physics_period") or profile.physics_period)
-    return {
-        "actuator": {"model": "pd_torque", "physics_period": physics_period, "pd_rate_hz": 1.0 / physics_period,
-                     "effort_limits": profile.effort_limits.tolist(),
-                     "velocity_limits": profile.velocity_limits.tolist(), "damping_kd": profile.damping_kd},
-        "world": {"engine": "pybullet", "physics_period": physics_period, "gravity": GRAVITY,
-                  "ground_friction": PhysicalConditions().ground_friction, "spawn_height": profile.spawn_height},
-        "robot_model": {"urdf": Path(profile.urdf).name,
-                        "sha256": hashlib.sha256(Path(profile.urdf).read_bytes()).hexdigest()},
-    }
 
 
 def parity_observations(model, obs_size: int, samples: int, seed: int = 0) -> np.ndarray:

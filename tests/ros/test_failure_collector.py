@@ -57,12 +57,16 @@ def go2_graph(probe, start_graph, tmp_path):
     return operator
 
 
-def wait_bundle(out, kind, timeout=WRITE_S):
+def wait_bundle(out, kind, timeout=WRITE_S, after_ns=0):
+    """The first bundle with a trigger of ``kind`` whose event came at or after ``after_ns`` (wall
+    clock, as the nodes' real-time clock): not one an earlier event of the same kind wrote, such
+    as a start-up stall on a loaded machine."""
     found = []
 
     def ready():
         # A loaded machine can stall the sim first (a stale_sensor event the fault then joins).
-        found[:] = [b for b in list_bundles(out) if kind in {t["kind"] for t in b.info.get("triggers", [])}]
+        found[:] = [b for b in list_bundles(out) if kind in {t["kind"] for t in b.info.get("triggers", [])}
+                    and int(b.info.get("time_ns", 0)) >= after_ns]
         return bool(found)
 
     assert wait_for(ready, timeout, poll=0.2), f"no {kind} bundle in {out}: {[b.name for b in list_bundles(out)]}"
@@ -105,8 +109,10 @@ def test_supervisor_damp_and_a_manual_snapshot_each_write_a_bundle(go2_graph, pr
         go2_graph.call("reset")
         assert go2_graph.wait_mode("STANDBY", 5.0)
         time.sleep(0.5)
+    # That stall wrote a bundle of its own (the collector records a fault it starts in): not this one.
+    damped_at = time.time_ns()
     assert go2_graph.call("damp").success
-    bundle = wait_bundle(go2_graph.out, "supervisor_damping")
+    bundle = wait_bundle(go2_graph.out, "supervisor_damping", after_ns=damped_at)
     stamps = check_window(bundle, ["/joint_states", "/imu/data", "/joint_commands", "/safety/status"])
     info = json.loads((bundle.path / "failure.json").read_text())
     reasons = [t["reason"] for t in info["triggers"]]
@@ -137,10 +143,11 @@ def test_a_nan_action_writes_a_bundle_with_the_nan_command(go2_graph):
 
 def test_a_frozen_driver_writes_a_stale_sensor_bundle(go2_graph):
     time.sleep(2.0)
+    frozen_at = time.time_ns()  # a start-up stall's bundle is not this one
     sim = go2_graph.graph.processes["sim_robot"]
     os.kill(sim.pid, signal.SIGSTOP)  # the robot's driver freezes: no more /joint_states
     try:
-        bundle = wait_bundle(go2_graph.out, "stale_sensor")
+        bundle = wait_bundle(go2_graph.out, "stale_sensor", after_ns=frozen_at)
     finally:
         os.kill(sim.pid, signal.SIGCONT)
     assert any("silent" in t["reason"] for t in bundle.info["triggers"])

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable
@@ -54,6 +54,9 @@ class EvaluationError(ValueError):
 class WorldSet:
     name: str
     randomization: Randomization | None
+    engine: str | None = None  # None: the evaluation's engine; a reality set brings its own
+    model: str | None = None
+    hidden: bool = False       # a reality set: the drawn conditions stay out of reports
 
 
 @dataclass
@@ -85,6 +88,8 @@ class WorldResult:
     # Per episode: seed, success, return, length, task metrics and the conditions it drew.
     episode_details: list[dict[str, Any]] = field(default_factory=list, repr=False)
     condition_effects: list[ConditionEffect] = field(default_factory=list)
+    engine: str | None = None  # where this world set ran, when not the report's engine (a reality set)
+    model: str | None = None
 
 
 @dataclass
@@ -134,6 +139,10 @@ class EvalReport:
                 for effect in world.condition_effects[:CONDITION_EFFECTS_SHOWN]:
                     lines.append(f"  {effect.name:<22} <= {effect.median:<8.4g} {100 * effect.success_at_or_below:5.1f} %"
                                  f"   > {effect.median:<8.4g} {100 * effect.success_above:5.1f} %")
+        for world in self.worlds:
+            if world.engine:
+                lines.append(f"{world.name} ran on {world.engine}" + (f" with model {world.model}" if world.model else "")
+                             + "; its drawn conditions stay hidden")
         for gap in self.gaps:
             ratio = "undefined (R_a = 0)" if gap.gap_ratio_percent is None else f"{gap.gap_ratio_percent:.1f} %"
             lines.append(f"domain gap {gap.b} vs {gap.a}: Delta = R_b - R_a = {gap.delta:+.3f}, GapRatio = {ratio}")
@@ -180,13 +189,21 @@ def resolve_worlds(specs: list[str], policy: PolicyFile) -> list[WorldSet]:
                 raise EvaluationError(f"{policy.path} was trained without randomization, so there is no 'dr' "
                                       "world set. Fix: use --worlds nominal or a randomization YAML")
             world = WorldSet("dr", Randomization.from_dict(stored, source=f"{policy.path} (sim2real.randomization)"))
+        elif spec.startswith("reality:"):
+            from sim2real.evaluate.reality import load_reality
+
+            reality = load_reality(spec[len("reality:"):])
+            if reality.robot != policy.metadata.robot:
+                raise EvaluationError(f"reality set {reality.name!r} is a {reality.robot!r}; {policy.path} drives "
+                                      f"{policy.metadata.robot!r}. Fix: a reality set for {policy.metadata.robot!r}")
+            world = WorldSet(f"reality:{reality.name}", reality.conditions, reality.engine, reality.model, hidden=True)
         else:
             randomization = load_randomization(spec)
             world = WorldSet(Path(spec).stem if Path(spec).suffix else spec, randomization)
         name, n = world.name, 2
         while any(w.name == name for w in worlds):
             name, n = f"{world.name}#{n}", n + 1
-        worlds.append(WorldSet(name, world.randomization))
+        worlds.append(replace(world, name=name))
     if not worlds:
         raise EvaluationError("no world sets given. Fix: --worlds nominal dr")
     return worlds
@@ -275,10 +292,14 @@ def evaluate_policy(policy: PolicyFile | str | Path, worlds: list[str], episodes
     try:
         for world in world_sets:
             bar.set_postfix_str(world.name)
+            world_engine, world_model = (world.engine, world.model) if world.engine else (engine, model)
             env_fn = partial(make_env, meta.robot, meta.task, seed=seed, randomization=world.randomization,
-                             config=config, engine=engine, **({"model": model} if model else {}))
+                             config=config, engine=world_engine, **({"model": world_model} if world_model else {}))
             summaries = _run_world(env_fn, policy, seeds, difficulty, workers, bar)
-            results.append(_world_result(world, summaries))
+            if world.hidden:
+                for summary in summaries:
+                    summary["conditions"] = {}
+            results.append(replace(_world_result(world, summaries), engine=world.engine, model=world.model))
     finally:
         bar.close()
     reference = results[0]

@@ -407,6 +407,8 @@ class SuiteReport:
     worlds: list[str]
     results: list[ScenarioResult]
     targets: dict[str, float] = field(default_factory=dict)
+    # World sets that run elsewhere than ``engine`` (a reality set): name -> where they ran.
+    elsewhere: dict[str, str] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -444,6 +446,8 @@ class SuiteReport:
                  f"{self.episodes} episode(s) per scenario and world set, seed {self.seed}",
                  "  ".join(h.ljust(w) for h, w in zip(header, widths))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
+        for world, where in self.elsewhere.items():
+            lines.append(f"{world} ran on {where}; its drawn conditions stay hidden")
         lines.append(f"{passed}/{len(self.results)} scenario runs pass "
                      "(velocities in the body frame, m/s and rad/s; heights and drift in m)")
         return "\n".join(lines)
@@ -459,13 +463,13 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def _run_chunk(policy_path: str, suite: Suite, jobs: list[tuple[int, int, str, dict, int]],
-               engine: str, model: str | None) -> list[tuple[int, int, EpisodeOutcome]]:
-    """Run (scenario index, world index, world name, conditions, seed) jobs; module level so
-    worker processes can run it."""
+def _run_chunk(policy_path: str, suite: Suite, jobs: list[tuple[int, int, str, dict, int, str, str | None]]
+               ) -> list[tuple[int, int, EpisodeOutcome]]:
+    """Run (scenario index, world index, world name, conditions, seed, engine, model) jobs;
+    module level so worker processes can run it."""
     policy = load_policy(policy_path)
     return [(s, w, run_scenario(policy, suite, suite.scenarios[s], engine, conditions, seed, model))
-            for s, w, _, conditions, seed in jobs]
+            for s, w, _, conditions, seed, engine, model in jobs]
 
 
 def evaluate_suite(policy: PolicyFile | str | Path, suite: Suite | str | Path, worlds: Sequence[str],
@@ -500,13 +504,18 @@ def evaluate_suite(policy: PolicyFile | str | Path, suite: Suite | str | Path, w
     world_sets = resolve_worlds(list(worlds), policy)
     jobs = []
     for w, world in enumerate(world_sets):
+        world_engine, world_model = (world.engine, world.model) if world.engine else (engine, model)
         for k in range(episodes):
             conditions = _episode_conditions(world.randomization, np.random.default_rng(seed + k),
                                              policy.metadata.task_config)
             for scenario in chosen:
                 s = suite.scenarios.index(scenario)
-                jobs.append((s, w, world.name, conditions, seed + k))
-    outcomes = _run_jobs(str(Path(policy.path).resolve()), suite, jobs, engine, model, workers, progress)
+                jobs.append((s, w, world.name, conditions, seed + k, world_engine, world_model))
+    outcomes = _run_jobs(str(Path(policy.path).resolve()), suite, jobs, workers, progress)
+    hidden = {w for w, world in enumerate(world_sets) if world.hidden}
+    for _, w, outcome in outcomes:
+        if w in hidden:
+            outcome.conditions = {}  # a reality set's draws stay hidden
     results = []
     for w, world in enumerate(world_sets):
         for scenario in chosen:
@@ -519,12 +528,12 @@ def evaluate_suite(policy: PolicyFile | str | Path, suite: Suite | str | Path, w
                        episodes=episodes, worlds=[w.name for w in world_sets], results=results)
 
 
-def _run_jobs(policy_path: str, suite: Suite, jobs: list, engine: str, model: str | None, workers: int,
+def _run_jobs(policy_path: str, suite: Suite, jobs: list, workers: int,
               progress: Callable[[int, int], None] | None) -> list[tuple[int, int, EpisodeOutcome]]:
     done: list[tuple[int, int, EpisodeOutcome]] = []
     if workers <= 0 or len(jobs) == 1:
         for job in jobs:
-            done += _run_chunk(policy_path, suite, [job], engine, model)
+            done += _run_chunk(policy_path, suite, [job])
             if progress:
                 progress(len(done), len(jobs))
         return done
@@ -533,7 +542,7 @@ def _run_jobs(policy_path: str, suite: Suite, jobs: list, engine: str, model: st
 
     pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=get_context("spawn"))
     try:
-        futures = [pool.submit(_run_chunk, policy_path, suite, [job], engine, model) for job in jobs]
+        futures = [pool.submit(_run_chunk, policy_path, suite, [job]) for job in jobs]
         for future in futures:
             done += future.result()
             if progress:

@@ -1,0 +1,75 @@
+"""Reality sets: robots drawn from a secret seed that no training or fitting code can read."""
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sim2real.core.paths import share_dir
+from sim2real.evaluate.evaluate import EvaluationError, evaluate_policy, resolve_worlds
+from sim2real.evaluate.reality import RealityError, load_reality
+from sim2real.core.policy_file import load_policy
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "sim2real"
+GO2_POLICY = share_dir() / "policies" / "go2_walk.onnx"
+# Code that trains, identifies, randomizes or simulates: it must not be able to make the draws.
+BLIND = [*(SRC / "train").rglob("*.py"), *(SRC / "sysid").rglob("*.py"), *(SRC / "sim").rglob("*.py"),
+         *(SRC / "core").rglob("*.py"), SRC / "pipeline.py", SRC / "sysid_cli.py", SRC / "sysid_record.py"]
+
+
+def test_no_training_or_fitting_code_imports_the_reality_sets_or_names_their_seeds():
+    offenders = []
+    for path in BLIND:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any("reality" in name for name in names):
+                offenders.append(f"{path.relative_to(SRC)}: imports {names}")
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                    node.value.endswith(".seed") or "reality/" in node.value or node.value in ("reality", "reality:")):
+                offenders.append(f"{path.relative_to(SRC)}: names {node.value!r}")
+    assert BLIND and not offenders
+
+
+def test_the_draws_follow_the_secret_and_the_episode_and_nothing_else(tmp_path):
+    reality = load_reality("go2_independent")
+    assert (reality.robot, reality.engine, reality.model) == ("go2", "mujoco", "example-robot-data:go2")
+    draws = [reality.conditions.sample(np.random.default_rng(k)) for k in range(3)]
+    assert draws[0] == reality.conditions.sample(np.random.default_rng(0))  # episode 0 is always the same robot
+    assert draws[0] != draws[1]
+    copy = tmp_path / "go2_independent.yaml"
+    shutil.copy(share_dir() / "config" / "reality" / "go2_independent.yaml", copy)
+    copy.with_suffix(".seed").write_text("12345\n")
+    other = load_reality(copy)
+    assert other.conditions.sample(np.random.default_rng(0)) != draws[0]  # another secret, other robots
+    # The same distribution, used as a plain randomization (what training could do with it),
+    # does not give the reality's robots either.
+    assert reality.conditions.distribution.sample(np.random.default_rng(0)) != draws[0]
+    assert "12345" not in repr(other.conditions) and "secret" not in str(other.conditions.to_dict())
+
+
+def test_a_reality_set_without_its_seed_or_for_another_robot_is_refused(tmp_path):
+    copy = tmp_path / "lost.yaml"
+    shutil.copy(share_dir() / "config" / "reality" / "go2_independent.yaml", copy)
+    with pytest.raises(RealityError, match="no secret seed in .*lost.seed. Fix: write one integer"):
+        load_reality(copy)
+    from tests.policy_models import write_target_policy
+    from sim2real.core.robot_profile import load_profile
+
+    panda = load_profile("panda")
+    arm = load_policy(write_target_policy(tmp_path / "arm.onnx", panda, panda.default_positions))
+    with pytest.raises(EvaluationError, match="reality set 'go2_independent' is a 'go2'"):
+        resolve_worlds(["reality:go2_independent"], arm)
+
+
+def test_eval_runs_the_reality_on_its_own_engine_and_model_beside_the_sim_and_hides_the_draws():
+    report = evaluate_policy(GO2_POLICY, ["nominal", "reality:go2_independent"], episodes=1, workers=0,
+                             progress=False)
+    sim, reality = report.worlds
+    assert sim.engine is None and (reality.engine, reality.model) == ("mujoco", "example-robot-data:go2")
+    assert reality.episode_details[0]["conditions"] == {} and not reality.condition_effects
+    assert report.gaps[0].b == "reality:go2_independent"
+    assert "reality:go2_independent ran on mujoco with model example-robot-data:go2" in report.table()

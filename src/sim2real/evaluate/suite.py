@@ -47,10 +47,11 @@ from sim2real.core.robot_profile import load_profile
 from sim2real.core.rotations import quat_to_matrix, tilt_angle
 from sim2real.core.safety_config import load_safety_config
 from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
-from sim2real.evaluate.evaluate import EvaluationError, check_world_options, resolve_worlds
+from sim2real.evaluate.evaluate import EvaluationError, check_world_options, json_safe, resolve_worlds
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.engines import DEFAULT_ENGINE, make_world
 from sim2real.sim.randomization import Randomization
+from sim2real.sim.world import height_at
 
 NS = 1_000_000_000
 FALL_TILT = 1.0     # rad: the Go2 task's termination tilt
@@ -234,13 +235,13 @@ def run_scenario(policy: PolicyFile, suite: Suite, scenario: Scenario, engine: s
     try:
         world.reset()
         world.command(profile.default_positions)
+        terrain = world.terrain_heights  # a copy: read once, not at every sample
         for k in range(samples):
             t = k * sensing
             state = world.joint_state()
             imu = world.imu()
             position, orientation, linear, angular = world.base_pose_and_velocity()
-            ground = _ground_height(world, position)
-            height = float(position[2] - ground)
+            height = float(position[2] - height_at(terrain, position[0], position[1]))
             rotation = quat_to_matrix(orientation)
             estimate = estimator.step(t, imu.orientation, imu.angular_velocity, imu.linear_acceleration,
                                       state.position, state.velocity, state.effort)
@@ -315,20 +316,6 @@ def _control_tick(slot: PolicySlot, inputs: RobotInputs, supervisor: SupervisorC
         if not accepted:
             raise EngageRefused(f"the supervisor refused the engage at {t:.2f} s: {message}")
     return supervisor.tick(sup_inputs, t).command
-
-
-def _ground_height(world, position: np.ndarray) -> float:
-    heights = world.terrain_heights
-    if heights is None:
-        return 0.0
-    from sim2real.sim.world import TERRAIN_CELL
-
-    n = heights.shape[0]
-    i = int(round(position[0] / TERRAIN_CELL + (n - 1) / 2))
-    j = int(round(position[1] / TERRAIN_CELL + (n - 1) / 2))
-    if not (0 <= i < n and 0 <= j < n):
-        return 0.0
-    return float(heights[j, i])
 
 
 # ------------------------------------------------------------------------ results
@@ -418,7 +405,7 @@ class SuiteReport:
         data = asdict(self)
         for result, entry in zip(self.results, data["results"]):
             entry["passed"] = result.passed
-        return _json_safe(data)
+        return json_safe(data)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -451,16 +438,6 @@ class SuiteReport:
         lines.append(f"{passed}/{len(self.results)} scenario runs pass "
                      "(velocities in the body frame, m/s and rad/s; heights and drift in m)")
         return "\n".join(lines)
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
 
 
 def _run_chunk(policy_path: str, suite: Suite, jobs: list[tuple[int, int, str, dict, int, str, str | None]]

@@ -169,7 +169,6 @@ class MujocoWorld(WorldBase):
         self._root = 1  # the world's first child: the base
         free = [j for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE]
         self._free_q = int(m.jnt_qposadr[free[0]]) if free else None
-        self._free_d = int(m.jnt_dofadr[free[0]]) if free else None
         self._link_ids = {m.body(i).name: i for i in range(1, m.nbody)}
         absent = [name for name in profile.foot_links if name not in self._link_ids]
         if absent:

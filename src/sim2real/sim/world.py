@@ -22,7 +22,8 @@ from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.gravity_compensation import GravityCompensation
 from sim2real.sim.world_base import GRAVITY, ImuReading, JointState, WorldBase, as_quaternion, as_vector3
 
-__all__ = ["GRAVITY", "ImuReading", "JointState", "SimWorld", "as_quaternion", "as_vector3", "draw_terrain"]
+__all__ = ["GRAVITY", "ImuReading", "JointState", "SimWorld", "as_quaternion", "as_vector3", "draw_terrain",
+           "height_at"]
 # Height-field patch centred at the origin: 0.1 m cells make bumps a Go2 foot (r = 0.022 m)
 # can feel but not get trapped in; 16 m x 16 m covers any evaluation episode; the plane
 # below the patch (at its lowest level) catches a robot that walks off it.
@@ -41,6 +42,17 @@ def draw_terrain(rng: np.random.Generator, roughness: float) -> np.ndarray:
     (0, 0): the one draw both engines make, so a seed gives the same ground in each."""
     points = int(round(TERRAIN_SIZE / TERRAIN_CELL)) + 1
     return rng.uniform(-roughness, roughness, size=(points, points))
+
+
+def height_at(heights: np.ndarray | None, x: float, y: float) -> float:
+    """The value of a per-vertex height array (``terrain_heights`` layout) at the vertex nearest
+    (x, y), clamped to the patch (0: flat plane)."""
+    if heights is None:
+        return 0.0
+    rows, cols = heights.shape
+    ix = min(max(int(round(x / TERRAIN_CELL + (cols - 1) / 2.0)), 0), cols - 1)
+    iy = min(max(int(round(y / TERRAIN_CELL + (rows - 1) / 2.0)), 0), rows - 1)
+    return float(heights[iy, ix])
 
 
 class _Ground:

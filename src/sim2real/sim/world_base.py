@@ -8,6 +8,7 @@ adds loading, stepping, applying conditions to its model, and reading its state.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import NamedTuple, Sequence
 
@@ -32,7 +33,7 @@ class ImuReading(NamedTuple):
     linear_acceleration: np.ndarray  # m/s^2, IMU frame, proper acceleration (+g up at rest)
 
 
-class WorldBase:
+class WorldBase(ABC):
     """One robot under named physical conditions, driven by an :class:`Actuator`.
 
     Subclasses set ``self._actuator`` and ``self._n`` while loading, and implement
@@ -108,9 +109,9 @@ class WorldBase:
         if changed:
             self._apply_conditions(list(changed))
 
+    @abstractmethod
     def _apply_conditions(self, names: list[str]) -> None:
         """Bring the engine's model to ``self._conditions`` for the conditions named."""
-        raise NotImplementedError
 
     def _check_condition(self, name: str, value) -> None:
         """ValueError for a valid condition value this world cannot take (nothing applied yet).
@@ -170,8 +171,9 @@ class WorldBase:
         self._push_steps = int(math.floor(seconds / self._dt + 0.5))
 
     # ---------------------------------------------------------------- sensing
+    @abstractmethod
     def true_joint_state(self) -> JointState:
-        raise NotImplementedError
+        """Joint position, velocity and motor torque now, without sensor noise."""
 
     def joint_state(self, true: JointState | None = None) -> JointState:
         """Joint readings as an encoder would give them: with the configured noise. ``true``:

@@ -13,7 +13,7 @@ from sim2real.core.mirror import SignedPermutation
 from sim2real.core.observation import RobotSignals
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.core.rotations import quat_to_matrix
-from sim2real.sim.world import TERRAIN_CELL
+from sim2real.sim.world import TERRAIN_CELL, height_at
 from sim2real.train.envs.base import RobotTaskEnv
 
 # Contact forces below these are numerical chatter, not touch (legged_gym's thresholds).
@@ -332,17 +332,7 @@ class Go2WalkEnv(RobotTaskEnv):
 
     def _ground_height(self, x: float, y: float) -> float:
         """The ground the base height is measured over: the patch mean around (x, y)."""
-        return self._height_at(self._ground_means, x, y)
-
-    @staticmethod
-    def _height_at(heights: np.ndarray | None, x: float, y: float) -> float:
-        """The value of a per-vertex height array at the vertex nearest (x, y) (0: flat plane)."""
-        if heights is None:
-            return 0.0
-        rows, cols = heights.shape
-        ix = min(max(int(round(x / TERRAIN_CELL + (cols - 1) / 2.0)), 0), cols - 1)
-        iy = min(max(int(round(y / TERRAIN_CELL + (rows - 1) / 2.0)), 0), rows - 1)
-        return float(heights[iy, ix])
+        return height_at(self._ground_means, x, y)
 
     def _signals(self) -> RobotSignals:
         return RobotSignals(
@@ -453,7 +443,7 @@ class Go2WalkEnv(RobotTaskEnv):
         error = 0.0
         for foot, (x, y, z) in enumerate(positions):
             if lift[foot] > 0.0:
-                height = z - self._foot_radius[foot] - self._height_at(self._terrain, x, y)
+                height = z - self._foot_radius[foot] - height_at(self._terrain, x, y)
                 error += (height - self._clearance_target * lift[foot]) ** 2
         return error
 

@@ -218,6 +218,8 @@ def _lockstep_run(probe, start_graph, hardware: str) -> dict[int, tuple[float, .
 
 
 @ENGINES
+@pytest.mark.timing_sensitive(reason="two graphs in turn: the second sim_robot sometimes never discovers the "
+                                     "probe's new /joint_commands publisher (DDS discovery), and waits at sim time 0")
 def test_lockstep_runs_are_identical_for_the_same_seed_and_commands(probe, start_graph, hardware):
     first = _lockstep_run(probe, start_graph, hardware)
     second = _lockstep_run(probe, start_graph, hardware)

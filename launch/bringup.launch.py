@@ -23,6 +23,7 @@ def _render(context, *args, **kwargs):
             name=spec.name,
             parameters=[spec.parameters],
             remappings=list(spec.remappings),
+            additional_env=spec.environment,
             output="screen",
         )
         for spec in plan.nodes

@@ -22,7 +22,7 @@ def _render(context, *args, **kwargs):
     actions = []
     for spec in plan.nodes:
         node = Node(package="sim2real", executable=spec.executable, name=spec.name, parameters=[spec.parameters],
-                    remappings=list(spec.remappings), output="screen")
+                    remappings=list(spec.remappings), additional_env=spec.environment, output="screen")
         actions.append(node)
         if spec.name == "sysid_logger":
             actions.append(RegisterEventHandler(OnProcessExit(

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from sim2real.core.paths import share_dir
+from sim2real.core.realtime import ROLE_PRIORITY, RealtimeRequest, available_cpus
 from sim2real.core.controller_joints import ControllerJointOrder, ControllerJointsError, parse_joint_list
 from sim2real.core.robot_profile import RobotProfile, load_profile
+from sim2real.launch_env import REALTIME_ENV
 from sim2real.sim.conditions import PhysicalConditions
 
 
@@ -84,6 +86,15 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
     LaunchArgument("policy_dirs", "", "more folders policy_runtime may hot-swap policies from, comma-separated "
                                       "(the shipped policies/ always is; the starting policy file itself is "
                                       "allowed, never its whole folder)"),
+    LaunchArgument("realtime", "false", "run the control chain with SCHED_FIFO priorities, hardware (sim, driver "
+                                        "bridge) 80 > safety_supervisor 70 > policy_runtime 60 > state_estimator 50, "
+                                        "and its memory locked; monitoring and demo nodes stay at normal priority. "
+                                        "Needs root, CAP_SYS_NICE or an rtprio limit: a node that cannot get it "
+                                        "says so at start, with the fix, and runs on (docs/realtime.md)",
+                   BOOL_CHOICES),
+    LaunchArgument("realtime_cpus", "", "with realtime:=true: CPUs the control chain is pinned to, comma-separated "
+                                        "(e.g. 1 or 2,3); the other nodes then run on the remaining CPUs; '' = no "
+                                        "pinning"),
     LaunchArgument("trusted_keys", "", "folder of trusted ed25519 public keys (*.pub, `sim2real policy keygen`): "
                                        "policy_runtime then runs only policies signed by one of them, at start and "
                                        "at every swap; '' = unsigned policies run"),
@@ -103,6 +114,8 @@ class NodeSpec:
     role: str  # hardware | safety | estimation | control | monitoring | demo
     parameters: dict[str, Any] = field(default_factory=dict)
     remappings: tuple[tuple[str, str], ...] = ()
+    # Extra environment of the node's process (the real-time request, launch_env.REALTIME_ENV).
+    environment: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -111,6 +124,8 @@ class BringupPlan:
     hardware: str
     use_sim_time: bool
     nodes: tuple[NodeSpec, ...]
+    realtime: bool = False
+    realtime_cpus: tuple[int, ...] = ()
 
     def node(self, name: str) -> NodeSpec:
         for spec in self.nodes:
@@ -253,9 +268,45 @@ def make_plan(**arguments: Any) -> BringupPlan:
             "robot": robot, "output_dir": str(Path(args["failures_dir"]).expanduser().absolute())
             if args["failures_dir"] else "",
         }))
-    nodes = [NodeSpec(n.executable, n.name, n.role, {**n.parameters, "use_sim_time": use_sim_time}, n.remappings)
+    realtime_cpus = _realtime_cpus(args)
+    nodes = [NodeSpec(n.executable, n.name, n.role, {**n.parameters, "use_sim_time": use_sim_time}, n.remappings,
+                      node_environment(n.role, args["realtime"], realtime_cpus))
              for n in nodes]
-    return BringupPlan(robot=robot, hardware=args["hardware"], use_sim_time=use_sim_time, nodes=tuple(nodes))
+    return BringupPlan(robot=robot, hardware=args["hardware"], use_sim_time=use_sim_time, nodes=tuple(nodes),
+                       realtime=args["realtime"], realtime_cpus=realtime_cpus)
+
+
+def node_environment(role: str, realtime: bool, realtime_cpus: tuple[int, ...]) -> dict[str, str]:
+    """The real-time request of a node with this role: the control chain gets its SCHED_FIFO
+    priority (realtime.ROLE_PRIORITY), locked memory and the chain's CPUs; every other node
+    stays at normal priority, on the CPUs the chain leaves free (if it leaves any)."""
+    if not realtime:
+        return {}
+    if role in ROLE_PRIORITY:
+        request = RealtimeRequest(ROLE_PRIORITY[role], realtime_cpus, lock_memory=True)
+    else:
+        rest = tuple(cpu for cpu in available_cpus() if cpu not in realtime_cpus) if realtime_cpus else ()
+        request = RealtimeRequest(0, rest)
+    return {} if request.empty else {REALTIME_ENV: request.encode()}
+
+
+def _realtime_cpus(args: Mapping[str, Any]) -> tuple[int, ...]:
+    text = args["realtime_cpus"].strip()
+    if not text:
+        return ()
+    if not args["realtime"]:
+        raise PlanError(f"launch argument realtime_cpus:={text!r} pins the real-time control chain: add "
+                        "realtime:=true")
+    try:
+        cpus = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        raise PlanError(f"launch argument realtime_cpus:={text!r} must be CPU numbers, comma-separated "
+                        "(e.g. 1 or 2,3)") from None
+    missing = [cpu for cpu in cpus if cpu not in available_cpus()]
+    if missing:
+        raise PlanError(f"launch argument realtime_cpus:={text!r}: no CPU {missing} here; this computer offers "
+                        f"{available_cpus()}")
+    return cpus
 
 
 def _runs_pose_commander(args: Mapping[str, Any]) -> bool:

@@ -21,6 +21,7 @@ from typing import Callable, TextIO
 import yaml
 
 from sim2real.bringup import BringupPlan, NodeSpec
+from sim2real.core.realtime import FIX, ROLE_PRIORITY, privileges
 from sim2real.launch_env import LAUNCHER_PID_ENV
 
 NODE_PACKAGE = "sim2real.nodes"
@@ -32,6 +33,18 @@ def node_command(spec: NodeSpec, params_file: Path) -> list[str]:
     for source, target in spec.remappings:
         command += ["-r", f"{source}:={target}"]
     return command
+
+
+def realtime_summary(plan: BringupPlan) -> str:
+    """One line before a real-time graph starts: what this user may get, and who asks for what."""
+    chain = [(spec.name, ROLE_PRIORITY[spec.role]) for spec in plan.nodes if spec.role in ROLE_PRIORITY]
+    asks = " > ".join(f"{name} {priority}" for name, priority in sorted(chain, key=lambda c: -c[1]))
+    where = f" on CPUs {list(plan.realtime_cpus)}" if plan.realtime_cpus else ""
+    have = privileges()
+    highest = max((priority for _, priority in chain), default=0)
+    ok = have.max_priority() >= highest and have.may_lock_memory()
+    return (f"real-time: SCHED_FIFO {asks}{where}; this user may have {have.summary(highest)}"
+            + ("" if ok else f". What a node cannot get it says at start, and runs on at normal priority; {FIX}"))
 
 
 class GraphProcesses:
@@ -57,10 +70,13 @@ class GraphProcesses:
     def start(self) -> None:
         """Start every node. Call it from a thread that outlives the graph (the main thread): the
         kernel stops the nodes when the thread that started them ends (PR_SET_PDEATHSIG)."""
+        if self.plan.realtime:
+            self.output.write(realtime_summary(self.plan) + "\n")
         for spec in self.plan.nodes:
             params_file = Path(self._tmp.name) / f"{spec.name}.yaml"
             params_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": spec.parameters}}))
-            process = subprocess.Popen(node_command(spec, params_file), env=self.env, stdout=subprocess.PIPE,
+            process = subprocess.Popen(node_command(spec, params_file), env={**self.env, **spec.environment},
+                                       stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True, bufsize=1)
             self.processes[spec.name] = process
             pump = threading.Thread(target=self._pump, args=(spec.name, process), daemon=True)

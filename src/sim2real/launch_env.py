@@ -5,3 +5,7 @@ launcher's code to do so."""
 
 # The launcher's pid: a node stops when that process dies (nodes.lifecycle.stop_with_launcher).
 LAUNCHER_PID_ENV = "SIM2REAL_LAUNCHER_PID"
+
+# The plan's real-time request for one node (core.realtime.RealtimeRequest.encode), set with
+# realtime:=true; the node applies it before rclpy.init (nodes.lifecycle.run).
+REALTIME_ENV = "SIM2REAL_REALTIME"

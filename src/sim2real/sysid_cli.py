@@ -229,6 +229,11 @@ def add_sysid_commands(sub, formatter) -> None:
     record.add_argument("--start-timeout", type=_positive_seconds, default=60.0,
                         help="wall seconds to get the robot engaged (the stand-up, the engage, one reset after a "
                              "trip) before giving up with the reason (default 60)")
+    record.add_argument("--realtime", action="store_true",
+                        help="the hardware part and the supervisor at SCHED_FIFO priority (launch: realtime:=true; "
+                             "docs/realtime.md)")
+    record.add_argument("--realtime-cpus", default="",
+                        help="with --realtime: CPUs the hardware part and the supervisor are pinned to (e.g. 1)")
     record.add_argument("--timeout", type=float, default=0.0, help="give up after this many wall seconds "
                                                                    "(0: start timeout + 4 x the excitation + 60 s)")
     _excitation_arguments(record)

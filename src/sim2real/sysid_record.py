@@ -17,11 +17,13 @@ from typing import Any
 from sim2real.core.robot_profile import load_profile
 
 from sim2real.bringup import (BOOL_CHOICES, LAUNCH_ARGUMENTS, SIMULATED_HARDWARE, BringupPlan, LaunchArgument,
-                              NodeSpec, PlanError, make_plan, parse_bool, require_suspendable)
+                              NodeSpec, PlanError, make_plan, node_environment, parse_bool,
+                              require_suspendable)
 
 # Bringup arguments that mean the same here; the policy/demo ones do not apply.
 # The bringup arguments a recording shares: the hardware part (ros2_control included) and the supervisor.
-SHARED = ("robot", "hardware", "controller", "controller_joints", "lockstep", "seed", "conditions", "safety_config")
+SHARED = ("robot", "hardware", "controller", "controller_joints", "lockstep", "seed", "conditions", "safety_config",
+          "realtime", "realtime_cpus")
 SYSID_ARGUMENTS: dict[str, LaunchArgument] = {
     **{name: LAUNCH_ARGUMENTS[name] for name in SHARED},
     **{a.name: a for a in (
@@ -87,7 +89,9 @@ def make_sysid_plan(**arguments: Any) -> BringupPlan:
     except (TypeError, ValueError) as exc:
         raise PlanError(f"sysid launch argument: {exc}; numbers expected for {list(_FLOATS)}, excitation_seed, "
                         "amplitude and legs (or auto for the last two)") from None
-    nodes = (*base.nodes, NodeSpec("sysid_logger", "sysid_logger", "sysid", logger))
+    # The logger writes the bag: a monitoring node, at normal priority off the chain's CPUs.
+    nodes = (*base.nodes, NodeSpec("sysid_logger", "sysid_logger", "sysid", logger,
+                                   environment=node_environment("sysid", base.realtime, base.realtime_cpus)))
     return replace(base, nodes=nodes)
 
 
@@ -103,7 +107,9 @@ def record_on_graph(args: argparse.Namespace) -> int:
                                legs=AUTO if args.legs is None else args.legs,
                                f_min=args.f_min, f_max=args.f_max, velocity_fraction=args.velocity_fraction,
                                excitation_seed=args.excitation_seed, extra_topics=",".join(args.topics or []),
-                               suspended=args.suspended, start_timeout=args.start_timeout)
+                               suspended=args.suspended, start_timeout=args.start_timeout,
+                               realtime=getattr(args, "realtime", False),
+                               realtime_cpus=getattr(args, "realtime_cpus", ""))
     except (PlanError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

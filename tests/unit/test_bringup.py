@@ -88,7 +88,7 @@ def test_parse_arguments_fills_defaults():
                                    "controller_joints": "", "failure_collector": True, "failures_dir": "",
                                    "estimator": "auto", "latency_compensation": False, "latency_log": "",
                                    "policy_dirs": "", "trusted_keys": "", "network_interface": "",
-                                   "unitree_domain": "0", "model": ""}
+                                   "unitree_domain": "0", "model": "", "realtime": False, "realtime_cpus": ""}
 
 
 def test_a_policy_adds_the_runtime_as_the_control_node_with_an_absolute_path(tmp_path, monkeypatch):
@@ -142,8 +142,9 @@ def test_launch_file_renders_the_plan_with_stable_launch_ros_api_only():
     assert "generate_launch_description" in functions
     node_calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Node"]
     assert len(node_calls) == 1
+    # additional_env: ExecuteProcess's, which launch_ros.actions.Node passes on (Humble onwards).
     assert {kw.arg for kw in node_calls[0].keywords} <= {"package", "executable", "name", "parameters", "remappings",
-                                                          "output", "arguments", "namespace"}
+                                                          "output", "arguments", "namespace", "additional_env"}
 
 
 def test_every_planned_executable_is_installed_by_setup_py():

@@ -23,8 +23,9 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from sim2real.core import realtime
 from sim2real.core.robot_profile import ProfileError
-from sim2real.launch_env import LAUNCHER_PID_ENV
+from sim2real.launch_env import LAUNCHER_PID_ENV, REALTIME_ENV
 
 CONFIG_ERROR_EXIT = 2
 FAULT_EXIT = 1
@@ -81,6 +82,15 @@ def run(name: str, make_node: Callable[[], Node], args=None,
     ``executor``: a factory ``executor(node)`` for the executor to spin (default: rclpy's
     SingleThreadedExecutor).
     """
+    # Before rclpy.init: the threads DDS and the executor start from here on inherit it. Popped: a
+    # process this node starts (a bag writer, a tool) asked for nothing.
+    try:
+        outcome = realtime.apply_encoded(os.environ.pop(REALTIME_ENV, None))
+    except realtime.RealtimeRequestError as exc:
+        print(f"[{name}] error: {exc}", flush=True)
+        return CONFIG_ERROR_EXIT
+    for line in outcome.lines():
+        print(f"[{name}] {line}", flush=True)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):

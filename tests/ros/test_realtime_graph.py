@@ -1,0 +1,77 @@
+"""`sim2real up --realtime`: every thread of each control-chain node runs SCHED_FIFO at its
+role's priority with its memory locked (DDS and executor threads included, which start after
+the request), pinned where asked; monitoring nodes stay at normal priority on the other CPUs;
+and the graph does its job (the supervisor engages and commands the robot)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sensor_msgs.msg import JointState
+
+from sim2real.core.realtime import ROLE_PRIORITY, available_cpus
+from sim2real.nodes import qos
+from tests.cli_runs import SIM2REAL, child_pids
+from tests.ros.conftest import wait_for
+
+pytestmark = pytest.mark.ros
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLES = {"sim_robot": "hardware", "safety_supervisor": "safety", "policy_runtime": "control",
+         "state_estimator": "estimation"}
+
+
+def _node_name(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[2].decode().rsplit(".", 1)[-1]
+
+
+def _threads(pid: int) -> list[int]:
+    return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+
+
+def _locked_kb(pid: int) -> int:
+    return next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                if line.startswith("VmLck:"))
+
+
+def test_the_chain_runs_at_its_priorities_on_its_cpus_and_monitoring_does_not(tmp_path, probe):
+    cpus = available_cpus()
+    chain_cpus, other_cpus = (cpus[-1:], cpus[:-1]) if len(cpus) > 1 else (cpus, cpus)
+    up = subprocess.Popen([str(SIM2REAL), "up", "--robot", "go2", "--policy", str(ROOT / "policies" / "go2_walk.onnx"),
+                           "--autoengage", "--realtime", "--realtime-cpus", str(chain_cpus[0]),
+                           "--failures-dir", str(tmp_path / "failures")],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+                          start_new_session=True)
+    try:
+        assert wait_for(lambda: len(child_pids(up.pid)) == 5, 30.0), "the five nodes never started"
+        nodes = {_node_name(pid): pid for pid in child_pids(up.pid)}
+        assert set(nodes) == {*ROLES, "failure_collector"}
+        # Up and commanding: the supervisor's commands reach the robot.
+        assert wait_for(lambda: probe.node.count_publishers("/joint_commands") >= 1
+                        and probe.node.count_subscribers("/joint_commands") >= 1, 30.0)
+        commands = probe.record(JointState, "/joint_commands", qos.COMMAND, raw=True)
+        assert wait_for(lambda: len(commands) >= 50, 30.0), "no commands reached the robot"
+        for name, role in ROLES.items():
+            pid = nodes[name]
+            threads = _threads(pid)
+            assert len(threads) > 3, f"{name}: DDS and executor threads expected"
+            for thread in threads:
+                assert os.sched_getscheduler(thread) == os.SCHED_FIFO, f"{name} thread {thread} not SCHED_FIFO"
+                assert os.sched_getparam(thread).sched_priority == ROLE_PRIORITY[role], name
+                assert sorted(os.sched_getaffinity(thread)) == chain_cpus, name
+            assert _locked_kb(pid) > 0, f"{name}: memory not locked"
+        collector = nodes["failure_collector"]
+        for thread in _threads(collector):
+            assert os.sched_getscheduler(thread) == os.SCHED_OTHER
+            assert sorted(os.sched_getaffinity(thread)) == other_cpus
+        assert _locked_kb(collector) == 0
+    finally:
+        if up.poll() is None:
+            up.send_signal(signal.SIGINT)
+        out, _ = up.communicate(timeout=60.0)
+    assert "real-time: SCHED_FIFO sim_robot 80 > safety_supervisor 70 > policy_runtime 60 > state_estimator 50" in out
+    assert "[safety_supervisor] real-time: CPUs" in out and "SCHED_FIFO priority 70, memory locked" in out

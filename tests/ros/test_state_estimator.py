@@ -1,4 +1,5 @@
-"""state_estimator in a real graph: sim_robot publishes, the estimator follows at the IMU rate."""
+"""state_estimator in a real graph: sim_robot publishes, the estimator filters every sample and
+publishes the newest estimate of each batch (every 10 ms on the Go2)."""
 from __future__ import annotations
 
 import time
@@ -27,11 +28,13 @@ def estimator_status(arrays):
     return None
 
 
-def test_go2_estimate_at_the_imu_rate_with_covariance_and_health(probe, start_graph):
-    # Lockstep: sim time advances as fast as the graph answers, so the check of "an estimate per
-    # IMU sample" holds on a loaded machine too (the wall-clock rate is the benchmark's business).
+def test_go2_estimate_every_batch_with_covariance_and_health(probe, start_graph):
+    # Lockstep: every IMU sample of sim time reaches the filter however loaded the machine is;
+    # the node's own capacity is the benchmark's business (benchmarks/estimation.py).
     start_graph(only=["sim_robot", "safety_supervisor", "state_estimator"], robot="go2", lockstep=True)
-    estimates = probe.record(Odometry, "/state_estimate", qos.SENSOR_SUBSCRIBE)
+    arrivals: list[float] = []
+    estimates = probe.record(Odometry, "/state_estimate", qos.SENSOR_SUBSCRIBE,
+                             callback=lambda _: arrivals.append(time.monotonic()))
     truth = probe.record(Odometry, "/sim/ground_truth", qos.SENSOR_SUBSCRIBE)
     diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
     assert wait_for(lambda: len(estimates) > 100, STARTUP_S), "no /state_estimate from state_estimator"
@@ -39,11 +42,11 @@ def test_go2_estimate_at_the_imu_rate_with_covariance_and_health(probe, start_gr
     with probe.lock:
         window = [m for m in estimates if stamp_s(m) > stamp_s(estimates[-1]) - 2.0]
         truths = {stamp_s(m): m for m in truth}
-    # The IMU publishes every 2 ms and each estimate carries its IMU sample's stamp. On this shared
-    # machine lockstep outruns the estimator (best-effort queues drop the excess), so only a floor is
-    # checked here; benchmarks/estimation.py measures the rate the node can sustain.
-    span = stamp_s(window[-1]) - stamp_s(window[0])
-    assert len(window) / span > 100, f"{len(window) / span:.0f} estimates per second of sim time"
+        recent = [t for t in arrivals if t > arrivals[-1] - 2.0]
+    # The IMU publishes every 2 ms; a batch every 10 ms of wall time publishes its newest estimate,
+    # stamped with that IMU sample's stamp (how much sim time a batch holds depends on how fast
+    # lockstep runs). A floor below 100 a second: a starved node's timer skips periods.
+    assert len(recent) / 2.0 > 50, f"{len(recent) / 2.0:.0f} estimates per wall second"
     assert all(round(stamp_s(m) / 0.002, 6).is_integer() for m in window), "estimate stamps are not IMU stamps"
     last = window[-1]
     assert last.header.frame_id == "odom" and last.child_frame_id == "base"
@@ -64,7 +67,8 @@ def test_go2_estimate_at_the_imu_rate_with_covariance_and_health(probe, start_gr
     # The form the safety supervisor reads: name "state_estimator...", "diverg" in the message.
     assert status.level == DiagnosticStatus.OK and status.message == "no divergence"
     values = {kv.key: kv.value for kv in status.values}
-    assert float(values["rate_hz"]) > 100 and float(values["capacity_hz"]) > 0
+    # Filter steps per second of sensor time: every IMU sample of a batch, not one per batch.
+    assert float(values["rate_hz"]) > 250 and float(values["capacity_hz"]) > 0
 
 
 def test_panda_end_effector_pose_and_twist(probe, start_graph):

@@ -185,9 +185,10 @@ class ContactDetector:
             return self.contact  # no effort reported: keep the last decision
         legs = np.asarray(leg_joints)
         # Static balance of each leg: tau + J^T f = 0, f the ground's force on the foot.
-        leg_jacobians = np.take_along_axis(jacobians, legs[:, None, :], axis=2)  # (feet, 3, 3)
+        # [foot, j, :] = column legs[foot, j] of that foot's Jacobian: each leg's J^T, (feet, 3, 3).
+        leg_jacobians_t = jacobians[np.arange(len(legs))[:, None], :, legs]
         try:
-            force = -np.linalg.solve(np.swapaxes(leg_jacobians, 1, 2), effort[legs][..., None])[..., 0]
+            force = -np.linalg.solve(leg_jacobians_t, effort[legs][..., None])[..., 0]
         except np.linalg.LinAlgError:
             return self.contact  # a singular (fully stretched) leg: keep the last decision
         vertical = force @ rotation[2]
@@ -298,6 +299,12 @@ class LegKalmanFilter:
                 H[r + 6, f + 2] = 1.0
         self.H = H
         self._identity = np.eye(n)
+        # Per-step constants (the filter runs at the IMU rate: numpy's helpers cost more than the math).
+        self._state_diagonal = np.diag_indices(n)
+        self._innovation_diagonal = np.diag_indices(rows)
+        # a x (0, 0, r) for each row a of a matrix: a @ skew((0, 0, r)).
+        r = config.foot_radius
+        self._roll = np.array([[0.0, -r, 0.0], [r, 0.0, 0.0], [0.0, 0.0, 0.0]])
         self.last_nis = 0.0
         self.updates = 0
 
@@ -347,7 +354,7 @@ class LegKalmanFilter:
         # A rolling foot sphere: its contact point travels at w_foot x (0, 0, radius) while the
         # material point touching the ground stands. Over a stance the leg pitches by a net angle,
         # so without this the trot's velocity was biased by 0.04 m/s and its position by 5 %.
-        rolling = np.cross((omega + jacobians[:, 3:] @ dq) @ R.T, (0.0, 0.0, self.config.foot_radius))
+        rolling = ((omega + jacobians[:, 3:] @ dq) @ R.T) @ self._roll
         if dt > 0:
             self._predict(dt, R @ np.asarray(linear_acceleration, dtype=float) + GRAVITY, contact, rolling)
         self._update(t, R, omega, dq, feet_body, jacobians, contact, rolling)
@@ -368,7 +375,7 @@ class LegKalmanFilter:
         q[3:6] = c.accelerometer_noise ** 2 * dt
         feet = np.where(contact, c.foot_stance_noise, c.foot_swing_noise) ** 2 * dt
         q[6:] = np.repeat(feet, 3)
-        P[np.diag_indices_from(P)] += q
+        P[self._state_diagonal] += q
 
     def _update(self, t: float, R: np.ndarray, omega: np.ndarray, dq: np.ndarray, feet_body: np.ndarray,
                 jacobians: np.ndarray, contact: np.ndarray, rolling: np.ndarray) -> None:
@@ -393,7 +400,7 @@ class LegKalmanFilter:
         y = z.ravel() - H @ self.x
         PHt = P @ H.T
         S = H @ PHt
-        S[np.diag_indices_from(S)] += noise.ravel()
+        S[self._innovation_diagonal] += noise.ravel()
         S_inv = np.linalg.inv(S)
         K = PHt @ S_inv
         self.x += K @ y

@@ -2,14 +2,22 @@
 
 Thin adapter around :mod:`sim2real.core.estimation`.
 
-Quadruped: every /imu/data sample (with the newest /joint_states) steps the leg Kalman
-filter and publishes ``/state_estimate`` (nav_msgs/Odometry, frame ``odom``, child the
+The samples are taken in batches, every ``batch_period`` (default half the policy period,
+10 ms on the Go2), from polled subscriptions (:mod:`sim2real.nodes.polled`): every sample
+still goes through the filter, in the order DDS received them, but without an executor
+wake-up and a Python callback per message, which at 500 Hz of /joint_states and /imu/data
+was most of the node's CPU. The newest estimate of each batch is published, so estimates
+come at the batch rate (100 Hz on the Go2) and are at most one batch period older than
+the newest sample; ``batch_period:=0.002`` publishes one per IMU sample again.
+
+Quadruped: every /imu/data sample (with the newest /joint_states received before it) steps
+the leg Kalman filter; ``/state_estimate`` (nav_msgs/Odometry, frame ``odom``, child the
 base link: pose in the world, twist in the body frame, as nav_msgs defines it, with the
-filter's covariance), so the estimate comes at the IMU rate. Divergence (innovation NIS
-out of bounds, non-finite state, runaway covariance) is reported on ``/diagnostics`` as
-status ``state_estimator: divergence`` with level ERROR and a message containing
-"diverged", the form the safety supervisor reads; while healthy the same status says
-"no divergence" at level OK.
+filter's covariance) carries the newest, stamped with its IMU sample's stamp. Divergence
+(innovation NIS out of bounds, non-finite state, runaway covariance) is reported on
+``/diagnostics`` as status ``state_estimator: divergence`` with level ERROR and a message
+containing "diverged", the form the safety supervisor reads; while healthy the same status
+says "no divergence" at level OK.
 
 Arm: every /joint_states sample is filtered; every ``arm_publish_period`` (default the policy
 period) the node publishes ``/state_estimate/joint_states`` (filtered
@@ -17,8 +25,8 @@ position and velocity), ``/state_estimate/joint_accelerations`` (std_msgs/Float6
 profile joint order) and ``/state_estimate/end_effector`` (nav_msgs/Odometry in the base
 frame: end-effector pose and twist).
 
-/diagnostics also carries the rate achieved (estimates per second of node time) and the
-compute time per step.
+/diagnostics also carries the rate of filter steps (per second of sensor time and of node
+time) and the compute time per step.
 
     ros2 run sim2real state_estimator --ros-args -p robot:=go2
 """
@@ -29,6 +37,7 @@ import time
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from nav_msgs.msg import Odometry
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
@@ -41,6 +50,7 @@ from sim2real.core.rotations import matrix_to_quat, quat_to_matrix
 from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.diagnostics import publish_status
 from sim2real.nodes.params import declare
+from sim2real.nodes.polled import PolledSubscription, companion_node
 
 DIAGNOSTICS_PERIOD_S = 1.0
 WARN_THROTTLE_S = 2.0
@@ -64,15 +74,25 @@ class StateEstimatorNode(Node):
         self.refused = 0  # samples ignored: malformed or not finite
         self._t = 0.0
         self._window_t0 = None  # stamp of the first estimate of this diagnostics window
+        self.batch_period = declare(self, "batch_period", self.profile.policy_period / 2,
+                                    "s between batches: every sample received since the last batch goes "
+                                    "through the filter and the newest estimate is published")
+        if not self.batch_period > 0:
+            raise ValueError(f"parameter batch_period:={self.batch_period} must be > 0 s (0.002: an estimate "
+                             "per sample at 500 Hz)")
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.create_subscription(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE)
+        # Polled: no executor spins the companion; the batch timer takes what DDS kept (50 deep,
+        # 100 ms of 500 Hz samples, in case a batch runs late).
+        self._samples = companion_node(self, "samples")
+        self._joint_sub = PolledSubscription(self._samples, self, JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
+        self._imu_sub = None
         if self.quadruped:
             self.filter = LegKalmanFilter(self.profile, self.config)
             self._odom = Odometry()
             self._odom.header.frame_id = "odom"
             self._odom.child_frame_id = self.profile.base_link
             self._pub = self.create_publisher(Odometry, "/state_estimate", qos.SENSOR_PUBLISH)
-            self.create_subscription(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE)
+            self._imu_sub = PolledSubscription(self._samples, self, Imu, "/imu/data", qos.SENSOR_SUBSCRIBE)
         else:
             self.arm = ArmEstimator(self.profile, self.config)
             # Every joint state is filtered; the end effector (two pinocchio passes and three
@@ -85,11 +105,32 @@ class StateEstimatorNode(Node):
             self._accel_pub = self.create_publisher(Float64MultiArray, "/state_estimate/joint_accelerations",
                                                     qos.SENSOR_PUBLISH)
             self._ee_pub = self.create_publisher(Odometry, "/state_estimate/end_effector", qos.SENSOR_PUBLISH)
+        # On the steady clock, also in lockstep: a batch is when the node works, not what it computes
+        # (every sample is filtered at its own stamp). A timer on sim time fired once for several
+        # periods whenever lockstep outran the node, so estimates came late in sim time.
+        self.create_timer(self.batch_period, self._on_batch, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         what = "leg Kalman filter per /imu/data sample" if self.quadruped else "arm joint filter per /joint_states"
-        self.get_logger().info(f"{self.profile.name}: {what} (settings: config/estimation/{config or self.profile.name})")
+        self.get_logger().info(f"{self.profile.name}: {what}, in batches every {self.batch_period * 1e3:g} ms "
+                               f"(settings: config/estimation/{config or self.profile.name})")
 
     # -- inputs -----------------------------------------------------------------------------
+    def _on_batch(self) -> None:
+        """Every sample since the last batch, in the order DDS received them (a joint state before
+        an IMU sample received at the same instant); then the newest quadruped estimate out."""
+        samples = [(received, 0, msg) for msg, received in self._joint_sub.take_all()]
+        if self._imu_sub is not None:
+            samples += [(received, 1, msg) for msg, received in self._imu_sub.take_all()]
+        samples.sort(key=lambda sample: sample[:2])
+        newest = None
+        for _, kind, msg in samples:
+            if kind == 0:
+                self._on_joint_states(msg)
+            else:
+                newest = self._step_imu(msg) or newest
+        if newest is not None:
+            self._publish_estimate(*newest)
+
     def _on_joint_states(self, msg: JointState) -> None:
         try:
             index = self._joint_order.index_of(msg.name, msg.position, msg.velocity, msg.effort)
@@ -114,9 +155,10 @@ class StateEstimatorNode(Node):
         self.get_logger().warning(f"ignoring {what} ({self.refused} samples ignored so far)",
                                   throttle_duration_sec=WARN_THROTTLE_S)
 
-    def _on_imu(self, msg: Imu) -> None:
+    def _step_imu(self, msg: Imu):
+        """One IMU sample through the filter: (estimate, msg), or None if it was not used."""
         if self._joints is None:
-            return  # the legs are the measurement: nothing to fuse without them yet
+            return None  # the legs are the measurement: nothing to fuse without them yet
         start = time.perf_counter()
         o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
         t = stamps.to_ns(msg.header.stamp) * 1e-9
@@ -124,7 +166,12 @@ class StateEstimatorNode(Node):
             estimate = self.filter.step(t, (o.x, o.y, o.z, o.w), (w.x, w.y, w.z), (a.x, a.y, a.z), *self._joints)
         except ValueError as exc:
             self._refuse(f"/imu/data: {exc}")
-            return
+            return None
+        self._t = t
+        self._done(start)
+        return estimate, msg
+
+    def _publish_estimate(self, estimate, msg: Imu) -> None:
         odom = self._odom
         odom.header.stamp = msg.header.stamp
         pose, twist = odom.pose, odom.twist
@@ -145,8 +192,6 @@ class StateEstimatorNode(Node):
         pose.covariance = pose_cov.ravel().tolist()
         twist.covariance = twist_cov.ravel().tolist()
         self._pub.publish(odom)
-        self._t = t
-        self._done(start)
 
     def _step_arm(self, t: float, stamp) -> None:
         start = time.perf_counter()
@@ -209,6 +254,10 @@ class StateEstimatorNode(Node):
             if self._joints is None:
                 level, message = DiagnosticStatus.WARN, "no divergence; waiting for /joint_states"
         publish_status(self, self._diag_pub, level, "divergence", message, values, self.profile.name)
+
+    def destroy_node(self) -> None:
+        self._samples.destroy_node()
+        super().destroy_node()
 
 
 def main(args=None) -> int:

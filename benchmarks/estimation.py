@@ -8,7 +8,7 @@ Rows:
               (target <= 0.05 m/s), position drift as % of distance (target <= 2 %),
               contact agreement with "foot bears > 25 N", compute time per step.
   node        sim_robot (real time, 500 Hz IMU) and state_estimator as processes, as
-              `sim2real up` runs them: estimates per second of sensor time and of wall
+              `sim2real up` runs them: filter steps (IMU samples) per second of sensor and of wall
               time, the node's compute time per step and the rate one core could sustain
               (target >= 500 Hz). The load average is printed: other work on a shared
               machine shows in these.
@@ -119,7 +119,7 @@ def main() -> int:
             print(f"node: {n['error']}")
         else:
             print(f"node (sim_robot real time + state_estimator, {n['windows']} one-second windows, medians)")
-            print(f"  estimates / s sensor time {n['rate_hz']:.0f} Hz, / s wall time {n['wall_rate_hz']:.0f} Hz")
+            print(f"  filter steps / s sensor time {n['rate_hz']:.0f} Hz, / s wall time {n['wall_rate_hz']:.0f} Hz")
             print(f"  step p50 {n['step_p50_ms']:.3f} ms, p99 {n['step_p99_ms']:.3f} ms -> capacity {n['capacity_hz']:.0f} Hz "
                   f"(target >= 500 Hz)")
     return 0

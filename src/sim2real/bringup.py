@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from sim2real.core.paths import share_dir
-from sim2real.core.realtime import ROLE_PRIORITY, RealtimeRequest, available_cpus
+from sim2real.core.realtime import CHAIN_ENVIRONMENT, ROLE_PRIORITY, RealtimeRequest, available_cpus
 from sim2real.core.controller_joints import ControllerJointOrder, ControllerJointsError, parse_joint_list
 from sim2real.core.robot_profile import RobotProfile, load_profile
 from sim2real.launch_env import REALTIME_ENV
@@ -89,10 +89,11 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
     LaunchArgument("realtime", "false", "run the control chain with SCHED_FIFO priorities, hardware (sim, driver "
                                         "bridge) 80 > safety_supervisor 70 > policy_runtime 60 > state_estimator 50, "
                                         "and its memory locked; monitoring and demo nodes stay at normal priority. "
-                                        "Needs root, CAP_SYS_NICE or an rtprio limit: a node that cannot get it "
-                                        "says so at start, with the fix, and runs on (docs/realtime.md)",
+                                        "Needs root, or CAP_SYS_NICE or an rtprio limit (priorities) and "
+                                        "CAP_IPC_LOCK or an unlimited memlock limit (locking): a node that cannot "
+                                        "get it says so at start, with the fix, and runs on (docs/realtime.md)",
                    BOOL_CHOICES),
-    LaunchArgument("realtime_cpus", "", "with realtime:=true: CPUs the control chain is pinned to, comma-separated "
+    LaunchArgument("realtime_cpus", "", "with realtime: CPUs the control chain is pinned to, comma-separated "
                                         "(e.g. 1 or 2,3); the other nodes then run on the remaining CPUs; '' = no "
                                         "pinning"),
     LaunchArgument("trusted_keys", "", "folder of trusted ed25519 public keys (*.pub, `sim2real policy keygen`): "
@@ -176,6 +177,9 @@ def make_plan(**arguments: Any) -> BringupPlan:
     use_sim_time = sim and args["lockstep"]
     if args["lockstep"] and not sim:
         raise PlanError("lockstep:=true needs hardware:=sim or mujoco (real hardware keeps its own time)")
+    if args["lockstep"] and args["realtime"]:
+        raise PlanError("realtime:=true is for a graph in real time: in lockstep the chain runs as fast as it "
+                        "can, and at real-time priority it would starve every other process. Leave one out")
     if args["model"] and args["hardware"] != "mujoco":
         raise PlanError(f"launch argument model:={args['model']!r} is for hardware:=mujoco (PyBullet and real robots "
                         "have the profile's model)")
@@ -283,11 +287,10 @@ def node_environment(role: str, realtime: bool, realtime_cpus: tuple[int, ...]) 
     if not realtime:
         return {}
     if role in ROLE_PRIORITY:
-        request = RealtimeRequest(ROLE_PRIORITY[role], realtime_cpus, lock_memory=True)
-    else:
-        rest = tuple(cpu for cpu in available_cpus() if cpu not in realtime_cpus) if realtime_cpus else ()
-        request = RealtimeRequest(0, rest)
-    return {} if request.empty else {REALTIME_ENV: request.encode()}
+        return {REALTIME_ENV: RealtimeRequest(ROLE_PRIORITY[role], realtime_cpus, lock_memory=True).encode(),
+                **CHAIN_ENVIRONMENT}
+    rest = tuple(cpu for cpu in available_cpus() if cpu not in realtime_cpus) if realtime_cpus else ()
+    return {REALTIME_ENV: RealtimeRequest(0, rest).encode()} if rest else {}
 
 
 def _realtime_cpus(args: Mapping[str, Any]) -> tuple[int, ...]:
@@ -296,7 +299,7 @@ def _realtime_cpus(args: Mapping[str, Any]) -> tuple[int, ...]:
         return ()
     if not args["realtime"]:
         raise PlanError(f"launch argument realtime_cpus:={text!r} pins the real-time control chain: add "
-                        "realtime:=true")
+                        "realtime:=true (sim2real: --realtime)")
     try:
         cpus = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
     except ValueError:

@@ -22,7 +22,7 @@ import yaml
 
 from sim2real.bringup import BringupPlan, NodeSpec
 from sim2real.core.realtime import FIX, ROLE_PRIORITY, privileges
-from sim2real.launch_env import LAUNCHER_PID_ENV
+from sim2real.launch_env import LAUNCHER_PID_ENV, REALTIME_ENV
 
 NODE_PACKAGE = "sim2real.nodes"
 
@@ -44,7 +44,7 @@ def realtime_summary(plan: BringupPlan) -> str:
     highest = max((priority for _, priority in chain), default=0)
     ok = have.max_priority() >= highest and have.may_lock_memory()
     return (f"real-time: SCHED_FIFO {asks}{where}; this user may have {have.summary(highest)}"
-            + ("" if ok else f". What a node cannot get it says at start, and runs on at normal priority; {FIX}"))
+            + ("" if ok else f". Each node says at start what it could not get, and runs on without it; {FIX}"))
 
 
 class GraphProcesses:
@@ -55,6 +55,7 @@ class GraphProcesses:
         self.output = output
         # The launcher's pid lets each node stop when this process dies (lifecycle.stop_with_launcher).
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", LAUNCHER_PID_ENV: str(os.getpid()), **(env or {})}
+        self.env.pop(REALTIME_ENV, None)  # only the plan asks for real-time scheduling, per node
         self.processes: dict[str, subprocess.Popen] = {}
         self._tmp = tempfile.TemporaryDirectory(prefix="sim2real-up-")
         self._pumps: list[threading.Thread] = []

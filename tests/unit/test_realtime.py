@@ -3,7 +3,8 @@ that names the missing privilege and the fix while the process runs on.
 
 The requests are applied in child processes (this test process keeps its own scheduling):
 as this machine's user (root here, so SCHED_FIFO and mlockall are granted) and as an
-unprivileged user with no rtprio or memlock allowance (refused)."""
+unprivileged user with no rtprio or memlock allowance (refused). The machines that run these
+tests run them as root, as CI does."""
 from __future__ import annotations
 
 import ctypes
@@ -96,6 +97,7 @@ def test_pinning_puts_the_chain_on_its_cpus_and_everything_else_on_the_rest():
     ({"realtime": True, "realtime_cpus": "one"}, ["CPU numbers"]),
     ({"realtime": True, "realtime_cpus": "4096"}, ["no CPU [4096]", "offers"]),
     ({"realtime": "sometimes"}, ["realtime", "true or false"]),
+    ({"realtime": True, "lockstep": True}, ["lockstep", "starve"]),
 ])
 def test_bad_realtime_arguments_name_the_argument_and_the_fix(arguments, words):
     with pytest.raises(PlanError) as error:
@@ -120,6 +122,18 @@ def test_a_granted_request_is_what_the_kernel_then_reports():
     assert got["lines"] == [f"real-time: CPUs [{cpu}], SCHED_FIFO priority 60, memory locked"]
 
 
+def test_a_worker_thread_steps_one_priority_below_its_real_time_process():
+    code = PROBE.replace("outcome = realtime.apply_encoded", "import threading\noutcome = realtime.apply_encoded") \
+        .replace("print(json.dumps({", "got = []\n"
+                 "def worker():\n    realtime.below_own_priority(); got.append(os.sched_getparam(0).sched_priority)\n"
+                 "t = threading.Thread(target=worker); t.start(); t.join()\nprint(json.dumps({'worker': got[0], ")
+    env = {**os.environ, REALTIME_ENV: RealtimeRequest(priority=60).encode()}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["priority"] == 60 and got["worker"] == 59
+
+
 def test_a_refused_request_names_what_is_missing_and_the_fix_and_the_process_runs_on():
     got = _probe(RealtimeRequest(priority=70, lock_memory=True), unprivileged=True)
     assert got["policy"] == os.SCHED_OTHER and got["locked_kb"] == 0
@@ -127,7 +141,7 @@ def test_a_refused_request_names_what_is_missing_and_the_fix_and_the_process_run
     assert line.startswith("warning: real-time: could not get SCHED_FIFO priority 70")
     assert "rtprio limit is 0" in line and "no CAP_SYS_NICE" in line
     assert "memlock limit is 64 KiB" in line and "no CAP_IPC_LOCK" in line
-    assert "runs at normal priority" in line and FIX in line
+    assert "runs on without it" in line and FIX in line
     assert "limits.d" in FIX and "--cap-add=SYS_NICE" in FIX and "--ulimit rtprio" in FIX
 
 

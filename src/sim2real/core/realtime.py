@@ -17,13 +17,18 @@ import ctypes
 import errno
 import json
 import os
-import resource
+import sys
 from dataclasses import dataclass, field
 
 # SCHED_FIFO priorities by plan role, ordered as the chain must preempt: the hardware
 # (driver, bridge or sim) > the safety supervisor > the policy runtime > the estimator.
-# Below 90, which the kernel's own threads (watchdog, migration, irq threads at 50) keep.
+# Below the kernel's migration and watchdog threads (99); on a PREEMPT_RT kernel the chain
+# preempts interrupt threads (50), so the network card's must be raised above it there when
+# the robot's data comes over Ethernet (docs/realtime.md).
 ROLE_PRIORITY = {"hardware": 80, "safety": 70, "control": 60, "estimation": 50}
+# The environment of a control-chain node: one BLAS thread (numpy's arrays here are small, and
+# an idle BLAS worker spins for a while after each call, at the node's real-time priority).
+CHAIN_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1"}
 
 _MCL_CURRENT, _MCL_FUTURE = 1, 2  # sys/mman.h
 _CAP_IPC_LOCK, _CAP_SYS_NICE = 14, 23  # linux/capability.h
@@ -88,7 +93,7 @@ class RealtimeOutcome:
             out.append("real-time: " + ", ".join(self.granted))
         if self.refused:
             out.append("warning: real-time: could not get " + "; ".join(self.refused)
-                       + "; this node runs at normal priority for that. " + FIX)
+                       + "; this node runs on without it. " + FIX)
         return out
 
 
@@ -121,7 +126,14 @@ class Privileges:
         return "; ".join(parts)
 
 
+def supported() -> bool:
+    """Real-time scheduling as asked here is Linux's (SCHED_FIFO per thread, RLIMIT_RTPRIO, mlockall)."""
+    return sys.platform.startswith("linux") and hasattr(os, "sched_setscheduler")
+
+
 def privileges() -> Privileges:
+    import resource  # POSIX only: imported here so that the plan loads anywhere
+
     rtprio = resource.getrlimit(resource.RLIMIT_RTPRIO)[0]
     memlock = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0]
     effective = _effective_capabilities()
@@ -158,28 +170,44 @@ def _threads() -> list[int]:
         return [0]
 
 
+def _each_thread(call) -> None:
+    """``call(tid)`` for every thread of this process; one that ended meanwhile is skipped."""
+    for thread in _threads():
+        try:
+            call(thread)
+        except ProcessLookupError:
+            continue
+
+
 def apply(request: RealtimeRequest) -> RealtimeOutcome:
     """Ask the kernel for ``request`` for this process: its threads now and every thread it starts later."""
     outcome = RealtimeOutcome()
+    if request.empty:
+        return outcome
+    if not supported():
+        outcome.refused.append(f"any of it (real-time scheduling here is Linux's; this is {sys.platform})")
+        return outcome
     if request.cpus:
         try:
-            for thread in _threads():
-                os.sched_setaffinity(thread, request.cpus)
+            _each_thread(lambda thread: os.sched_setaffinity(thread, request.cpus))
             outcome.granted.append(f"CPUs {list(request.cpus)}")
         except OSError as exc:
             outcome.refused.append(f"CPUs {list(request.cpus)} ({exc.strerror}; this computer offers "
                                    f"{available_cpus()})")
     if request.priority:
         try:
-            for thread in _threads():
-                os.sched_setscheduler(thread, os.SCHED_FIFO, os.sched_param(request.priority))
+            _each_thread(lambda thread: os.sched_setscheduler(thread, os.SCHED_FIFO,
+                                                              os.sched_param(request.priority)))
             outcome.granted.append(f"SCHED_FIFO priority {request.priority}")
         except PermissionError:
             have = privileges()
-            outcome.refused.append(f"SCHED_FIFO priority {request.priority} (not permitted: the rtprio limit is "
-                                   f"{have.rtprio_limit} and the process has no CAP_SYS_NICE"
-                                   + ("; in a container the cgroup may also give real-time tasks no runtime: "
-                                      "docker run --cpu-rt-runtime=950000" if have.cap_sys_nice else "") + ")")
+            if have.max_priority() >= request.priority:
+                why = ("refused although the process may ask for it: in a container, the cgroup may give "
+                       "real-time tasks no runtime (docker run --cpu-rt-runtime=950000)")
+            else:
+                why = (f"not permitted: the rtprio limit is {have.rtprio_limit} and the process has no "
+                       "CAP_SYS_NICE")
+            outcome.refused.append(f"SCHED_FIFO priority {request.priority} ({why})")
         except OSError as exc:
             outcome.refused.append(f"SCHED_FIFO priority {request.priority} ({exc.strerror})")
     if request.lock_memory:
@@ -198,6 +226,18 @@ def apply(request: RealtimeRequest) -> RealtimeOutcome:
                                        + ("; not enough memory to lock the process" if code == errno.ENOMEM else "")
                                        + ")")
     return outcome
+
+
+def below_own_priority() -> None:
+    """Run the calling thread one SCHED_FIFO step below its process's priority (nothing at
+    normal priority). For a worker beside a real-time loop, e.g. a model loader: at the same
+    priority on one CPU it would hold the loop off until it blocked; at normal priority it could
+    be preempted while holding the GIL the loop waits for."""
+    if not supported() or os.sched_getscheduler(0) != os.SCHED_FIFO:
+        return
+    priority = os.sched_getparam(0).sched_priority
+    if priority > 1:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority - 1))
 
 
 def apply_encoded(text: str | None) -> RealtimeOutcome:

@@ -40,7 +40,7 @@ SOURCES = {
 }
 PER_POLICY = ("last_action", "default_joint_position", "gait_phase")
 CMD_VEL_TIMEOUT_S = 0.5  # teleop tools repeat /cmd_vel at >= 10 Hz; silence this long means nobody steers
-# The estimator publishes at the IMU rate (500 Hz): silent this long, it has stopped (crashed,
+# The estimator publishes every 10 ms (its batch period; per IMU sample in lockstep): silent this long, it has stopped (crashed,
 # killed), and its last velocity would be fed to the policy as if current. Counted as missing
 # (the policy waits and the supervisor holds); long enough that a busy machine's stall is not.
 STATE_ESTIMATE_TIMEOUT_S = 0.25

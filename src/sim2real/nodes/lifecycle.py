@@ -83,11 +83,11 @@ def run(name: str, make_node: Callable[[], Node], args=None,
     SingleThreadedExecutor).
     """
     # Before rclpy.init: the threads DDS and the executor start from here on inherit it. Popped: a
-    # process this node starts (a bag writer, a tool) asked for nothing.
+    # process this node starts does not apply it again (it inherits the scheduling as it is).
     try:
         outcome = realtime.apply_encoded(os.environ.pop(REALTIME_ENV, None))
     except realtime.RealtimeRequestError as exc:
-        print(f"[{name}] error: {exc}", flush=True)
+        print(f"[{name}] error: environment variable {REALTIME_ENV}: {exc}", flush=True)
         return CONFIG_ERROR_EXIT
     for line in outcome.lines():
         print(f"[{name}] {line}", flush=True)

@@ -67,6 +67,7 @@ from rclpy.node import Node
 from rclpy.task import Future
 from sensor_msgs.msg import Imu, JointState
 
+from sim2real.core import realtime
 from sim2real.core.latency import LatencyMonitor, trained_latency
 from sim2real.core.paths import share_dir
 from sim2real.core.policy_runtime import STALE, PolicyRuntime
@@ -188,7 +189,9 @@ class PolicyRuntimeNode(Node):
         self.create_subscription(PoseStamped, "/goal_pose", self._on_goal, qos.COMMAND, callback_group=control)
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy_loader")
+        # Under realtime:=true one step below the control thread, which it must never hold off.
+        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy_loader",
+                                          initializer=realtime.below_own_priority)
         self._fitter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="latency_fit")
         self._latency_fit = None
         # While a model loads (Python-heavy: metadata, dry run), the control callbacks wait for the

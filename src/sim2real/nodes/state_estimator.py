@@ -2,18 +2,22 @@
 
 Thin adapter around :mod:`sim2real.core.estimation`.
 
-The samples are taken in batches, every ``batch_period`` (default half the policy period,
-10 ms on the Go2), from polled subscriptions (:mod:`sim2real.nodes.polled`): every sample
-still goes through the filter, in the order DDS received them, but without an executor
-wake-up and a Python callback per message, which at 500 Hz of /joint_states and /imu/data
-was most of the node's CPU. The newest estimate of each batch is published, so estimates
-come at the batch rate (100 Hz on the Go2) and are at most one batch period older than
-the newest sample; ``batch_period:=0.002`` publishes one per IMU sample again.
+In real time the samples are taken in batches, every ``batch_period`` (default half the
+policy period, 10 ms on the Go2), from polled subscriptions (:mod:`sim2real.nodes.polled`):
+each sample DDS kept goes through the filter, in the order it was received, without an
+executor wake-up and a Python callback per message (at 500 Hz of /joint_states and
+/imu/data those were most of the node's CPU). The newest estimate of each batch is
+published: estimates come at the batch rate (100 Hz on the Go2), normally at most one batch
+period older than the newest sample; ``batch_period:=0.002`` publishes one per IMU sample.
+DDS keeps 50 samples of each topic (100 ms at 500 Hz): a node starved for longer loses the
+oldest, and ``/diagnostics`` counts the IMU samples missed. In lockstep (``use_sim_time``)
+each sample is handled as it arrives and every IMU sample gets its estimate, so what a
+policy sees does not depend on how fast the machine runs the graph.
 
 Quadruped: every /imu/data sample (with the newest /joint_states received before it) steps
 the leg Kalman filter; ``/state_estimate`` (nav_msgs/Odometry, frame ``odom``, child the
 base link: pose in the world, twist in the body frame, as nav_msgs defines it, with the
-filter's covariance) carries the newest, stamped with its IMU sample's stamp. Divergence
+filter's covariance) carries the estimate, stamped with its IMU sample's stamp. Divergence
 (innovation NIS out of bounds, non-finite state, runaway covariance) is reported on
 ``/diagnostics`` as status ``state_estimator: divergence`` with level ERROR and a message
 containing "diverged", the form the safety supervisor reads; while healthy the same status
@@ -74,6 +78,9 @@ class StateEstimatorNode(Node):
         self.refused = 0  # samples ignored: malformed or not finite
         self._t = 0.0
         self._window_t0 = None  # stamp of the first estimate of this diagnostics window
+        self._last_imu_t = None
+        self.imu_missed = 0  # IMU samples absent between two that arrived (by their stamps)
+        self.sim_time = self.get_parameter("use_sim_time").value
         self.batch_period = declare(self, "batch_period", self.profile.policy_period / 2,
                                     "s between batches: every sample received since the last batch goes "
                                     "through the filter and the newest estimate is published")
@@ -81,18 +88,24 @@ class StateEstimatorNode(Node):
             raise ValueError(f"parameter batch_period:={self.batch_period} must be > 0 s (0.002: an estimate "
                              "per sample at 500 Hz)")
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        # Polled: no executor spins the companion; the batch timer takes what DDS kept (50 deep,
-        # 100 ms of 500 Hz samples, in case a batch runs late).
-        self._samples = companion_node(self, "samples")
-        self._joint_sub = PolledSubscription(self._samples, self, JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
-        self._imu_sub = None
+        self._samples = self._joint_sub = self._imu_sub = None
+        if self.sim_time:
+            self.create_subscription(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE)
+        else:
+            # Polled: no executor spins the companion; the batch timer takes what DDS kept.
+            self._samples = companion_node(self, "samples")
+            self._joint_sub = PolledSubscription(self._samples, self, JointState, "/joint_states",
+                                                 qos.SENSOR_SUBSCRIBE)
         if self.quadruped:
             self.filter = LegKalmanFilter(self.profile, self.config)
             self._odom = Odometry()
             self._odom.header.frame_id = "odom"
             self._odom.child_frame_id = self.profile.base_link
             self._pub = self.create_publisher(Odometry, "/state_estimate", qos.SENSOR_PUBLISH)
-            self._imu_sub = PolledSubscription(self._samples, self, Imu, "/imu/data", qos.SENSOR_SUBSCRIBE)
+            if self.sim_time:
+                self.create_subscription(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE)
+            else:
+                self._imu_sub = PolledSubscription(self._samples, self, Imu, "/imu/data", qos.SENSOR_SUBSCRIBE)
         else:
             self.arm = ArmEstimator(self.profile, self.config)
             # Every joint state is filtered; the end effector (two pinocchio passes and three
@@ -105,31 +118,40 @@ class StateEstimatorNode(Node):
             self._accel_pub = self.create_publisher(Float64MultiArray, "/state_estimate/joint_accelerations",
                                                     qos.SENSOR_PUBLISH)
             self._ee_pub = self.create_publisher(Odometry, "/state_estimate/end_effector", qos.SENSOR_PUBLISH)
-        # On the steady clock, also in lockstep: a batch is when the node works, not what it computes
-        # (every sample is filtered at its own stamp). A timer on sim time fired once for several
-        # periods whenever lockstep outran the node, so estimates came late in sim time.
-        self.create_timer(self.batch_period, self._on_batch, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        if not self.sim_time:
+            # On the steady clock: a system clock stepped back (NTP) must not stop the batches.
+            self.create_timer(self.batch_period, self._on_batch, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         what = "leg Kalman filter per /imu/data sample" if self.quadruped else "arm joint filter per /joint_states"
-        self.get_logger().info(f"{self.profile.name}: {what}, in batches every {self.batch_period * 1e3:g} ms "
+        how = "each sample as it comes (lockstep)" if self.sim_time else \
+            f"in batches every {self.batch_period * 1e3:g} ms"
+        self.get_logger().info(f"{self.profile.name}: {what}, {how} "
                                f"(settings: config/estimation/{config or self.profile.name})")
 
     # -- inputs -----------------------------------------------------------------------------
     def _on_batch(self) -> None:
-        """Every sample since the last batch, in the order DDS received them (a joint state before
-        an IMU sample received at the same instant); then the newest quadruped estimate out."""
-        samples = [(received, 0, msg) for msg, received in self._joint_sub.take_all()]
-        if self._imu_sub is not None:
-            samples += [(received, 1, msg) for msg, received in self._imu_sub.take_all()]
-        samples.sort(key=lambda sample: sample[:2])
+        """Every sample since the last batch, in the order DDS received them (then by stamp, and a
+        joint state before an IMU sample of the same instant); then the newest quadruped estimate out."""
+        # IMU first: a joint state that arrives between the two takes is newer than every IMU
+        # sample taken, and sorts after them, instead of being missed by an IMU sample after it.
+        samples = [(received, stamps.to_ns(msg.header.stamp), 1, msg)
+                   for msg, received in (self._imu_sub.take_all() if self._imu_sub is not None else ())]
+        samples += [(received, stamps.to_ns(msg.header.stamp), 0, msg) for msg, received in self._joint_sub.take_all()]
+        samples.sort(key=lambda sample: sample[:3])
         newest = None
-        for _, kind, msg in samples:
+        for _, _, kind, msg in samples:
             if kind == 0:
                 self._on_joint_states(msg)
             else:
                 newest = self._step_imu(msg) or newest
         if newest is not None:
             self._publish_estimate(*newest)
+
+    def _on_imu(self, msg: Imu) -> None:
+        """Lockstep: each IMU sample as it comes, and its estimate out."""
+        estimate = self._step_imu(msg)
+        if estimate is not None:
+            self._publish_estimate(*estimate)
 
     def _on_joint_states(self, msg: JointState) -> None:
         try:
@@ -167,6 +189,10 @@ class StateEstimatorNode(Node):
         except ValueError as exc:
             self._refuse(f"/imu/data: {exc}")
             return None
+        period = self.profile.sensing_period
+        if self._last_imu_t is not None and t - self._last_imu_t > 1.5 * period:
+            self.imu_missed += round((t - self._last_imu_t) / period) - 1
+        self._last_imu_t = t
         self._t = t
         self._done(start)
         return estimate, msg
@@ -237,7 +263,7 @@ class StateEstimatorNode(Node):
         span = self._t - self._window_t0 if self._window_t0 is not None else 0.0
         values = {"rate_hz": f"{(self._count - 1) / span if span > 0 else 0.0:.1f}",
                   "wall_rate_hz": f"{self._count / elapsed if elapsed > 0 else 0.0:.1f}",
-                  "samples_ignored": str(self.refused)}
+                  "samples_ignored": str(self.refused), "imu_samples_missed": str(self.imu_missed)}
         self._count, self._window_start, self._window_t0 = 0, now, None
         steps = self.step_time.summary_ms("step")
         values.update({k: f"{v:.3f}" for k, v in steps.items()})
@@ -256,7 +282,8 @@ class StateEstimatorNode(Node):
         publish_status(self, self._diag_pub, level, "divergence", message, values, self.profile.name)
 
     def destroy_node(self) -> None:
-        self._samples.destroy_node()
+        if self._samples is not None:
+            self._samples.destroy_node()
         super().destroy_node()
 
 

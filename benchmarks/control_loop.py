@@ -43,6 +43,8 @@ import dataclasses
 import io
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -58,6 +60,8 @@ from sim2real.core.policy_runtime import PolicyRuntime
 from sim2real.core.policy_slot import PolicySlot
 from sim2real.core.robot_inputs import RobotInputs
 from sim2real.core.robot_profile import load_profile
+
+from _graph import SensingFeed, cpu_seconds, helper_command  # benchmarks/_graph.py
 
 HIDDEN = (512, 256, 128)
 EXECUTORS = ("single", "multi", "events")
@@ -261,13 +265,10 @@ def in_process_rows(path: Path, profile, kind: str, seconds: float) -> list[Row]
 
 
 # -- across processes ------------------------------------------------------------------------------
-def measure_graph(plan, helpers: dict[str, str], robot: str, seconds: float) -> tuple[np.ndarray, dict, dict]:
-    """Run ``plan`` plus helper processes of this script (name -> --serve-* flag) and listen to
+def measure_graph(plan, helpers: dict[str, list[str]], seconds: float) -> tuple[np.ndarray, dict, dict]:
+    """Run ``plan`` plus helper processes (name -> command) and listen to
     /policy/joint_commands: (stamp -> arrival latencies s, each process's CPU % of a core,
     the runtime's last /diagnostics values, its stale_observations counted over the window)."""
-    import subprocess
-    import sys
-
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.context import Context
@@ -300,8 +301,7 @@ def measure_graph(plan, helpers: dict[str, str], robot: str, seconds: float) -> 
     try:
         with GraphProcesses(plan, output=io.StringIO()) as graph:
             # In the graph's process table: stopped with it (SIGINT) and measured with it.
-            graph.processes.update({name: subprocess.Popen([sys.executable, __file__, flag, robot])
-                                    for name, flag in helpers.items()})
+            graph.processes.update({name: subprocess.Popen(command) for name, command in helpers.items()})
             deadline = time.monotonic() + 30.0
             while not latencies and time.monotonic() < deadline and not graph.exited():
                 time.sleep(0.1)
@@ -337,8 +337,10 @@ def across_nodes_rows(path: Path, profile, kind: str, seconds: float, hardware: 
     nodes = tuple(NodeSpec(n.executable, n.name, n.role, {**n.parameters, "executor": kind})
                   if n.name == "policy_runtime" else n for n in plan.nodes)
     plan = dataclasses.replace(plan, nodes=nodes)
-    helpers = {"driver_double": "--serve-driver-double"} if hardware == "topic" else {}
-    samples, cpu, last = measure_graph(plan, helpers, profile.name, seconds)
+    helpers = {}
+    if hardware == "topic":
+        helpers["driver_double"] = helper_command("--serve-driver-double", profile.name)
+    samples, cpu, last = measure_graph(plan, helpers, seconds)
     own = (f"runtime's own tick p50/p99/max {last.get('tick_latency_p50_ms', '?')}/"
            f"{last.get('tick_latency_p99_ms', '?')}/{last.get('tick_latency_max_ms', '?')} ms, "
            f"stale inputs in the window {last.get('stale_observations', '?')}; {cpu_note(cpu)}")
@@ -351,8 +353,9 @@ def relay_rows(profile, seconds: float) -> list[Row]:
     from sim2real.bringup import make_plan
 
     plan = make_plan(robot=profile.name, estimator="false", failure_collector="false", hardware="topic")
-    samples, cpu, _ = measure_graph(plan, {"driver_double": "--serve-driver-double", "relay": "--serve-relay"},
-                                    profile.name, seconds)
+    samples, cpu, _ = measure_graph(plan, {"driver_double": helper_command("--serve-driver-double", profile.name),
+                                           "relay": [sys.executable, __file__, "--serve-relay", profile.name]},
+                                    seconds)
     note = f"DDS floor: no policy, a relay in its place; {cpu_note(cpu)}"
     return [Row("across nodes, relay: driver stamp -> forwarded", samples, ACROSS_NODES_TARGET_MS, note)]
 
@@ -394,64 +397,6 @@ def serve_relay(robot: str) -> None:
         pass
 
 
-class SensingFeed:
-    """A robot's sensing as the hardware contract has it: /joint_states and /imu/data, stamped
-    when sent (the stand pose, level, until ``state.position`` is changed)."""
-
-    def __init__(self, node, profile, state_pub, imu_pub):
-        from sensor_msgs.msg import Imu, JointState
-
-        self.node, self.state_pub, self.imu_pub = node, state_pub, imu_pub
-        self.state = JointState(name=profile.joint_names, position=profile.default_positions.tolist(),
-                                velocity=[0.0] * profile.num_joints, effort=[0.0] * profile.num_joints)
-        self.imu = Imu()
-        self.imu.orientation.w = 1.0
-
-    def publish(self) -> None:
-        self.state.header.stamp = self.imu.header.stamp = self.node.get_clock().now().to_msg()
-        self.state_pub.publish(self.state)
-        self.imu_pub.publish(self.imu)
-
-
-def serve_driver_double(robot: str) -> None:
-    """A robot driver as the hardware contract sees one (``hardware:=topic``): /joint_states
-    and /imu/data at the sensing rate, stamped when sent; the joints follow the last
-    /joint_commands. No physics: on the robot computer the physics is the robot, and a real
-    driver (C++, a few % of a core) costs far less than PyBullet in real time."""
-    import rclpy
-    from sensor_msgs.msg import Imu, JointState
-
-    from sim2real.nodes import qos
-
-    profile = load_profile(robot)
-    rclpy.init()
-    node = rclpy.create_node("driver_double")
-    sensing = SensingFeed(node, profile, node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH),
-                          node.create_publisher(Imu, "/imu/data", qos.SENSOR_PUBLISH))
-
-    def on_command(msg):
-        if len(msg.position) == profile.num_joints:
-            sensing.state.position = list(msg.position)
-
-    node.create_subscription(JointState, "/joint_commands", on_command, qos.COMMAND)
-    deadline = time.monotonic()
-    try:
-        while rclpy.ok():
-            sensing.publish()
-            deadline += profile.sensing_period
-            rclpy.spin_once(node, timeout_sec=max(0.0, deadline - time.monotonic()))
-            while time.monotonic() < deadline:  # spin_once returns early when a command arrives
-                rclpy.spin_once(node, timeout_sec=max(0.0, deadline - time.monotonic()))
-    except KeyboardInterrupt:
-        pass
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 # -- main ------------------------------------------------------------------------------------------
 def print_table(rows: list[dict]) -> None:
     print(f"{'':48s} {'n':>6s} {'p50 ms':>8s} {'p99 ms':>8s} {'max ms':>8s}  target p99")
@@ -479,12 +424,8 @@ def main(argv=None) -> int:
                         help="what feeds the across-node graph: sim (sim_robot, PyBullet in real time) or "
                              "topic (a driver double speaking the hardware contract, no physics); default both")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
-    parser.add_argument("--serve-driver-double", metavar="ROBOT", help=argparse.SUPPRESS)
     parser.add_argument("--serve-relay", metavar="ROBOT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.serve_driver_double:
-        serve_driver_double(args.serve_driver_double)
-        return 0
     if args.serve_relay:
         serve_relay(args.serve_relay)
         return 0

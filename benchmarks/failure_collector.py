@@ -40,6 +40,8 @@ import yaml
 from sim2real.core.failure_bundle import list_bundles
 from sim2real.core.failure_config import load_failure_config
 
+from _graph import cpu_seconds  # benchmarks/_graph.py
+
 FEEDER = textwrap.dedent('''
     import json, sys, time
     import rclpy
@@ -148,11 +150,6 @@ FLOOR = textwrap.dedent('''
     while rclpy.ok():  # rclpy turns SIGTERM into a shutdown of its context
         time.sleep(0.2)
 ''')
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(command: list[str], seconds: float, env: dict, config) -> dict:

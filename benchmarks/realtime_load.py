@@ -46,6 +46,8 @@ from sim2real.bringup import make_plan
 from sim2real.core.paths import share_dir
 from sim2real.demo import demo_environment
 
+from _graph import cpu_seconds  # benchmarks/_graph.py
+
 RUNS = ("normal", "normal+hog", "realtime", "realtime+hog")
 SENSING_HZ = 500.0
 
@@ -66,11 +68,6 @@ def locked_mib(pid: int) -> float:
         if line.startswith("VmLck:"):
             return int(line.split()[1]) / 1024
     return 0.0
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Watch:

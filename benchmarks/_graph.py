@@ -1,0 +1,132 @@
+"""Pieces the graph benchmarks share: a process's CPU time, a robot driver double and the DDS floors.
+
+Run as a helper process of a benchmark (``python benchmarks/_graph.py --serve-driver-double go2``);
+imported by the benchmarks beside it (they run with this folder first on ``sys.path``).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from sim2real.core.robot_profile import load_profile
+
+FLOORS = ("receive", "callbacks")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def helper_command(flag: str, argument: str) -> list[str]:
+    """This file as a helper process: ``flag`` is one of its --serve-* options."""
+    return [sys.executable, str(Path(__file__).resolve()), flag, argument]
+
+
+class SensingFeed:
+    """A robot's sensing as the hardware contract has it: /joint_states and /imu/data, stamped
+    when sent (the stand pose, level, until ``state.position`` is changed)."""
+
+    def __init__(self, node, profile, state_pub, imu_pub):
+        from sensor_msgs.msg import Imu, JointState
+
+        self.node, self.state_pub, self.imu_pub = node, state_pub, imu_pub
+        self.state = JointState(name=profile.joint_names, position=profile.default_positions.tolist(),
+                                velocity=[0.0] * profile.num_joints, effort=[0.0] * profile.num_joints)
+        self.imu = Imu()
+        self.imu.orientation.w = 1.0
+
+    def publish(self) -> None:
+        self.state.header.stamp = self.imu.header.stamp = self.node.get_clock().now().to_msg()
+        self.state_pub.publish(self.state)
+        self.imu_pub.publish(self.imu)
+
+
+def serve_driver_double(robot: str) -> None:
+    """A robot driver as the hardware contract sees one (``hardware:=topic``): /joint_states
+    and /imu/data at the sensing rate, stamped when sent; the joints follow the last
+    /joint_commands. No physics: on the robot computer the physics is the robot, and a real
+    driver (C++, a few % of a core) costs far less than PyBullet in real time."""
+    import rclpy
+    from sensor_msgs.msg import Imu, JointState
+
+    from sim2real.nodes import qos
+
+    profile = load_profile(robot)
+    rclpy.init()
+    node = rclpy.create_node("driver_double")
+    sensing = SensingFeed(node, profile, node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH),
+                          node.create_publisher(Imu, "/imu/data", qos.SENSOR_PUBLISH))
+
+    def on_command(msg):
+        if len(msg.position) == profile.num_joints:
+            sensing.state.position = list(msg.position)
+
+    node.create_subscription(JointState, "/joint_commands", on_command, qos.COMMAND)
+    deadline = time.monotonic()
+    try:
+        while rclpy.ok():
+            sensing.publish()
+            deadline += profile.sensing_period
+            rclpy.spin_once(node, timeout_sec=max(0.0, deadline - time.monotonic()))
+            while time.monotonic() < deadline:  # spin_once returns early when a command arrives
+                rclpy.spin_once(node, timeout_sec=max(0.0, deadline - time.monotonic()))
+    except KeyboardInterrupt:
+        pass
+
+
+def serve_floor(kind: str) -> None:
+    """The DDS floor of a node taking the robot's sensing: subscribed to /joint_states and
+    /imu/data with the nodes' QoS, doing nothing with them.
+
+    receive    the subscriptions exist and no message is ever taken: DDS receiving the stream
+               (its listener thread wakes for every message). Every subscriber pays this,
+               in any language; one process of a graph cannot pay less.
+    callbacks  every message taken by rclpy (EventsExecutor) into an empty callback: the least a
+               Python node handling each 500 Hz sample costs.
+    """
+    import rclpy
+    from rclpy.experimental import EventsExecutor
+    from sensor_msgs.msg import Imu, JointState
+
+    from sim2real.nodes import qos
+    from sim2real.nodes.polled import never_called
+
+    rclpy.init()
+    node = rclpy.create_node(f"dds_floor_{kind}")
+    callback = never_called if kind == "receive" else (lambda msg: None)
+    for msg_type, topic in ((JointState, "/joint_states"), (Imu, "/imu/data")):
+        node.create_subscription(msg_type, topic, callback, qos.SENSOR_SUBSCRIBE)
+    try:
+        if kind == "receive":
+            while rclpy.ok():  # rclpy turns SIGINT/SIGTERM into a shutdown of its context
+                time.sleep(0.2)
+        else:
+            executor = EventsExecutor()
+            executor.add_node(node)
+            while rclpy.ok():  # as sim2real.nodes.lifecycle spins the nodes
+                executor.spin_once(timeout_sec=0.1)
+    except KeyboardInterrupt:
+        pass
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--serve-driver-double", metavar="ROBOT")
+    parser.add_argument("--serve-floor", choices=FLOORS)
+    args = parser.parse_args()
+    if args.serve_driver_double:
+        serve_driver_double(args.serve_driver_double)
+    elif args.serve_floor:
+        serve_floor(args.serve_floor)
+    else:
+        parser.error("give --serve-driver-double ROBOT or --serve-floor KIND")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -63,3 +63,32 @@ class PolledSubscription:
         """The newest queued message and its receive time (ns), or None if nothing new arrived."""
         taken = self.take_all()
         return taken[-1] if taken else None
+
+
+class Inputs:
+    """A node's high-rate inputs, taken one of two ways.
+
+    Lockstep (``polled`` false): a callback per message as it comes, because the sim's messages
+    are what drives the node and each must be handled before the next step. Real time: polled
+    subscriptions on a companion node, taken when the node acts (:class:`PolledSubscription`).
+    :meth:`subscribe` returns the polled subscription, or None in lockstep.
+    """
+
+    def __init__(self, node: Node, polled: bool, suffix: str = "inputs"):
+        self._node = node
+        self.companion = companion_node(node, suffix) if polled else None
+
+    @property
+    def polled(self) -> bool:
+        return self.companion is not None
+
+    def subscribe(self, msg_type, topic: str, callback, qos: QoSProfile,
+                  polled_qos: QoSProfile = NEWEST_ONLY) -> Optional[PolledSubscription]:
+        if self.companion is None:
+            self._node.create_subscription(msg_type, topic, callback, qos)
+            return None
+        return PolledSubscription(self.companion, self._node, msg_type, topic, polled_qos)
+
+    def destroy(self) -> None:
+        if self.companion is not None:
+            self.companion.destroy_node()

@@ -41,7 +41,7 @@ from sim2real.core.safety_config import load_safety_config
 from sim2real.core.supervisor import OPERATOR_ACTIONS, TELEOP_FRESH_S, Mode, SupervisorCore, SupervisorInputs
 from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare, refuse_clock_change
-from sim2real.nodes.polled import PolledSubscription, companion_node
+from sim2real.nodes.polled import Inputs, PolledSubscription
 from sim2real.nodes.sole_publisher import SolePublisherCheck
 
 LEVELS = {Mode.STANDBY: DiagnosticStatus.OK, Mode.ACTIVE: DiagnosticStatus.OK, Mode.TAKEOVER: DiagnosticStatus.WARN,
@@ -101,18 +101,15 @@ class SafetySupervisorNode(Node):
         SolePublisherCheck(self, self._command_pub, "only the safety supervisor may command the robot",
                            on_check=self._on_command_writers)
         self._status_pub = self.create_publisher(DiagnosticArray, "/safety/status", 10)
-        self._polled: list[tuple[PolledSubscription, Any]] = []
-        if self.sim_time:
-            # Lockstep: the sim's states drive the ticks, so each one is handled as it comes.
-            self.create_subscription(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE)
-            self.create_subscription(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE)
-            self.create_subscription(JointState, "/policy/joint_commands", self._on_policy, qos.COMMAND)
-        else:
-            self._sensors = companion_node(self, "sensors")
-            self._polled = [(PolledSubscription(self._sensors, self, JointState, "/joint_states"), self._on_joint_states),
-                            (PolledSubscription(self._sensors, self, Imu, "/imu/data"), self._on_imu),
-                            (PolledSubscription(self._sensors, self, JointState, "/policy/joint_commands"),
-                             self._on_policy)]
+        # Lockstep: the sim's states drive the ticks, so each one is handled as it comes.
+        # Real time: the newest of each, polled at the tick.
+        self._inputs = Inputs(self, polled=not self.sim_time, suffix="sensors")
+        polled = [(self._inputs.subscribe(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE),
+                   self._on_joint_states),
+                  (self._inputs.subscribe(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE), self._on_imu),
+                  (self._inputs.subscribe(JointState, "/policy/joint_commands", self._on_policy, qos.COMMAND),
+                   self._on_policy)]
+        self._polled: list[tuple[PolledSubscription, Any]] = [(sub, handle) for sub, handle in polled if sub]
         self.create_subscription(JointState, "/teleop/joint_commands", self._on_teleop, qos.COMMAND)
         self.create_subscription(Joy, "/joy", self._on_joy, qos.SENSOR_SUBSCRIBE)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
@@ -370,8 +367,7 @@ class SafetySupervisorNode(Node):
             time.sleep(0.1)
 
     def destroy_node(self) -> None:
-        if self._polled:
-            self._sensors.destroy_node()
+        self._inputs.destroy()
         super().destroy_node()
 
 

@@ -105,14 +105,16 @@ def probe():
 
 @pytest.fixture
 def start_graph(tmp_path_factory):
-    """start_graph(only=None, commander=None, **launch_arguments) -> GraphProcesses (stopped at teardown).
+    """start_graph(only=None, commander=None, parameters=None, **launch_arguments) -> GraphProcesses
+    (stopped at teardown).
 
     ``only``: names of the plan's nodes to start (e.g. just sim_robot, to drive it directly);
     ``commander``: the node the drivers take /joint_commands from instead of the supervisor (the
-    test's probe, through its ``command_writer`` parameter)."""
+    test's probe, through its ``command_writer`` parameter); ``parameters``: node name -> ROS
+    parameters set on that node beside the plan's."""
     graphs: list[GraphProcesses] = []
 
-    def start(only=None, commander=None, **arguments) -> GraphProcesses:
+    def start(only=None, commander=None, parameters=None, **arguments) -> GraphProcesses:
         log = GraphLog()
         # The failure collector (in every default plan) runs where a test asks for it (failures_dir,
         # or by name in `only`): elsewhere its ~8 % of a core only adds sensing stalls on a loaded
@@ -126,6 +128,10 @@ def start_graph(tmp_path_factory):
         plan = make_plan(**arguments)
         if only is not None:
             plan = dataclasses.replace(plan, nodes=tuple(n for n in plan.nodes if n.name in only))
+        if parameters:
+            plan = dataclasses.replace(plan, nodes=tuple(
+                dataclasses.replace(n, parameters={**n.parameters, **parameters.get(n.name, {})})
+                for n in plan.nodes))
         if commander is not None:
             plan = dataclasses.replace(plan, nodes=tuple(
                 dataclasses.replace(n, parameters={**n.parameters, "command_writer": commander})

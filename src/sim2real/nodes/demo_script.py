@@ -2,12 +2,13 @@
 /goal_pose (arm) sequence, records what the robot did, writes a report and exits.
 
 The script clock is the /joint_states stamps, so it plays the same in real time and
-in lockstep. It starts when the safety supervisor first reports ACTIVE (the policy is
-driving), not at the first state: how long DDS discovery and the policy's first answer
-take varies from run to run, and a script that started before engagement would score
-the unengaged robot. Until then it publishes the script's first segment; if no ACTIVE
-comes within ``start_timeout`` seconds of the first state (an operator who never
-engages), it starts anyway and says so. The report holds the motion figures
+in lockstep. In lockstep every state and ground truth is taken; in real time the newest of
+each, 50 times a second (the scored motion is a 50 Hz series). It starts when the safety
+supervisor first reports ACTIVE (the policy is driving), not at the first state: how long
+DDS discovery and the policy's first answer take varies from run to run, and a script that
+started before engagement would score the unengaged robot. Until then it publishes the
+script's first segment; if no ACTIVE comes within ``start_timeout`` seconds of the first
+state (an operator who never engages), it starts anyway and says so. The report holds the motion figures
 (core/demo_script.py), when the script started, the safety supervisor's mode changes
 and the policy runtime's last diagnostics.
 
@@ -22,6 +23,7 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, Twist
 from nav_msgs.msg import Odometry
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
@@ -31,8 +33,10 @@ from sim2real.core.kinematics import Kinematics
 from sim2real.core.robot_profile import load_profile
 from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare
+from sim2real.nodes.polled import Inputs
 
 PUBLISH_PERIOD_S = 0.1
+SAMPLE_PERIOD_S = 0.02  # real time: the script's clock and the scored motion at 50 Hz
 
 
 class DemoScriptNode(Node):
@@ -63,11 +67,29 @@ class DemoScriptNode(Node):
         self._published_segment = None  # the script segment whose command went out last
         self._cmd_pub = self.create_publisher(Twist, "/cmd_vel", 10)
         self._goal_pub = self.create_publisher(PoseStamped, "/goal_pose", 10)
-        self.create_subscription(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE)
-        self.create_subscription(Odometry, "/sim/ground_truth", self._on_truth, qos.SENSOR_SUBSCRIBE)
+        # Lockstep: every state and ground truth as it comes (the run is the same on any machine).
+        # Real time: the newest of each every SAMPLE_PERIOD_S; a callback per 500 Hz message was
+        # a quarter of a core for a node that only scores the run.
+        self.sim_time = self.get_parameter("use_sim_time").value
+        self._inputs = Inputs(self, polled=not self.sim_time, suffix="samples")
+        self._polled = [(sub, handle) for sub, handle in (
+            (self._inputs.subscribe(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE),
+             self._on_joint_states),
+            (self._inputs.subscribe(Odometry, "/sim/ground_truth", self._on_truth, qos.SENSOR_SUBSCRIBE),
+             self._on_truth)) if sub]
+        if self._polled:
+            # On the steady clock: a system clock stepped back (NTP) must not stop the sampling.
+            self.create_timer(SAMPLE_PERIOD_S, self._sample, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.create_subscription(DiagnosticArray, "/safety/status", self._on_safety, 10)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
         self.create_timer(PUBLISH_PERIOD_S, self._publish_command)
+
+    def _sample(self) -> None:
+        """Real time: the newest state, then the newest ground truth (scored at that state's time)."""
+        for subscription, handle in self._polled:
+            newest = subscription.take_newest()
+            if newest is not None:
+                handle(newest[0])
 
     def _on_joint_states(self, msg: JointState) -> None:
         try:  # a callback that raises ends the node
@@ -160,9 +182,14 @@ class DemoScriptNode(Node):
             path.write_text(json.dumps(report, indent=2))
             self.recorder.save(path.with_suffix(".npz"))
 
+    def destroy_node(self) -> None:
+        self._inputs.destroy()
+        super().destroy_node()
+
 
 def main(args=None) -> int:
-    return lifecycle.run("demo_script", DemoScriptNode, args, until=lambda node: node.done)
+    return lifecycle.run("demo_script", DemoScriptNode, args, until=lambda node: node.done, 
+                         executor=lifecycle.events_executor_in_real_time)
 
 
 if __name__ == "__main__":

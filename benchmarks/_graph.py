@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -25,6 +26,35 @@ def cpu_seconds(pid: int) -> float:
 def helper_command(flag: str, argument: str) -> list[str]:
     """This file as a helper process: ``flag`` is one of its --serve-* options."""
     return [sys.executable, str(Path(__file__).resolve()), flag, argument]
+
+
+class SpunNode:
+    """A node of the benchmark's own process, in a context of its own, spun on a thread; the
+    benchmarks' watchers and operators subclass it and add their subscriptions."""
+
+    def __init__(self, name: str):
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node(name, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+
+    def start(self) -> None:
+        """Spin, once the subclass made its subscriptions."""
+        self.thread.start()
+
+    def close(self) -> None:
+        import rclpy
+
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
+        self.thread.join(timeout=2.0)
 
 
 class SensingFeed:

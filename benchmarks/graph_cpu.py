@@ -33,14 +33,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
-from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import Joy
 from std_srvs.srv import Trigger
 
@@ -51,7 +47,7 @@ from sim2real.demo import demo_environment
 from sim2real.graph_processes import GraphProcesses
 from sim2real.nodes import qos
 
-from _graph import FLOORS, cpu_seconds, helper_command  # benchmarks/_graph.py
+from _graph import FLOORS, SpunNode, cpu_seconds, helper_command  # benchmarks/_graph.py
 
 TARGET_PERCENT = 40.0
 JOY_PERIOD_S = 0.05
@@ -59,14 +55,12 @@ JOY_PERIOD_S = 0.05
 SENSING_SUBSCRIBERS = ("safety_supervisor", "state_estimator", "policy_runtime", "demo_script", "failure_collector")
 
 
-class Operator:
+class Operator(SpunNode):
     """The operator, in this process (not measured): holds the deadman on /joy, as on the robot
     (hardware:=topic is real hardware to the supervisor), and watches the supervisor's mode."""
 
     def __init__(self):
-        self.context = Context()
-        rclpy.init(context=self.context)
-        self.node = rclpy.create_node("graph_cpu_operator", context=self.context)
+        super().__init__("graph_cpu_operator")
         self.modes: list[str] = []
         self.node.create_subscription(DiagnosticArray, "/safety/status", self._on_status, 10)
         buttons = [0] * 16
@@ -75,10 +69,7 @@ class Operator:
         self.node.create_timer(JOY_PERIOD_S, lambda: publisher.publish(joy))
         self._services = {action: self.node.create_client(Trigger, f"/safety_supervisor/{action}")
                           for action in ("reset", "engage")}
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
+        self.start()
 
     def engage(self) -> str:
         """Engage as an operator does once the graph is up (not on start: the start-up of six
@@ -103,12 +94,6 @@ class Operator:
             if not self.modes or self.modes[-1] != status.message:
                 self.modes.append(status.message)
 
-    def close(self) -> None:
-        self.executor.shutdown(timeout_sec=1.0)
-        self.node.destroy_node()
-        rclpy.shutdown(context=self.context)
-        self.thread.join(timeout=2.0)
-
 
 def measure(seconds: float, warmup: float, realtime: bool, floors: tuple[str, ...], out: Path) -> dict:
     plan = make_plan(robot="go2", policy=str(share_dir() / "policies" / "go2_walk.onnx"), hardware="topic",
@@ -118,7 +103,7 @@ def measure(seconds: float, warmup: float, realtime: bool, floors: tuple[str, ..
                                                      "report_path": str(out / "demo.json")})
                   if n.name == "demo_script" else n for n in plan.nodes)
     plan = dataclasses.replace(plan, nodes=nodes)
-    watch = Operator()
+    operator = Operator()
     log = open(out / "graph.log", "w")
     try:
         with GraphProcesses(plan, output=log, env=demo_environment()) as graph:
@@ -130,18 +115,18 @@ def measure(seconds: float, warmup: float, realtime: bool, floors: tuple[str, ..
                                     for name, command in helpers.items()})
             if graph.wait(duration=warmup / 2) == "exited":
                 raise RuntimeError(f"a process exited during the warm-up: {graph.exited()}")
-            engaged = watch.engage()
+            engaged = operator.engage()
             if graph.wait(duration=warmup / 2) == "exited":
                 raise RuntimeError(f"a process exited during the warm-up: {graph.exited()}")
             pids = {name: process.pid for name, process in graph.processes.items()}
             before, started = {name: cpu_seconds(pid) for name, pid in pids.items()}, time.monotonic()
-            modes_before = len(watch.modes)
+            modes_before = len(operator.modes)
             if graph.wait(duration=seconds) == "exited":
                 raise RuntimeError(f"a process exited during the measurement: {graph.exited()}")
             elapsed = time.monotonic() - started
             cpu = {name: round(100.0 * (cpu_seconds(pid) - before[name]) / elapsed, 1) for name, pid in pids.items()}
     finally:
-        watch.close()
+        operator.close()
         log.close()
     graph_nodes = [n.name for n in plan.nodes]
     total = round(sum(cpu[n] for n in graph_nodes), 1)
@@ -151,7 +136,7 @@ def measure(seconds: float, warmup: float, realtime: bool, floors: tuple[str, ..
             "graph_total_percent": total, "target_percent": TARGET_PERCENT,
             "sensing_subscribers": len(subscribers),
             "graph_over_floor_of_its_subscribers": round(total / (floor * len(subscribers)), 2) if floor else None,
-            "engage": engaged, "modes_in_window": watch.modes[max(0, modes_before - 1):] or ["(no status)"],
+            "engage": engaged, "modes_in_window": operator.modes[max(0, modes_before - 1):] or ["(no status)"],
             "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 
@@ -167,7 +152,7 @@ def main() -> int:
                                                   "(default: a temporary one)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
-    os.environ.update(demo_environment())  # the watch discovers on loopback like the graph
+    os.environ.update(demo_environment())  # the operator discovers on loopback like the graph
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="graph-cpu-"))
     out.mkdir(parents=True, exist_ok=True)
     print(f"graph_cpu: {args.warmup:.0f} s warm-up, {args.seconds:.0f} s measured ...", file=sys.stderr, flush=True)

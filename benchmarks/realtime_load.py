@@ -46,7 +46,7 @@ from sim2real.bringup import make_plan
 from sim2real.core.paths import share_dir
 from sim2real.demo import demo_environment
 
-from _graph import cpu_seconds  # benchmarks/_graph.py
+from _graph import SpunNode, cpu_seconds  # benchmarks/_graph.py
 
 RUNS = ("normal", "normal+hog", "realtime", "realtime+hog")
 SENSING_HZ = 500.0
@@ -70,21 +70,16 @@ def locked_mib(pid: int) -> float:
     return 0.0
 
 
-class Watch:
+class Watch(SpunNode):
     """A subscriber of this process: /joint_states receipts and the nodes' /diagnostics."""
 
     def __init__(self):
-        import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
-        from rclpy.context import Context
-        from rclpy.executors import SingleThreadedExecutor
         from sensor_msgs.msg import JointState
 
         from sim2real.nodes import qos
 
-        self.context = Context()
-        rclpy.init(context=self.context)
-        self.node = rclpy.create_node("realtime_load_watch", context=self.context)
+        super().__init__("realtime_load_watch")
         self.lock = threading.Lock()
         self.states = 0
         self.first_state = None
@@ -92,10 +87,7 @@ class Watch:
         self.node.create_subscription(JointState, "/joint_states", self._on_state, qos.SENSOR_SUBSCRIBE, raw=True)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
         self.node.create_subscription(DiagnosticArray, "/safety/status", self._on_diagnostics, 50)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
+        self.start()
 
     def _on_state(self, _msg) -> None:
         with self.lock:
@@ -116,14 +108,6 @@ class Watch:
     def snapshot(self) -> tuple[int, float | None, dict]:
         with self.lock:
             return self.states, self.first_state, {k: list(v) for k, v in self.statuses.items()}
-
-    def close(self) -> None:
-        import rclpy
-
-        self.executor.shutdown(timeout_sec=1.0)
-        self.node.destroy_node()
-        rclpy.shutdown(context=self.context)
-        self.thread.join(timeout=2.0)
 
 
 def run_once(name: str, seconds: float, realtime_cpus: str, watch: Watch, out: Path) -> dict:

@@ -129,6 +129,8 @@ def start_graph(tmp_path_factory):
         if only is not None:
             plan = dataclasses.replace(plan, nodes=tuple(n for n in plan.nodes if n.name in only))
         if parameters:
+            unknown = set(parameters) - {n.name for n in plan.nodes}
+            assert not unknown, f"parameters for nodes the plan does not start: {sorted(unknown)}"
             plan = dataclasses.replace(plan, nodes=tuple(
                 dataclasses.replace(n, parameters={**n.parameters, **parameters.get(n.name, {})})
                 for n in plan.nodes))

@@ -363,12 +363,12 @@ class LegKalmanFilter:
 
     def step_batch(self, samples: Sequence["ImuSample"], joint_position: Sequence[float],
                    joint_velocity: Sequence[float], joint_effort: Optional[Sequence[float]] = None) -> BaseEstimate:
-        """The IMU samples since the last call (checked with :func:`imu_sample`, in time order)
-        with the newest joint state: each sample's acceleration integrates the base over its own
-        interval, then the covariance is propagated and the legs update the filter once, at the
-        newest sample: a quarter of the per-sample filter's CPU on a 500 Hz IMU in batches of
-        five, for four of five leg updates given up (benchmarks/estimation.py measures both
-        on the same trot: the same velocity error). One sample: :meth:`step`.
+        """The IMU samples since the last call (checked with :func:`imu_sample`, in the order
+        they came) with the newest joint state: each sample's acceleration integrates the base
+        over its own interval, then the covariance is propagated and the legs update the filter
+        once, at the newest sample. Four of five leg updates given up on a 500 Hz IMU in batches
+        of five, for most of the filter's CPU (benchmarks/estimation.py compares the two on one
+        trot; docs/results.md). One sample: :meth:`step`.
         ValueError, the state untouched, for no samples or a non-finite joint state."""
         if not samples:
             raise ValueError("step_batch needs at least one IMU sample")

@@ -2,8 +2,10 @@
 /goal_pose (arm) sequence, records what the robot did, writes a report and exits.
 
 The script clock is the /joint_states stamps, so it plays the same in real time and
-in lockstep. In lockstep every state and ground truth is taken; in real time the newest of
-each, 50 times a second (the scored motion is a 50 Hz series). It starts when the safety
+in lockstep. In lockstep every state and ground truth is taken (the scored motion is a series
+at the sensing rate, 500 Hz on the Go2); in real time the newest of each, 50 times a second
+(a 50 Hz series: the report's sample count is a tenth, and the path length summed over it
+leaves out the trunk's sway between samples). It starts when the safety
 supervisor first reports ACTIVE (the policy is driving), not at the first state: how long
 DDS discovery and the policy's first answer take varies from run to run, and a script that
 started before engagement would score the unengaged robot. Until then it publishes the
@@ -68,30 +70,20 @@ class DemoScriptNode(Node):
         self._cmd_pub = self.create_publisher(Twist, "/cmd_vel", 10)
         self._goal_pub = self.create_publisher(PoseStamped, "/goal_pose", 10)
         # Lockstep: every state and ground truth as it comes (the run is the same on any machine).
-        # Real time: the newest of each every SAMPLE_PERIOD_S; a callback per 500 Hz message was
-        # a quarter of a core for a node that only scores the run.
+        # Real time: the newest of each every SAMPLE_PERIOD_S, for a node that only scores the run.
         self.sim_time = self.get_parameter("use_sim_time").value
-        self._inputs = Inputs(self, polled=not self.sim_time, suffix="samples")
-        self._polled = [(sub, handle) for sub, handle in (
-            (self._inputs.subscribe(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE),
-             self._on_joint_states),
-            (self._inputs.subscribe(Odometry, "/sim/ground_truth", self._on_truth, qos.SENSOR_SUBSCRIBE),
-             self._on_truth)) if sub]
-        if self._polled:
+        self._sample_subs = Inputs(self, polled=not self.sim_time, suffix="samples")
+        self._sample_subs.subscribe(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE)
+        self._sample_subs.subscribe(Odometry, "/sim/ground_truth", self._on_truth, qos.SENSOR_SUBSCRIBE)
+        if not self.sim_time:
             # On the steady clock: a system clock stepped back (NTP) must not stop the sampling.
-            self.create_timer(SAMPLE_PERIOD_S, self._sample, clock=Clock(clock_type=ClockType.STEADY_TIME))
+            self.create_timer(SAMPLE_PERIOD_S, self._sample_subs.take_newest_each,
+                              clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.create_subscription(DiagnosticArray, "/safety/status", self._on_safety, 10)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
         self.create_timer(PUBLISH_PERIOD_S, self._publish_command)
 
-    def _sample(self) -> None:
-        """Real time: the newest state, then the newest ground truth (scored at that state's time)."""
-        for subscription, handle in self._polled:
-            newest = subscription.take_newest()
-            if newest is not None:
-                handle(newest[0])
-
-    def _on_joint_states(self, msg: JointState) -> None:
+    def _on_joint_states(self, msg: JointState, received: float | None = None) -> None:
         try:  # a callback that raises ends the node
             index = self.order.index_of(msg.name, msg.position, msg.velocity, msg.effort)
         except ValueError as exc:
@@ -125,7 +117,7 @@ class DemoScriptNode(Node):
         self.start_ns = self.latest_state_ns
         self.started_by = reason
 
-    def _on_truth(self, msg: Odometry) -> None:
+    def _on_truth(self, msg: Odometry, received: float | None = None) -> None:
         if not self.quadruped or self.start_ns is None or self.done:
             return
         segment, command = demo_script.segment_at(self.script, self.t)
@@ -183,13 +175,13 @@ class DemoScriptNode(Node):
             self.recorder.save(path.with_suffix(".npz"))
 
     def destroy_node(self) -> None:
-        self._inputs.destroy()
+        self._sample_subs.destroy()
         super().destroy_node()
 
 
 def main(args=None) -> int:
-    return lifecycle.run("demo_script", DemoScriptNode, args, until=lambda node: node.done, 
-                         executor=lifecycle.events_executor_in_real_time)
+    return lifecycle.run("demo_script", DemoScriptNode, args, until=lambda node: node.done,
+                         executor=lifecycle.events_executor_unless_lockstep)
 
 
 if __name__ == "__main__":

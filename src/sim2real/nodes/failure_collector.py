@@ -313,16 +313,8 @@ def _maybe_json(text: str):
         return text
 
 
-def _events_executor(node=None):
-    # rclpy's EventsExecutor dispatches each message without rebuilding a wait set: at ~1600
-    # messages/s of raw bytes the default executor alone cost a third of a core (measured).
-    from rclpy.experimental import EventsExecutor
-
-    return EventsExecutor()
-
-
 def main(args=None) -> int:
-    return lifecycle.run("failure_collector", FailureCollectorNode, args, executor=_events_executor)
+    return lifecycle.run("failure_collector", FailureCollectorNode, args, executor=lifecycle.events_executor)
 
 
 if __name__ == "__main__":

@@ -74,16 +74,18 @@ def settle_garbage_collector() -> None:
     gc.freeze()
 
 
-def events_executor_in_real_time(node: Node):
-    """For a node that is not on the safety path: rclpy's EventsExecutor in real time (it dispatches
-    a timer or message without rebuilding a wait set, which was 15-20 % of such a node's CPU), the
-    SingleThreadedExecutor in lockstep, whose sim-time timers and message order the lockstep
-    determinism tests rely on."""
-    if node.get_parameter("use_sim_time").value:
-        return SingleThreadedExecutor()
+def events_executor(node: Node | None = None):
+    """rclpy's EventsExecutor: it dispatches each message or timer without rebuilding a wait set,
+    a fraction of the SingleThreadedExecutor's CPU per wake-up (benchmarks/graph_cpu.py)."""
     from rclpy.experimental import EventsExecutor
 
     return EventsExecutor()
+
+
+def events_executor_unless_lockstep(node: Node):
+    """The EventsExecutor in real time; in lockstep the SingleThreadedExecutor, whose handling of
+    sim-time timers and message order the lockstep determinism tests hold to."""
+    return SingleThreadedExecutor() if node.get_parameter("use_sim_time").value else events_executor()
 
 
 def run(name: str, make_node: Callable[[], Node], args=None,

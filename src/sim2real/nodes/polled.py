@@ -14,7 +14,7 @@ CPU for 100 ms does not mistake its own stall for a silent sensor.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from rclpy.node import Node
 from rclpy.qos import QoSDurabilityPolicy, QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
@@ -70,24 +70,35 @@ class Inputs:
 
     Lockstep (``polled`` false): a callback per message as it comes, because the sim's messages
     are what drives the node and each must be handled before the next step. Real time: polled
-    subscriptions on a companion node, taken when the node acts (:class:`PolledSubscription`).
-    :meth:`subscribe` returns the polled subscription, or None in lockstep.
+    subscriptions on a companion node, taken when the node acts: :meth:`take_newest_each` hands
+    the newest message of each to its callback, with the time DDS received it (s); a node that
+    wants every message takes them from the :class:`PolledSubscription` :meth:`subscribe`
+    returns (None in lockstep).
     """
 
     def __init__(self, node: Node, polled: bool, suffix: str = "inputs"):
         self._node = node
         self.companion = companion_node(node, suffix) if polled else None
+        self._polled: list[tuple[PolledSubscription, Callable[[Any, float], None]]] = []
 
-    @property
-    def polled(self) -> bool:
-        return self.companion is not None
-
-    def subscribe(self, msg_type, topic: str, callback, qos: QoSProfile,
+    def subscribe(self, msg_type, topic: str, callback: Callable[..., None], qos: QoSProfile,
                   polled_qos: QoSProfile = NEWEST_ONLY) -> Optional[PolledSubscription]:
+        """``callback(msg)`` in lockstep; ``callback(msg, received_s)`` from :meth:`take_newest_each`."""
         if self.companion is None:
             self._node.create_subscription(msg_type, topic, callback, qos)
             return None
-        return PolledSubscription(self.companion, self._node, msg_type, topic, polled_qos)
+        subscription = PolledSubscription(self.companion, self._node, msg_type, topic, polled_qos)
+        self._polled.append((subscription, callback))
+        return subscription
+
+    def take_newest_each(self) -> None:
+        """Real time: the newest message of each polled input (if a new one came) to its callback,
+        in the order they were subscribed. Nothing in lockstep."""
+        for subscription, callback in self._polled:
+            newest = subscription.take_newest()
+            if newest is not None:
+                msg, received_ns = newest
+                callback(msg, received_ns * 1e-9)  # real time: the ROS clock is the system clock
 
     def destroy(self) -> None:
         if self.companion is not None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 import numpy as np
 import rclpy.clock
@@ -41,7 +40,7 @@ from sim2real.core.safety_config import load_safety_config
 from sim2real.core.supervisor import OPERATOR_ACTIONS, TELEOP_FRESH_S, Mode, SupervisorCore, SupervisorInputs
 from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare, refuse_clock_change
-from sim2real.nodes.polled import Inputs, PolledSubscription
+from sim2real.nodes.polled import Inputs
 from sim2real.nodes.sole_publisher import SolePublisherCheck
 
 LEVELS = {Mode.STANDBY: DiagnosticStatus.OK, Mode.ACTIVE: DiagnosticStatus.OK, Mode.TAKEOVER: DiagnosticStatus.WARN,
@@ -103,13 +102,10 @@ class SafetySupervisorNode(Node):
         self._status_pub = self.create_publisher(DiagnosticArray, "/safety/status", 10)
         # Lockstep: the sim's states drive the ticks, so each one is handled as it comes.
         # Real time: the newest of each, polled at the tick.
-        self._inputs = Inputs(self, polled=not self.sim_time, suffix="sensors")
-        polled = [(self._inputs.subscribe(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE),
-                   self._on_joint_states),
-                  (self._inputs.subscribe(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE), self._on_imu),
-                  (self._inputs.subscribe(JointState, "/policy/joint_commands", self._on_policy, qos.COMMAND),
-                   self._on_policy)]
-        self._polled: list[tuple[PolledSubscription, Any]] = [(sub, handle) for sub, handle in polled if sub]
+        self._sensor_subs = Inputs(self, polled=not self.sim_time, suffix="sensors")
+        self._sensor_subs.subscribe(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE)
+        self._sensor_subs.subscribe(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE)
+        self._sensor_subs.subscribe(JointState, "/policy/joint_commands", self._on_policy, qos.COMMAND)
         self.create_subscription(JointState, "/teleop/joint_commands", self._on_teleop, qos.COMMAND)
         self.create_subscription(Joy, "/joy", self._on_joy, qos.SENSOR_SUBSCRIBE)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
@@ -290,11 +286,7 @@ class SafetySupervisorNode(Node):
     # -- the tick ------------------------------------------------------------------------------
     def _poll_inputs(self) -> None:
         """Real time: take the newest of each polled input (none in lockstep)."""
-        for subscription, handle in self._polled:
-            newest = subscription.take_newest()
-            if newest is not None:
-                msg, received_ns = newest
-                handle(msg, received_ns * 1e-9)  # real time: the ROS clock is the system clock
+        self._sensor_subs.take_newest_each()
 
     def _realtime_tick(self) -> None:
         self._poll_inputs()
@@ -367,7 +359,7 @@ class SafetySupervisorNode(Node):
             time.sleep(0.1)
 
     def destroy_node(self) -> None:
-        self._inputs.destroy()
+        self._sensor_subs.destroy()
         super().destroy_node()
 
 

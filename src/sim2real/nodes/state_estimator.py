@@ -33,8 +33,9 @@ position and velocity), ``/state_estimate/joint_accelerations`` (std_msgs/Float6
 profile joint order) and ``/state_estimate/end_effector`` (nav_msgs/Odometry in the base
 frame: end-effector pose and twist).
 
-/diagnostics also carries the rate of filter steps (per second of sensor time and of node
-time) and the compute time per step.
+/diagnostics also carries the IMU samples filtered per second (of sensor time and of node
+time), the compute time per filter step (a sample, or a batch with ``filter_update:=batch``),
+the samples per step and the sample rate one core could sustain.
 
     ros2 run sim2real state_estimator --ros-args -p robot:=go2
 """
@@ -76,7 +77,8 @@ class StateEstimatorNode(Node):
         self.config = load_estimation_config(config or self.profile.name)
         self.quadruped = self.profile.kind == "quadruped"
         self.step_time = RollingStats()
-        self._count = 0
+        self._count = 0  # IMU (arm: joint) samples into the filter in this diagnostics window
+        self._steps = 0  # filter calls in this window: a sample each, or a batch each
         self._window_start = time.monotonic()
         self._joint_order = JointStateOrder(self.profile.joint_names, self.profile.name)
         self._joints = None  # (position, velocity, effort) in profile order
@@ -99,12 +101,12 @@ class StateEstimatorNode(Node):
         if self.filter_update not in FILTER_UPDATES:
             raise ValueError(f"parameter filter_update:={self.filter_update!r}: use one of {list(FILTER_UPDATES)}")
         # Lockstep steps the filter per sample whatever is asked: the run must not depend on the machine.
-        self._per_batch = self.quadruped and self.filter_update == "batch" and not self.sim_time
+        self._one_update_per_batch = self.quadruped and self.filter_update == "batch" and not self.sim_time
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         # Real time, polled: no executor spins the companion; the batch timer takes all DDS kept.
-        self._inputs = Inputs(self, polled=not self.sim_time, suffix="samples")
+        self._sample_subs = Inputs(self, polled=not self.sim_time, suffix="samples")
         self._imu_sub = None
-        self._joint_sub = self._inputs.subscribe(JointState, "/joint_states", self._on_joint_states,
+        self._joint_sub = self._sample_subs.subscribe(JointState, "/joint_states", self._on_joint_states,
                                                  qos.SENSOR_SUBSCRIBE, qos.SENSOR_SUBSCRIBE)
         if self.quadruped:
             self.filter = LegKalmanFilter(self.profile, self.config)
@@ -112,7 +114,7 @@ class StateEstimatorNode(Node):
             self._odom.header.frame_id = "odom"
             self._odom.child_frame_id = self.profile.base_link
             self._pub = self.create_publisher(Odometry, "/state_estimate", qos.SENSOR_PUBLISH)
-            self._imu_sub = self._inputs.subscribe(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE,
+            self._imu_sub = self._sample_subs.subscribe(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE,
                                                    qos.SENSOR_SUBSCRIBE)
         else:
             self.arm = ArmEstimator(self.profile, self.config)
@@ -138,19 +140,23 @@ class StateEstimatorNode(Node):
 
     # -- inputs -----------------------------------------------------------------------------
     def _on_batch(self) -> None:
-        if self._per_batch:
+        if self._one_update_per_batch:
             self._filter_batch()
         else:
             self._filter_each_sample()
 
     def _filter_batch(self) -> None:
-        """filter_update:=batch: the IMU samples since the last batch (in stamp order) with the
-        newest usable joint state, one filter update, the estimate out."""
+        """filter_update:=batch: the IMU samples since the last batch, in the order DDS received
+        them (then by stamp), with the newest usable joint state: one leg update, the estimate out.
+        Receive order, not stamp order: across a stamp that jumps back (a restarted driver, a
+        stepped clock) stamp order would integrate one step of the whole jump."""
+        # IMU first, as in _filter_each_sample: a joint state arriving between the takes is used.
+        imu = sorted(self._imu_sub.take_all(), key=lambda taken: (taken[1], stamps.to_ns(taken[0].header.stamp)))
         for msg, _ in reversed(self._joint_sub.take_all()):  # the newest the filter can use
             if self._on_joint_states(msg):
                 break
         samples, newest = [], None
-        for msg, _ in sorted(self._imu_sub.take_all(), key=lambda taken: stamps.to_ns(taken[0].header.stamp)):
+        for msg, _ in imu:
             o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
             try:
                 samples.append(imu_sample(stamps.to_ns(msg.header.stamp) * 1e-9, (o.x, o.y, o.z, o.w),
@@ -164,12 +170,12 @@ class StateEstimatorNode(Node):
         start = time.perf_counter()
         try:
             estimate = self.filter.step_batch(samples, *self._joints)
-        except ValueError as exc:
-            self._refuse(f"/joint_states: {exc}")
+        except ValueError as exc:  # inputs are checked: a singular innovation covariance
+            self._refuse(f"a batch the filter could not update with ({exc})")
             return
-        self._count_missed(samples)
+        self._count_missed([sample.t for sample in samples])
         self._t = samples[-1].t
-        self._done(start, len(samples))
+        self._done(start, len(samples), samples[0].t)
         self._publish_estimate(estimate, newest)
 
     def _filter_each_sample(self) -> None:
@@ -239,11 +245,10 @@ class StateEstimatorNode(Node):
         self._done(start)
         return estimate, msg
 
-    def _count_missed(self, samples) -> None:
-        """IMU samples absent between those used, by their stamps (s, or ImuSample)."""
+    def _count_missed(self, stamps_s) -> None:
+        """IMU samples absent between those used, by their stamps (s)."""
         period = self.profile.sensing_period
-        for sample in samples:
-            t = getattr(sample, "t", sample)
+        for t in stamps_s:
             if self._last_imu_t is not None and t - self._last_imu_t > 1.5 * period:
                 self.imu_missed += round((t - self._last_imu_t) / period) - 1
             self._last_imu_t = t
@@ -299,29 +304,33 @@ class StateEstimatorNode(Node):
         self._t = t
         self._done(start)
 
-    def _done(self, start: float, samples: int = 1) -> None:
-        """A filter call over ``samples`` IMU samples done: its time per sample, the samples counted."""
-        self.step_time.add((time.perf_counter() - start) / samples)
+    def _done(self, start: float, samples: int = 1, first_t: float | None = None) -> None:
+        """A filter step over ``samples`` IMU samples (the first at ``first_t``) done."""
+        self.step_time.add(time.perf_counter() - start)
         self._count += samples
+        self._steps += 1
         if self._window_t0 is None:
-            self._window_t0 = self._t
+            self._window_t0 = self._t if first_t is None else first_t
 
     # -- diagnostics ----------------------------------------------------------------------------
     def _publish_diagnostics(self) -> None:
         now = time.monotonic()
         elapsed = now - self._window_start
         # IMU samples into the filter per second of sensor time (the IMU rate when every sample is
-        # used; in lockstep, sim time) and per second of wall time; the step time is per sample
-        # (a batch's time shared among its samples); the capacity is what one core could take.
+        # used; in lockstep, sim time) and per second of wall time. A step is one filter call: a
+        # sample, or a batch of them (filter_update:=batch); the capacity is the samples per
+        # second one core could take at the median step.
         span = self._t - self._window_t0 if self._window_t0 is not None else 0.0
         values = {"rate_hz": f"{(self._count - 1) / span if span > 0 else 0.0:.1f}",
                   "wall_rate_hz": f"{self._count / elapsed if elapsed > 0 else 0.0:.1f}",
                   "samples_ignored": str(self.refused), "imu_samples_missed": str(self.imu_missed)}
-        self._count, self._window_start, self._window_t0 = 0, now, None
+        samples_per_step = self._count / self._steps if self._steps else 1.0
+        values["samples_per_step"] = f"{samples_per_step:.1f}"
+        self._count, self._steps, self._window_start, self._window_t0 = 0, 0, now, None
         steps = self.step_time.summary_ms("step")
         values.update({k: f"{v:.3f}" for k, v in steps.items()})
         if steps:
-            values["capacity_hz"] = f"{1e3 / steps['step_p50_ms']:.0f}"
+            values["capacity_hz"] = f"{1e3 * samples_per_step / steps['step_p50_ms']:.0f}"
         level, message = DiagnosticStatus.OK, "no divergence"
         if self.quadruped:
             monitor = self.filter.divergence
@@ -335,12 +344,13 @@ class StateEstimatorNode(Node):
         publish_status(self, self._diag_pub, level, "divergence", message, values, self.profile.name)
 
     def destroy_node(self) -> None:
-        self._inputs.destroy()
+        self._sample_subs.destroy()
         super().destroy_node()
 
 
 def main(args=None) -> int:
-    return lifecycle.run("state_estimator", StateEstimatorNode, args, executor=lifecycle.events_executor_in_real_time)
+    return lifecycle.run("state_estimator", StateEstimatorNode, args,
+                         executor=lifecycle.events_executor_unless_lockstep)
 
 
 if __name__ == "__main__":

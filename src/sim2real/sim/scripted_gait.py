@@ -151,6 +151,8 @@ def replay_estimator(estimator, recording: dict[str, np.ndarray], gyro_bias=(0.0
 
     from sim2real.core.estimation import imu_sample
 
+    if batch < 1:
+        raise ValueError(f"batch={batch}: give 1 (sample by sample) or more IMU samples per filter update")
     gyro = recording["gyro"] + np.asarray(gyro_bias)
     accel = recording["accel"] + np.asarray(accel_bias)
     n = len(recording["t"])
@@ -170,11 +172,11 @@ def replay_estimator(estimator, recording: dict[str, np.ndarray], gyro_bias=(0.0
                        for i in range(first, k + 1)]
             e = estimator.step_batch(samples, recording["joint_position"][k], recording["joint_velocity"][k],
                                      recording["joint_effort"][k])
-        if e is None:  # before the first batch: the filter's start, standing where the robot stands
-            position[k], velocity[k], contact[k] = recording["true_position"][0], 0.0, True
-        else:
+        if e is not None:  # rows before the first batch are filled with its estimate below
             position[k], velocity[k], contact[k] = e.position, e.velocity, e.contact
         diverged[k] = estimator.divergence.diverged(t)
         nis[k] = estimator.divergence.mean_nis
     elapsed = time.perf_counter() - start
+    first = min(batch, n) - 1  # the first estimate: drift is measured from it, as sample by sample
+    position[:first], velocity[:first], contact[:first] = position[first], velocity[first], contact[first]
     return EstimatorReplay(position, velocity, contact, diverged, nis, elapsed / n * batch)

@@ -329,6 +329,20 @@ def test_a_hold_trip_writes_a_bundle_and_an_operators_takeover_does_not():
     assert d.safety_status("TAKEOVER", {"trips": "1", "last_trip": dead}) is None  # the operator's again
 
 
+def test_an_operators_stop_is_not_labelled_with_an_older_trip():
+    """After a trip and a reset, the operator damps: the bundle's reason says so, instead of
+    repeating the last trip (still in /safety/status) as if the checks had fired again."""
+    profile = load_profile("go2")
+    d = FailureDetector(TriggerConfig(), profile.joint_names, profile.lower_limits, profile.upper_limits)
+    stale = "STANDBY -> DAMPING: joint_states_stale: no /joint_states for 0.059 s (deadline 0.050 s)"
+    d.safety_status("STANDBY", {"trips": "0", "last_trip": "none"})
+    assert "joint_states_stale" in d.safety_status("DAMPING", {"trips": "1", "last_trip": stale}).reason
+    d.safety_status("STANDBY", {"trips": "1", "last_trip": stale})  # reset
+    fired = d.safety_status("DAMPING", {"trips": "1", "last_trip": stale})  # ~/damp
+    assert fired.kind == "supervisor_damping"
+    assert fired.reason.startswith("supervisor STANDBY -> DAMPING: an operator's request (no trip")
+
+
 def test_a_fault_present_when_the_collector_starts_is_a_failure():
     """Discovery takes seconds: a supervisor already in DAMPING (or ESTOP, or a hold trip's
     TAKEOVER) in the first status seen is a failure, not the start of an edge."""

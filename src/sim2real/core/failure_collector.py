@@ -137,6 +137,10 @@ class FailureDetector:
                            f"supervisor already in {mode} when the collector started: {trip}")
         if mode == "TAKEOVER" and values.get("trips") == previous_trips:
             return None  # an operator's takeover, not a hold trip (a dead policy, a lost deadman)
+        if values.get("trips") is not None and values.get("trips") == previous_trips:
+            # A stop no check made (~/damp, ~/estop, a button): last_trip is an older episode's.
+            return Trigger(f"supervisor_{mode.lower()}", f"supervisor {previous} -> {mode}: an operator's request "
+                                                         f"(no trip; the last trip was {trip})")
         # The supervisor's last_trip already reads "ACTIVE -> DAMPING: <check>: <detail>".
         reason = f"supervisor {trip}" if f"-> {mode}" in trip else f"supervisor {previous} -> {mode}: {trip}"
         return Trigger(f"supervisor_{mode.lower()}", reason)

@@ -29,6 +29,17 @@ def _node_name(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[2].decode().rsplit(".", 1)[-1]
 
 
+def _node_names(parent: int) -> dict[str, int]:
+    """The parent's children by node name; one that exits while it is read is left out."""
+    names = {}
+    for pid in child_pids(parent):
+        try:
+            names[_node_name(pid)] = pid
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+    return names
+
+
 def _scheduling(pid: int) -> dict[int, tuple[int, int, list[int]]]:
     """Each thread's policy, priority and CPUs; a thread that ends while it is read is left out."""
     found = {}
@@ -55,9 +66,10 @@ def test_the_chain_runs_at_its_priorities_on_its_cpus_and_monitoring_does_not(tm
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
                           start_new_session=True)
     try:
-        assert wait_for(lambda: len(child_pids(up.pid)) == 5, 30.0), "the five nodes never started"
-        nodes = {_node_name(pid): pid for pid in child_pids(up.pid)}
-        assert set(nodes) == {*ROLES, "failure_collector"}
+        # By name: a child between fork and exec still shows `up`'s command line.
+        assert wait_for(lambda: set(_node_names(up.pid)) == {*ROLES, "failure_collector"}, 30.0), \
+            f"the five nodes never started: {sorted(_node_names(up.pid))}"
+        nodes = _node_names(up.pid)
         # Up and commanding: the supervisor's commands reach the robot.
         assert wait_for(lambda: probe.node.count_publishers("/joint_commands") >= 1
                         and probe.node.count_subscribers("/joint_commands") >= 1, 30.0)

@@ -150,6 +150,23 @@ def test_policy_runtime_crash_stops_within_two_periods_of_the_deadline(active_go
     assert np.abs(descent - lying).max(axis=1).min() < 0.01, "the stop never reached damp_pose"
 
 
+@pytest.mark.timing_sensitive(reason="wall-clock delay from a policy command to the supervisor's on a shared machine")
+def test_a_policy_command_goes_to_the_robot_when_it_arrives_not_at_the_next_timer_tick(active_go2, probe):
+    """In real time the first policy command of each period ticks the supervisor as it arrives:
+    the command to the robot follows within a few ms. A timer tick would pass it on anywhere
+    from 0 to a whole period later (median half a period)."""
+    policy_seen, commands_seen = [], []
+    for topic, seen in (("/policy/joint_commands", policy_seen), ("/joint_commands", commands_seen)):
+        probe.record(JointState, topic, qos.COMMAND, callback=lambda _, seen=seen: seen.append(time.monotonic()))
+    time.sleep(3.0)
+    with probe.lock:
+        policy, commands = np.array(policy_seen[5:-5]), np.array(commands_seen)
+    following = np.searchsorted(commands, policy)
+    delays = commands[following[following < len(commands)]] - policy[following < len(commands)]
+    assert len(delays) > 50 and active_go2.mode() == "ACTIVE"
+    assert np.median(delays) < 0.3 * PERIOD, f"median {np.median(delays) * 1e3:.1f} ms from policy to robot"
+
+
 def test_nan_action_holds_and_commands_stay_finite(active_go2):
     active_go2.action = GO2.default_positions.copy()
     active_go2.action[4] = math.nan

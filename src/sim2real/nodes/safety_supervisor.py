@@ -1,17 +1,25 @@
 """safety_supervisor: the only publisher of /joint_commands.
 
 Thin adapter around :class:`sim2real.core.supervisor.SupervisorCore`: it keeps the newest
-message of each input stream with its arrival time, ticks the core every command
+message of each input stream with its arrival time, ticks the core once per command
 period and publishes the command it returns on ``/joint_commands`` and the mode, every
 check and the last trip reason on ``/safety/status``.
+
+When it ticks: in real time, when the first policy command of a period arrives (by the
+command's stamp, the state it answers), so the command reaches the robot at once and not
+at the next tick of a timer out of phase with the policy (up to a period later); a
+steady-clock timer ticks every period whenever no policy command ticked in the last
+``POLICY_TICK_SLACK`` periods (no policy, a stalled or dead one), so the checks never wait
+for a policy. In lockstep the sim's states drive the ticks, each waiting for the policy's
+answer to its state.
 
 Inputs: /joint_states, /imu/data, /policy/joint_commands, /teleop/joint_commands, /joy,
 /diagnostics (a state estimator reporting divergence). Services (std_srvs/Trigger):
 ~/engage ~/takeover ~/damp ~/estop ~/reset.
 
-In real time /joint_states, /imu/data and /policy/joint_commands are polled at each tick
-(:mod:`sim2real.nodes.polled`): the supervisor acts once per command period, and a callback
-per 500 Hz sensor message cost it over half a core on a 2-core robot computer. Freshness is
+In real time /joint_states and /imu/data are polled at each tick (:mod:`sim2real.nodes.polled`):
+the supervisor acts once per command period, and a callback per 500 Hz sensor message cost
+it over half a core on a 2-core robot computer. Freshness is
 judged by when DDS received the newest message, so a supervisor that is itself starved for a
 moment does not mistake its own stall for a silent sensor or policy.
 
@@ -20,6 +28,7 @@ moment does not mistake its own stall for a silent sensor or policy.
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -47,6 +56,13 @@ LEVELS = {Mode.STANDBY: DiagnosticStatus.OK, Mode.ACTIVE: DiagnosticStatus.OK, M
           Mode.DAMPING: DiagnosticStatus.ERROR, Mode.ESTOP: DiagnosticStatus.ERROR}
 WARN_THROTTLE_S = 2.0
 LOCKSTEP_POLICY_WAIT_S = 2.0  # wall seconds to wait for the policy's command of a lockstep tick
+# Real time: the timer stays quiet for this many periods after a tick a policy command started
+# (the next command is due one period later; the slack absorbs its jitter).
+POLICY_TICK_SLACK = 1.5
+# Real time: a policy command ticks only this many periods after the previous tick (a timer tick
+# just before it, as a policy starts or resumes); sooner, the next timer tick takes it. The
+# per-tick limits (target steps, velocity rates) stay limits per command period.
+POLICY_TICK_MIN_SPACING = 0.5
 # engage_on_start waits for this long a stream of policy commands without a gap over
 # max(STREAM_GAP_S, STREAM_GAP_PERIODS command periods); the gaps are seen through this node's
 # own ticks, so a supervisor starved of the CPU delays the engage as well.
@@ -101,11 +117,16 @@ class SafetySupervisorNode(Node):
                            on_check=self._on_command_writers)
         self._status_pub = self.create_publisher(DiagnosticArray, "/safety/status", 10)
         # Lockstep: the sim's states drive the ticks, so each one is handled as it comes.
-        # Real time: the newest of each, polled at the tick.
+        # Real time: the sensors' newest, polled at the tick; each policy command as it comes, and
+        # the first of each policy period ticks at once (a timer tick would hold it up to a period).
         self._sensor_subs = Inputs(self, polled=not self.sim_time, suffix="sensors")
         self._sensor_subs.subscribe(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE)
         self._sensor_subs.subscribe(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE)
-        self._sensor_subs.subscribe(JointState, "/policy/joint_commands", self._on_policy, qos.COMMAND)
+        self.create_subscription(JointState, "/policy/joint_commands",
+                                 self._on_policy if self.sim_time else self._on_policy_in_real_time, qos.COMMAND)
+        self._last_tick_monotonic = -math.inf  # real time: when the newest tick ran
+        self._last_tick_by_policy = False  # real time: whether a policy command started it
+        self._policy_period_ticked = -1  # real time: the policy period (of stamps) the newest policy tick answered
         self.create_subscription(JointState, "/teleop/joint_commands", self._on_teleop, qos.COMMAND)
         self.create_subscription(Joy, "/joy", self._on_joy, qos.SENSOR_SUBSCRIBE)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
@@ -288,9 +309,30 @@ class SafetySupervisorNode(Node):
         """Real time: take the newest of each polled input (none in lockstep)."""
         self._sensor_subs.take_newest_each()
 
+    def _on_policy_in_real_time(self, msg: JointState) -> None:
+        """Real time: a policy command ticks at once when it is the first of its policy period
+        (by its stamp, the state it answers): it reaches the robot without waiting for the timer,
+        and a policy that publishes faster than its period still gets one tick per period."""
+        self._on_policy(msg)
+        period = self._policy_stamp_ns // self._period_ns
+        new_period = period > self._policy_period_ticked or period < self._policy_period_ticked - 2  # or time line
+        if new_period and time.monotonic() - self._last_tick_monotonic >= POLICY_TICK_MIN_SPACING * self.period:
+            self._policy_period_ticked = period
+            self._tick_in_real_time(by_policy=True)
+
     def _realtime_tick(self) -> None:
+        """Real time, every period on the steady clock: a tick unless a policy command ticked less
+        than POLICY_TICK_SLACK periods ago. While the policy streams, its commands drive the ticks
+        and this timer stays quiet; once it stops (or stalls), the timer ticks every period."""
+        if (self._last_tick_by_policy
+                and time.monotonic() - self._last_tick_monotonic < POLICY_TICK_SLACK * self.period):
+            return
+        self._tick_in_real_time(by_policy=False)
+
+    def _tick_in_real_time(self, by_policy: bool) -> None:
         self._poll_inputs()
-        self._maybe_tick()
+        self._last_tick_monotonic, self._last_tick_by_policy = time.monotonic(), by_policy
+        self._tick(round(self._now() * 1e9))
 
     def _command_msg(self, command, stamp) -> JointState:
         msg = JointState(name=self.profile.joint_names, position=command.position.tolist(),
@@ -299,6 +341,7 @@ class SafetySupervisorNode(Node):
         return msg
 
     def _maybe_tick(self) -> None:
+        """Lockstep: a tick when the clock reached the next period boundary."""
         if self.sim_time and self.inputs.joint_position is None:
             # Lockstep ticks on the sim's states: a policy command (or the watchdog) before the
             # first state must not use up the tick, or the state at that time is never answered
@@ -311,6 +354,10 @@ class SafetySupervisorNode(Node):
             self.get_logger().warning(f"the clock jumped back {(self._next_tick_ns - now_ns) * 1e-9:.3f} s: "
                                       "ticking on the new time line")
         self._next_tick_ns = stamps.next_period_start_ns(now_ns, self._period_ns)
+        self._tick(now_ns)
+
+    def _tick(self, now_ns: int) -> None:
+        """The core's decision at ``now_ns`` out: the command to the robot and the status."""
         now = now_ns * 1e-9
         before = self.core.mode
         decision = self.core.tick(self.inputs, now)

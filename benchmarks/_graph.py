@@ -23,6 +23,57 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def hog(duty: float, stop) -> None:
+    """Busy for ``duty`` of each 20 ms, asleep for the rest, until ``stop`` is set: the load of
+    perception or a build beside the graph on the robot computer."""
+    busy, idle = 0.02 * duty, 0.02 * (1.0 - duty)
+    while not stop.is_set():
+        end = time.perf_counter() + busy
+        while time.perf_counter() < end:
+            pass
+        if idle:
+            time.sleep(idle)
+
+
+class Hogs:
+    """Two CPU hogs while the block runs: one busy loop at 100 % of a core, one at 50 %."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+
+    def __enter__(self) -> "Hogs":
+        import multiprocessing
+
+        self.stop = multiprocessing.Event()
+        self.processes = [multiprocessing.Process(target=hog, args=(duty, self.stop), daemon=True)
+                          for duty in ((1.0, 0.5) if self.enabled else ())]
+        for process in self.processes:
+            process.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        for process in self.processes:
+            process.join(timeout=2.0)
+
+
+def helper_environment(role: str, realtime: bool) -> dict[str, str]:
+    """What a helper standing in for a node of ``role`` runs with: under ``realtime`` that role's
+    real-time request, as the plan gives the node it stands in for (applied by the helper)."""
+    from sim2real.bringup import node_environment
+
+    return {**os.environ, **node_environment(role, realtime, ())}
+
+
+def apply_realtime_request() -> None:
+    """In a helper: the real-time request of its environment (helper_environment), if any."""
+    from sim2real.core import realtime
+    from sim2real.launch_env import REALTIME_ENV
+
+    for line in realtime.apply_encoded(os.environ.pop(REALTIME_ENV, None)).lines():
+        print(f"[{os.path.basename(sys.argv[0])}] {line}", flush=True)
+
+
 def helper_command(flag: str, argument: str) -> list[str]:
     """This file as a helper process: ``flag`` is one of its --serve-* options."""
     return [sys.executable, str(Path(__file__).resolve()), flag, argument]
@@ -86,6 +137,7 @@ def serve_driver_double(robot: str) -> None:
 
     from sim2real.nodes import qos
 
+    apply_realtime_request()  # before rclpy: DDS threads inherit it
     profile = load_profile(robot)
     rclpy.init()
     node = rclpy.create_node("driver_double")

@@ -23,9 +23,17 @@ a sim2real policy file. Rows, from the inside out:
                        With --hardware topic, a driver double (a process speaking the hardware
                        contract, no physics) feeds the graph instead of sim_robot: the robot
                        computer's load without PyBullet on the same two cores.
+                       Each across-node graph gives a second row, "command at the driver": from
+                       the state's stamp to the supervisor's /joint_commands that follows the
+                       policy's answer (what the robot's driver gets).
   relay                the DDS floor: the driver double, the supervisor and, in the runtime's
                        place, a Python node that only forwards one /joint_states per policy
-                       period to /policy/joint_commands (same QoS and executor).
+                       period to /policy/joint_commands (same QoS and executor). The runtime's
+                       p99 at the driver over the relay's is printed (target <= 1.5).
+  --realtime, --hog    the across-node graphs with realtime:=true (the driver double and the
+                       relay at the priorities of the nodes they stand in for, the listener
+                       above them at SCHED_FIFO 90) and beside two CPU hogs (100 % and 50 % of
+                       a core).
 
 Targets: p99 <= 1 ms for the runtime's own tick in one process, <= 3 ms across nodes.
 The load average is printed: on a shared machine other work shows in the tails (a tick of
@@ -35,6 +43,7 @@ Examples:
     .venv/bin/python benchmarks/control_loop.py                     # everything, ~2 minutes
     .venv/bin/python benchmarks/control_loop.py --only core         # no ROS, a few seconds
     .venv/bin/python benchmarks/control_loop.py --executors single events --seconds 20 --json
+    .venv/bin/python benchmarks/control_loop.py --only across --hardware topic --executors events --realtime --hog
 """
 from __future__ import annotations
 
@@ -61,12 +70,16 @@ from sim2real.core.policy_slot import PolicySlot
 from sim2real.core.robot_inputs import RobotInputs
 from sim2real.core.robot_profile import load_profile
 
-from _graph import SensingFeed, cpu_seconds, helper_command  # benchmarks/_graph.py
+from _graph import (Hogs, SensingFeed, apply_realtime_request, cpu_seconds, helper_command,  # benchmarks/_graph.py
+                    helper_environment)
 
 HIDDEN = (512, 256, 128)
 EXECUTORS = ("single", "multi", "events")
 IN_PROCESS_TARGET_MS = 1.0
 ACROSS_NODES_TARGET_MS = 3.0
+DRIVER_RATIO_TARGET = 1.5  # p99 state stamp -> command at the driver, over the bare relay's
+DRIVER_ROW = ": driver stamp -> command at the driver"
+LISTENER_PRIORITY = 90  # --realtime: the measuring listener above the chain (hardware 80)
 
 
 # -- the policy ----------------------------------------------------------------------------------
@@ -265,10 +278,13 @@ def in_process_rows(path: Path, profile, kind: str, seconds: float) -> list[Row]
 
 
 # -- across processes ------------------------------------------------------------------------------
-def measure_graph(plan, helpers: dict[str, list[str]], seconds: float) -> tuple[np.ndarray, dict, dict]:
-    """Run ``plan`` plus helper processes (name -> command) and listen to
-    /policy/joint_commands: (stamp -> arrival latencies s, each process's CPU % of a core,
-    the runtime's last /diagnostics values, its stale_observations counted over the window)."""
+def measure_graph(plan, helpers: dict[str, tuple[list[str], dict]], seconds: float,
+                  hogs: bool = False) -> tuple[dict[str, np.ndarray], dict, dict]:
+    """Run ``plan`` plus helper processes (name -> (command, environment)), optionally beside two
+    CPU hogs, and listen: ({"policy": state stamp -> /policy/joint_commands arrival, "driver":
+    state stamp -> the next /joint_commands arrival after it (the supervisor's command, what the
+    driver gets)} in s, each process's CPU % of a core, the runtime's last /diagnostics values,
+    its stale_observations counted over the window)."""
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.context import Context
@@ -283,36 +299,41 @@ def measure_graph(plan, helpers: dict[str, list[str]], seconds: float) -> tuple[
     listener = rclpy.create_node("benchmark_listener", context=context)
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(listener)
-    latencies: list[float] = []
+    policy: list[tuple[int, int]] = []  # (arrival, state stamp) ns
+    commands: list[int] = []  # /joint_commands arrivals, ns
     diagnostics: list[dict] = []
 
-    def on_command(msg):
-        now = time.time_ns()
-        latencies.append((now - (msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec)) * 1e-9)
+    def on_policy(msg):
+        policy.append((time.time_ns(), msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec))
+
+    def on_command(_msg):
+        commands.append(time.time_ns())
 
     def on_diagnostics(msg):
         diagnostics.extend({kv.key: kv.value for kv in s.values} for s in msg.status
                            if s.name == "policy_runtime: policy")
 
-    listener.create_subscription(JointState, "/policy/joint_commands", on_command, qos.COMMAND)
+    listener.create_subscription(JointState, "/policy/joint_commands", on_policy, qos.COMMAND)
+    listener.create_subscription(JointState, "/joint_commands", on_command, qos.COMMAND, raw=True)
     listener.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
     thread = threading.Thread(target=executor.spin, daemon=True)
     thread.start()
     try:
-        with GraphProcesses(plan, output=io.StringIO()) as graph:
+        with Hogs(hogs), GraphProcesses(plan, output=io.StringIO()) as graph:
             # In the graph's process table: stopped with it (SIGINT) and measured with it.
-            graph.processes.update({name: subprocess.Popen(command) for name, command in helpers.items()})
+            graph.processes.update({name: subprocess.Popen(command, env=env)
+                                    for name, (command, env) in helpers.items()})
             deadline = time.monotonic() + 30.0
-            while not latencies and time.monotonic() < deadline and not graph.exited():
+            while not policy and time.monotonic() < deadline and not graph.exited():
                 time.sleep(0.1)
             time.sleep(2.0)
-            del latencies[:]
+            del policy[:], commands[:]
             at_start = dict(diagnostics[-1]) if diagnostics else {}
             pids = {name: process.pid for name, process in graph.processes.items()}
             before = {name: cpu_seconds(pid) for name, pid in pids.items()}
             started = time.monotonic()
             time.sleep(seconds)
-            samples = np.array(latencies)
+            taken, arrivals = list(policy), np.array(commands)
             elapsed = time.monotonic() - started
             cpu = {name: (cpu_seconds(pid) - before[name]) / elapsed * 100 for name, pid in pids.items()}
     finally:
@@ -322,42 +343,56 @@ def measure_graph(plan, helpers: dict[str, list[str]], seconds: float) -> tuple[
     last = dict(diagnostics[-1]) if diagnostics else {}
     if "stale_observations" in last:  # the measured window's, not the start-up's
         last["stale_observations"] = int(last["stale_observations"]) - int(at_start.get("stale_observations", 0))
-    return samples, cpu, last
+    received = np.array([arrival for arrival, _ in taken], dtype=np.int64)
+    stamp = np.array([state for _, state in taken], dtype=np.int64)
+    following = np.searchsorted(arrivals, received) if len(arrivals) else np.zeros(0, dtype=int)
+    answered = following < len(arrivals)
+    latencies = {"policy": (received - stamp) * 1e-9,
+                 "driver": (arrivals[following[answered]] - stamp[answered]) * 1e-9 if len(arrivals) else np.zeros(0)}
+    return latencies, cpu, last
 
 
 def cpu_note(cpu: dict) -> str:
     return "CPU % of a core: " + ", ".join(f"{name} {share:.0f}" for name, share in cpu.items())
 
 
-def across_nodes_rows(path: Path, profile, kind: str, seconds: float, hardware: str = "sim") -> list[Row]:
-    from sim2real.bringup import NodeSpec, make_plan
+def across_nodes_rows(path: Path, profile, kind: str, seconds: float, hardware: str = "sim",
+                      realtime: bool = False, hogs: bool = False) -> list[Row]:
+    from sim2real.bringup import make_plan
 
     plan = make_plan(robot=profile.name, policy=str(path), estimator="false", failure_collector="false",
-                     hardware=hardware, autoengage="true")
-    nodes = tuple(NodeSpec(n.executable, n.name, n.role, {**n.parameters, "executor": kind})
+                     hardware=hardware, autoengage="true", realtime=realtime)
+    nodes = tuple(dataclasses.replace(n, parameters={**n.parameters, "executor": kind})
                   if n.name == "policy_runtime" else n for n in plan.nodes)
     plan = dataclasses.replace(plan, nodes=nodes)
     helpers = {}
     if hardware == "topic":
-        helpers["driver_double"] = helper_command("--serve-driver-double", profile.name)
-    samples, cpu, last = measure_graph(plan, helpers, seconds)
+        helpers["driver_double"] = (helper_command("--serve-driver-double", profile.name),
+                                    helper_environment("hardware", realtime))
+    latencies, cpu, last = measure_graph(plan, helpers, seconds, hogs)
     own = (f"runtime's own tick p50/p99/max {last.get('tick_latency_p50_ms', '?')}/"
            f"{last.get('tick_latency_p99_ms', '?')}/{last.get('tick_latency_max_ms', '?')} ms, "
            f"stale inputs in the window {last.get('stale_observations', '?')}; {cpu_note(cpu)}")
     source = "sim" if hardware == "sim" else "driver"
-    return [Row(f"across nodes, {kind}: {source} stamp -> command received", samples, ACROSS_NODES_TARGET_MS, own)]
+    return [Row(f"across nodes, {kind}: {source} stamp -> command received", latencies["policy"],
+                ACROSS_NODES_TARGET_MS, own),
+            Row(f"across nodes, {kind}: {source} stamp -> command at the driver", latencies["driver"])]
 
 
-def relay_rows(profile, seconds: float) -> list[Row]:
+def relay_rows(profile, seconds: float, realtime: bool = False, hogs: bool = False) -> list[Row]:
     """Driver double -> relay -> listener, with the supervisor running as in the graph."""
     from sim2real.bringup import make_plan
 
-    plan = make_plan(robot=profile.name, estimator="false", failure_collector="false", hardware="topic")
-    samples, cpu, _ = measure_graph(plan, {"driver_double": helper_command("--serve-driver-double", profile.name),
-                                           "relay": [sys.executable, __file__, "--serve-relay", profile.name]},
-                                    seconds)
+    plan = make_plan(robot=profile.name, estimator="false", failure_collector="false", hardware="topic",
+                     realtime=realtime)
+    helpers = {"driver_double": (helper_command("--serve-driver-double", profile.name),
+                                 helper_environment("hardware", realtime)),
+               "relay": ([sys.executable, __file__, "--serve-relay", profile.name],
+                         helper_environment("control", realtime))}
+    latencies, cpu, _ = measure_graph(plan, helpers, seconds, hogs)
     note = f"DDS floor: no policy, a relay in its place; {cpu_note(cpu)}"
-    return [Row("across nodes, relay: driver stamp -> forwarded", samples, ACROSS_NODES_TARGET_MS, note)]
+    return [Row("across nodes, relay: driver stamp -> forwarded", latencies["policy"], ACROSS_NODES_TARGET_MS, note),
+            Row("across nodes, relay: driver stamp -> command at the driver", latencies["driver"])]
 
 
 def serve_relay(robot: str) -> None:
@@ -370,6 +405,7 @@ def serve_relay(robot: str) -> None:
 
     from sim2real.nodes import qos, stamps
 
+    apply_realtime_request()  # the runtime's, under --realtime; before rclpy: DDS threads inherit it
     profile = load_profile(robot)
     period_ns = round(profile.policy_period * 1e9)
     rclpy.init()
@@ -423,12 +459,19 @@ def main(argv=None) -> int:
     parser.add_argument("--hardware", nargs="+", choices=("sim", "topic"), default=["sim", "topic"],
                         help="what feeds the across-node graph: sim (sim_robot, PyBullet in real time) or "
                              "topic (a driver double speaking the hardware contract, no physics); default both")
+    parser.add_argument("--realtime", action="store_true",
+                        help="across nodes: the graph with realtime:=true, the driver double and the relay at the "
+                             "priorities of the nodes they stand in for")
+    parser.add_argument("--hog", action="store_true",
+                        help="across nodes: two CPU hogs beside the graph (100 %% and 50 %% of a core)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     parser.add_argument("--serve-relay", metavar="ROBOT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_relay:
         serve_relay(args.serve_relay)
         return 0
+    if args.realtime:
+        listen_above_the_chain()
     parts = set(args.only or ("core", "in-process", "across"))
     profile = load_profile("go2")
     rows: list[Row] = []
@@ -444,20 +487,44 @@ def main(argv=None) -> int:
         if "across" in parts:
             for hardware in args.hardware:
                 for kind in args.executors:
-                    rows += across_nodes_rows(path, profile, kind, args.seconds, hardware)
+                    rows += across_nodes_rows(path, profile, kind, args.seconds, hardware, args.realtime, args.hog)
             if "topic" in args.hardware:
-                rows += relay_rows(profile, args.seconds)
+                rows += relay_rows(profile, args.seconds, args.realtime, args.hog)
     figures = [row.figures() for row in rows]
+    ratios = driver_ratios(figures)
     load = os.getloadavg()
     if args.json:
-        print(json.dumps({"policy": layers, "load_average": load,
-                          "cpus": os.cpu_count(), "rows": figures}, indent=2))
+        print(json.dumps({"policy": layers, "load_average": load, "cpus": os.cpu_count(),
+                          "realtime": args.realtime, "hog": args.hog, "rows": figures,
+                          "driver_p99_over_relay": ratios}, indent=2))
     else:
-        print(f"policy tick latency, go2 MLP {layers}, 50 Hz policy / 500 Hz "
-              f"sensing; {os.cpu_count()} CPUs, load average {load[0]:.1f}")
+        print(f"policy tick latency, go2 MLP {layers}, 50 Hz policy / 500 Hz sensing; {os.cpu_count()} CPUs, "
+              f"load average {load[0]:.1f}; realtime:={str(args.realtime).lower()}, hogs {'on' if args.hog else 'off'}")
         print_table(figures)
+        for name, ratio in ratios.items():
+            print(f"runtime ({name} executor): p99 driver stamp -> command at the driver {ratio:.2f} x the "
+                  f"relay's (target <= {DRIVER_RATIO_TARGET:g})")
     return 0
 
+
+def listen_above_the_chain() -> None:
+    """Under --realtime the chain runs at SCHED_FIFO 50-80: a listener at normal priority would
+    time its own wait for the CPU, not the messages. This process (its listener, the DDS and
+    executor threads it starts from here on) runs above the chain; the processes it starts do not
+    inherit it (SCHED_RESET_ON_FORK)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(LISTENER_PRIORITY))
+    except PermissionError:
+        print(f"warning: no SCHED_FIFO {LISTENER_PRIORITY} for the listener (needs CAP_SYS_NICE): its times include "
+              "its own wait for the CPU", flush=True)
+
+
+def driver_ratios(figures: list[dict]) -> dict[str, float]:
+    """Per executor of the runtime: p99 driver stamp -> command at the driver over the relay's."""
+    rows = {f["name"].removeprefix("across nodes, ").removesuffix(DRIVER_ROW): f
+            for f in figures if f["n"] and f["name"].endswith(DRIVER_ROW)}
+    relay = rows.pop("relay", None)
+    return {} if relay is None else {kind: f["p99_ms"] / relay["p99_ms"] for kind, f in rows.items()}
 
 if __name__ == "__main__":
     raise SystemExit(main())

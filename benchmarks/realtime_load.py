@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import multiprocessing
 import os
 import sys
 import tempfile
@@ -46,21 +45,10 @@ from sim2real.bringup import make_plan
 from sim2real.core.paths import share_dir
 from sim2real.demo import demo_environment
 
-from _graph import SpunNode, cpu_seconds  # benchmarks/_graph.py
+from _graph import Hogs, SpunNode, cpu_seconds  # benchmarks/_graph.py
 
 RUNS = ("normal", "normal+hog", "realtime", "realtime+hog")
 SENSING_HZ = 500.0
-
-
-def hog(duty: float, stop) -> None:
-    """Busy for ``duty`` of each 20 ms, asleep for the rest, until ``stop`` is set."""
-    busy, idle = 0.02 * duty, 0.02 * (1.0 - duty)
-    while not stop.is_set():
-        end = time.perf_counter() + busy
-        while time.perf_counter() < end:
-            pass
-        if idle:
-            time.sleep(idle)
 
 
 def locked_mib(pid: int) -> float:
@@ -121,16 +109,11 @@ def run_once(name: str, seconds: float, realtime_cpus: str, watch: Watch, out: P
     nodes = tuple(dataclasses.replace(n, parameters={**n.parameters, "report_path": str(report), "duration": seconds})
                   if n.name == "demo_script" else n for n in plan.nodes)
     plan = dataclasses.replace(plan, nodes=nodes)
-    stop = multiprocessing.Event()
-    hogs = [multiprocessing.Process(target=hog, args=(duty, stop), daemon=True) for duty in (1.0, 0.5)] \
-        if name.endswith("+hog") else []
-    for process in hogs:
-        process.start()
     watch.reset()
     log = open(out / f"{name}.log", "w")
     started = time.monotonic()
     try:
-        with GraphProcesses(plan, output=log, env=demo_environment()) as graph:
+        with Hogs(name.endswith("+hog")), GraphProcesses(plan, output=log, env=demo_environment()) as graph:
             cpu0 = {n: cpu_seconds(p.pid) for n, p in graph.processes.items()}
             cpu_now = dict(cpu0)
             locked: dict[str, float] = {}
@@ -150,9 +133,6 @@ def run_once(name: str, seconds: float, realtime_cpus: str, watch: Watch, out: P
             states, first_state, statuses = watch.snapshot()
             ended = time.monotonic()
     finally:
-        stop.set()
-        for process in hogs:
-            process.join(timeout=2.0)
         log.close()
     result = {"run": name, "seconds": seconds, "cpu_percent": cpu,
               "locked_mib": {n: round(v) for n, v in locked.items() if v}}

@@ -7,11 +7,12 @@ check and the last trip reason on ``/safety/status``.
 
 When it ticks: in real time, when the first policy command of a period arrives (by the
 command's stamp, the state it answers), so the command reaches the robot at once and not
-at the next tick of a timer out of phase with the policy (up to a period later); a
-steady-clock timer ticks every period whenever no policy command ticked in the last
-``POLICY_TICK_SLACK`` periods (no policy, a stalled or dead one), so the checks never wait
-for a policy. In lockstep the sim's states drive the ticks, each waiting for the policy's
-answer to its state.
+at the next tick of a timer out of phase with the policy (up to a period later). A
+steady-clock timer, restarted at each policy tick, ticks every period whenever no policy
+command ticked in the last ``POLICY_TICK_SLACK`` periods (no policy, a stalled or dead one):
+the checks never wait for a policy more than two periods. Policy ticks average one per period
+(a token bucket), so the per-tick limits stay limits per period. In lockstep the sim's states
+drive the ticks, each waiting for the policy's answer to its state.
 
 Inputs: /joint_states, /imu/data, /policy/joint_commands, /teleop/joint_commands, /joy,
 /diagnostics (a state estimator reporting divergence). Services (std_srvs/Trigger):
@@ -19,9 +20,9 @@ Inputs: /joint_states, /imu/data, /policy/joint_commands, /teleop/joint_commands
 
 In real time /joint_states and /imu/data are polled at each tick (:mod:`sim2real.nodes.polled`):
 the supervisor acts once per command period, and a callback per 500 Hz sensor message cost
-it over half a core on a 2-core robot computer. Freshness is
-judged by when DDS received the newest message, so a supervisor that is itself starved for a
-moment does not mistake its own stall for a silent sensor or policy.
+it over half a core on a 2-core robot computer. Freshness, of the sensors and of the policy's
+commands, is judged by when DDS received the newest message, so a supervisor that is itself
+starved for a moment does not mistake its own stall for a silent sensor or policy.
 
     ros2 run sim2real safety_supervisor --ros-args -p robot:=go2
     ros2 service call /safety_supervisor/engage std_srvs/srv/Trigger
@@ -59,10 +60,9 @@ LOCKSTEP_POLICY_WAIT_S = 2.0  # wall seconds to wait for the policy's command of
 # Real time: the timer stays quiet for this many periods after a tick a policy command started
 # (the next command is due one period later; the slack absorbs its jitter).
 POLICY_TICK_SLACK = 1.5
-# Real time: a policy command ticks only this many periods after the previous tick (a timer tick
-# just before it, as a policy starts or resumes); sooner, the next timer tick takes it. The
-# per-tick limits (target steps, velocity rates) stay limits per command period.
-POLICY_TICK_MIN_SPACING = 0.5
+# Real time: policy ticks in a row faster than one a period (see _take_tick_token): a late
+# command and the next one on time.
+TICK_BURST = 2.0
 # engage_on_start waits for this long a stream of policy commands without a gap over
 # max(STREAM_GAP_S, STREAM_GAP_PERIODS command periods); the gaps are seen through this node's
 # own ticks, so a supervisor starved of the CPU delays the engage as well.
@@ -126,19 +126,21 @@ class SafetySupervisorNode(Node):
                                  self._on_policy if self.sim_time else self._on_policy_in_real_time, qos.COMMAND)
         self._last_tick_monotonic = -math.inf  # real time: when the newest tick ran
         self._last_tick_by_policy = False  # real time: whether a policy command started it
-        self._policy_period_ticked = -1  # real time: the policy period (of stamps) the newest policy tick answered
+        self._next_policy_period_ns = 0  # real time: a policy command stamped from here on starts a new period
+        self._tick_tokens, self._tokens_at = TICK_BURST, time.monotonic()  # real time: see _take_tick_token
+        self._timer = None
         self.create_subscription(JointState, "/teleop/joint_commands", self._on_teleop, qos.COMMAND)
         self.create_subscription(Joy, "/joy", self._on_joy, qos.SENSOR_SUBSCRIBE)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
         for action in OPERATOR_ACTIONS:
             self.create_service(Trigger, f"~/{action}", self._service(action))
         if not self.sim_time:
-            # Real time: a timer ticks every period whatever the inputs do. In lockstep the sim's
-            # states (and the policy's answers) drive the ticks: a sim-time timer would tick
-            # without waiting for the policy.
+            # Real time: a timer ticks whenever the policy does not (see _realtime_tick). In lockstep
+            # the sim's states (and the policy's answers) drive the ticks: a sim-time timer would
+            # tick without waiting for the policy.
             # On the steady clock: a system clock stepped back (NTP) must not stop the ticks.
-            self.create_timer(self.period, self._realtime_tick,
-                              clock=rclpy.clock.Clock(clock_type=rclpy.clock.ClockType.STEADY_TIME))
+            self._timer = self.create_timer(self.period, self._realtime_tick,
+                                            clock=rclpy.clock.Clock(clock_type=rclpy.clock.ClockType.STEADY_TIME))
         self._awaiting_policy_since = None  # lockstep: wall time since this tick's state arrived
         self._policy_alive = False  # lockstep: a policy answers ticks, so ticks wait for it
         self._policy_stream = GapFreeStream(max(STREAM_GAP_S, STREAM_GAP_PERIODS * self.period))
@@ -202,13 +204,14 @@ class SafetySupervisorNode(Node):
         self.inputs.base_orientation = np.array([o.x, o.y, o.z, o.w])
         self.inputs.imu_time = self._now() if received is None else received
 
-    def _on_policy(self, msg: JointState, received: float | None = None) -> None:
+    def _on_policy(self, msg: JointState, received: float | None = None) -> bool:
+        """Take a policy command (False: refused as malformed; a NaN is taken, as a fault)."""
         try:
             command = self._policy.apply(msg.name, msg.position, msg.velocity, msg.effort).copy()
         except CommandRefused as exc:
             if "non-finite" not in str(exc):
                 self._refuse(f"ignoring /policy/joint_commands: {exc}")
-                return
+                return False
             # A NaN from the policy is a fault the supervisor must see, not a message to drop.
             command = self._policy.targets.copy()
             command.position = np.full(self.profile.num_joints, np.nan)
@@ -236,6 +239,7 @@ class SafetySupervisorNode(Node):
                 self.get_logger().info("engaged on start (engage_on_start)")
             else:
                 self.get_logger().warning(f"engage_on_start: {message}", throttle_duration_sec=WARN_THROTTLE_S)
+        return True
 
     def _on_teleop(self, msg: JointState) -> None:
         now = self._now()
@@ -309,25 +313,46 @@ class SafetySupervisorNode(Node):
         """Real time: take the newest of each polled input (none in lockstep)."""
         self._sensor_subs.take_newest_each()
 
-    def _on_policy_in_real_time(self, msg: JointState) -> None:
+    def _on_policy_in_real_time(self, msg: JointState, info) -> None:
         """Real time: a policy command ticks at once when it is the first of its policy period
         (by its stamp, the state it answers): it reaches the robot without waiting for the timer,
-        and a policy that publishes faster than its period still gets one tick per period."""
-        self._on_policy(msg)
-        period = self._policy_stamp_ns // self._period_ns
-        new_period = period > self._policy_period_ticked or period < self._policy_period_ticked - 2  # or time line
-        if new_period and time.monotonic() - self._last_tick_monotonic >= POLICY_TICK_MIN_SPACING * self.period:
-            self._policy_period_ticked = period
-            self._tick_in_real_time(by_policy=True)
+        and the timer's phase follows it. Its arrival is when DDS received it (as for the polled
+        sensors), so a supervisor that waited for the CPU does not count its wait as the policy's."""
+        now_ns = time.time_ns()
+        self._poll_inputs()  # engage_on_start in _on_policy judges the newest sensing
+        if not self._on_policy(msg, min(info.get("received_timestamp") or now_ns, now_ns) * 1e-9):
+            return
+        if not stamps.tick_due(self._policy_stamp_ns, self._next_policy_period_ns, self._period_ns):
+            return  # a second command of the period: the next tick takes the newest
+        if not self._take_tick_token():
+            return  # policy ticks came faster than one a period: the next tick takes the newest
+        self._next_policy_period_ns = stamps.next_period_start_ns(self._policy_stamp_ns, self._period_ns)
+        self._timer.reset()
+        self._tick_in_real_time(by_policy=True)
 
     def _realtime_tick(self) -> None:
-        """Real time, every period on the steady clock: a tick unless a policy command ticked less
-        than POLICY_TICK_SLACK periods ago. While the policy streams, its commands drive the ticks
-        and this timer stays quiet; once it stops (or stalls), the timer ticks every period."""
+        """Real time, every period on the steady clock from the last policy tick: a tick unless a
+        policy command ticked less than POLICY_TICK_SLACK periods ago. While the policy streams,
+        its commands drive the ticks and this timer stays quiet; once it stops (or stalls), the
+        timer ticks every period, at most 2 periods after the policy's last tick."""
         if (self._last_tick_by_policy
                 and time.monotonic() - self._last_tick_monotonic < POLICY_TICK_SLACK * self.period):
             return
         self._tick_in_real_time(by_policy=False)
+
+    def _take_tick_token(self) -> bool:
+        """Policy ticks average one per command period: a bucket refilled at one token a period,
+        holding TICK_BURST. A stamp that runs ahead of the clock, or two policies on different
+        time lines, get no more ticks, so the per-tick limits (target steps, velocity rates) stay
+        limits per period. Timer ticks take no token (the checks must run, and a timer tick must
+        not use up the policy's next one); the timer only ticks while the policy does not."""
+        now = time.monotonic()
+        self._tick_tokens = min(TICK_BURST, self._tick_tokens + (now - self._tokens_at) / self.period)
+        self._tokens_at = now
+        if self._tick_tokens < 1.0:
+            return False
+        self._tick_tokens -= 1.0
+        return True
 
     def _tick_in_real_time(self, by_policy: bool) -> None:
         self._poll_inputs()

@@ -48,7 +48,9 @@ from sim2real.nodes.polled import companion_node, never_called
 IMU_DECIMATION = 5           # fall detection at 100 Hz of a 500 Hz IMU is plenty
 POLL_PERIOD_S = 0.05         # drain the subscriptions, start due writes, watch for silence
 DIAGNOSTICS_PERIOD_S = 1.0
-SIM_PARAMETERS_TIMEOUT_S = 2.0  # s for sim_robot to answer the conditions request before it is asked again
+SIM_PARAMETERS = ("conditions", "suspended", "engine", "model")  # asked of sim_robot for failure.json
+SIM_PARAMETERS_TIMEOUT_S = 2.0  # s for sim_robot to answer before an unanswered name is asked again
+SIM_PARAMETERS_WARN_AFTER = 5  # requests without an answer before the collector says so
 # Best effort matches every publisher (reliable or not) and never slows one down. The DDS
 # reader queue is the buffer between drains: 500 messages are 1 s at 500 Hz, 20 poll
 # periods, enough for a timer a loaded machine delays and a lockstep sim's bursts.
@@ -102,6 +104,7 @@ class FailureCollectorNode(Node):
         self._sim_params = None if conditions else self.create_client(GetParameters, "/sim_robot/get_parameters")
         self._sim_future = None
         self._sim_asked_at = 0.0
+        self._sim_attempts = 0
         self._handlers = {"/safety/status": (DiagnosticArray, self._safety_status),
                           "/imu/data": (Imu, self._imu), "/policy/joint_commands": (JointState, self._policy),
                           "/diagnostics": (DiagnosticArray, self._diagnostics)}
@@ -226,18 +229,23 @@ class FailureCollectorNode(Node):
         if self._sim_future is None:
             if self._sim_params.service_is_ready():
                 self._sim_future = {name: self._sim_params.call_async(GetParameters.Request(names=[name]))
-                                    for name in ("conditions", "suspended", "engine", "model")}
+                                    for name in SIM_PARAMETERS}
                 self._sim_asked_at = time.monotonic()
             return
-        if time.monotonic() - self._sim_asked_at > SIM_PARAMETERS_TIMEOUT_S and not all(
-                future.done() for future in self._sim_future.values()):
+        pending = [name for name, future in self._sim_future.items() if not future.done()]
+        if pending and time.monotonic() - self._sim_asked_at > SIM_PARAMETERS_TIMEOUT_S:
             # A response can be lost (rmw: "failed to send response (timeout)" from a sim_robot
-            # busy starting up): ask again, or the bundles never learn the engine and conditions.
-            for future in self._sim_future.values():
-                future.cancel()
-            self._sim_future = None
+            # busy starting up): ask those again, or the bundles never learn the engine and conditions.
+            self._sim_attempts += 1
+            if self._sim_attempts == SIM_PARAMETERS_WARN_AFTER:
+                self.get_logger().warning(f"sim_robot has not answered {pending} after {self._sim_attempts} "
+                                          "requests: bundles lack them until it does")
+            for name in pending:
+                self._sim_future[name].cancel()
+                self._sim_future[name] = self._sim_params.call_async(GetParameters.Request(names=[name]))
+            self._sim_asked_at = time.monotonic()
             return
-        if all(future.done() for future in self._sim_future.values()):
+        if not pending:
             answers = {name: future.result().values[0] for name, future in self._sim_future.items()
                        if future.result() is not None and future.result().values}
             if "conditions" in answers:

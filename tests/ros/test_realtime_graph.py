@@ -67,9 +67,14 @@ def test_the_chain_runs_at_its_priorities_on_its_cpus_and_monitoring_does_not(tm
                           start_new_session=True)
     try:
         # By name: a child between fork and exec still shows `up`'s command line.
-        assert wait_for(lambda: set(_node_names(up.pid)) == {*ROLES, "failure_collector"}, 30.0), \
-            f"the five nodes never started: {sorted(_node_names(up.pid))}"
-        nodes = _node_names(up.pid)
+        nodes: dict[str, int] = {}
+
+        def started() -> bool:
+            nodes.clear()
+            nodes.update(_node_names(up.pid))
+            return set(nodes) == {*ROLES, "failure_collector"}
+
+        assert wait_for(started, 30.0), f"the five nodes never started: {sorted(nodes)}"
         # Up and commanding: the supervisor's commands reach the robot.
         assert wait_for(lambda: probe.node.count_publishers("/joint_commands") >= 1
                         and probe.node.count_subscribers("/joint_commands") >= 1, 30.0)

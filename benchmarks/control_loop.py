@@ -278,8 +278,8 @@ def in_process_rows(path: Path, profile, kind: str, seconds: float) -> list[Row]
 
 
 # -- across processes ------------------------------------------------------------------------------
-def measure_graph(plan, helpers: dict[str, tuple[list[str], dict]], seconds: float,
-                  hogs: bool = False) -> tuple[dict[str, np.ndarray], dict, dict]:
+def measure_graph(plan, helpers: dict[str, tuple[list[str], dict]], seconds: float, hogs: bool = False,
+                  realtime: bool = False) -> tuple[dict[str, np.ndarray], dict, dict]:
     """Run ``plan`` plus helper processes (name -> (command, environment)), optionally beside two
     CPU hogs, and listen: ({"policy": state stamp -> /policy/joint_commands arrival, "driver":
     state stamp -> the next /joint_commands arrival after it (the supervisor's command, what the
@@ -318,6 +318,8 @@ def measure_graph(plan, helpers: dict[str, tuple[list[str], dict]], seconds: flo
     listener.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
     thread = threading.Thread(target=executor.spin, daemon=True)
     thread.start()
+    if realtime:
+        listen_above_the_chain()
     try:
         with Hogs(hogs), GraphProcesses(plan, output=io.StringIO()) as graph:
             # In the graph's process table: stopped with it (SIGINT) and measured with it.
@@ -369,7 +371,7 @@ def across_nodes_rows(path: Path, profile, kind: str, seconds: float, hardware: 
     if hardware == "topic":
         helpers["driver_double"] = (helper_command("--serve-driver-double", profile.name),
                                     helper_environment("hardware", realtime))
-    latencies, cpu, last = measure_graph(plan, helpers, seconds, hogs)
+    latencies, cpu, last = measure_graph(plan, helpers, seconds, hogs, realtime)
     own = (f"runtime's own tick p50/p99/max {last.get('tick_latency_p50_ms', '?')}/"
            f"{last.get('tick_latency_p99_ms', '?')}/{last.get('tick_latency_max_ms', '?')} ms, "
            f"stale inputs in the window {last.get('stale_observations', '?')}; {cpu_note(cpu)}")
@@ -389,7 +391,7 @@ def relay_rows(profile, seconds: float, realtime: bool = False, hogs: bool = Fal
                                  helper_environment("hardware", realtime)),
                "relay": ([sys.executable, __file__, "--serve-relay", profile.name],
                          helper_environment("control", realtime))}
-    latencies, cpu, _ = measure_graph(plan, helpers, seconds, hogs)
+    latencies, cpu, _ = measure_graph(plan, helpers, seconds, hogs, realtime)
     note = f"DDS floor: no policy, a relay in its place; {cpu_note(cpu)}"
     return [Row("across nodes, relay: driver stamp -> forwarded", latencies["policy"], ACROSS_NODES_TARGET_MS, note),
             Row("across nodes, relay: driver stamp -> command at the driver", latencies["driver"])]
@@ -470,8 +472,6 @@ def main(argv=None) -> int:
     if args.serve_relay:
         serve_relay(args.serve_relay)
         return 0
-    if args.realtime:
-        listen_above_the_chain()
     parts = set(args.only or ("core", "in-process", "across"))
     profile = load_profile("go2")
     rows: list[Row] = []
@@ -509,11 +509,13 @@ def main(argv=None) -> int:
 
 def listen_above_the_chain() -> None:
     """Under --realtime the chain runs at SCHED_FIFO 50-80: a listener at normal priority would
-    time its own wait for the CPU, not the messages. This process (its listener, the DDS and
-    executor threads it starts from here on) runs above the chain; the processes it starts do not
-    inherit it (SCHED_RESET_ON_FORK)."""
+    time its own wait for the CPU, not the messages. Every thread of this process so far (the
+    listener's executor and DDS threads, started before this is called) runs above the chain;
+    threads and processes started from here on do not inherit it (SCHED_RESET_ON_FORK)."""
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(LISTENER_PRIORITY))
+        for thread in map(int, os.listdir("/proc/self/task")):
+            os.sched_setscheduler(thread, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK,
+                                  os.sched_param(LISTENER_PRIORITY))
     except PermissionError:
         print(f"warning: no SCHED_FIFO {LISTENER_PRIORITY} for the listener (needs CAP_SYS_NICE): its times include "
               "its own wait for the CPU", flush=True)

@@ -39,10 +39,11 @@ class Rig:
         self.policy_velocity = np.zeros(n)  # the policy's velocity targets
         self.fresh = {"joint_states", "imu", "policy"}
 
-    def tick(self, n=1):
+    def tick(self, n=1, every=None):
+        """``n`` ticks, ``every`` seconds apart (a command period unless given)."""
         decision = None
         for _ in range(n):
-            self.now += self.period
+            self.now += self.period if every is None else every
             if "joint_states" in self.fresh:
                 self.inputs.joint_states_time = self.now
             if "imu" in self.fresh:
@@ -200,6 +201,40 @@ def test_targets_are_clamped_to_limits_and_step_limited():
         decision = rig.tick()
         assert np.all(np.abs(decision.command.position - previous) <= step + 1e-12)
     np.testing.assert_allclose(decision.command.position, GO2.upper_limits - 0.05)
+
+
+def test_ticks_closer_than_a_period_share_one_period_of_target_step():
+    """In real time a late policy command and the next one on time tick milliseconds apart: the
+    targets still move no further per period than target_step allows."""
+    rig = Rig()
+    rig.engaged()
+    step = rig.core.config.checks["target_step"]["max_step"]
+    start = rig.tick().command.position
+    rig.policy = GO2.upper_limits  # far away: every tick is step-limited
+    sent = [start]
+    for every in (0.1, 0.05, 0.85, 1.0, 0.3, 0.3, 0.3, 0.1, 2.0):
+        decision = rig.tick(every=every * rig.period)
+        assert decision.mode == Mode.ACTIVE, rig.core.last_trip
+        sent.append(decision.command.position)
+        moved = np.abs(sent[-1] - sent[-2]).max()
+        assert moved <= step * min(every, 1.0) + 1e-9, every
+    # Over the first three ticks (one period in all) and the three at 0.3: one step's worth each.
+    assert np.abs(sent[3] - sent[0]).max() <= step + 1e-9
+    assert np.abs(sent[3] - sent[0]).max() > 0.99 * step
+    assert np.abs(sent[7] - sent[4]).max() <= 0.9 * step + 1e-9
+    half = rig.tick(every=0.5 * rig.period)
+    assert "0.50 of a period since the last command" in failed(half, "target_step")[0].detail
+
+
+def test_a_clock_that_went_back_allows_one_period_of_target_step_not_none():
+    rig = Rig()
+    rig.engaged()
+    step = rig.core.config.checks["target_step"]["max_step"]
+    before = rig.tick().command.position
+    rig.policy = GO2.upper_limits
+    rig.now -= 5.0
+    after = rig.tick().command.position
+    np.testing.assert_allclose(np.abs(after - before).max(), step)
 
 
 def test_tick_overrun_holds():

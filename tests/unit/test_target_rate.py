@@ -47,6 +47,17 @@ def test_a_velocity_step_ramps_at_the_acceleration_limit_and_stops_on_the_target
     assert checks[-1]["target_rate"].ok
 
 
+def test_velocity_targets_ticked_closer_than_a_period_change_by_their_share_of_a_period():
+    rig = Rig(PANDA_SAFETY, PANDA)
+    rig.engaged()
+    rig.policy_velocity = np.full(7, 2.0)
+    first = rig.tick(every=0.1 * rig.period).command.velocity
+    second = rig.tick(every=0.1 * rig.period).command.velocity
+    limit = PANDA.acceleration_limits * rig.period
+    assert np.all(np.abs(first) <= 0.1 * limit + 1e-9) and np.all(np.abs(second - first) <= 0.1 * limit + 1e-9)
+    assert np.all(second > first)  # slower, not stopped
+
+
 def test_at_1_khz_the_acceleration_of_the_velocity_targets_changes_within_the_jerk_limit():
     rig = Rig(PANDA_SAFETY, PANDA, period=0.001)
     rig.engaged()

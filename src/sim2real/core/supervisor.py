@@ -147,6 +147,7 @@ class SupervisorCore:
         self._low = profile.lower_limits + margin
         self._high = profile.upper_limits - margin
         self._last_sent: Optional[JointTargets] = None
+        self._last_sent_time: Optional[float] = None
         self._segment_start: Optional[np.ndarray] = None  # pose a STANDBY/TAKEOVER trajectory starts from
         self._segment_time = 0.0
         self._hold_in_place = False  # TAKEOVER after a HOLD trip: stay where we stopped
@@ -386,8 +387,8 @@ class SupervisorCore:
         if worst is not None and worst.response >= Response.HOLD:
             self._respond(worst, inputs, now)
         command = self._command(inputs, now)
-        command = self._filter(command, checks)
-        self._last_sent = command
+        command = self._filter(command, checks, self._share_of_a_period(now))
+        self._last_sent, self._last_sent_time = command, now
         if self.mode in (Mode.STANDBY, Mode.TAKEOVER) and not self._stood:
             # A takeover without teleop moves to the stand pose too (over stand_duration at most).
             self._stood = not self._stand_problem(inputs, now)
@@ -642,7 +643,18 @@ class SupervisorCore:
             return 0.0
         return max(0.0, self._descent_settle() + self.config.damp_duration - (now - self._segment_time))
 
-    def _filter(self, command: JointTargets, checks: list[CheckResult]) -> JointTargets:
+    def _share_of_a_period(self, now: float) -> float:
+        """The time since the last command sent, in command periods, at most one: the per-period
+        limits (target_step, target_rate) allow this share of a period's change. Two ticks closer
+        than a period (in real time, a late policy command and the next one on time) together move
+        the targets no further than one tick would. A clock that went back counts as a period."""
+        if self._last_sent_time is None or now < self._last_sent_time:
+            return 1.0
+        share = (now - self._last_sent_time) / self.period
+        # The rounding of a sum of periods must not shave the limit of a tick a period apart.
+        return 1.0 if share > 1.0 - 1e-9 else share
+
+    def _filter(self, command: JointTargets, checks: list[CheckResult], share: float) -> JointTargets:
         if self.mode in (Mode.DAMPING, Mode.ESTOP):
             self._velocity_acceleration[:] = 0.0  # the stop sends zero velocity targets
             return command  # measured positions or the stop's descent: clamping would pull the joints
@@ -650,7 +662,7 @@ class SupervisorCore:
         max_velocity, max_effort = self._max_velocity, self._max_effort
         command.velocity = np.clip(command.velocity, -max_velocity, max_velocity)
         command.effort = np.clip(command.effort, -max_effort, max_effort)
-        self._limit_velocity_rate(command, checks)
+        self._limit_velocity_rate(command, checks, share)
         position = command.position
         limited = np.clip(position, self._low, self._high)
         if "position_limit" in self.config.checks and self.config.checks["position_limit"].enabled:
@@ -661,24 +673,27 @@ class SupervisorCore:
             position = limited
         step = self.config.checks.get("target_step")
         if step is not None and step.enabled and self._last_sent is not None:
-            max_step = step["max_step"]
+            max_step = step["max_step"] * share
             delta = position - self._last_sent.position
             too_far = np.abs(delta) > max_step
             checks.append(CheckResult("target_step", not too_far.any(), Response.CLAMP,
-                                      f"target steps above {max_step:.2f} rad limited" if too_far.any() else ""))
+                                      f"target steps above {max_step:.2f} rad limited"
+                                      + (f" ({share:.2f} of a period since the last command)" if share < 1.0 else "")
+                                      if too_far.any() else ""))
             position = self._last_sent.position + np.clip(delta, -max_step, max_step)
         command.position = position
         return command
 
 
-    def _limit_velocity_rate(self, command: JointTargets, checks: list[CheckResult]) -> None:
+    def _limit_velocity_rate(self, command: JointTargets, checks: list[CheckResult], share: float) -> None:
         """Velocity targets reach a new value no faster than the profile's acceleration and jerk
         limits allow (``target_rate``), as libfranka's rate limiter does. The acceleration is also
         kept low enough to come back to zero, at the jerk limit, by the time the target is reached,
-        so the limited target does not overshoot (by more than a jerk step's rounding)."""
+        so the limited target does not overshoot (by more than a jerk step's rounding). The step
+        is the time since the last command, up to a period (``share``)."""
         if not self._rate_limited or self._last_sent is None:
             return
-        dt = self.period
+        dt = self.period * max(share, 1e-6)
         previous = self._last_sent.velocity
         gap = command.velocity - previous
         wanted = gap / dt

@@ -11,7 +11,9 @@ at the next tick of a timer out of phase with the policy (up to a period later).
 steady-clock timer, restarted at each policy tick, ticks every period whenever no policy
 command ticked in the last ``POLICY_TICK_SLACK`` periods (no policy, a stalled or dead one):
 the checks never wait for a policy more than two periods. Policy ticks average one per period
-(a token bucket), so the per-tick limits stay limits per period. In lockstep the sim's states
+(a token bucket), and the core's limits on target changes (target_step, target_rate) scale with
+the time since the last command, so a late command and the next one on time, ticking
+milliseconds apart, together move the targets no further than one tick a period. In lockstep the sim's states
 drive the ticks, each waiting for the policy's answer to its state.
 
 Inputs: /joint_states, /imu/data, /policy/joint_commands, /teleop/joint_commands, /joy,
@@ -343,8 +345,8 @@ class SafetySupervisorNode(Node):
     def _take_tick_token(self) -> bool:
         """Policy ticks average one per command period: a bucket refilled at one token a period,
         holding TICK_BURST. A stamp that runs ahead of the clock, or two policies on different
-        time lines, get no more ticks, so the per-tick limits (target steps, velocity rates) stay
-        limits per period. Timer ticks take no token (the checks must run, and a timer tick must
+        time lines, get no more ticks (and the driver no more commands) than the period allows.
+        Timer ticks take no token (the checks must run, and a timer tick must
         not use up the policy's next one); the timer only ticks while the policy does not."""
         now = time.monotonic()
         self._tick_tokens = min(TICK_BURST, self._tick_tokens + (now - self._tokens_at) / self.period)

@@ -74,12 +74,12 @@ def settle_garbage_collector() -> None:
     gc.freeze()
 
 
-def events_executor(node: Node | None = None):
+def events_executor(node: Node | None = None, context=None):
     """rclpy's EventsExecutor: it dispatches each message or timer without rebuilding a wait set,
     a fraction of the SingleThreadedExecutor's CPU per wake-up (benchmarks/graph_cpu.py)."""
     from rclpy.experimental import EventsExecutor
 
-    return EventsExecutor()
+    return EventsExecutor(context=context)
 
 
 def events_executor_unless_lockstep(node: Node):

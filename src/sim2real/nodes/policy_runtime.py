@@ -70,11 +70,16 @@ from sensor_msgs.msg import Imu, JointState
 from sim2real.core import realtime
 from sim2real.core.latency import LatencyMonitor, trained_latency
 from sim2real.core.paths import share_dir
-from sim2real.core.policy_runtime import STALE, PolicyRuntime
 from sim2real.core.policy_audit import AuditLog, default_audit_log
+from sim2real.core.policy_runtime import STALE, PolicyRuntime
 from sim2real.core.policy_signing import TrustedKeys
-from sim2real.core.policy_slot import (DEFAULT_ACTION_BOUND, DEFAULT_CROSSFADE, DEFAULT_MAX_JUMP, DEFAULT_MAX_OVERREACH,
-                                       PolicySlot)
+from sim2real.core.policy_slot import (
+    DEFAULT_ACTION_BOUND,
+    DEFAULT_CROSSFADE,
+    DEFAULT_MAX_JUMP,
+    DEFAULT_MAX_OVERREACH,
+    PolicySlot,
+)
 from sim2real.core.robot_inputs import CMD_VEL_TIMEOUT_S, RobotInputs
 from sim2real.core.robot_profile import load_profile
 from sim2real.nodes import lifecycle, qos, stamps
@@ -467,9 +472,7 @@ def make_executor(kind: str, context=None):
     if kind == "multi":
         return MultiThreadedExecutor(num_threads=2, context=context)
     if kind == "events":
-        from rclpy.experimental import EventsExecutor
-
-        return EventsExecutor(context=context)
+        return lifecycle.events_executor(context=context)
     return SingleThreadedExecutor(context=context)
 
 

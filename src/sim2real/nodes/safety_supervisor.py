@@ -44,8 +44,8 @@ from sensor_msgs.msg import Imu, JointState, Joy
 from std_srvs.srv import Trigger
 
 from sim2real.core.dds_security import security_state
-from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core.joint_command import CommandRefused, JointCommandMapper, JointTargets
+from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core.period_stats import GapFreeStream
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import load_safety_config
@@ -330,7 +330,7 @@ class SafetySupervisorNode(Node):
             return  # policy ticks came faster than one a period: the next tick takes the newest
         self._next_policy_period_ns = stamps.next_period_start_ns(self._policy_stamp_ns, self._period_ns)
         self._timer.reset()
-        self._tick_in_real_time(by_policy=True)
+        self._tick_in_real_time(by_policy=True)  # on the sensing polled above
 
     def _realtime_tick(self) -> None:
         """Real time, every period on the steady clock from the last policy tick: a tick unless a
@@ -357,7 +357,8 @@ class SafetySupervisorNode(Node):
         return True
 
     def _tick_in_real_time(self, by_policy: bool) -> None:
-        self._poll_inputs()
+        if not by_policy:  # a policy tick polled the sensing as its command came in
+            self._poll_inputs()
         self._last_tick_monotonic, self._last_tick_by_policy = time.monotonic(), by_policy
         self._tick(round(self._now() * 1e9))
 

@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 # The demo and the tests run a graph on this machine only: keep DDS discovery on loopback.
 export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 
-.PHONY: demo test test-quick install clean
+.PHONY: demo test test-quick lint install clean
 
 $(STAMP): setup.py setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# Lint (pyflakes, bugbear, import order), the import layers of pyproject.toml, spelling.
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks launch
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/codespell src tests benchmarks launch config docs policies README.md CHANGELOG.md
 
 test-quick: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"

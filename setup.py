@@ -94,8 +94,10 @@ setup(
         "unitree": ["cyclonedds>=11.0,<12"],
         # Independently written robot models for the MuJoCo engine's reality sets (example-robot-data:go2).
         "reality": ["example-robot-data>=6"],
+        # ruff (lint), import-linter (the layer contracts, also checked by a test) and codespell:
+        # `make lint`, which CI runs before the tests.
         "test": ["pytest>=7", "pytest-rerunfailures>=12", "pytest-timeout>=2.3",
-                 "colcon-common-extensions>=0.3"],
+                 "colcon-common-extensions>=0.3", "ruff>=0.6", "import-linter>=2.1", "codespell>=2.3"],
     },
     zip_safe=False,
     entry_points={

@@ -62,6 +62,14 @@ from pathlib import Path
 
 import numpy as np
 
+from _graph import (  # benchmarks/_graph.py
+    Hogs,
+    SensingFeed,
+    apply_realtime_request,
+    cpu_seconds,
+    helper_command,
+    helper_environment,
+)
 from sim2real.core.observation import ObservationSpec
 from sim2real.core.paths import share_dir
 from sim2real.core.policy_file import INPUT_NAME, OUTPUT_NAME, PolicyMetadata, load_policy
@@ -69,9 +77,6 @@ from sim2real.core.policy_runtime import PolicyRuntime
 from sim2real.core.policy_slot import PolicySlot
 from sim2real.core.robot_inputs import RobotInputs
 from sim2real.core.robot_profile import load_profile
-
-from _graph import (Hogs, SensingFeed, apply_realtime_request, cpu_seconds, helper_command,  # benchmarks/_graph.py
-                    helper_environment)
 
 HIDDEN = (512, 256, 128)
 EXECUTORS = ("single", "multi", "events")

@@ -37,10 +37,9 @@ from pathlib import Path
 
 import yaml
 
+from _graph import cpu_seconds  # benchmarks/_graph.py
 from sim2real.core.failure_bundle import list_bundles
 from sim2real.core.failure_config import load_failure_config
-
-from _graph import cpu_seconds  # benchmarks/_graph.py
 
 FEEDER = textwrap.dedent('''
     import json, sys, time

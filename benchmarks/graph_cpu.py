@@ -40,14 +40,13 @@ from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import Joy
 from std_srvs.srv import Trigger
 
+from _graph import FLOORS, SpunNode, cpu_seconds, helper_command  # benchmarks/_graph.py
 from sim2real.bringup import make_plan
 from sim2real.core.paths import share_dir
 from sim2real.core.safety_config import load_safety_config
 from sim2real.demo import demo_environment
 from sim2real.graph_processes import GraphProcesses
 from sim2real.nodes import qos
-
-from _graph import FLOORS, SpunNode, cpu_seconds, helper_command  # benchmarks/_graph.py
 
 TARGET_PERCENT = 40.0
 JOY_PERIOD_S = 0.05

@@ -61,7 +61,7 @@ def measure(profile: RobotProfile, steps: int, rounds: int) -> dict[str, float]:
     subjects = {FLOOR: RawMujocoLoop(profile), "MujocoWorld.step": WorldLoop(MujocoWorld(profile)),
                 "SimWorld.step (PyBullet)": WorldLoop(SimWorld(profile))}
     times: dict[str, list[float]] = {name: [] for name in subjects}
-    for name, subject in subjects.items():  # warm up
+    for subject in subjects.values():  # warm up
         subject.run(steps // 10)
     for _ in range(rounds):
         for name, subject in subjects.items():

@@ -41,11 +41,10 @@ import threading
 import time
 from pathlib import Path
 
+from _graph import Hogs, SpunNode, cpu_seconds  # benchmarks/_graph.py
 from sim2real.bringup import make_plan
 from sim2real.core.paths import share_dir
 from sim2real.demo import demo_environment
-
-from _graph import Hogs, SpunNode, cpu_seconds  # benchmarks/_graph.py
 
 RUNS = ("normal", "normal+hog", "realtime", "realtime+hog")
 SENSING_HZ = 500.0

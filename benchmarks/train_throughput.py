@@ -48,19 +48,18 @@ import argparse
 import json
 import sys
 import time
-from typing import Callable
 from functools import partial
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pybullet
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sim_step import RawPyBulletLoop  # noqa: E402  (the baseline is shared with sim_step.py)
-
 from sim2real.core.robot_profile import load_profile  # noqa: E402
 from sim2real.train.tasks import make_env  # noqa: E402
 from sim2real.train.vec_env import ProcessVecEnv  # noqa: E402
+from sim_step import RawPyBulletLoop  # noqa: E402  (the baseline is shared with sim_step.py)
 
 
 def _rate(run, chunk: int, seconds: float) -> float:

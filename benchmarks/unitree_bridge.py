@@ -77,9 +77,9 @@ def segment(kind: str, domain: int, seconds: float, node, state_times: list) -> 
 
     from sim2real.core.robot_profile import load_profile
     from sim2real.core.unitree.dds import UnitreeDds
-    from sim2real.nodes import qos
     from sim2real.core.unitree.frames import seal_state
     from sim2real.core.unitree.messages import LowState_
+    from sim2real.nodes import qos
     from sim2real.sim.go2_double import BATTERY_V
 
     profile = load_profile("go2")

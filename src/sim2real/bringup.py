@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from sim2real.core.controller_joints import ControllerJointOrder, ControllerJointsError, parse_joint_list
 from sim2real.core.paths import share_dir
 from sim2real.core.realtime import CHAIN_ENVIRONMENT, ROLE_PRIORITY, RealtimeRequest, available_cpus
-from sim2real.core.controller_joints import ControllerJointOrder, ControllerJointsError, parse_joint_list
 from sim2real.core.robot_profile import RobotProfile, load_profile
 from sim2real.launch_env import REALTIME_ENV
 from sim2real.sim.conditions import PhysicalConditions

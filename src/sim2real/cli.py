@@ -38,9 +38,9 @@ from sim2real.core.policy_signing import SignatureError
 from sim2real.core.robot_profile import ProfileError, available_profiles
 from sim2real.core.supervisor import OPERATOR_ACTIONS
 from sim2real.evaluate.evaluate import EvaluationError
-from sim2real.sim.engines import DEFAULT_ENGINE, ENGINES
 from sim2real.evaluate.failure_replay import ReplayError
 from sim2real.pipeline import PipelineError
+from sim2real.sim.engines import DEFAULT_ENGINE, ENGINES
 from sim2real.sim.randomization import RandomizationError
 from sim2real.sysid_cli import add_dr_from_sysid, add_sysid_commands
 from sim2real.train.checkpoint import CheckpointError

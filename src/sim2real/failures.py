@@ -123,7 +123,7 @@ def plot_bundle(bundle: Bundle, png: str | Path) -> Path:
     changes = [(t, m) for i, (t, m) in enumerate(zip(s["mode_t"], s["mode"])) if i == 0 or m != s["mode"][i - 1]]
     for ax in axes:
         ax.axvline(0.0, color="r", lw=1.0)
-        for t, m in changes[1:]:
+        for t, _ in changes[1:]:
             ax.axvline(t, color="grey", lw=0.6, ls="--")
     for t, m in changes[1:]:
         axes[0].annotate(m, (t, 1.0), xycoords=("data", "axes fraction"), fontsize=7, va="top", rotation=90)

@@ -98,8 +98,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from sim2real.core.robot_profile import ProfileError, load_profile
     from sim2real.core.bags import BagWriteError
+    from sim2real.core.robot_profile import ProfileError, load_profile
     from sim2real.sim.conditions import PhysicalConditions
     from sim2real.sysid.excitation import ExcitationError
     from sim2real.sysid.sim_recording import record_in_sim

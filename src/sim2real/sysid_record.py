@@ -14,11 +14,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from sim2real.bringup import (
+    BOOL_CHOICES,
+    LAUNCH_ARGUMENTS,
+    SIMULATED_HARDWARE,
+    BringupPlan,
+    LaunchArgument,
+    NodeSpec,
+    PlanError,
+    make_plan,
+    node_environment,
+    parse_bool,
+    require_suspendable,
+)
 from sim2real.core.robot_profile import load_profile
-
-from sim2real.bringup import (BOOL_CHOICES, LAUNCH_ARGUMENTS, SIMULATED_HARDWARE, BringupPlan, LaunchArgument,
-                              NodeSpec, PlanError, make_plan, node_environment, parse_bool,
-                              require_suspendable)
 
 # Bringup arguments that mean the same here; the policy/demo ones do not apply.
 # The bringup arguments a recording shares: the hardware part (ros2_control included) and the supervisor.

@@ -85,7 +85,7 @@ def check_window(bundle, topics):
     assert set(topics) <= set(counts), f"bag topics {sorted(counts)}"
     assert info["topics"] == {t: {"type": counts[t][0], "messages": counts[t][1]} for t in counts}
     stamps = {}
-    for topic, t, msg in read_bag(bundle.path, topics):
+    for topic, t, _ in read_bag(bundle.path, topics):
         stamps.setdefault(topic, []).append(t)
         assert start <= t <= end
     sensing = np.array(stamps["/joint_states"])

@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from sensor_msgs.msg import JointState
 
 from sim2real.core.realtime import ROLE_PRIORITY, available_cpus

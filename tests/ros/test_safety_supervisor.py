@@ -476,7 +476,7 @@ def test_in_lockstep_after_a_sim_restart_the_tick_waits_for_the_policys_new_answ
         for _ in range(20):
             policy(k * period_ns)
             state(k * period_ns)
-            if wait_for(lambda: commands and commands[-1].header.stamp.nanosec == k * period_ns, 0.25):
+            if wait_for(lambda k=k: commands and commands[-1].header.stamp.nanosec == k * period_ns, 0.25):
                 break
         assert commands and commands[-1].header.stamp.nanosec == k * period_ns, f"tick {k} never answered"
     before = len(commands)

@@ -165,7 +165,10 @@ def feed(adr, probe, success, times):
 def test_boundary_moves_the_right_boundary_in_the_right_direction():
     adr = BoundaryAdaptiveRandomization(make_dr(), buffer_size=5, t_low=0.3, t_high=0.7, step_fraction=0.1)
     assert adr.steps["ground_friction"] == pytest.approx(0.06)  # 10 % of the width 0.6
-    friction = lambda: adr.randomization.ranges()["ground_friction"]
+
+    def friction():
+        return adr.randomization.ranges()["ground_friction"]
+
     feed(adr, ("ground_friction", "high"), 1.0, 4)
     assert friction() == (0.4, 1.0)  # buffer not full yet
     adr.record(("ground_friction", "high"), 1.0)

@@ -6,7 +6,11 @@ import json
 import pytest
 
 from sim2real.train.curriculum import (
-    AutomaticCurriculum, ConstantCurriculum, CurriculumError, LinearCurriculum, ReverseCurriculum,
+    AutomaticCurriculum,
+    ConstantCurriculum,
+    CurriculumError,
+    LinearCurriculum,
+    ReverseCurriculum,
     make_curriculum,
 )
 

@@ -11,10 +11,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
-import pytest
-
 import pinocchio
 import pybullet as p
+import pytest
 
 from sim2real.core.robot_profile import ProfileError, RobotProfile, load_profile
 from sim2real.sim.randomization import load_randomization

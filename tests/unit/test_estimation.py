@@ -6,8 +6,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from sim2real.core.estimation import (ArmEstimator, EstimationError, LegKalmanFilter, estimation_config_from_dict,
-                                      imu_sample, load_estimation_config)
+from sim2real.core.estimation import (
+    ArmEstimator,
+    EstimationError,
+    LegKalmanFilter,
+    estimation_config_from_dict,
+    imu_sample,
+    load_estimation_config,
+)
 from sim2real.core.kinematics import Kinematics
 from sim2real.core.robot_profile import load_profile
 from sim2real.sim.conditions import PhysicalConditions

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,8 +18,7 @@ from sim2real.train.checkpoint import load_checkpoint
 from sim2real.train.export import export_policy
 from sim2real.train.runner import Trainer
 from sim2real.train.train_config import load_train_config
-from tests.unit.toy_env import (TOY_TRAIN_CONFIG, make_toy_task, set_constant_actor,
-                                write_toy_randomization)
+from tests.unit.toy_env import TOY_TRAIN_CONFIG, make_toy_task, set_constant_actor, write_toy_randomization
 
 # The toy moves x by 0.1 * gain * a per step for 20 steps towards the goal 1.0. The constant
 # action 0.5 ends exactly on the goal when gain = 1 (success), at 0.5..0.6 when gain is

@@ -11,13 +11,23 @@ import textwrap
 import numpy as np
 import pytest
 
-from sim2real.core.bags import (bag_topics, diagnostic_statuses, imu_orientation, joint_state_positions,
-                                read_bag, typestore)
+from sim2real.core.bags import (
+    bag_topics,
+    diagnostic_statuses,
+    imu_orientation,
+    joint_state_positions,
+    read_bag,
+    typestore,
+)
 from sim2real.core.failure_bundle import STAGING_DIR, list_bundles, partial_path, rotate, write_bundle
-from sim2real.core.failure_collector import (NS, FailureCollector, FailureDetector, TopicRing, Trigger,
-                                             wall_to_clock)
-from sim2real.core.failure_config import (FailureConfigError, TopicBuffer, TriggerConfig, load_failure_config,
-                                          parse_failure_config)
+from sim2real.core.failure_collector import NS, FailureCollector, FailureDetector, TopicRing, Trigger, wall_to_clock
+from sim2real.core.failure_config import (
+    FailureConfigError,
+    TopicBuffer,
+    TriggerConfig,
+    load_failure_config,
+    parse_failure_config,
+)
 from sim2real.core.robot_profile import load_profile
 
 
@@ -61,7 +71,7 @@ def test_default_config_loads_and_bad_configs_name_the_fix():
         "a type the writer lacks": ({"topics": {"/low": {"type": "unitree_go/msg/LowState"}},
                                      "triggers": {"stale_topics": []}}, "not a message type the bag writer knows"),
     }
-    for case, (changes, words) in bad.items():
+    for changes, words in bad.values():
         with pytest.raises(FailureConfigError, match=words):
             small_config(**changes)
 
@@ -189,7 +199,7 @@ def test_collector_applies_the_quota_after_each_bundle(tmp_path):
     try:
         t = 0
         for event in range(4):
-            for k in range(100):
+            for _ in range(100):
                 t += NS // 100
                 collector.record("/joint_states", t, joint_state_cdr(t, np.zeros(200)))
             collector.trigger(Trigger("manual", f"event {event}"), t - NS)
@@ -272,7 +282,7 @@ def test_a_disk_below_min_free_is_made_room_on_before_the_write_and_a_failed_wri
     monkeypatch.setattr(failure_bundle.shutil, "disk_usage", usage)
     try:
         t = 0
-        for k in range(100):
+        for _ in range(100):
             t += NS // 100
             collector.record("/joint_states", t, joint_state_cdr(t, np.zeros(200)))
         collector.trigger(Trigger("manual", "on a nearly full disk"), t - NS)

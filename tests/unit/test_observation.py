@@ -9,8 +9,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from sim2real.core.kinematics import Kinematics
-from sim2real.core.observation import (VOCABULARY, ObservationSpec, ObservationTerm, RobotSignals,
-                                       term_size)
+from sim2real.core.observation import VOCABULARY, ObservationSpec, ObservationTerm, RobotSignals, term_size
 from sim2real.core.robot_profile import load_profile
 from sim2real.sim.world import SimWorld
 

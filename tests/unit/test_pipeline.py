@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 from sim2real.cli import main
-from sim2real.core.policy_file import load_policy
 from sim2real.core.failure_bundle import list_bundles
 from sim2real.core.paths import share_dir
+from sim2real.core.policy_file import load_policy
 from sim2real.core.robot_profile import load_profile
 from sim2real.pipeline import adapt_randomization, fine_tune_rate
 from sim2real.sim.randomization import load_randomization
 from sim2real.train.checkpoint import load_checkpoint
-from sim2real.train.train_config import load_train_config, override_config
 from sim2real.train.policy_warm_start import policy_iteration
+from sim2real.train.train_config import load_train_config, override_config
 from tests.policy_models import metadata, write_policy, write_target_policy
 from tests.unit.failure_bundles import write_arm_bundle
 

@@ -14,8 +14,14 @@ from scipy import stats
 from sim2real.core.robot_profile import load_profile
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.randomization import (
-    NOMINAL, Distribution, PushSpec, Randomization, RandomizationError, available_randomizations,
-    load_randomization, physical_bounds,
+    NOMINAL,
+    Distribution,
+    PushSpec,
+    Randomization,
+    RandomizationError,
+    available_randomizations,
+    load_randomization,
+    physical_bounds,
 )
 from sim2real.sim.world import SimWorld
 

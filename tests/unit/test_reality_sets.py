@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from sim2real.core.paths import share_dir
+from sim2real.core.policy_file import load_policy
 from sim2real.evaluate.evaluate import EvaluationError, evaluate_policy, resolve_worlds
 from sim2real.evaluate.reality import RealityError, load_reality
-from sim2real.core.policy_file import load_policy
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "sim2real"
 GO2_POLICY = share_dir() / "policies" / "go2_walk.onnx"
@@ -56,8 +56,8 @@ def test_a_reality_set_without_its_seed_or_for_another_robot_is_refused(tmp_path
     shutil.copy(share_dir() / "config" / "reality" / "go2_independent.yaml", copy)
     with pytest.raises(RealityError, match="no secret seed in .*lost.seed. Fix: write one integer"):
         load_reality(copy)
-    from tests.policy_models import write_target_policy
     from sim2real.core.robot_profile import load_profile
+    from tests.policy_models import write_target_policy
 
     panda = load_profile("panda")
     arm = load_policy(write_target_policy(tmp_path / "arm.onnx", panda, panda.default_positions))

@@ -1,21 +1,26 @@
 """The PPO runner on the toy task: checkpoints, resume, curriculum/ADR state, the rsl_rl contract."""
 from __future__ import annotations
 
-import io
 import contextlib
+import io
 import os
-from pathlib import Path
 from functools import partial
+from pathlib import Path
 
 import pytest
 import torch
 
-from sim2real.train.checkpoint import (FORMAT, CheckpointError, latest_checkpoint, load_checkpoint,
-                                       save_checkpoint, warm_start)
+from sim2real.train.checkpoint import (
+    FORMAT,
+    CheckpointError,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+    warm_start,
+)
 from sim2real.train.rsl_rl_env import RslRlVecEnv
 from sim2real.train.runner import Trainer, TrainingError, env_seed, linear_rate, summary, update_threads
-from sim2real.train.train_config import (TrainConfigError, load_train_config, override_config,
-                                         rsl_rl_config)
+from sim2real.train.train_config import TrainConfigError, load_train_config, override_config, rsl_rl_config
 from sim2real.train.vec_env import ProcessVecEnv
 from tests.unit.toy_env import TOY_TRAIN_CONFIG, make_toy, make_toy_task, write_toy_randomization
 

@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 from mcap.reader import make_reader
 
+from sim2real.core.bags import TYPESTORE, BagSalvagedWarning, BagWriteError, BagWriter
 from sim2real.core.robot_profile import load_profile
-from sim2real.core.bags import BagSalvagedWarning, BagWriteError, BagWriter
 from sim2real.sim.conditions import PhysicalConditions
-from sim2real.core.bags import TYPESTORE
 from sim2real.sysid.dataset import COMMANDS, JOINT_STATE_TYPE, STATES, BagError, BagTopics, read_bag, read_bags
 from sim2real.sysid.excitation import make_excitation
 from sim2real.sysid.metadata import profile_hash

@@ -3,8 +3,15 @@ import numpy as np
 import pytest
 
 from sim2real.core.robot_profile import load_profile
-from sim2real.sysid.excitation import (KINDS, STANDING_AMPLITUDE, Excitation, ExcitationError, excitation_defaults,
-                                       leg_joints, make_excitation)
+from sim2real.sysid.excitation import (
+    KINDS,
+    STANDING_AMPLITUDE,
+    Excitation,
+    ExcitationError,
+    excitation_defaults,
+    leg_joints,
+    make_excitation,
+)
 
 DT = 0.001
 

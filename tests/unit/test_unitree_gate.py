@@ -6,8 +6,16 @@ import pytest
 from sim2real.core.joint_command import JointTargets
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.unitree.frames import seal_state
-from sim2real.core.unitree.gate import (ARMED, DISCOVERY_S, LATCHED, RESYNC_TOLERANCE, SHUTDOWN_FRAMES, STOPPED,
-                                        WAITING, BridgeGate)
+from sim2real.core.unitree.gate import (
+    ARMED,
+    DISCOVERY_S,
+    LATCHED,
+    RESYNC_TOLERANCE,
+    SHUTDOWN_FRAMES,
+    STOPPED,
+    WAITING,
+    BridgeGate,
+)
 from sim2real.core.unitree.low_level import Go2LowLevel
 from sim2real.core.unitree.messages import LowState_
 

@@ -48,7 +48,8 @@ def test_step_returns_stacked_arrays_and_auto_resets_on_time_out():
 def test_termination_is_not_a_time_out():
     with ProcessVecEnv(toy_fns(2, max_episode_steps=100), workers=2) as vec:
         vec.reset(seed=0)
-        for steps in range(1, 40):  # |x| > 3 after ~30 steps ends the episode as terminal
+        # |x| > 3 after ~30 steps ends the episode as terminal; ``steps`` is read after the loop.
+        for steps in range(1, 40):  # noqa: B007
             out = vec.step(np.ones((2, 1)))
             if out.dones.any():
                 break

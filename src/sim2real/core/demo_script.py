@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-
 # (start s, vx m/s, vy m/s, yaw rate rad/s): each segment lasts until the next starts.
 WALK_SCRIPT = ((0.0, 0.0, 0.0, 0.0), (3.0, 0.5, 0.0, 0.0), (13.0, 0.4, 0.0, 0.4), (19.0, 0.5, 0.0, 0.0),
                (27.0, 0.0, 0.0, 0.0))

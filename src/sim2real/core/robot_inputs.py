@@ -23,7 +23,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from sim2real.core.joint_state_order import JointStateOrder
-from sim2real.core.observation import ObservationSpec, RobotSignals, VOCABULARY
+from sim2real.core.observation import VOCABULARY, ObservationSpec, RobotSignals
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.core.rotations import unit_orientation
 

@@ -11,7 +11,6 @@ from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
-
 from sim2real.core.config_files import ConfigError, config_path, read_config
 
 

@@ -545,7 +545,7 @@ def plot_suite(report: SuiteReport, png_path: str | Path) -> Path:
     for offset, world in enumerate(report.worlds):
         rows = {r.scenario: r for r in report.results if r.world == world}
         shift = (offset - (len(report.worlds) - 1) / 2) * 0.2
-        for axis, (name, index) in zip(axes[:2], (("vx", 0), ("wz", 2))):
+        for axis, name in zip(axes[:2], ("vx", "wz")):
             achieved = [rows[s].mean(name) for s in scenarios]
             axis.scatter(achieved, y + shift, s=18, label=f"{world}")
         axes[2].scatter([rows[s].mean("estimator_rmse") for s in scenarios], y + shift, s=18, label=world)

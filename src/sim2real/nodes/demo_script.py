@@ -29,8 +29,8 @@ from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
-from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core import demo_script
+from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core.kinematics import Kinematics
 from sim2real.core.robot_profile import load_profile
 from sim2real.nodes import lifecycle, qos, stamps

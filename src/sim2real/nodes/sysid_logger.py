@@ -33,17 +33,17 @@ from rclpy.qos import QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
 from sensor_msgs.msg import Imu, JointState
 from std_srvs.srv import Trigger
 
+from sim2real.core.bags import TYPESTORE, BagWriter
 from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core.robot_profile import load_profile
-from sim2real.core.bags import TYPESTORE, BagWriter
 from sim2real.core.safety_config import load_safety_config
 from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare
+from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sysid.engage_startup import EngageStartup, SupervisorView
 from sim2real.sysid.excitation import excitation_defaults, make_excitation
-from sim2real.sim.conditions import PhysicalConditions
-from sim2real.sysid.standing_check import require_standing
 from sim2real.sysid.metadata import SUSPENDED, bag_custom_data
+from sim2real.sysid.standing_check import require_standing
 
 NS_PER_S = stamps.NS_PER_S
 # Reliable and deep: matches a reliable publisher without dropping a burst; a best-effort

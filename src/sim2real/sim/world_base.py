@@ -134,7 +134,7 @@ class WorldBase(ABC):
         """Seconds of simulated time since the last reset."""
         return self._actuator.steps * self._dt
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a default an engine may keep, not a required method
         """Release the engine's resources (nothing by default)."""
 
     def __enter__(self):

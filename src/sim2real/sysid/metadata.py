@@ -9,7 +9,6 @@ import json
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.sysid.excitation import Excitation
 
-
 # custom_data key: true when the robot hung on a stand, feet clear of the ground.
 SUSPENDED = "suspended"
 

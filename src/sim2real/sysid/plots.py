@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.sysid.dataset import Dataset
 from sim2real.sysid.replay import Replayer, Window

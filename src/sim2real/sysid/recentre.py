@@ -24,8 +24,7 @@ from typing import Any
 import yaml
 
 from sim2real.core.config_files import ConfigError
-from sim2real.sim.randomization import (Randomization, load_randomization, physical_bounds,
-                                        randomization_path)
+from sim2real.sim.randomization import Randomization, load_randomization, physical_bounds, randomization_path
 from sim2real.sysid.identified import read_identified
 
 # name -> (kind, std multiple, relative floor, absolute floor)

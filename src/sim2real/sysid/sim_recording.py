@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sim2real.core.robot_profile import RobotProfile
 from sim2real.core.bags import TYPESTORE, BagWriter
+from sim2real.core.robot_profile import RobotProfile
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.world import SimWorld
 from sim2real.sysid.dataset import COMMANDS, JOINT_STATE_TYPE, STATES

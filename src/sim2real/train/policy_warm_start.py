@@ -42,7 +42,8 @@ def actor_from_policy_file(path: str | Path) -> tuple[dict[str, Any], dict[str, 
     try:
         model = onnx.load(str(path))
     except Exception as exc:
-        raise CheckpointError(path, f"not a readable ONNX file ({exc})", "give a policy written by `sim2real export`")
+        raise CheckpointError(path, f"not a readable ONNX file ({exc})",
+                              "give a policy written by `sim2real export`") from exc
     weights = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
     nodes = list(model.graph.node)
     refuse = "this graph is not the one `sim2real export` writes ({}); warm-start from the run's checkpoint instead"

@@ -42,8 +42,14 @@ import yaml
 
 from sim2real.sim.randomization import Randomization, load_randomization
 from sim2real.train.adaptive_dr import AdaptiveRandomization
-from sim2real.train.checkpoint import (FORMAT, describe_env, latest_checkpoint, load_checkpoint,
-                                       save_checkpoint, source_revision)
+from sim2real.train.checkpoint import (
+    FORMAT,
+    describe_env,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+    source_revision,
+)
 from sim2real.train.curriculum import make_curriculum
 from sim2real.train.symmetry import MirrorAugmentation, env_mirrors, log_mirror_loss_without_gradients
 from sim2real.train.train_config import rsl_rl_config

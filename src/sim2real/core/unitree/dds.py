@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
-from cyclonedds.core import InstanceState, Qos, Policy, ReadCondition, SampleState, ViewState, WaitSet
+from cyclonedds.core import InstanceState, Policy, Qos, ReadCondition, SampleState, ViewState, WaitSet
 from cyclonedds.domain import Domain, DomainParticipant
 from cyclonedds.pub import DataWriter
 from cyclonedds.sub import DataReader, InvalidSample

@@ -17,8 +17,17 @@ import struct
 from typing import Any
 
 from sim2real.core.unitree.crc import frame_crc
-from sim2real.core.unitree.messages import (MOTOR_SLOTS, REMOTE_BYTES, BmsCmd_, BmsState_, IMUState_, LowCmd_,
-                                            LowState_, MotorCmd_, MotorState_)
+from sim2real.core.unitree.messages import (
+    MOTOR_SLOTS,
+    REMOTE_BYTES,
+    BmsCmd_,
+    BmsState_,
+    IMUState_,
+    LowCmd_,
+    LowState_,
+    MotorCmd_,
+    MotorState_,
+)
 
 # type -> fields in IDL order: (name, primitive format code or nested type, count)
 SCHEMA: dict[type, list[tuple[str, Any, int]]] = {

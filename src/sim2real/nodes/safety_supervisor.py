@@ -10,7 +10,9 @@ command's stamp, the state it answers), so the command reaches the robot at once
 at the next tick of a timer out of phase with the policy (up to a period later). A
 steady-clock timer, restarted at each policy tick, ticks every period whenever no policy
 command ticked in the last ``POLICY_TICK_SLACK`` periods (no policy, a stalled or dead one):
-the checks never wait for a policy more than two periods. Policy ticks average one per period
+the checks never wait for a policy more than two periods. A stop (``~/estop``, ``~/damp``, or
+their joystick button newly pressed) ticks at once, so it reaches the robot within the time
+to publish, not up to a period later. Policy ticks average one per period
 (a token bucket), and the core's limits on target changes (target_step, target_rate) scale with
 the time since the last command, so a late command and the next one on time, ticking
 milliseconds apart, together move the targets no further than one tick a period. In lockstep the sim's states
@@ -273,8 +275,20 @@ class SafetySupervisorNode(Node):
         self.inputs.other_command_writers = others  # the sole_writer check trips on them
 
     def _on_joy(self, msg: Joy) -> None:
+        pressed_before = self.inputs.joy_buttons or []
         self.inputs.joy_buttons = list(msg.buttons)
         self.inputs.joy_time = self._now()
+        if not self.sim_time and self._presses_a_stop(pressed_before, self.inputs.joy_buttons):
+            self._tick_in_real_time(by_policy=False)  # the stop goes out now, not at the next tick
+
+    def _presses_a_stop(self, before: list[int], now: list[int]) -> bool:
+        """Whether a joystick message newly presses the e-stop or damp button."""
+        for action in ("estop", "damp"):
+            index = self.config.buttons.get(action)
+            if index is not None and index < len(now) and now[index] == 1 and not (
+                    index < len(before) and before[index] == 1):
+                return True
+        return False
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         # A diverged estimate endangers only a policy that reads it: the runtime says whether its
@@ -296,6 +310,8 @@ class SafetySupervisorNode(Node):
             if self._last_command is not None:
                 self._start_teleop_session_on_takeover(before, np.asarray(self._last_command.position, dtype=float))
             self.get_logger().info(f"~/{action}: {before.value} -> {self.core.mode.value}: {response.message}")
+            if action in ("estop", "damp") and response.success and not self.sim_time:
+                self._tick_in_real_time(by_policy=False)  # the stop goes out now, not at the next tick
             return response
         return handle
 

@@ -47,6 +47,9 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
                                             "(e.g. eth0); '' = cyclonedds' own choice"),
     LaunchArgument("unitree_domain", "0", "unitree only: DDS domain of the robot's rt/lowstate and rt/lowcmd "
                                           "(a Go2: 0)"),
+    LaunchArgument("remote_max_velocity", "1.0,0.5,1.0",
+                   "unitree only: base velocity at full stick of the Go2's remote, 'vx,vy,yaw' in m/s, m/s, "
+                   "rad/s (the runtime still clamps /cmd_vel to the policy's trained ranges)"),
     LaunchArgument("controller", "forward_position_controller",
                    "ros2_control only: the forward_command_controller (position interface) taking the commands"),
     LaunchArgument("controller_joints", "",
@@ -216,9 +219,12 @@ def make_plan(**arguments: Any) -> BringupPlan:
         nodes.append(NodeSpec("unitree_bridge", "unitree_bridge", "hardware", {
             "robot": robot, "network_interface": args["network_interface"], "unitree_domain": domain,
             "safety_config": args["safety_config"],
+            "remote_max_velocity": _remote_max_velocity(args["remote_max_velocity"]),
         }))
-    elif args["network_interface"] or args["unitree_domain"] != LAUNCH_ARGUMENTS["unitree_domain"].default:
-        raise PlanError("launch arguments network_interface and unitree_domain are for hardware:=unitree")
+    elif (args["network_interface"] or args["unitree_domain"] != LAUNCH_ARGUMENTS["unitree_domain"].default
+          or args["remote_max_velocity"] != LAUNCH_ARGUMENTS["remote_max_velocity"].default):
+        raise PlanError("launch arguments network_interface, unitree_domain and remote_max_velocity are for "
+                        "hardware:=unitree")
     if sim:
         try:  # here, before any process starts: a node that dies of it leaves the demo waiting
             PhysicalConditions.from_yaml(args["conditions"], f"launch argument conditions:={args['conditions']!r}")
@@ -331,3 +337,15 @@ def require_suspendable(profile: RobotProfile) -> None:
         profile.check_suspendable()
     except ValueError as exc:
         raise PlanError(f"suspended:=true: {exc}. Leave suspended out (or at auto)") from None
+
+
+def _remote_max_velocity(text: str) -> list[float]:
+    """'vx,vy,yaw' -> three finite speeds >= 0, or a PlanError that shows the form."""
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) != 3 or not all(0.0 <= v < float("inf") for v in values):
+        raise PlanError(f"launch argument remote_max_velocity:={text!r}: give three speeds >= 0, 'vx,vy,yaw' in "
+                        "m/s, m/s, rad/s, e.g. remote_max_velocity:=0.6,0.3,0.8")
+    return values

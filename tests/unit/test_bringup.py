@@ -55,7 +55,11 @@ def test_hardware_topic_changes_only_the_hardware_part():
     ({"hardware": "gazebo"}, "not one of ['sim', 'mujoco', 'topic', 'ros2_control', 'unitree']"),
     ({"robot": "panda", "hardware": "unitree"}, "'panda' has none: use robot:=go2"),
     ({"hardware": "unitree", "unitree_domain": "300"}, "unitree_domain:='300' must be a DDS domain id"),
-    ({"network_interface": "eth0"}, "network_interface and unitree_domain are for hardware:=unitree"),
+    ({"network_interface": "eth0"}, "network_interface, unitree_domain and remote_max_velocity are for hardware"),
+    ({"remote_max_velocity": "0.5,0.5,0.5"}, "remote_max_velocity are for hardware:=unitree"),
+    ({"hardware": "unitree", "remote_max_velocity": "0.5,0.5"}, "give three speeds >= 0, 'vx,vy,yaw'"),
+    ({"hardware": "unitree", "remote_max_velocity": "fast"}, "remote_max_velocity:='fast'"),
+    ({"hardware": "unitree", "remote_max_velocity": "1,-1,1"}, "give three speeds >= 0"),
     ({"robot": "panda", "hardware": "ros2_control", "controller_joints": "panda_joint1,panda_joint2"},
      "missing profile joints ['panda_joint3'"),
     ({"lockstep": "maybe"}, "must be true or false"),
@@ -88,7 +92,8 @@ def test_parse_arguments_fills_defaults():
                                    "controller_joints": "", "failure_collector": True, "failures_dir": "",
                                    "estimator": "auto", "latency_compensation": False, "latency_log": "",
                                    "policy_dirs": "", "trusted_keys": "", "network_interface": "",
-                                   "unitree_domain": "0", "model": "", "realtime": False, "realtime_cpus": ""}
+                                   "unitree_domain": "0", "remote_max_velocity": "1.0,0.5,1.0", "model": "",
+                                   "realtime": False, "realtime_cpus": ""}
 
 
 def test_a_policy_adds_the_runtime_as_the_control_node_with_an_absolute_path(tmp_path, monkeypatch):
@@ -250,6 +255,9 @@ def test_hardware_unitree_runs_the_bridge_in_place_of_the_sim_and_the_supervisor
     bridge = plan.node("unitree_bridge")
     assert bridge.role == "hardware"
     assert bridge.parameters["network_interface"] == "eth0" and bridge.parameters["unitree_domain"] == 0
+    assert bridge.parameters["remote_max_velocity"] == [1.0, 0.5, 1.0]
+    slow = make_plan(robot="go2", hardware="unitree", remote_max_velocity="0.6,0.3,0.8").node("unitree_bridge")
+    assert slow.parameters["remote_max_velocity"] == [0.6, 0.3, 0.8]
     assert "sim_robot" not in [n.name for n in plan.nodes]
     assert plan.node("safety_supervisor").parameters["simulated"] is False
 

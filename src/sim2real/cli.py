@@ -577,7 +577,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "model_<iteration>.pt checkpoints and TensorBoard logs into --out.",
         epilog="examples:\n  sim2real train --robot panda --task reach --out runs/reach\n"
                "  sim2real train --robot go2 --task walk --out runs/walk --iterations 2000 --num-envs 32\n"
-               "  sim2real train --config config/train/go2_walk_symmetric.yaml --out runs/walk_sym\n"
+               "  sim2real train --config config/experiments/go2_walk/onehour.yaml --out runs/walk_onehour\n"
                "  sim2real train --resume runs/walk/model_500.pt --iterations 3000\n"
                "  sim2real train --init-from runs/walk/model_1500.pt --config my_walk.yaml --out runs/walk_ft "
                "--iterations 2500\n"

@@ -118,7 +118,7 @@ def test_a_fine_tune_of_a_linear_recipe_goes_on_flat_at_its_final_rate():
         {"ppo.learning_rate": 3e-5}
     # A recipe whose line ended at an iteration of its own run (here 2400, before the
     # fine-tune's start): the fine-tune's flat line ends with the fine-tune, else it is refused.
-    recipe = override_config(load_train_config("go2", "walk", "config/train/go2_walk_onehour.yaml"),
+    recipe = override_config(load_train_config("go2", "walk", "config/experiments/go2_walk/onehour.yaml"),
                              {"ppo.learning_rate_final_iteration": 2400})
     overrides = fine_tune_rate(recipe["ppo"], 3300 + 200)
     assert overrides == {"ppo.learning_rate": 5e-5, "ppo.learning_rate_final_iteration": 3500}

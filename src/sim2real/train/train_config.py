@@ -3,7 +3,11 @@
 Precedence: :data:`DEFAULTS` < the YAML file < command-line overrides. Every section
 and key is checked, so a typo fails the run before any env starts, with the file, the
 field and the fix (:class:`TrainConfigError`). Commented example:
-``config/train/go2_walk.yaml``.
+``config/train/go2_walk.yaml``, the shipped Go2 recipe.
+
+A file may start from another with ``extends: FILE`` (a path relative to the file, or the
+name of a file in ``config/train/`` without ``.yaml``) and give only what differs: mappings
+merge key by key (``task_config`` and ``curriculum`` included), anything else replaces.
 
 The PPO defaults are chosen for CPU training: a fixed learning rate of 3e-4 (rsl_rl's
 KL-adaptive schedule collapsed the learning rate on the Panda reach task here), and
@@ -96,12 +100,10 @@ def load_train_config(robot: str | None, task: str | None, path: str | Path | No
     if not source.is_file():
         raise TrainConfigError(source, "(file)", "not found",
                                f"give --config FILE, or use a robot/task with a config ({available_configs()})")
-    try:
-        data = yaml.safe_load(source.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise TrainConfigError(source, "(file)", f"not valid YAML ({exc})", "correct the YAML syntax") from None
-    if not isinstance(data, dict):
-        raise TrainConfigError(source, "(file)", "expected a mapping", f"see {_EXAMPLE}")
+    data: dict[str, Any] = {}
+    for layer, layer_data in _extends_chain(source):
+        _merge(copy.deepcopy(DEFAULTS), layer_data, layer, "")  # each file's own fields, named by that file
+        _deep_update(data, layer_data)
     config = copy.deepcopy(DEFAULTS)
     _merge(config, data, source, "")
     for key, value in (overrides or {}).items():
@@ -135,6 +137,50 @@ def override_config(config: Mapping[str, Any], overrides: Mapping[str, Any] | No
             _merge(result, _nest(key, value), source, "")
     _validate(result, source)
     return result
+
+
+def _read(source: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(source.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise TrainConfigError(source, "(file)", f"not valid YAML ({exc})", "correct the YAML syntax") from None
+    if not isinstance(data, dict):
+        raise TrainConfigError(source, "(file)", "expected a mapping", f"see {_EXAMPLE}")
+    return data
+
+
+def _extends_chain(source: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """``source`` and the files it extends, the first ancestor first; each without ``extends``."""
+    chain: list[tuple[Path, dict[str, Any]]] = []
+    seen: list[Path] = []
+    while True:
+        if source.resolve() in seen:
+            cycle = " -> ".join(str(p) for p in [*seen, source.resolve()])
+            raise TrainConfigError(source, "extends", f"a cycle ({cycle})", "make one file the root, without extends")
+        seen.append(source.resolve())
+        data = _read(source)
+        parent = data.pop("extends", None)
+        chain.append((source, data))
+        if parent is None:
+            return chain[::-1]
+        if not isinstance(parent, str) or not parent.strip():
+            raise TrainConfigError(source, "extends", f"expected a file, got {parent!r}",
+                                   "write e.g. extends: go2_walk (config/train/go2_walk.yaml) or a relative path")
+        named = "/" not in parent and not parent.endswith((".yaml", ".yml"))
+        parent_path = share_dir() / "config" / "train" / f"{parent}.yaml" if named else source.parent / parent
+        if not parent_path.is_file():
+            raise TrainConfigError(source, "extends", f"{parent_path} not found",
+                                   f"name a file in config/train ({available_configs()}) or a path relative to "
+                                   f"{source.parent}")
+        source = parent_path
+
+
+def _deep_update(into: dict[str, Any], data: Mapping[str, Any]) -> None:
+    for key, value in data.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _deep_update(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)
 
 
 def _nest(dotted: str, value: Any) -> dict[str, Any]:

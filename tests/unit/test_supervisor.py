@@ -209,21 +209,36 @@ def test_ticks_closer_than_a_period_share_one_period_of_target_step():
     rig = Rig()
     rig.engaged()
     step = rig.core.config.checks["target_step"]["max_step"]
-    start = rig.tick().command.position
     rig.policy = GO2.upper_limits  # far away: every tick is step-limited
-    sent = [start]
-    for every in (0.1, 0.05, 0.85, 1.0, 0.3, 0.3, 0.3, 0.1, 2.0):
+    sent = [rig.tick().command.position]  # a whole step: the period's budget is used
+    for every in (0.1, 0.05, 0.85, 1.0, 0.3, 0.3, 0.3, 2.0):
         decision = rig.tick(every=every * rig.period)
         assert decision.mode == Mode.ACTIVE, rig.core.last_trip
         sent.append(decision.command.position)
         moved = np.abs(sent[-1] - sent[-2]).max()
         assert moved <= step * min(every, 1.0) + 1e-9, every
-    # Over the first three ticks (one period in all) and the three at 0.3: one step's worth each.
-    assert np.abs(sent[3] - sent[0]).max() <= step + 1e-9
-    assert np.abs(sent[3] - sent[0]).max() > 0.99 * step
-    assert np.abs(sent[7] - sent[4]).max() <= 0.9 * step + 1e-9
+        assert moved >= step * min(every, 1.0) - 1e-9, every  # limited, not stopped
+    # The three ticks after the first came within one period in all: one step's worth together.
+    assert np.abs(sent[3] - sent[0]).max() == pytest.approx(step)
     half = rig.tick(every=0.5 * rig.period)
-    assert "0.50 of a period since the last command" in failed(half, "target_step")[0].detail
+    assert "0.175 of 0.35 rad per period left 0.50 of a period after" in failed(half, "target_step")[0].detail
+
+
+def test_a_command_after_a_tick_that_moved_nothing_keeps_its_whole_step():
+    """The timer resends the held targets while the policy is late; its command, arriving just
+    after, still moves a whole step: nothing moved in the period before it."""
+    rig = Rig()
+    rig.engaged()
+    step = rig.core.config.checks["target_step"]["max_step"]
+    rig.policy = GO2.upper_limits
+    held = rig.tick().command.position
+    rig.policy = held.copy()
+    assert np.array_equal(rig.tick().command.position, held)  # the resend, a period later
+    rig.policy = GO2.upper_limits
+    late = rig.tick(every=0.05 * rig.period).command.position
+    np.testing.assert_allclose(np.abs(late - held).max(), step)
+    after = rig.tick(every=0.5 * rig.period).command.position
+    np.testing.assert_allclose(np.abs(after - late).max(), 0.5 * step)  # what refilled since
 
 
 def test_a_clock_that_went_back_allows_one_period_of_target_step_not_none():

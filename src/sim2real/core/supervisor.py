@@ -11,7 +11,7 @@ returns the command to publish. Once the first joint state has arrived, a comman
 returned every tick, whatever the inputs do:
 
 - STANDBY: interpolate from the pose found at entry to the stand (default) pose, then hold it.
-- ACTIVE: the policy's command, clamped to the position limits and the per-tick step limit;
+- ACTIVE: the policy's command, clamped to the position limits and the step limit per period;
   cross-faded from the held pose over ``blend_duration`` after a takeover.
 - TAKEOVER: ``/teleop/joint_commands`` while fresh; otherwise a hold. With ``hold_pose: last``
   (arms) a HOLD trip keeps the last targets sent (a category-2 stop: stop where you are, with
@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -148,6 +148,7 @@ class SupervisorCore:
         self._high = profile.upper_limits - margin
         self._last_sent: Optional[JointTargets] = None
         self._last_sent_time: Optional[float] = None
+        self._step_budget: Optional[np.ndarray] = None  # rad each joint may still move this period (target_step)
         self._segment_start: Optional[np.ndarray] = None  # pose a STANDBY/TAKEOVER trajectory starts from
         self._segment_time = 0.0
         self._hold_in_place = False  # TAKEOVER after a HOLD trip: stay where we stopped
@@ -436,9 +437,7 @@ class SupervisorCore:
             index = self.config.buttons.get(action)
             if index is None or index >= len(buttons):
                 continue
-            pressed_now = buttons[index] == 1
-            pressed_before = index < len(previous) and previous[index] == 1
-            if not pressed_now or pressed_before:
+            if not newly_pressed(index, previous, buttons):
                 continue
             if was_reset and action in ("takeover", "engage"):
                 # A reset never restarts motion by itself (ISO 13850): motion is a later, separate act.
@@ -644,15 +643,18 @@ class SupervisorCore:
         return max(0.0, self._descent_settle() + self.config.damp_duration - (now - self._segment_time))
 
     def _share_of_a_period(self, now: float) -> float:
-        """The time since the last command sent, in command periods, at most one: the per-period
-        limits (target_step, target_rate) allow this share of a period's change. Two ticks closer
-        than a period (in real time, a late policy command and the next one on time) together move
-        the targets no further than one tick would. A clock that went back counts as a period."""
+        """The time since the last command sent, in command periods, at most one. The limits per
+        period refill by this share: target_step's budget per joint, and the velocity rate
+        limiter's time step. So two ticks closer than a period (in real time, a late policy
+        command and the next one on time) together move the targets no further than one tick a
+        period would, while a tick after one that moved nothing keeps its whole step. A clock
+        that went back counts as a period."""
         if self._last_sent_time is None or now < self._last_sent_time:
             return 1.0
         share = (now - self._last_sent_time) / self.period
-        # The rounding of a sum of periods must not shave the limit of a tick a period apart.
-        return 1.0 if share > 1.0 - 1e-9 else share
+        # Real time stamps are epoch seconds (2e-7 s apart as floats): a tick a period apart
+        # keeps the whole period, whatever the rounding.
+        return 1.0 if share > 1.0 - 1e-4 else share
 
     def _filter(self, command: JointTargets, checks: list[CheckResult], share: float) -> JointTargets:
         if self.mode in (Mode.DAMPING, Mode.ESTOP):
@@ -673,14 +675,21 @@ class SupervisorCore:
             position = limited
         step = self.config.checks.get("target_step")
         if step is not None and step.enabled and self._last_sent is not None:
-            max_step = step["max_step"] * share
+            max_step = step["max_step"]
+            budget = self._step_budget if self._step_budget is not None else np.full(len(position), max_step)
+            budget = np.minimum(max_step, budget + share * max_step)
             delta = position - self._last_sent.position
-            too_far = np.abs(delta) > max_step
+            too_far = np.abs(delta) > budget
+            if too_far.any():
+                left = float(budget[too_far].min())
+                detail = (f"target steps above {max_step:.2f} rad per period limited" if left >= max_step
+                          else f"target steps limited: {left:.3f} of {max_step:.2f} rad per period left "
+                               f"{share:.2f} of a period after the last command")
             checks.append(CheckResult("target_step", not too_far.any(), Response.CLAMP,
-                                      f"target steps above {max_step:.2f} rad limited"
-                                      + (f" ({share:.2f} of a period since the last command)" if share < 1.0 else "")
-                                      if too_far.any() else ""))
-            position = self._last_sent.position + np.clip(delta, -max_step, max_step)
+                                      detail if too_far.any() else ""))
+            delta = np.clip(delta, -budget, budget)
+            self._step_budget = budget - np.abs(delta)
+            position = self._last_sent.position + delta
         command.position = position
         return command
 
@@ -717,6 +726,11 @@ class SupervisorCore:
             if moved.any() else ""))
         self._velocity_acceleration = (limited - previous) / dt
         command.velocity = limited
+
+
+def newly_pressed(index: int, before: Sequence[int], now: Sequence[int]) -> bool:
+    """Whether joystick button ``index`` is down in ``now`` and was not in ``before``."""
+    return index < len(now) and now[index] == 1 and not (index < len(before) and before[index] == 1)
 
 
 def _finite(command: Optional[JointTargets]) -> bool:

@@ -167,35 +167,47 @@ def test_a_policy_command_goes_to_the_robot_when_it_arrives_not_at_the_next_time
     assert np.median(delays) < 0.3 * PERIOD, f"median {np.median(delays) * 1e3:.1f} ms from policy to robot"
 
 
+def first_stamp_in(operator, mode: str, since: int) -> int | None:
+    """The stamp (ns) of the first /safety/status in ``mode`` stamped at or after ``since``."""
+    with operator.probe.lock:
+        arrays = list(operator.status)
+    for array in arrays:
+        stamp = array.header.stamp.sec * 10**9 + array.header.stamp.nanosec
+        if stamp >= since and array.status[0].message == mode:
+            return stamp
+    return None
+
+
 @pytest.mark.timing_sensitive(reason="wall-clock delay from a request to the supervisor's tick on a shared machine")
-def test_a_stop_from_the_joystick_or_the_service_goes_out_at_once_not_at_the_next_tick(active_go2, probe):
+def test_a_stop_from_the_joystick_or_the_service_goes_out_at_once_not_at_the_next_tick(active_go2):
     """A damp button press and an ~/estop call each tick the supervisor as they arrive. At the
     next tick (timer or policy) they would go out anywhere from 0 to a period later. Timed on the
     supervisor's own account (its status stamp, the tick's time) from the request's sending, so
-    the probe's own receiving does not count."""
-    stopped_at = {}
-
-    def on_status(array):
-        mode = array.status[0].message
-        if mode in ("DAMPING", "ESTOP"):
-            stopped_at.setdefault(mode, array.header.stamp.sec * 10**9 + array.header.stamp.nanosec)
-
-    probe.record(DiagnosticArray, "/safety/status", 10, callback=on_status)
-    time.sleep(0.2)
-    buttons = [0] * 8
-    buttons[load_safety_config("go2").buttons["damp"]] = 1
-    press = Joy(buttons=buttons)
-    pressed = time.time_ns()
-    press.header.stamp.sec, press.header.stamp.nanosec = divmod(pressed, 10**9)
-    active_go2.joy_pub.publish(press)
-    assert wait_for(lambda: "DAMPING" in stopped_at, 2.0), f"mode {active_go2.mode()}"
-    client = active_go2.clients["estop"]
-    assert client.wait_for_service(timeout_sec=5.0)
-    called = time.time_ns()
-    future = client.call_async(Trigger.Request())
-    assert wait_for(lambda: "ESTOP" in stopped_at and future.done(), 2.0) and future.result().success
-    delays = {"damp button": (stopped_at["DAMPING"] - pressed) * 1e-9, "~/estop": (stopped_at["ESTOP"] - called) * 1e-9}
-    assert max(delays.values()) < 0.4 * PERIOD, {k: f"{v * 1e3:.1f} ms" for k, v in delays.items()}
+    the probe's own receiving does not count; twice each, from STANDBY after a reset."""
+    damp_button = load_safety_config("go2").buttons["damp"]
+    delays = []
+    for _ in range(2):
+        for stop, mode in (("damp button", "DAMPING"), ("~/estop", "ESTOP")):
+            buttons = [0] * 8
+            sent = time.time_ns()
+            if stop == "damp button":
+                buttons[damp_button] = 1
+                press = Joy(buttons=buttons)
+                press.header.stamp.sec, press.header.stamp.nanosec = divmod(sent, 10**9)
+                active_go2.joy_pub.publish(press)
+            else:
+                future = active_go2.clients["estop"].call_async(Trigger.Request())
+            assert wait_for(lambda mode=mode, sent=sent: first_stamp_in(active_go2, mode, sent), 2.0), \
+                f"no {mode} after the {stop}; mode {active_go2.mode()}"
+            delays.append((stop, (first_stamp_in(active_go2, mode, sent) - sent) * 1e-9))
+            if stop == "damp button":
+                active_go2.joy_pub.publish(Joy(buttons=[0] * 8))  # released
+            else:
+                assert wait_for(future.done, 2.0) and future.result().success
+            # Back to STANDBY once the category-1 stop has laid the robot down.
+            assert wait_for(lambda: active_go2.call("reset").success, 6.0), active_go2.status_value("last_trip")
+    # The median: a request once delayed by the machine's own stalls is not the supervisor's doing.
+    assert np.median([d for _, d in delays]) < 0.25 * PERIOD, [f"{stop}: {d * 1e3:.1f} ms" for stop, d in delays]
 
 
 def test_nan_action_holds_and_commands_stay_finite(active_go2):

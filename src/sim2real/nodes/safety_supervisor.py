@@ -51,7 +51,14 @@ from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core.period_stats import GapFreeStream
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import load_safety_config
-from sim2real.core.supervisor import OPERATOR_ACTIONS, TELEOP_FRESH_S, Mode, SupervisorCore, SupervisorInputs
+from sim2real.core.supervisor import (
+    OPERATOR_ACTIONS,
+    TELEOP_FRESH_S,
+    Mode,
+    SupervisorCore,
+    SupervisorInputs,
+    newly_pressed,
+)
 from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare, refuse_clock_change
 from sim2real.nodes.polled import Inputs
@@ -60,6 +67,8 @@ from sim2real.nodes.sole_publisher import SolePublisherCheck
 LEVELS = {Mode.STANDBY: DiagnosticStatus.OK, Mode.ACTIVE: DiagnosticStatus.OK, Mode.TAKEOVER: DiagnosticStatus.WARN,
           Mode.DAMPING: DiagnosticStatus.ERROR, Mode.ESTOP: DiagnosticStatus.ERROR}
 WARN_THROTTLE_S = 2.0
+STOPPED = (Mode.DAMPING, Mode.ESTOP)  # a request that enters one of these ticks at once (real time)
+STOP_BUTTONS = {"damp": STOPPED, "estop": (Mode.ESTOP,)}  # button: the modes it changes nothing in
 LOCKSTEP_POLICY_WAIT_S = 2.0  # wall seconds to wait for the policy's command of a lockstep tick
 # Real time: the timer stays quiet for this many periods after a tick a policy command started
 # (the next command is due one period later; the slack absorbs its jitter).
@@ -275,20 +284,16 @@ class SafetySupervisorNode(Node):
         self.inputs.other_command_writers = others  # the sole_writer check trips on them
 
     def _on_joy(self, msg: Joy) -> None:
-        pressed_before = self.inputs.joy_buttons or []
+        before = self.inputs.joy_buttons or []
         self.inputs.joy_buttons = list(msg.buttons)
         self.inputs.joy_time = self._now()
-        if not self.sim_time and self._presses_a_stop(pressed_before, self.inputs.joy_buttons):
-            self._tick_in_real_time(by_policy=False)  # the stop goes out now, not at the next tick
-
-    def _presses_a_stop(self, before: list[int], now: list[int]) -> bool:
-        """Whether a joystick message newly presses the e-stop or damp button."""
-        for action in ("estop", "damp"):
-            index = self.config.buttons.get(action)
-            if index is not None and index < len(now) and now[index] == 1 and not (
-                    index < len(before) and before[index] == 1):
-                return True
-        return False
+        if not self.sim_time and any(
+                self.core.mode not in already and newly_pressed(self.config.buttons[action], before,
+                                                                self.inputs.joy_buttons)
+                for action, already in STOP_BUTTONS.items() if action in self.config.buttons):
+            # A stop the robot is not already in goes out now, not at the next tick (and a button
+            # that chatters does not tick again).
+            self._tick_in_real_time(by_policy=False)
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
         # A diverged estimate endangers only a policy that reads it: the runtime says whether its
@@ -310,7 +315,7 @@ class SafetySupervisorNode(Node):
             if self._last_command is not None:
                 self._start_teleop_session_on_takeover(before, np.asarray(self._last_command.position, dtype=float))
             self.get_logger().info(f"~/{action}: {before.value} -> {self.core.mode.value}: {response.message}")
-            if action in ("estop", "damp") and response.success and not self.sim_time:
+            if self.core.mode in STOPPED and self.core.mode != before and not self.sim_time:
                 self._tick_in_real_time(by_policy=False)  # the stop goes out now, not at the next tick
             return response
         return handle

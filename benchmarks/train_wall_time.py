@@ -12,9 +12,8 @@ command); run it on an otherwise idle machine, since its figure is a wall time.
 Targets (issue 3): panda reach SR >= 0.95 nominal and >= 0.90 under the reference DR, in
 <= 10 minutes of training; go2 walk no falls and mean velocity error <= 0.1 m/s nominal,
 SR >= 0.90 under DR, in <= 60 minutes. The Panda recipe takes ~7 minutes; the Go2 recipe
-(``go2_walk.yaml``, 1300 iterations with symmetric training) 25.5 minutes in session 12,
-bitwise the shipped run's checkpoints. (The previous Go2 recipe, ``onehour.yaml``
-then ``onehour_stage2.yaml``: 74.2 minutes in session 11.)
+(``config/train/go2_walk.yaml``, 1300 iterations with symmetric training) 25.5 minutes,
+bitwise the shipped run's checkpoints (policies/README.md).
 
 Example:
     .venv/bin/python benchmarks/train_wall_time.py                      # panda, ~9 min in all

@@ -16,6 +16,7 @@ from sim2real.core.controller_joints import ControllerJointOrder, ControllerJoin
 from sim2real.core.paths import share_dir
 from sim2real.core.realtime import CHAIN_ENVIRONMENT, ROLE_PRIORITY, RealtimeRequest, available_cpus
 from sim2real.core.robot_profile import RobotProfile, load_profile
+from sim2real.core.unitree.remote import DEFAULT_MAX_VELOCITY, max_velocity_from
 from sim2real.launch_env import REALTIME_ENV
 from sim2real.sim.conditions import PhysicalConditions
 
@@ -47,7 +48,7 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
                                             "(e.g. eth0); '' = cyclonedds' own choice"),
     LaunchArgument("unitree_domain", "0", "unitree only: DDS domain of the robot's rt/lowstate and rt/lowcmd "
                                           "(a Go2: 0)"),
-    LaunchArgument("remote_max_velocity", "1.0,0.5,1.0",
+    LaunchArgument("remote_max_velocity", ",".join(f"{v:.1f}" for v in DEFAULT_MAX_VELOCITY),
                    "unitree only: base velocity at full stick of the Go2's remote, 'vx,vy,yaw' in m/s, m/s, "
                    "rad/s (the runtime still clamps /cmd_vel to the policy's trained ranges)"),
     LaunchArgument("controller", "forward_position_controller",
@@ -219,10 +220,10 @@ def make_plan(**arguments: Any) -> BringupPlan:
         nodes.append(NodeSpec("unitree_bridge", "unitree_bridge", "hardware", {
             "robot": robot, "network_interface": args["network_interface"], "unitree_domain": domain,
             "safety_config": args["safety_config"],
-            "remote_max_velocity": _remote_max_velocity(args["remote_max_velocity"]),
+            "remote_max_velocity": list(_remote_max_velocity(args["remote_max_velocity"])),
         }))
     elif (args["network_interface"] or args["unitree_domain"] != LAUNCH_ARGUMENTS["unitree_domain"].default
-          or args["remote_max_velocity"] != LAUNCH_ARGUMENTS["remote_max_velocity"].default):
+          or _remote_max_velocity(args["remote_max_velocity"]) != DEFAULT_MAX_VELOCITY):
         raise PlanError("launch arguments network_interface, unitree_domain and remote_max_velocity are for "
                         "hardware:=unitree")
     if sim:
@@ -339,13 +340,8 @@ def require_suspendable(profile: RobotProfile) -> None:
         raise PlanError(f"suspended:=true: {exc}. Leave suspended out (or at auto)") from None
 
 
-def _remote_max_velocity(text: str) -> list[float]:
-    """'vx,vy,yaw' -> three finite speeds >= 0, or a PlanError that shows the form."""
+def _remote_max_velocity(text: str) -> tuple[float, float, float]:
     try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        values = []
-    if len(values) != 3 or not all(0.0 <= v < float("inf") for v in values):
-        raise PlanError(f"launch argument remote_max_velocity:={text!r}: give three speeds >= 0, 'vx,vy,yaw' in "
-                        "m/s, m/s, rad/s, e.g. remote_max_velocity:=0.6,0.3,0.8")
-    return values
+        return max_velocity_from(text, "launch argument remote_max_velocity")
+    except ValueError as exc:
+        raise PlanError(str(exc)) from None

@@ -57,7 +57,7 @@ def test_hardware_topic_changes_only_the_hardware_part():
     ({"hardware": "unitree", "unitree_domain": "300"}, "unitree_domain:='300' must be a DDS domain id"),
     ({"network_interface": "eth0"}, "network_interface, unitree_domain and remote_max_velocity are for hardware"),
     ({"remote_max_velocity": "0.5,0.5,0.5"}, "remote_max_velocity are for hardware:=unitree"),
-    ({"hardware": "unitree", "remote_max_velocity": "0.5,0.5"}, "give three speeds >= 0, 'vx,vy,yaw'"),
+    ({"hardware": "unitree", "remote_max_velocity": "0.5,0.5"}, "give three speeds >= 0, vx,vy,yaw"),
     ({"hardware": "unitree", "remote_max_velocity": "fast"}, "remote_max_velocity:='fast'"),
     ({"hardware": "unitree", "remote_max_velocity": "1,-1,1"}, "give three speeds >= 0"),
     ({"robot": "panda", "hardware": "ros2_control", "controller_joints": "panda_joint1,panda_joint2"},
@@ -258,6 +258,7 @@ def test_hardware_unitree_runs_the_bridge_in_place_of_the_sim_and_the_supervisor
     assert bridge.parameters["remote_max_velocity"] == [1.0, 0.5, 1.0]
     slow = make_plan(robot="go2", hardware="unitree", remote_max_velocity="0.6,0.3,0.8").node("unitree_bridge")
     assert slow.parameters["remote_max_velocity"] == [0.6, 0.3, 0.8]
+    assert "unitree_bridge" not in [n.name for n in make_plan(robot="go2", remote_max_velocity="1,0.5,1").nodes]
     assert "sim_robot" not in [n.name for n in plan.nodes]
     assert plan.node("safety_supervisor").parameters["simulated"] is False
 

@@ -39,7 +39,7 @@ from sim2real.core.safety_config import load_safety_config
 from sim2real.core.unitree.dds import UnitreeDds
 from sim2real.core.unitree.gate import ARMED, LATCHED, WAITING, BridgeGate
 from sim2real.core.unitree.low_level import Go2LowLevel, LowStateReading
-from sim2real.core.unitree.remote import joy_buttons, remote_velocity
+from sim2real.core.unitree.remote import DEFAULT_MAX_VELOCITY, joy_buttons, max_velocity_from, remote_velocity
 from sim2real.nodes import lifecycle, qos
 from sim2real.nodes.command_source import CommandSource
 from sim2real.nodes.diagnostics import publish_status
@@ -60,13 +60,10 @@ class UnitreeBridgeNode(Node):
         domain = declare(self, "unitree_domain", 0, "DDS domain of the robot's rt/lowstate and rt/lowcmd (the Go2: 0)")
         safety = declare(self, "safety_config", "", "Safety config whose remote: and joystick: map the remote's "
                                                     "buttons onto /joy; '' = the robot's name")
-        max_velocity = declare(self, "remote_max_velocity", [1.0, 0.5, 1.0],
+        max_velocity = declare(self, "remote_max_velocity", list(DEFAULT_MAX_VELOCITY),
                                "Base velocity (vx m/s, vy m/s, yaw rad/s) at full stick: the remote's sticks publish "
                                "/cmd_vel while one is off centre (the policy runtime clamps it to its trained ranges)")
-        if len(max_velocity) != 3 or not all(0 <= v < float("inf") for v in max_velocity):
-            raise ValueError(f"parameter remote_max_velocity:={list(max_velocity)}: give three numbers >= 0 "
-                             "(vx m/s, vy m/s, yaw rad/s), e.g. [1.0, 0.5, 1.0]")
-        self.max_velocity = tuple(float(v) for v in max_velocity)
+        self.max_velocity = max_velocity_from(max_velocity, "parameter remote_max_velocity")
         self.profile = load_profile(robot)
         self.low_level = Go2LowLevel(self.profile)  # refuses a profile without a unitree: section
         config = load_safety_config(safety or self.profile.name)

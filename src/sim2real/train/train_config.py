@@ -7,7 +7,8 @@ field and the fix (:class:`TrainConfigError`). Commented example:
 
 A file may start from another with ``extends: FILE`` (a path relative to the file, or the
 name of a file in ``config/train/`` without ``.yaml``) and give only what differs: mappings
-merge key by key (``task_config`` and ``curriculum`` included), anything else replaces.
+merge key by key (``task_config`` and ``curriculum`` included; a mapping with another ``kind``,
+e.g. a linear curriculum for an automatic one, replaces the parent's), anything else replaces.
 
 The PPO defaults are chosen for CPU training: a fixed learning rate of 3e-4 (rsl_rl's
 KL-adaptive schedule collapsed the learning rate on the Panda reach task here), and
@@ -177,7 +178,9 @@ def _extends_chain(source: Path) -> list[tuple[Path, dict[str, Any]]]:
 
 def _deep_update(into: dict[str, Any], data: Mapping[str, Any]) -> None:
     for key, value in data.items():
-        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+        other_kind = isinstance(value, Mapping) and "kind" in value and isinstance(into.get(key), dict) \
+            and value["kind"] != into[key].get("kind")  # e.g. another curriculum: the old one's keys mean nothing
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict) and not other_kind:
             _deep_update(into[key], value)
         else:
             into[key] = copy.deepcopy(value)

@@ -68,6 +68,23 @@ STICK_DEAD_ZONE = 0.05  # back under this on every stick: at rest again
 STICK_MOVED = 0.08      # past this on any stick: moved
 
 
+DEFAULT_MAX_VELOCITY = (1.0, 0.5, 1.0)  # vx m/s, vy m/s, yaw rad/s at full stick
+
+
+def max_velocity_from(values: Sequence[float] | str, where: str) -> tuple[float, float, float]:
+    """The base velocity at full stick from three speeds >= 0 (a sequence, or 'vx,vy,yaw');
+    a ValueError that names ``where`` and shows the form otherwise."""
+    try:
+        speeds = [float(v) for v in (values.split(",") if isinstance(values, str) else values)]
+    except (TypeError, ValueError):
+        speeds = []
+    if len(speeds) != 3 or not all(0.0 <= v < float("inf") for v in speeds):
+        shown = values if isinstance(values, str) else list(values)
+        raise ValueError(f"{where}:={shown!r}: give three speeds >= 0, vx,vy,yaw in m/s, m/s, rad/s, "
+                         "e.g. 0.6,0.3,0.8")
+    return (speeds[0], speeds[1], speeds[2])
+
+
 def remote_velocity(state: RemoteState, max_velocity: tuple[float, float, float],
                     moving: bool = False) -> tuple[float, float, float] | None:
     """The base velocity command (vx m/s forward, vy m/s left, yaw rate rad/s counter-clockwise)

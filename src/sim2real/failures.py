@@ -20,8 +20,7 @@ from sim2real.core.bags import BagReadError, read_bag
 from sim2real.core.failure_bundle import Bundle, find_bundle, list_bundles
 from sim2real.core.failure_config import load_failure_config
 from sim2real.core.rotations import tilt_angle
-
-NS = 1_000_000_000
+from sim2real.core.units import NS_PER_S
 
 
 def default_dir() -> Path:
@@ -67,7 +66,7 @@ def bundle_series(bundle: Bundle) -> dict[str, Any]:
                                "cmd_t": [], "cmd": [], "mode_t": [], "mode": []}
     names = None
     for topic, t, msg in read_bag(bundle.path):
-        rel = (t - event) / NS
+        rel = (t - event) / NS_PER_S
         if topic == "/joint_states":
             names = names or list(msg.name)
             series["q_t"].append(rel)

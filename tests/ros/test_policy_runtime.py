@@ -351,6 +351,10 @@ def test_a_model_for_another_robot_stops_the_start_with_every_difference(start_g
         assert words in log
 
 
+@pytest.mark.timing_sensitive(reason="twice in CI runs the supervisor received nothing for ~1.0 s right after the "
+                                      "SIGKILL (no /joint_states for 1.02-1.04 s: DAMPING, not the hold) while the "
+                                      "machine was otherwise idle; suspected: Fast DDS's shared-memory transport "
+                                      "waiting out its 1 s port health check on the dead reader")
 def test_killing_the_runtime_makes_the_supervisor_hold_and_keep_commanding(probe, start_graph, go2_policies,
                                                                           tmp_path):
     """With a config that holds a silent policy (the Go2's ships the category-1 stop instead:

@@ -20,7 +20,7 @@ from sim2real.core.bags import (
     typestore,
 )
 from sim2real.core.failure_bundle import STAGING_DIR, list_bundles, partial_path, rotate, write_bundle
-from sim2real.core.failure_collector import NS, FailureCollector, FailureDetector, TopicRing, Trigger, wall_to_clock
+from sim2real.core.failure_collector import FailureCollector, FailureDetector, TopicRing, Trigger, wall_to_clock
 from sim2real.core.failure_config import (
     FailureConfigError,
     TopicBuffer,
@@ -29,6 +29,7 @@ from sim2real.core.failure_config import (
     parse_failure_config,
 )
 from sim2real.core.robot_profile import load_profile
+from sim2real.core.units import NS_PER_S
 
 
 def joint_state_cdr(t_ns: int, position) -> bytes:
@@ -36,7 +37,7 @@ def joint_state_cdr(t_ns: int, position) -> bytes:
     JointState = store.types["sensor_msgs/msg/JointState"]
     Header = store.types["std_msgs/msg/Header"]
     Time = store.types["builtin_interfaces/msg/Time"]
-    msg = JointState(header=Header(stamp=Time(sec=t_ns // NS, nanosec=t_ns % NS), frame_id=""),
+    msg = JointState(header=Header(stamp=Time(sec=t_ns // NS_PER_S, nanosec=t_ns % NS_PER_S), frame_id=""),
                      name=[f"j{i}" for i in range(len(position))], position=np.asarray(position, float),
                      velocity=np.zeros(len(position)), effort=np.zeros(len(position)))
     return bytes(store.serialize_cdr(msg, "sensor_msgs/msg/JointState"))
@@ -79,14 +80,14 @@ def test_default_config_loads_and_bad_configs_name_the_fix():
 def test_ring_keeps_its_duration_and_byte_bounds():
     ring = TopicRing(TopicBuffer("/t", "std_msgs/msg/String", seconds=1.0, max_bytes=10_000))
     for k in range(300):  # 3 s at 100 Hz, 10 bytes each
-        ring.append(k * NS // 100, b"x" * 10)
-    assert ring.oldest_ns() >= 2 * NS - NS // 100 and len(ring) <= 101
+        ring.append(k * NS_PER_S // 100, b"x" * 10)
+    assert ring.oldest_ns() >= 2 * NS_PER_S - NS_PER_S // 100 and len(ring) <= 101
     assert ring.received == 300 and ring.evicted == 300 - len(ring)
     tight = TopicRing(TopicBuffer("/t", "std_msgs/msg/String", seconds=10.0, max_bytes=1000))
     for k in range(300):
-        tight.append(k * NS // 100, b"x" * 100)
+        tight.append(k * NS_PER_S // 100, b"x" * 100)
     assert tight.bytes <= 1000 and len(tight) == 10
-    assert [t for t, _ in ring.window(2 * NS, int(2.5 * NS))] == [k * NS // 100 for k in range(200, 251)]
+    assert [t for t, _ in ring.window(2 * NS_PER_S, int(2.5 * NS_PER_S))] == [k * NS_PER_S // 100 for k in range(200, 251)]
 
 
 def test_detector_triggers_on_each_failure_kind_once_per_episode():
@@ -114,8 +115,8 @@ def test_detector_triggers_on_each_failure_kind_once_per_episode():
     assert d.policy_command(names, profile.default_positions) is None
     assert d.diagnostics_status("policy_runtime: policy", {"tick_latency_p99_ms": "25.0"}).kind == "latency_overrun"
     assert d.diagnostics_status("policy_runtime: policy", {"tick_latency_p99_ms": "26.0"}) is None
-    assert d.stale(NS, {"/joint_states": None}) is None  # never streamed
-    assert d.stale(NS, {"/joint_states": NS // 2}).kind == "stale_sensor"
+    assert d.stale(NS_PER_S, {"/joint_states": None}) is None  # never streamed
+    assert d.stale(NS_PER_S, {"/joint_states": NS_PER_S // 2}).kind == "stale_sensor"
     assert "latency" in d.context() and d.context()["latency"]["policy_runtime"]["tick_latency_p99_ms"] == "26.0"
 
 
@@ -124,11 +125,11 @@ def test_collector_writes_the_window_as_a_rosbag2_bundle_that_rosbags_and_mcap_r
     collector = FailureCollector(config, tmp_path, {"robot": "go2"})
     try:
         for k in range(300):  # 3 s at 100 Hz
-            t = k * NS // 100
+            t = k * NS_PER_S // 100
             collector.record("/joint_states", t, joint_state_cdr(t, [k, 0.0]))
             if k == 200:
                 name = collector.trigger(Trigger("manual", "test"), t)
-                assert collector.trigger(Trigger("fall", "joins"), t + NS // 10) == name  # within cooldown
+                assert collector.trigger(Trigger("fall", "joins"), t + NS_PER_S // 10) == name  # within cooldown
             collector.poll(t)
         assert collector.wait_idle(20.0), collector.errors
     finally:
@@ -136,10 +137,10 @@ def test_collector_writes_the_window_as_a_rosbag2_bundle_that_rosbags_and_mcap_r
     (bundle,) = list_bundles(tmp_path)
     info = json.loads((bundle.path / "failure.json").read_text())
     assert info["reason"] == "test" and [t["kind"] for t in info["triggers"]] == ["manual", "fall"]
-    assert info["robot"] == "go2" and info["window"]["start_ns"] == NS
+    assert info["robot"] == "go2" and info["window"]["start_ns"] == NS_PER_S
     assert bag_topics(bundle.path) == {"/joint_states": ("sensor_msgs/msg/JointState", 151)}
     stamps = [(t, msg.position[0]) for _, t, msg in read_bag(bundle.path)]
-    assert stamps[0] == (NS, 100.0) and stamps[-1] == (int(2.5 * NS), 250.0)
+    assert stamps[0] == (NS_PER_S, 100.0) and stamps[-1] == (int(2.5 * NS_PER_S), 250.0)
     from mcap.reader import make_reader
 
     (mcap_file,) = bundle.path.glob("*.mcap")
@@ -200,9 +201,9 @@ def test_collector_applies_the_quota_after_each_bundle(tmp_path):
         t = 0
         for event in range(4):
             for _ in range(100):
-                t += NS // 100
+                t += NS_PER_S // 100
                 collector.record("/joint_states", t, joint_state_cdr(t, np.zeros(200)))
-            collector.trigger(Trigger("manual", f"event {event}"), t - NS)
+            collector.trigger(Trigger("manual", f"event {event}"), t - NS_PER_S)
             collector.poll(t)
             assert collector.wait_idle(20.0), collector.errors
     finally:
@@ -230,11 +231,11 @@ def test_imu_orientation_is_read_in_place_from_the_cdr_bytes(frame_id):
 
 def test_receive_times_map_onto_a_sim_clock_between_two_drains():
     # Sim time ran 0.5 s while 1 s of wall time passed between the drains.
-    to_sim = wall_to_clock((10 * NS, 100 * NS), 11 * NS, 100 * NS + NS // 2)
-    assert to_sim(10 * NS + NS // 2) == 100 * NS + NS // 4
-    assert to_sim(9 * NS) == 100 * NS            # received before the previous drain
-    assert to_sim(12 * NS) == 100 * NS + NS // 2  # never past the clock's now
-    assert wall_to_clock(None, 11 * NS, 7)(10 * NS) == 7  # first drain: the clock's now
+    to_sim = wall_to_clock((10 * NS_PER_S, 100 * NS_PER_S), 11 * NS_PER_S, 100 * NS_PER_S + NS_PER_S // 2)
+    assert to_sim(10 * NS_PER_S + NS_PER_S // 2) == 100 * NS_PER_S + NS_PER_S // 4
+    assert to_sim(9 * NS_PER_S) == 100 * NS_PER_S            # received before the previous drain
+    assert to_sim(12 * NS_PER_S) == 100 * NS_PER_S + NS_PER_S // 2  # never past the clock's now
+    assert wall_to_clock(None, 11 * NS_PER_S, 7)(10 * NS_PER_S) == 7  # first drain: the clock's now
 
 
 @pytest.mark.parametrize("frame_id", ["", "base", "a" * 13])
@@ -283,9 +284,9 @@ def test_a_disk_below_min_free_is_made_room_on_before_the_write_and_a_failed_wri
     try:
         t = 0
         for _ in range(100):
-            t += NS // 100
+            t += NS_PER_S // 100
             collector.record("/joint_states", t, joint_state_cdr(t, np.zeros(200)))
-        collector.trigger(Trigger("manual", "on a nearly full disk"), t - NS)
+        collector.trigger(Trigger("manual", "on a nearly full disk"), t - NS_PER_S)
         collector.poll(t)
         assert collector.wait_idle(20.0)
     finally:
@@ -300,9 +301,9 @@ def test_a_disk_below_min_free_is_made_room_on_before_the_write_and_a_failed_wri
     monkeypatch.setattr("sim2real.core.failure_collector.write_bundle", failing_write)
     collector = FailureCollector(small_config(), tmp_path)
     try:
-        collector.record("/joint_states", t + NS, joint_state_cdr(t + NS, np.zeros(200)))
-        collector.trigger(Trigger("manual", "disk full"), t + NS)
-        collector.poll(t + 3 * NS)
+        collector.record("/joint_states", t + NS_PER_S, joint_state_cdr(t + NS_PER_S, np.zeros(200)))
+        collector.trigger(Trigger("manual", "disk full"), t + NS_PER_S)
+        collector.poll(t + 3 * NS_PER_S)
         assert collector.wait_idle(20.0)
     finally:
         collector.stop()
@@ -382,7 +383,7 @@ def test_start_up_noise_is_no_failure_until_the_robot_is_engaged():
     assert d.diagnostics_status("policy_runtime: policy", slow) is None
     assert d.imu((1.0, 0.0, 0.0, 0.0)) is None  # upside down while standing up
     assert d.policy_command(profile.joint_names, profile.upper_limits) is None
-    assert d.stale(10 * NS, {"/joint_states": 0}).kind == "stale_sensor"
+    assert d.stale(10 * NS_PER_S, {"/joint_states": 0}).kind == "stale_sensor"
     nan = [float("nan")] * len(profile.joint_names)
     assert d.policy_command(profile.joint_names, nan).kind == "non_finite_command"
     d.safety_status("ACTIVE", {"trips": "0"})

@@ -30,8 +30,8 @@ import numpy as np
 from sim2real.core.failure_bundle import BUNDLE_TIME_FORMAT, clean_partials, rotate, write_bundle
 from sim2real.core.failure_config import FailureConfig, TopicBuffer, TriggerConfig
 from sim2real.core.rotations import tilt_angle
+from sim2real.core.units import NS_PER_S
 
-NS = 1_000_000_000
 POLICY_STATUS_SUFFIX = ": policy"       # policy_runtime's /diagnostics status name ends so
 SUPERVISOR_STATUS = "safety_supervisor: mode"
 ENGAGED_MODES = ("ACTIVE", "TAKEOVER")
@@ -45,7 +45,7 @@ class TopicRing:
     def __init__(self, spec: TopicBuffer):
         self.spec = spec
         self._items: deque[tuple[int, bytes]] = deque()
-        self._window_ns = int(spec.seconds * NS)
+        self._window_ns = int(spec.seconds * NS_PER_S)
         self.bytes = 0
         self.received = 0
         self.evicted = 0
@@ -227,7 +227,7 @@ class FailureDetector:
             seen = last_seen.get(topic)
             if seen is None:
                 continue  # never streamed (e.g. no IMU on an arm): nothing went stale
-            silent = (now_ns - seen) / NS
+            silent = (now_ns - seen) / NS_PER_S
             if silent > limit and topic not in self._stale:
                 self._stale.add(topic)
                 # Not gated on engaging: a sensor that streamed and stopped is a failure in any mode.
@@ -292,7 +292,7 @@ class FailureCollector:
 
     def trigger(self, trigger: Trigger, t_ns: int) -> str:
         """Declare a failure at ``t_ns``; returns the name of the bundle it goes into."""
-        cooldown = int(self.config.cooldown_s * NS)
+        cooldown = int(self.config.cooldown_s * NS_PER_S)
         last = self._last_event
         if last is not None and t_ns - last.time_ns <= cooldown and last in self.pending:
             last.triggers.append(trigger)
@@ -300,7 +300,7 @@ class FailureCollector:
         wall = time.time()
         stamp = datetime.fromtimestamp(wall, tz=timezone.utc).strftime(BUNDLE_TIME_FORMAT)[:-4] + "Z"  # ms
         event = _Event(name=f"{stamp}_{trigger.kind}", time_ns=t_ns, wall=wall, triggers=[trigger],
-                       context=self.detector.context(), due_ns=t_ns + int(self.config.post_event_s * NS))
+                       context=self.detector.context(), due_ns=t_ns + int(self.config.post_event_s * NS_PER_S))
         self.pending.append(event)
         self._last_event = event
         self._idle.clear()
@@ -313,8 +313,8 @@ class FailureCollector:
 
     def _dispatch(self, event: _Event) -> None:
         self.pending.remove(event)
-        start = event.time_ns - int(self.config.pre_event_s * NS)
-        end = event.time_ns + int(self.config.post_event_s * NS)
+        start = event.time_ns - int(self.config.pre_event_s * NS_PER_S)
+        end = event.time_ns + int(self.config.post_event_s * NS_PER_S)
         # Copies of references only: the bytes are immutable and shared with the rings.
         event.extra["windows"] = {topic: ring.window(start, end) for topic, ring in self.rings.items()}
         event.extra["window_ns"] = (start, end)
@@ -350,7 +350,7 @@ class FailureCollector:
             "format": "sim2real failure bundle 1",
             "reason": first.reason, "kind": first.kind,
             "triggers": [{"kind": t.kind, "reason": t.reason} for t in event.triggers],
-            "time_ns": event.time_ns, "time_s": event.time_ns / NS,
+            "time_ns": event.time_ns, "time_s": event.time_ns / NS_PER_S,
             "wall_time": datetime.fromtimestamp(event.wall, tz=timezone.utc).isoformat(),
             "window": {"start_ns": start, "end_ns": end, "pre_event_s": self.config.pre_event_s,
                        "post_event_s": self.config.post_event_s},

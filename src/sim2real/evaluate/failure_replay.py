@@ -32,11 +32,10 @@ from sim2real.core.robot_profile import load_profile
 from sim2real.core.rotations import tilt_angle
 from sim2real.core.safety_config import load_safety_config
 from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
+from sim2real.core.units import NS_PER_S
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.engines import DEFAULT_ENGINE, ENGINES, make_world
 from sim2real.sim.robot_models import ModelError, resolve_model
-
-NS = 1_000_000_000
 
 
 class ReplayError(ValueError):
@@ -124,9 +123,9 @@ def replay_failure(bundle: Bundle, policy_path: str | Path | None = None, lead_s
     policy_path = Path(policy_path).resolve()
     window = info.get("window", {})
     event_ns = int(info.get("time_ns", 0))
-    lead_s = min(lead_s, (event_ns - window.get("start_ns", event_ns)) / NS) if window else lead_s
+    lead_s = min(lead_s, (event_ns - window.get("start_ns", event_ns)) / NS_PER_S) if window else lead_s
     after_s = (window.get("post_event_s", 2.0) + 1.0) if after_s is None else after_s
-    start = _start_state(bundle, event_ns - int(lead_s * NS))
+    start = _start_state(bundle, event_ns - int(lead_s * NS_PER_S))
     notes = list(start.notes)
     recorded = conditions if conditions is not None else info.get("conditions")
     if recorded is None:
@@ -185,7 +184,7 @@ def replay_failure(bundle: Bundle, policy_path: str | Path | None = None, lead_s
         for tick in range(total_ticks):
             t = tick * period
             state = world.joint_state()
-            inputs.set_joint_states(profile.joint_names, state.position, state.velocity, int(t * NS))
+            inputs.set_joint_states(profile.joint_names, state.position, state.velocity, int(t * NS_PER_S))
             if start.cmd_vel is not None:
                 inputs.set_velocity_command(*start.cmd_vel, now=t)
             sup_inputs.joint_position, sup_inputs.joint_velocity = state.position, state.velocity

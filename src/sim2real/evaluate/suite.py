@@ -47,13 +47,13 @@ from sim2real.core.robot_profile import load_profile
 from sim2real.core.rotations import quat_to_matrix, tilt_angle
 from sim2real.core.safety_config import load_safety_config
 from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
+from sim2real.core.units import NS_PER_S
 from sim2real.evaluate.evaluate import EvaluationError, check_world_options, json_safe, resolve_worlds
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.engines import DEFAULT_ENGINE, make_world
 from sim2real.sim.randomization import Randomization
 from sim2real.sim.world import height_at
 
-NS = 1_000_000_000
 FALL_TILT = 1.0     # rad: the Go2 task's termination tilt
 FALL_HEIGHT = 0.12  # m over the ground: the trunk is down
 SATURATED = 0.98    # of the torque limit
@@ -300,7 +300,7 @@ def _control_tick(slot: PolicySlot, inputs: RobotInputs, supervisor: SupervisorC
                   profile, state, imu, estimate, command: np.ndarray, t: float, engage_at: float):
     """One policy period of the graph: the runtime's tick and the supervisor's; the command the
     supervisor sends (None: nothing new)."""
-    inputs.set_joint_states(profile.joint_names, state.position, state.velocity, int(t * NS))
+    inputs.set_joint_states(profile.joint_names, state.position, state.velocity, int(t * NS_PER_S))
     inputs.set_imu(imu.orientation, imu.angular_velocity)
     inputs.set_state_estimate(estimate.velocity_body)
     inputs.set_velocity_command(*command, now=t)

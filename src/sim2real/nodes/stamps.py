@@ -1,7 +1,7 @@
 """builtin_interfaces/Time <-> integer nanoseconds (exact, unlike float seconds)."""
 from builtin_interfaces.msg import Time
 
-NS_PER_S = 1_000_000_000
+from sim2real.core.units import NS_PER_S  # also stamps.NS_PER_S, for the nodes
 
 
 def to_msg(nanoseconds: int) -> Time:

@@ -13,19 +13,18 @@ import numpy as np
 
 from sim2real.core.bags import TYPESTORE, BagWriter
 from sim2real.core.robot_profile import RobotProfile
+from sim2real.core.units import NS_PER_S
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.world import SimWorld
 from sim2real.sysid.dataset import COMMANDS, JOINT_STATE_TYPE, STATES
 from sim2real.sysid.excitation import Excitation
 from sim2real.sysid.metadata import SUSPENDED, bag_custom_data
 
-NS = 1_000_000_000
-
 
 def joint_state_message(names, stamp_ns: int, position, velocity=(), effort=()):
     types = TYPESTORE.types
     header = types["std_msgs/msg/Header"](
-        stamp=types["builtin_interfaces/msg/Time"](sec=int(stamp_ns // NS), nanosec=int(stamp_ns % NS)), frame_id="")
+        stamp=types["builtin_interfaces/msg/Time"](sec=int(stamp_ns // NS_PER_S), nanosec=int(stamp_ns % NS_PER_S)), frame_id="")
     as_array = lambda values: np.asarray(values, dtype=np.float64)  # noqa: E731
     return types[JOINT_STATE_TYPE](header=header, name=list(names), position=as_array(position),
                                    velocity=as_array(velocity), effort=as_array(effort))
@@ -41,7 +40,7 @@ def record_in_sim(profile: RobotProfile, excitation: Excitation, out: str | Path
         world.reset()
         substeps = round(profile.sensing_period / profile.physics_period)
         per_command = round(profile.policy_period / profile.sensing_period)
-        sensing_ns = round(profile.sensing_period * NS)
+        sensing_ns = round(profile.sensing_period * NS_PER_S)
         total = int(round((excitation.duration + 2 * settle) / profile.sensing_period))
         names = profile.joint_names
         custom = bag_custom_data(profile, excitation, "sim2real.sysid.sim_recording",
@@ -55,8 +54,8 @@ def record_in_sim(profile: RobotProfile, excitation: Excitation, out: str | Path
                 state = world.joint_state()
                 bag.write(STATES, stamp, joint_state_message(names, stamp, *state))
                 if k % per_command == 0:
-                    q, dq = excitation.sample(stamp / NS - settle)
-                    if not (settle <= stamp / NS <= settle + excitation.duration):
+                    q, dq = excitation.sample(stamp / NS_PER_S - settle)
+                    if not (settle <= stamp / NS_PER_S <= settle + excitation.duration):
                         dq = np.zeros_like(dq)
                     world.command(q, dq)
                     bag.write(COMMANDS, stamp, joint_state_message(names, stamp, q, dq, np.zeros(len(names))))

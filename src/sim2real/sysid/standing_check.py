@@ -76,9 +76,10 @@ def check_standing(profile: RobotProfile, excitation: Excitation, conditions=Non
                   f"{'base tilt ' + format(worst_tilt, '.0f') + ' deg' if too_tilted else ''}"
                   f"{' and ' if too_tilted and too_low else ''}"
                   f"{'trunk at ' + format(lowest, '.3f') + ' m' if too_low else ''} around "
-                  f"{worst_time:.1f} s into it ({_margins()}). Fix: excite one leg at a time (--legs 1), "
-                  f"lower --amplitude (now {float(np.max(excitation.amplitude)):.2f} rad), or hang the robot on a "
-                  "stand (--suspended)")
+                  f"{worst_time:.1f} s into it ({_margins()}). Fix: excite one leg at a time (--legs 1, launch: "
+                  f"legs:=1), lower the amplitude (--amplitude, launch: amplitude:=; now "
+                  f"{float(np.max(excitation.amplitude)):.2f} rad), or hang the robot on a stand (--suspended, "
+                  "launch: suspended:=true)")
     return StandingCheck(round(worst_tilt, 2), round(lowest, 4), round(stand_height, 4), round(worst_time, 3),
                          not reason, reason)
 

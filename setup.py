@@ -96,7 +96,7 @@ setup(
         "reality": ["example-robot-data>=6"],
         # ruff (lint), import-linter (the layer contracts, also checked by a test) and codespell:
         # `make lint`, which CI runs before the tests.
-        "test": ["pytest>=7", "pytest-rerunfailures>=12", "pytest-timeout>=2.3",
+        "test": ["pytest>=7", "pytest-rerunfailures>=12", "pytest-timeout>=2.3", "pytest-xdist>=3.5",
                  "colcon-common-extensions>=0.3",
                  # Pinned: a newer linter's new rules or words would fail CI with no change here.
                  "ruff==0.17.6", "import-linter==2.17", "codespell==2.4.3"],

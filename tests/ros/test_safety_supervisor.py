@@ -183,7 +183,8 @@ def test_a_stop_from_the_joystick_or_the_service_goes_out_at_once_not_at_the_nex
     """A damp button press and an ~/estop call each tick the supervisor as they arrive. At the
     next tick (timer or policy) they would go out anywhere from 0 to a period later. Timed on the
     supervisor's own account (its status stamp, the tick's time) from the request's sending, so
-    the probe's own receiving does not count; twice each, from STANDBY after a reset."""
+    the probe's own receiving does not count; twice each (the first damp from ACTIVE, the rest
+    from STANDBY after a reset)."""
     damp_button = load_safety_config("go2").buttons["damp"]
     delays = []
     for _ in range(2):

@@ -62,7 +62,7 @@ from sim2real.core.robot_profile import RobotProfile
 from sim2real.core.trained_ranges import TrainedRanges
 
 HISTORY_TICKS = 50          # 1 s at 50 Hz: enough motion to exercise a policy, recent enough to be relevant
-DEFAULT_MAX_JUMP = 0.5      # rad; the supervisor's target_step clamp (go2: 0.35 rad/tick) is the backstop
+DEFAULT_MAX_JUMP = 0.5      # rad; the supervisor's target_step clamp (go2: 0.35 rad per command period) is the backstop
 DEFAULT_CROSSFADE = 0.2     # s
 DEFAULT_ACTION_BOUND = 100.0  # |a| for policies exported without an action clip (legged_gym's clip_actions)
 DEFAULT_MAX_OVERREACH = 0.3   # rad a joint target may pass the joint's limit before the action guard stops the tick

@@ -652,13 +652,15 @@ class SupervisorCore:
         if self._last_sent_time is None or now < self._last_sent_time:
             return 1.0
         share = (now - self._last_sent_time) / self.period
-        # Real time stamps are epoch seconds (2e-7 s apart as floats): a tick a period apart
-        # keeps the whole period, whatever the rounding.
-        return 1.0 if share > 1.0 - 1e-4 else share
+        # Real time stamps are epoch seconds (2.4e-7 s apart as floats): a tick a period apart
+        # keeps the whole period, whatever the rounding, at any command rate.
+        tolerance = max(1e-4, 4.0 * math.ulp(now) / self.period)
+        return 1.0 if share > 1.0 - tolerance else share
 
     def _filter(self, command: JointTargets, checks: list[CheckResult], share: float) -> JointTargets:
         if self.mode in (Mode.DAMPING, Mode.ESTOP):
             self._velocity_acceleration[:] = 0.0  # the stop sends zero velocity targets
+            self._step_budget = None  # after the stop, a whole step again
             return command  # measured positions or the stop's descent: clamping would pull the joints
         # Whatever the source, no velocity target or feed-forward effort over the limits leaves here.
         max_velocity, max_effort = self._max_velocity, self._max_effort

@@ -11,12 +11,13 @@ at the next tick of a timer out of phase with the policy (up to a period later).
 steady-clock timer, restarted at each policy tick, ticks every period whenever no policy
 command ticked in the last ``POLICY_TICK_SLACK`` periods (no policy, a stalled or dead one):
 the checks never wait for a policy more than two periods. A stop (``~/estop``, ``~/damp``, or
-their joystick button newly pressed) ticks at once, so it reaches the robot within the time
-to publish, not up to a period later. Policy ticks average one per period
-(a token bucket), and the core's limits on target changes (target_step, target_rate) scale with
-the time since the last command, so a late command and the next one on time, ticking
-milliseconds apart, together move the targets no further than one tick a period. In lockstep the sim's states
-drive the ticks, each waiting for the policy's answer to its state.
+their joystick button newly pressed) that changes the mode ticks at once, so it reaches the
+robot within the time to publish, not up to a period later. Policy ticks average one per
+period (a token bucket), and the core's limits on target changes refill over time (target_step
+a budget per period, target_rate over the time since the last command), so a late command and
+the next one on time, ticking milliseconds apart, together move the targets no further than
+one tick a period. In lockstep the sim's states drive the ticks, each waiting for the policy's
+answer to its state.
 
 Inputs: /joint_states, /imu/data, /policy/joint_commands, /teleop/joint_commands, /joy,
 /diagnostics (a state estimator reporting divergence). Services (std_srvs/Trigger):
@@ -287,12 +288,17 @@ class SafetySupervisorNode(Node):
         before = self.inputs.joy_buttons or []
         self.inputs.joy_buttons = list(msg.buttons)
         self.inputs.joy_time = self._now()
-        if not self.sim_time and any(
-                self.core.mode not in already and newly_pressed(self.config.buttons[action], before,
-                                                                self.inputs.joy_buttons)
-                for action, already in STOP_BUTTONS.items() if action in self.config.buttons):
-            # A stop the robot is not already in goes out now, not at the next tick (and a button
-            # that chatters does not tick again).
+        if self.sim_time:
+            return  # lockstep: the sim's next state ticks, within one of its periods
+        mode = self.core.mode
+        for action, already in STOP_BUTTONS.items():
+            index = self.config.buttons.get(action)
+            if index is not None and mode not in already and newly_pressed(index, before, self.inputs.joy_buttons):
+                # Requested here, as a service call is: the core's own edge test compares with the
+                # buttons of its last tick, which may not have seen this press's release before.
+                self.core.request(action, self.inputs, self._now())
+        if self.core.mode != mode:
+            # The stop goes out now, not at the next tick (a button that chatters ticks no more).
             self._tick_in_real_time(by_policy=False)
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:

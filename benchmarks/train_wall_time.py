@@ -2,18 +2,19 @@
 """Wall time to a shipped policy's targets: train the shipped recipe from scratch, evaluate
 what it ends with, and say whether it met the targets within the time asked.
 
-It runs exactly what ``policies/README.md`` says made the file: ``sim2real train`` with the
-robot's shipped configs (or ``--config``) into fresh folders, each stage after the first
-starting from the previous stage's last checkpoint (``--init-from``), ``sim2real export``
-of the last checkpoint, then ``sim2real eval`` on the nominal world and the reference
-randomization. The wall time counts every stage, start-up included. Training gets the whole machine (``OMP_NUM_THREADS=1``, as the README's
-command); run it on an otherwise idle machine, since its figure is a wall time.
+It runs exactly what the policy's model card (``policies/<robot>_<task>.md``) says made the
+file: ``sim2real train`` with the robot's shipped configs (or ``--config``) into fresh
+folders, each stage after the first starting from the previous stage's last checkpoint
+(``--init-from``), ``sim2real export`` of the last checkpoint, then ``sim2real eval`` on
+the nominal world and the reference randomization. The wall time counts every stage, start-up
+included. Training gets the whole machine (``OMP_NUM_THREADS=1``, as ``sim2real train`` sets it;
+docs/train.md); run it on an otherwise idle machine, since its figure is a wall time.
 
 Targets (issue 3): panda reach SR >= 0.95 nominal and >= 0.90 under the reference DR, in
 <= 10 minutes of training; go2 walk no falls and mean velocity error <= 0.1 m/s nominal,
 SR >= 0.90 under DR, in <= 60 minutes. The Panda recipe takes ~7 minutes; the Go2 recipe
 (``config/train/go2_walk.yaml``, 1300 iterations with symmetric training) 25.5 minutes,
-bitwise the shipped run's checkpoints (policies/README.md).
+bitwise the shipped run's checkpoints (policies/go2_walk.md).
 
 Example:
     .venv/bin/python benchmarks/train_wall_time.py                      # panda, ~9 min in all
@@ -66,9 +67,9 @@ def main() -> int:
     parser.add_argument("--iterations", type=int,
                         help="N iterations per stage, to check the plumbing (not a figure)")
     parser.add_argument("--episodes", type=int,
-                        help="evaluation episodes per world set (default: as policies/README.md reports, "
+                        help="evaluation episodes per world set (default: as the model cards report, "
                              "panda 100, go2 50)")
-    parser.add_argument("--seed", type=int, default=0, help="evaluation seed (default: 0, as policies/README.md)")
+    parser.add_argument("--seed", type=int, default=0, help="evaluation seed (default: 0, as the model cards)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     recipe = RECIPES[args.robot]

@@ -77,7 +77,7 @@ def test_go2_demo_walks_the_shipped_policy_through_the_whole_chain_in_lockstep(t
     """The Go2 main job: sim_robot -> policy_runtime -> safety_supervisor -> sim_robot with
     policies/go2_walk.onnx, /cmd_vel from the demo script. It walks without falling and without
     the supervisor ever leaving ACTIVE, and covers a fair share of the distance the script
-    commands (policies/README.md gives the shipped file's tracking error)."""
+    commands (policies/go2_walk.md gives the shipped file's tracking error)."""
     from sim2real.core.demo_script import WALK_DURATION, WALK_SCRIPT
 
     result = run_cli(["demo", "--robot", "go2", "--lockstep", "--no-video", "--timeout", "360",

@@ -73,7 +73,7 @@ def test_a_malformed_joint_state_is_ignored_not_fatal(make_node):
 def test_a_new_goal_goes_out_with_the_state_that_starts_its_segment(make_node):
     """Not at the 10 Hz timer's next tick: in lockstep that tick's phase against the script's
     start depends on when the supervisor engaged, so goals reached the policy 0-100 ms late by
-    chance and the latency trial's score varied with it (README, latency figures)."""
+    chance and the latency trial's score varied with it (docs/estimation_latency.md, latency figures)."""
     from sim2real.core import demo_script
 
     node = make_node(duration=30.0)

@@ -23,7 +23,7 @@ def tree(folder: str) -> list[tuple[str, list[str]]]:
 
 # One executable per node (installed to lib/sim2real/ by setup.cfg for `ros2 run`),
 # plus the `sim2real` command line. tests/unit/test_packaging.py checks this list
-# against the node plan in src/sim2real/bringup.py.
+# against the node plan in src/sim2real/graph/plan.py.
 NODE_EXECUTABLES = {
     "sim_robot": "sim2real.nodes.sim_robot:main",
     "pose_commander": "sim2real.nodes.pose_commander:main",
@@ -104,7 +104,7 @@ setup(
     zip_safe=False,
     entry_points={
         "console_scripts": [
-            "sim2real = sim2real.cli:main",
+            "sim2real = sim2real.cli.main:main",
             *(f"{name} = {target}" for name, target in NODE_EXECUTABLES.items()),
         ],
     },

@@ -60,7 +60,7 @@ class Hogs:
 def helper_environment(role: str, realtime: bool) -> dict[str, str]:
     """What a helper standing in for a node of ``role`` runs with: under ``realtime`` that role's
     real-time request, as the plan gives the node it stands in for (applied by the helper)."""
-    from sim2real.bringup import node_environment
+    from sim2real.graph.plan import node_environment
 
     return {**os.environ, **node_environment(role, realtime, ())}
 
@@ -68,7 +68,7 @@ def helper_environment(role: str, realtime: bool) -> dict[str, str]:
 def apply_realtime_request() -> None:
     """In a helper: the real-time request of its environment (helper_environment), if any."""
     from sim2real.core import realtime
-    from sim2real.launch_env import REALTIME_ENV
+    from sim2real.core.launch_env import REALTIME_ENV
 
     for line in realtime.apply_encoded(os.environ.pop(REALTIME_ENV, None)).lines():
         print(f"[{os.path.basename(sys.argv[0])}] {line}", flush=True)

@@ -296,7 +296,7 @@ def measure_graph(plan, helpers: dict[str, tuple[list[str], dict]], seconds: flo
     from rclpy.executors import SingleThreadedExecutor
     from sensor_msgs.msg import JointState
 
-    from sim2real.graph_processes import GraphProcesses
+    from sim2real.graph.processes import GraphProcesses
     from sim2real.nodes import qos
 
     context = Context()
@@ -365,7 +365,7 @@ def cpu_note(cpu: dict) -> str:
 
 def across_nodes_rows(path: Path, profile, kind: str, seconds: float, hardware: str = "sim",
                       realtime: bool = False, hogs: bool = False) -> list[Row]:
-    from sim2real.bringup import make_plan
+    from sim2real.graph.plan import make_plan
 
     plan = make_plan(robot=profile.name, policy=str(path), estimator="false", failure_collector="false",
                      hardware=hardware, autoengage="true", realtime=realtime)
@@ -388,7 +388,7 @@ def across_nodes_rows(path: Path, profile, kind: str, seconds: float, hardware: 
 
 def relay_rows(profile, seconds: float, realtime: bool = False, hogs: bool = False) -> list[Row]:
     """Driver double -> relay -> listener, with the supervisor running as in the graph."""
-    from sim2real.bringup import make_plan
+    from sim2real.graph.plan import make_plan
 
     plan = make_plan(robot=profile.name, estimator="false", failure_collector="false", hardware="topic",
                      realtime=realtime)

@@ -61,8 +61,8 @@ def node_row(seconds: float) -> dict:
     from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
 
-    from sim2real.bringup import make_plan
-    from sim2real.graph_processes import GraphProcesses
+    from sim2real.graph.plan import make_plan
+    from sim2real.graph.processes import GraphProcesses
 
     plan = make_plan(robot="go2", estimator="true")
     plan = dataclasses.replace(plan, nodes=tuple(n for n in plan.nodes if n.name in ("sim_robot", "state_estimator")))

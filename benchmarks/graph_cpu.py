@@ -41,11 +41,11 @@ from sensor_msgs.msg import Joy
 from std_srvs.srv import Trigger
 
 from _graph import FLOORS, SpunNode, cpu_seconds, helper_command  # benchmarks/_graph.py
-from sim2real.bringup import make_plan
 from sim2real.core.paths import share_dir
 from sim2real.core.safety_config import load_safety_config
-from sim2real.demo import demo_environment
-from sim2real.graph_processes import GraphProcesses
+from sim2real.graph.plan import make_plan
+from sim2real.graph.processes import GraphProcesses
+from sim2real.graph.reported_run import demo_environment
 from sim2real.nodes import qos
 
 TARGET_PERCENT = 40.0

@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from sim2real.latency_trial import TRIAL_DURATION_S, reach_trial
+from sim2real.graph.latency_trial import TRIAL_DURATION_S, reach_trial
 
 
 def offline_trial(latency: float, compensation: bool, duration: float) -> dict:
@@ -38,7 +38,7 @@ def offline_trial(latency: float, compensation: bool, duration: float) -> dict:
     from sim2real.core.observation import RobotSignals
     from sim2real.core.policy_slot import PolicySlot
     from sim2real.core.robot_profile import load_profile
-    from sim2real.demo import shipped_policy
+    from sim2real.core.shipped_policies import shipped_policy
     from sim2real.sim.conditions import PhysicalConditions
     from sim2real.sim.world import SimWorld
 

@@ -42,9 +42,9 @@ import time
 from pathlib import Path
 
 from _graph import Hogs, SpunNode, cpu_seconds  # benchmarks/_graph.py
-from sim2real.bringup import make_plan
 from sim2real.core.paths import share_dir
-from sim2real.demo import demo_environment
+from sim2real.graph.plan import make_plan
+from sim2real.graph.reported_run import demo_environment
 
 RUNS = ("normal", "normal+hog", "realtime", "realtime+hog")
 SENSING_HZ = 500.0
@@ -98,7 +98,7 @@ class Watch(SpunNode):
 
 
 def run_once(name: str, seconds: float, realtime_cpus: str, watch: Watch, out: Path) -> dict:
-    from sim2real.graph_processes import GraphProcesses
+    from sim2real.graph.processes import GraphProcesses
 
     realtime = name.startswith("realtime")
     plan = make_plan(robot="go2", policy=str(share_dir() / "policies" / "go2_walk.onnx"), demo=True, autoengage=True,

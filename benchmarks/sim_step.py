@@ -160,8 +160,8 @@ def measure_sim_robot(robot: str, seconds: float) -> dict:
     from rclpy.executors import SingleThreadedExecutor
     from sensor_msgs.msg import JointState
 
-    from sim2real.bringup import make_plan
-    from sim2real.graph_processes import GraphProcesses
+    from sim2real.graph.plan import make_plan
+    from sim2real.graph.processes import GraphProcesses
     from sim2real.nodes import qos
 
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")

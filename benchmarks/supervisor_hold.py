@@ -2,7 +2,7 @@
 """How the supervisor stops a Go2 walking the shipped policy: a hold when the policy goes silent,
 and the category-1 stop of a damp or an e-stop, across the commands the policy was trained on.
 
-Each stop (``sim2real.hold_trial``): the policy walks at a command (episode seed s, stopped after
+Each stop (``sim2real.evaluate.hold_trial``): the policy walks at a command (episode seed s, stopped after
 100 + 7 s policy periods, so the stops fall at different phases of the stride), then
 - ``silent``: the policy goes silent; the supervisor trips on policy_stale after its deadline
   and stops as config/safety/go2.yaml says (the category-1 stop; the ``hold`` variants hold
@@ -29,7 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 from sim2real.core.safety_config import load_safety_config
-from sim2real.hold_trial import silent_policy_held, stop_mid_trot
+from sim2real.evaluate.hold_trial import silent_policy_held, stop_mid_trot
 
 COMMANDS = {"ahead 0.5": (0.5, 0.0, 0.0), "ahead 1.0": (1.0, 0.0, 0.0), "back 0.5": (-0.5, 0.0, 0.0),
             "turn 0.6": (0.5, 0.0, 0.6), "side 0.3": (0.2, 0.3, 0.0)}

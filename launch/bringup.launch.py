@@ -1,6 +1,6 @@
 """Bring up sim2real for one robot: `ros2 launch sim2real bringup.launch.py robot:=go2 hardware:=sim`.
 
-A thin renderer: the node plan comes from sim2real.bringup.make_plan, the same plan
+A thin renderer: the node plan comes from sim2real.graph.plan.make_plan, the same plan
 `sim2real up` runs. Only stable launch / launch_ros APIs are used (DeclareLaunchArgument,
 OpaqueFunction, LaunchConfiguration, launch_ros.actions.Node), available on Humble,
 Jazzy and Kilted. `ros2 launch sim2real bringup.launch.py --show-args` lists the arguments.
@@ -10,7 +10,7 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from sim2real.bringup import LAUNCH_ARGUMENTS, make_plan
+from sim2real.graph.plan import LAUNCH_ARGUMENTS, make_plan
 
 
 def _render(context, *args, **kwargs):

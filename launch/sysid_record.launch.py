@@ -1,6 +1,6 @@
 """Record a sysid bag: `ros2 launch sim2real sysid_record.launch.py robot:=panda hardware:=topic bag:=bags/p1`.
 
-A thin renderer of sim2real.sysid_record.make_sysid_plan: the hardware part (sim_robot for
+A thin renderer of sim2real.graph.sysid_recording.make_sysid_plan: the hardware part (sim_robot for
 hardware:=sim, nothing for hardware:=topic) and the safety supervisor come from the same
 plan bringup.launch.py runs; sysid_logger plays the excitation through the supervisor and
 writes the bag. The launch ends when the logger has written the bag.
@@ -13,7 +13,7 @@ from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from sim2real.sysid_record import SYSID_ARGUMENTS, make_sysid_plan
+from sim2real.graph.sysid_recording import SYSID_ARGUMENTS, make_sysid_plan
 
 
 def _render(context, *args, **kwargs):

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from sim2real.cli import main
+from sim2real.cli.main import main
 from sim2real.train.runner import Trainer
 from sim2real.train.train_config import load_train_config
 

@@ -14,8 +14,8 @@ from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 
-from sim2real.bringup import make_plan
-from sim2real.graph_processes import GraphProcesses
+from sim2real.graph.plan import make_plan
+from sim2real.graph.processes import GraphProcesses
 
 
 def wait_for(predicate, timeout: float, poll: float = 0.02) -> bool:

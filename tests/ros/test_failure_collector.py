@@ -222,7 +222,7 @@ def test_in_lockstep_a_snapshot_bundle_is_on_the_sim_clock(probe, start_graph, t
 
 
 def test_sim2real_failures_snapshot_asks_the_running_collector(start_graph, tmp_path, capsys):
-    from sim2real.cli import main
+    from sim2real.cli.main import main
 
     start_graph(robot="panda", only=["failure_collector"], failures_dir=str(tmp_path / "bundles"))
     assert main(["failures", "snapshot", "--timeout", "30"]) == 0
@@ -233,7 +233,7 @@ def test_sim2real_failures_snapshot_asks_the_running_collector(start_graph, tmp_
 
 def test_a_snapshot_that_cannot_be_written_answers_failure(start_graph, tmp_path, capsys):
     """Fault matrix case 18: the service answered success with a path that never appeared."""
-    from sim2real.cli import main
+    from sim2real.cli.main import main
 
     blocked = tmp_path / "a_file"
     blocked.write_text("a file where the bundle folder should be")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim2real.latency_trial import reach_trial
+from sim2real.graph.latency_trial import reach_trial
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 INJECTED_S = 0.020

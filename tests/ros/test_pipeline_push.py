@@ -9,7 +9,7 @@ import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 
-from sim2real.cli import main
+from sim2real.cli.main import main
 from sim2real.core.policy_file import load_policy
 from sim2real.core.robot_profile import load_profile
 from sim2real.nodes import qos

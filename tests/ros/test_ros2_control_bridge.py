@@ -101,7 +101,7 @@ def test_supervisor_commands_reach_the_controller_in_its_joint_order(probe, star
 
 
 def test_a_controller_without_every_joint_is_refused_before_anything_starts(start_graph):
-    from sim2real.bringup import PlanError
+    from sim2real.graph.plan import PlanError
     with pytest.raises(PlanError, match="missing profile joints"):
         start_graph(robot="panda", hardware="ros2_control", controller_joints="panda_joint1")
 

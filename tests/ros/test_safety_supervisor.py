@@ -557,7 +557,7 @@ def test_a_stopping_supervisor_sends_a_last_command_that_holds_the_joints_where_
 
 def test_sim2real_safety_asks_the_supervisor_and_says_its_answer(start_graph, capsys):
     """The operator's services without a system ROS (no `ros2` command in a pip install)."""
-    from sim2real.cli import main
+    from sim2real.cli.main import main
 
     start_graph(robot="panda", only=["safety_supervisor"])
     assert main(["safety", "damp", "--timeout", str(STARTUP_S)]) == 0

@@ -9,11 +9,11 @@ import pytest
 import yaml
 from mcap.reader import make_reader
 
-from sim2real.cli import main
+from sim2real.cli.main import main
 from sim2real.core.robot_profile import load_profile
-from sim2real.graph_processes import GraphProcesses
+from sim2real.graph.processes import GraphProcesses
+from sim2real.graph.sysid_recording import make_sysid_plan
 from sim2real.sysid.dataset import read_bag
-from sim2real.sysid_record import make_sysid_plan
 from tests.ros.conftest import GraphLog, wait_for
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]

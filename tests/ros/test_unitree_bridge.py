@@ -257,7 +257,7 @@ def test_sim2real_preflight_reports_from_a_terminal(run_double, fault, code, wor
     double = run_double()
     if fault:
         double.handle(f"fault {fault} on")
-    result = subprocess.run([sys.executable, "-m", "sim2real.cli", "preflight", "--network-interface", "lo",
+    result = subprocess.run([sys.executable, "-m", "sim2real.cli.main", "preflight", "--network-interface", "lo",
                              "--domain", str(double.domain), "--window", "2"], capture_output=True, text=True, timeout=60)
     assert result.returncode == code, result.stdout + result.stderr
     assert words in result.stdout

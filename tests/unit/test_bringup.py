@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from sim2real.bringup import LAUNCH_ARGUMENTS, PlanError, make_plan, parse_arguments
 from sim2real.core.paths import share_dir
 from sim2real.core.robot_profile import ProfileError, load_profile
+from sim2real.graph.plan import LAUNCH_ARGUMENTS, PlanError, make_plan, parse_arguments
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -141,7 +141,7 @@ def test_launch_file_renders_the_plan_with_stable_launch_ros_api_only():
     assert imported == {
         ("launch", "LaunchDescription"), ("launch.actions", "DeclareLaunchArgument"),
         ("launch.actions", "OpaqueFunction"), ("launch.substitutions", "LaunchConfiguration"),
-        ("launch_ros.actions", "Node"), ("sim2real.bringup", "LAUNCH_ARGUMENTS"), ("sim2real.bringup", "make_plan"),
+        ("launch_ros.actions", "Node"), ("sim2real.graph.plan", "LAUNCH_ARGUMENTS"), ("sim2real.graph.plan", "make_plan"),
     }
     functions = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
     assert "generate_launch_description" in functions
@@ -207,7 +207,7 @@ def test_sim2real_up_takes_every_launch_argument(tmp_path, capsys):
     """One source: each launch argument is an option of `sim2real up` and reaches the same plan."""
     import json
 
-    from sim2real.cli import build_parser, main
+    from sim2real.cli.main import build_parser, main
 
     options = {o for action in build_parser()._subparsers._group_actions[0].choices["up"]._actions
                for o in action.option_strings}

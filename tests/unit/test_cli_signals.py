@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from sim2real import cli
+from sim2real.cli import main as cli
 
 
 def test_sigterm_interrupts_the_command_and_ends_a_forked_worker_quietly():

@@ -42,8 +42,8 @@ def test_the_core_and_the_command_line_import_with_ros_blocked():
     """At run time too: a third-party package that imports ROS itself is not in the static
     graph. The core (what a robot computer runs) in full; the other ROS-free packages import
     torch, PyBullet and MuJoCo, and the static contracts cover them."""
-    result = subprocess.run([sys.executable, "-c", GUARD, "sim2real.core.*", "sim2real.cli", "sim2real.bringup",
-                             "sim2real.graph_processes"], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", GUARD, "sim2real.core.*", "sim2real.cli.main", "sim2real.graph.*"],
+                            capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert int(result.stdout.split()[0]) >= 30
 

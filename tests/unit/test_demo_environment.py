@@ -1,5 +1,5 @@
 """`sim2real demo` keeps its DDS traffic on this machine unless the user says otherwise."""
-from sim2real.demo import DISCOVERY_RANGE, demo_environment
+from sim2real.graph.reported_run import DISCOVERY_RANGE, demo_environment
 
 
 def test_the_demo_discovers_on_loopback_by_default(monkeypatch):

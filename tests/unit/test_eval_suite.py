@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from sim2real.cli import main
+from sim2real.cli.main import main
 from sim2real.core.paths import share_dir
 from sim2real.core.robot_profile import load_profile
 from sim2real.evaluate.evaluate import EvaluationError

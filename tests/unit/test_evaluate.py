@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from sim2real.cli import main
+from sim2real.cli.main import main
 from sim2real.core.paths import share_dir
 from sim2real.core.policy_file import load_policy
 from sim2real.evaluate.evaluate import EvaluationError, evaluate_policy, plot_returns, resolve_worlds
@@ -185,7 +185,7 @@ def test_a_policy_with_non_finite_output_fails_its_episodes_instead_of_crashing(
 def test_select_exports_the_checkpoint_that_evaluates_best_not_the_last(tmp_path, capsys):
     """At difficulty 0 the goal is where the hand starts: holding still (action 0) succeeds,
     flinging every joint to its target bound fails. The later checkpoint flings."""
-    from sim2real.cli import main
+    from sim2real.cli.main import main
 
     checkpoint = tiny_panda_checkpoint(tmp_path)
     run = tmp_path / "selection"

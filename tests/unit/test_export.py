@@ -8,7 +8,7 @@ import onnx
 import pytest
 import torch
 
-from sim2real.cli import main
+from sim2real.cli.main import main
 from sim2real.core.observation import ObservationSpec
 from sim2real.core.policy_file import FORMAT_VERSION, PolicyFileError, load_policy
 from sim2real.train import export as export_module

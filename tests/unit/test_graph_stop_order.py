@@ -4,8 +4,8 @@ import io
 import sys
 import time
 
-from sim2real import graph_processes
-from sim2real.bringup import BringupPlan, NodeSpec
+from sim2real.graph import processes as graph_processes
+from sim2real.graph.plan import BringupPlan, NodeSpec
 
 # Stands in for a node process: on SIGINT it notes when, lingers as a node's shutdown does, exits.
 NODE = """

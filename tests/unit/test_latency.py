@@ -106,7 +106,7 @@ def test_measured_latencies_become_a_loadable_randomization():
 
 
 def test_dr_from_latency_command_writes_a_loadable_randomization(tmp_path, capsys):
-    from sim2real.cli import main
+    from sim2real.cli.main import main
     from sim2real.sim.randomization import load_randomization
 
     log = tmp_path / "latency.jsonl"

@@ -8,12 +8,12 @@ import re
 import numpy as np
 import pytest
 
-from sim2real.cli import main
+from sim2real.cli.main import main
+from sim2real.cli.pipeline import adapt_randomization, fine_tune_rate
 from sim2real.core.failure_bundle import list_bundles
 from sim2real.core.paths import share_dir
 from sim2real.core.policy_file import load_policy
 from sim2real.core.robot_profile import load_profile
-from sim2real.pipeline import adapt_randomization, fine_tune_rate
 from sim2real.sim.randomization import load_randomization
 from sim2real.train.checkpoint import load_checkpoint
 from sim2real.train.policy_warm_start import policy_iteration

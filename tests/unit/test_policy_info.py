@@ -1,7 +1,7 @@
 """`sim2real policy info`: a policy file identified from its own metadata."""
 import json
 
-from sim2real.cli import main
+from sim2real.cli.main import main
 from sim2real.core.paths import share_dir
 from sim2real.core.policy_file import load_policy
 from sim2real.core.robot_profile import load_profile

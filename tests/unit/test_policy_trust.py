@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from sim2real.cli import main
+from sim2real.cli.main import main
 from sim2real.core.observation import RobotSignals
 from sim2real.core.paths import share_dir
 from sim2real.core.policy_audit import AuditLog, read_history

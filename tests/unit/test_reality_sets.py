@@ -17,7 +17,8 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "sim2real"
 GO2_POLICY = share_dir() / "policies" / "go2_walk.onnx"
 # Code that trains, identifies, randomizes or simulates: it must not be able to make the draws.
 BLIND = [*(SRC / "train").rglob("*.py"), *(SRC / "sysid").rglob("*.py"), *(SRC / "sim").rglob("*.py"),
-         *(SRC / "core").rglob("*.py"), SRC / "pipeline.py", SRC / "sysid_cli.py", SRC / "sysid_record.py"]
+         *(SRC / "core").rglob("*.py"), SRC / "cli" / "pipeline.py", SRC / "cli" / "sysid.py",
+         SRC / "graph" / "sysid_recording.py"]
 
 
 def test_no_training_or_fitting_code_imports_the_reality_sets_or_names_their_seeds():

@@ -16,10 +16,10 @@ import sys
 
 import pytest
 
-from sim2real.bringup import PlanError, make_plan
+from sim2real.core.launch_env import REALTIME_ENV
 from sim2real.core.realtime import FIX, ROLE_PRIORITY, RealtimeRequest, RealtimeRequestError, available_cpus
-from sim2real.launch_env import REALTIME_ENV
-from sim2real.sysid_record import make_sysid_plan
+from sim2real.graph.plan import PlanError, make_plan
+from sim2real.graph.sysid_recording import make_sysid_plan
 
 POLICY = "policies/go2_walk.onnx"
 _PR_CAPBSET_DROP, _CAP_IPC_LOCK, _CAP_SYS_NICE = 24, 14, 23  # linux/prctl.h, linux/capability.h
@@ -154,7 +154,7 @@ def test_an_unreadable_request_is_a_configuration_error_that_says_where_it_comes
 
 
 def test_sim2real_up_and_sysid_record_take_the_realtime_options(capsys):
-    from sim2real.cli import main
+    from sim2real.cli.main import main
 
     assert main(["up", "--robot", "go2", "--realtime", "--print-plan"]) == 0
     plan = json.loads(capsys.readouterr().out)

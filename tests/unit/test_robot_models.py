@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from sim2real.bringup import PlanError, make_plan
 from sim2real.core.robot_profile import load_profile
 from sim2real.evaluate.evaluate import EvaluationError, evaluate_policy
+from sim2real.graph.plan import PlanError, make_plan
 from sim2real.sim.engines import make_world
 from sim2real.sim.mujoco_world import MujocoWorld
 from sim2real.sim.robot_models import ModelError, resolve_model

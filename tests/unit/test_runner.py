@@ -333,7 +333,7 @@ def test_adapter_satisfies_rsl_rl_on_policy_runner(tmp_path, toy_config):
 
 
 def test_cli_train_usage_errors(tmp_path, capsys):
-    from sim2real.cli import main
+    from sim2real.cli.main import main
 
     assert main(["train", "--robot", "panda", "--task", "reach"]) == 2
     assert "--out and either --robot and --task or a --config naming them are required" in capsys.readouterr().err
@@ -366,7 +366,7 @@ def test_cli_train_usage_errors(tmp_path, capsys):
 
 def test_cli_train_takes_robot_and_task_from_the_config(tmp_path, capsys):
     """`sim2real train --config my_panda_reach.yaml --out ...`, as `dr from-sysid` advises."""
-    from sim2real.cli import main
+    from sim2real.cli.main import main
 
     config = tmp_path / "my_panda_reach.yaml"
     config.write_text("robot: panda\ntask: reach\nrandomization: panda_reference\n")
@@ -379,7 +379,7 @@ def test_cli_train_takes_robot_and_task_from_the_config(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_cli_fine_tune_from_a_panda_checkpoint(tmp_path, capsys):
-    from sim2real.cli import main
+    from sim2real.cli.main import main
 
     small = ["--num-envs", "2", "--workers", "1", "--no-progress"]
     assert main(["train", "--robot", "panda", "--task", "reach", "--out", str(tmp_path / "run"), "--iterations", "2",

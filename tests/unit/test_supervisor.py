@@ -9,7 +9,7 @@ from sim2real.core.joint_command import JointTargets
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import Response, SafetyConfigError, load_safety_config, parse_safety_config
 from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
-from sim2real.hold_trial import silent_policy_held
+from sim2real.evaluate.hold_trial import silent_policy_held
 
 GO2 = load_profile("go2")
 PERIOD = 0.02

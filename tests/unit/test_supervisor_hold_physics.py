@@ -1,4 +1,4 @@
-"""The supervisor's stops of a real (PyBullet) Go2 whose policy stops mid-trot (sim2real.hold_trial).
+"""The supervisor's stops of a real (PyBullet) Go2 whose policy stops mid-trot (sim2real.evaluate.hold_trial).
 
 How well the robot stays up depends on the policy's gait (benchmarks/supervisor_hold.py
 compares the stops over 20 per command); what is checked here: the supervisor trips on the
@@ -11,7 +11,7 @@ the ground).
 import pytest
 
 from sim2real.core.safety_config import load_safety_config
-from sim2real.hold_trial import silent_policy_held, stop_mid_trot
+from sim2real.evaluate.hold_trial import silent_policy_held, stop_mid_trot
 
 SHIPPED = load_safety_config("go2")
 TILT_LIMIT = SHIPPED.checks["base_tilt"]["max_angle"]

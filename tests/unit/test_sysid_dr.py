@@ -3,7 +3,7 @@ mass narrow), loadable as a training randomization; bad identified files refused
 import pytest
 import yaml
 
-from sim2real.cli import main
+from sim2real.cli.main import main
 from sim2real.sim.randomization import load_randomization
 from sim2real.sysid.identified import IdentifiedError, read_identified, write_identified
 from sim2real.sysid.recentre import recentred

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from sim2real.cli import main
+from sim2real.cli.main import main
 from sim2real.core.robot_profile import load_profile
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sysid.dataset import read_bags

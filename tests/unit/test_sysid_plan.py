@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from sim2real.bringup import PlanError, make_plan
-from sim2real.cli import build_parser
-from sim2real.sysid_record import SYSID_ARGUMENTS, make_sysid_plan
+from sim2real.cli.main import build_parser
+from sim2real.graph.plan import PlanError, make_plan
+from sim2real.graph.sysid_recording import SYSID_ARGUMENTS, make_sysid_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,8 +60,8 @@ def test_bad_arguments(tmp_path):
 def test_launch_file_renders_the_plan_and_declares_every_argument():
     tree = ast.parse((ROOT / "launch" / "sysid_record.launch.py").read_text())
     imported = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
-    assert ("sim2real.sysid_record", "make_sysid_plan") in imported
-    assert ("sim2real.sysid_record", "SYSID_ARGUMENTS") in imported
+    assert ("sim2real.graph.sysid_recording", "make_sysid_plan") in imported
+    assert ("sim2real.graph.sysid_recording", "SYSID_ARGUMENTS") in imported
     assert all(arg.description for arg in SYSID_ARGUMENTS.values())
 
 

@@ -24,7 +24,7 @@ def test_the_default_plan_for_a_standing_go2_keeps_it_up():
 
 
 def test_sysid_simulate_refuses_a_plan_that_tips_the_standing_robot(tmp_path, capsys):
-    from sim2real.cli import main
+    from sim2real.cli.main import main
 
     assert main(["sysid", "simulate", "--robot", "go2", "-o", str(tmp_path / "bag"), "--kind", "multisine",
                  "--duration", "10", "--amplitude", "0.6", "--legs", "0"]) == 2

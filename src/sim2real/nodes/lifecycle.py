@@ -24,8 +24,8 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from sim2real.core import realtime
+from sim2real.core.launch_env import LAUNCHER_PID_ENV, REALTIME_ENV
 from sim2real.core.robot_profile import ProfileError
-from sim2real.launch_env import LAUNCHER_PID_ENV, REALTIME_ENV
 
 CONFIG_ERROR_EXIT = 2
 FAULT_EXIT = 1

@@ -7,8 +7,9 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from sim2real.bringup import make_plan
-from sim2real.demo import _run, shipped_policy
+from sim2real.core.shipped_policies import shipped_policy
+from sim2real.graph.plan import make_plan
+from sim2real.graph.reported_run import run_until_report
 
 TRIAL_DURATION_S = 15.0  # three goals of the reach script
 
@@ -37,7 +38,7 @@ def reach_trial(latency: float, compensation: bool, duration: float = TRIAL_DURA
             parameters["compensation_horizon"] = float(horizon)
         nodes.append(dataclasses.replace(node, parameters=parameters))
     plan = dataclasses.replace(plan, nodes=tuple(nodes))
-    report, wall = _run(plan, "demo_script", out / "report.json", timeout)
+    report, wall = run_until_report(plan, "demo_script", out / "report.json", timeout)
     if report is None:
         raise RuntimeError(f"the reach trial (latency {latency} s, compensation {compensation}) produced no report")
     report["wall_s"] = wall

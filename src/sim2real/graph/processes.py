@@ -20,9 +20,9 @@ from typing import Callable, TextIO
 
 import yaml
 
-from sim2real.bringup import BringupPlan, NodeSpec
+from sim2real.core.launch_env import LAUNCHER_PID_ENV, REALTIME_ENV
 from sim2real.core.realtime import FIX, ROLE_PRIORITY, privileges
-from sim2real.launch_env import LAUNCHER_PID_ENV, REALTIME_ENV
+from sim2real.graph.plan import BringupPlan, NodeSpec
 
 NODE_PACKAGE = "sim2real.nodes"
 

@@ -119,7 +119,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from sim2real.sysid_record import record_on_graph
+    from sim2real.graph.sysid_recording import record_on_graph
 
     return record_on_graph(args)
 

@@ -2,7 +2,7 @@
 
 ``launch/sysid_record.launch.py`` and ``sim2real sysid record`` both render
 :func:`make_sysid_plan`, as bringup.launch.py and ``sim2real up`` render the bringup plan;
-the hardware part comes from :func:`sim2real.bringup.make_plan` itself, so the sysid
+the hardware part comes from :func:`sim2real.graph.plan.make_plan` itself, so the sysid
 recording runs exactly the robot (sim or real) that bringup runs.
 """
 from __future__ import annotations
@@ -14,7 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from sim2real.bringup import (
+from sim2real.core.robot_profile import load_profile
+from sim2real.graph.plan import (
     BOOL_CHOICES,
     LAUNCH_ARGUMENTS,
     SIMULATED_HARDWARE,
@@ -27,7 +28,6 @@ from sim2real.bringup import (
     parse_bool,
     require_suspendable,
 )
-from sim2real.core.robot_profile import load_profile
 
 # Bringup arguments that mean the same here; the policy/demo ones do not apply.
 # The bringup arguments a recording shares: the hardware part (ros2_control included) and the supervisor.
@@ -106,7 +106,7 @@ def make_sysid_plan(**arguments: Any) -> BringupPlan:
 
 def record_on_graph(args: argparse.Namespace) -> int:
     """`sim2real sysid record`: run the plan as processes until the logger finishes."""
-    from sim2real.graph_processes import GraphProcesses
+    from sim2real.graph.processes import GraphProcesses
 
     try:
         plan = make_sysid_plan(robot=args.robot, hardware=args.hardware, lockstep=args.lockstep, seed=args.seed,

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from sim2real.core.controller_joints import ControllerJointOrder, ControllerJointsError, parse_joint_list
+from sim2real.core.launch_env import REALTIME_ENV
 from sim2real.core.paths import share_dir
 from sim2real.core.realtime import CHAIN_ENVIRONMENT, ROLE_PRIORITY, RealtimeRequest, available_cpus
 from sim2real.core.robot_profile import RobotProfile, load_profile
 from sim2real.core.unitree.remote import DEFAULT_MAX_VELOCITY, max_velocity_from
-from sim2real.launch_env import REALTIME_ENV
 from sim2real.sim.conditions import PhysicalConditions
 
 

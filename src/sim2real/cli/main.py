@@ -29,7 +29,8 @@ def _import_pybullet_quietly() -> None:
 
 _import_pybullet_quietly()
 
-from sim2real.bringup import BOOL_CHOICES, HARDWARE_CHOICES, LAUNCH_ARGUMENTS, PlanError, make_plan
+from sim2real.cli.pipeline import PipelineError
+from sim2real.cli.sysid import add_dr_from_sysid, add_sysid_commands
 from sim2real.core.bags import BagReadError, BagSalvagedWarning
 from sim2real.core.failure_bundle import BundleError
 from sim2real.core.failure_config import FailureConfigError
@@ -39,14 +40,14 @@ from sim2real.core.robot_profile import ProfileError, available_profiles
 from sim2real.core.supervisor import OPERATOR_ACTIONS
 from sim2real.evaluate.evaluate import EvaluationError
 from sim2real.evaluate.failure_replay import ReplayError
-from sim2real.pipeline import PipelineError
+from sim2real.graph.plan import BOOL_CHOICES, HARDWARE_CHOICES, LAUNCH_ARGUMENTS, PlanError, make_plan
 from sim2real.sim.engines import DEFAULT_ENGINE, ENGINES
 from sim2real.sim.randomization import RandomizationError
-from sim2real.sysid_cli import add_dr_from_sysid, add_sysid_commands
 from sim2real.train.checkpoint import CheckpointError
 from sim2real.train.curriculum import CurriculumError
 from sim2real.train.export import ExportError
 from sim2real.train.runner import TrainingError
+from sim2real.train.threads import single_threaded_learner
 from sim2real.train.train_config import TrainConfigError
 from sim2real.train.vec_env import WorkerError
 
@@ -116,7 +117,7 @@ def _plan_from(args: argparse.Namespace, demo: bool):
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from sim2real.graph_processes import GraphProcesses
+    from sim2real.graph.processes import GraphProcesses
 
     plan = _plan_from(args, demo=args.demo)
     if args.print_plan:
@@ -189,9 +190,10 @@ def _failure_capture_grace(plan) -> float:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from sim2real import demo
+    from sim2real.cli import demo
+    from sim2real.core.shipped_policies import shipped_policy
 
-    policy = args.policy or (None if args.no_policy else demo.shipped_policy(args.robot))
+    policy = args.policy or (None if args.no_policy else shipped_policy(args.robot))
     hardware = "mujoco" if args.engine == "mujoco" else "sim"
     plan = make_plan(robot=args.robot, hardware=hardware, lockstep=args.lockstep, seed=args.seed,
                      conditions=args.conditions, demo=True, autoengage=True, policy=str(policy) if policy else "")
@@ -220,8 +222,8 @@ def cmd_safety(args: argparse.Namespace) -> int:
 
 
 def cmd_policy_info(args: argparse.Namespace) -> int:
+    from sim2real.cli.policy_info import describe_policy, policy_info
     from sim2real.core.policy_file import load_policy
-    from sim2real.policy_info import describe_policy, policy_info
 
     policy = load_policy(args.file)
     print(json.dumps(policy_info(policy), indent=2) if args.json else describe_policy(policy))
@@ -234,15 +236,8 @@ def cmd_policy_swap(args: argparse.Namespace) -> int:
     return main_swap([args.file, "--node", args.node, *(["--json"] if args.json else [])])
 
 
-def _single_threaded_learner() -> None:
-    # Before torch loads: idle torch/OpenMP threads would steal the env workers' cores
-    # (measured on 2 cores: PPO 2.5 -> 4.7 iterations/s).
-    for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(key, "1")
-
-
 def cmd_train(args: argparse.Namespace) -> int:
-    _single_threaded_learner()
+    single_threaded_learner()
     from sim2real.train.checkpoint import load_checkpoint
     from sim2real.train.runner import Trainer, summary
     from sim2real.train.train_config import load_train_config, override_config
@@ -335,7 +330,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    _single_threaded_learner()
+    single_threaded_learner()
     from sim2real.train.checkpoint import latest_checkpoint
     from sim2real.train.export import export_policy
 
@@ -367,7 +362,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    _single_threaded_learner()
+    single_threaded_learner()
     from sim2real.evaluate.select import select_checkpoint
 
     print(f"evaluating the last {args.last} checkpoints of {args.run} on {args.worlds}, {args.episodes} episodes "
@@ -551,7 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
     swap.add_argument("--node", default="/policy_runtime", help="the policy_runtime node")
     swap.add_argument("--json", action="store_true", help="print the result as JSON")
     swap.set_defaults(func=cmd_policy_swap)
-    from sim2real.policy_trust import add_commands as add_policy_trust_commands
+    from sim2real.cli.policy_trust import add_commands as add_policy_trust_commands
 
     add_policy_trust_commands(policy_sub, _Formatter)
 
@@ -687,8 +682,9 @@ def build_parser() -> argparse.ArgumentParser:
     select.add_argument("--no-progress", action="store_true", help="no progress bars")
     select.set_defaults(func=cmd_select)
 
-    from sim2real import failures, pipeline, preflight_cli
-    from sim2real.latency_cli import add_dr_from_latency
+    from sim2real.cli import failures, pipeline
+    from sim2real.cli import preflight as preflight_cli
+    from sim2real.cli.latency import add_dr_from_latency
 
     failures.add_parser(sub, _Formatter)
     preflight_cli.add_parser(sub, _Formatter)

@@ -212,9 +212,9 @@ def stage_retrain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     if not Path(randomization).is_file():
         raise PipelineError(f"no adapted randomization at {randomization}. Fix: run `sim2real pipeline adapt` first "
                             "or give --adapted FILE")
-    from sim2real.cli import _single_threaded_learner
+    from sim2real.train.threads import single_threaded_learner
 
-    _single_threaded_learner()
+    single_threaded_learner()
     from sim2real.train.export import export_policy
     from sim2real.train.runner import Trainer
 
@@ -428,7 +428,7 @@ def add_parser(sub, fmt: type[argparse.HelpFormatter] = argparse.RawDescriptionH
 
     def run(args):
         if args.failures is None:
-            from sim2real.failures import default_dir
+            from sim2real.cli.failures import default_dir
 
             args.failures = str(default_dir())
         return cmd_pipeline(args)

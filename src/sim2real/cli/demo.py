@@ -8,64 +8,11 @@ moves the joints through the same supervisor and reports tracking.
 """
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
-import sys
-import time
 from pathlib import Path
 
-from sim2real.bringup import BringupPlan
-from sim2real.core.paths import share_dir
 from sim2real.core.robot_profile import load_profile
-
-DEFAULT_TASK = {"quadruped": "walk", "arm": "reach"}
-
-
-DISCOVERY_RANGE = "ROS_AUTOMATIC_DISCOVERY_RANGE"
-
-
-def demo_environment() -> dict[str, str]:
-    """The demo is a sim on this machine: its topics stay on it (DDS discovery on loopback), so
-    two people running it on one network in the default ROS_DOMAIN_ID do not drive each
-    other's sims. A range the user set (to watch from another machine) is kept."""
-    return {} if os.environ.get(DISCOVERY_RANGE) else {DISCOVERY_RANGE: "LOCALHOST"}
-
-
-def shipped_policy(robot: str) -> Path | None:
-    profile = load_profile(robot)
-    path = share_dir() / "policies" / f"{profile.name}_{DEFAULT_TASK[profile.kind]}.onnx"
-    return path if path.is_file() else None
-
-
-def _with_report(plan: BringupPlan, node: str, report: Path) -> BringupPlan:
-    nodes = tuple(dataclasses.replace(n, parameters={**n.parameters, "report_path": str(report.resolve())})
-                  if n.name == node else n for n in plan.nodes)
-    return dataclasses.replace(plan, nodes=nodes)
-
-
-def _run(plan: BringupPlan, node: str, report: Path, timeout: float) -> tuple[dict | None, float]:
-    from sim2real.graph_processes import GraphProcesses
-
-    report.unlink(missing_ok=True)
-    plan = _with_report(plan, node, report)
-    started = time.monotonic()
-    with GraphProcesses(plan, env=demo_environment()) as graph:
-        reason = graph.wait(duration=timeout, until=lambda: node in graph.exited())
-        died = {name: code for name, code in graph.exited().items() if name != node}
-    wall = time.monotonic() - started
-    if not report.exists():
-        if reason == "exited" and died:
-            print(f"error: {', '.join(f'{name} (exit code {code})' for name, code in died.items())} stopped "
-                  f"after {wall:.1f} s, so the demo could not finish; its error is in the node output above",
-                  file=sys.stderr)
-        elif reason == "duration":
-            print(f"error: the demo produced no report within {timeout:.0f} s (--timeout); see the node output "
-                  "above", file=sys.stderr)
-        else:
-            print(f"error: {node} ended without writing its report; see the node output above", file=sys.stderr)
-        return None, wall
-    return json.loads(report.read_text()), wall
+from sim2real.graph.plan import BringupPlan
+from sim2real.graph.reported_run import run_until_report
 
 
 def _print_rows(rows: dict) -> None:
@@ -76,7 +23,7 @@ def _print_rows(rows: dict) -> None:
 def run_joint_demo(plan: BringupPlan, out: Path, timeout: float) -> int:
     from sim2real.evaluate.tracking_plot import plot_tracking
 
-    report, wall = _run(plan, "pose_commander", out / "tracking.json", timeout)
+    report, wall = run_until_report(plan, "pose_commander", out / "tracking.json", timeout)
     if report is None:
         return 1
     png = plot_tracking(out / "tracking.npz", out / "tracking.png")
@@ -93,7 +40,7 @@ def run_policy_demo(plan: BringupPlan, out: Path, timeout: float, video: bool = 
     from sim2real.evaluate.tracking_plot import plot_demo
 
     profile = load_profile(plan.robot)
-    report, wall = _run(plan, "demo_script", out / "report.json", timeout)
+    report, wall = run_until_report(plan, "demo_script", out / "report.json", timeout)
     if report is None:
         return 1
     series = out / "report.npz"

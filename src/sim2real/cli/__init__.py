@@ -1,0 +1,1 @@
+"""The `sim2real` command line: one module per command family; `main` builds the parser."""

@@ -7,7 +7,7 @@ a sim2real policy file. Rows, from the inside out:
   onnxruntime          session.run on one observation: the floor
   PolicyFile.act       the same call through the policy file wrapper
   core tick            RobotInputs -> observation -> onnxruntime -> joint targets
-                       (sim2real.core.policy_runtime), no ROS
+                       (sim2real.core.policy_tick), no ROS
   node tick, direct    the runtime node's /joint_states callback called in a loop: message in,
                        command published (the node's CPU cost, no executor, no waiting)
   in-process graph     a feeder publishing /joint_states + /imu/data at 500 Hz, the runtime
@@ -73,8 +73,8 @@ from _graph import (  # benchmarks/_graph.py
 from sim2real.core.observation import ObservationSpec
 from sim2real.core.paths import share_dir
 from sim2real.core.policy_file import INPUT_NAME, OUTPUT_NAME, PolicyMetadata, load_policy
-from sim2real.core.policy_runtime import PolicyRuntime
 from sim2real.core.policy_slot import PolicySlot
+from sim2real.core.policy_tick import PolicyRuntime
 from sim2real.core.robot_inputs import RobotInputs
 from sim2real.core.robot_profile import load_profile
 

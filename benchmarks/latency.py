@@ -32,7 +32,7 @@ def offline_trial(latency: float, compensation: bool, duration: float) -> dict:
     """The reach script in-process: settled reach error (m) and the largest joint speed (rad/s)."""
     import numpy as np
 
-    from sim2real.core.demo_script import REACH_SCRIPT, SETTLE_S, segment_at
+    from sim2real.core.command_script import REACH_SCRIPT, SETTLE_S, segment_at
     from sim2real.core.kinematics import Kinematics
     from sim2real.core.latency import StatePredictor, trained_latency
     from sim2real.core.observation import RobotSignals

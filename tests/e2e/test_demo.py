@@ -78,7 +78,7 @@ def test_go2_demo_walks_the_shipped_policy_through_the_whole_chain_in_lockstep(t
     policies/go2_walk.onnx, /cmd_vel from the demo script. It walks without falling and without
     the supervisor ever leaving ACTIVE, and covers a fair share of the distance the script
     commands (policies/go2_walk.md gives the shipped file's tracking error)."""
-    from sim2real.core.demo_script import WALK_DURATION, WALK_SCRIPT
+    from sim2real.core.command_script import WALK_DURATION, WALK_SCRIPT
 
     result = run_cli(["demo", "--robot", "go2", "--lockstep", "--no-video", "--timeout", "360",
                       "--out", str(tmp_path)], timeout=400)

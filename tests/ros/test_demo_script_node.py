@@ -74,7 +74,7 @@ def test_a_new_goal_goes_out_with_the_state_that_starts_its_segment(make_node):
     """Not at the 10 Hz timer's next tick: in lockstep that tick's phase against the script's
     start depends on when the supervisor engaged, so goals reached the policy 0-100 ms late by
     chance and the latency trial's score varied with it (docs/estimation_latency.md, latency figures)."""
-    from sim2real.core import demo_script
+    from sim2real.core import command_script
 
     node = make_node(duration=30.0)
     sent = []
@@ -84,14 +84,14 @@ def test_a_new_goal_goes_out_with_the_state_that_starts_its_segment(make_node):
     status(node, "ACTIVE")
     states(node, 0.01, start=0.01)
     assert len(sent) == 1  # the first segment's goal, with the first state of the script
-    second = demo_script.segment_at(node.script, 0.0)[0] + 1
-    start = next(t / 100 for t in range(1, 3000) if demo_script.segment_at(node.script, t / 100)[0] == second)
+    second = command_script.segment_at(node.script, 0.0)[0] + 1
+    start = next(t / 100 for t in range(1, 3000) if command_script.segment_at(node.script, t / 100)[0] == second)
     states(node, start - 0.02, start=0.02)
     assert len(sent) == 1  # nothing new while the segment lasts (the timer repeats it)
     states(node, 0.01, start=start)
     assert len(sent) == 2
     goal = sent[-1].pose.position
-    assert (goal.x, goal.y, goal.z) == pytest.approx(demo_script.segment_at(node.script, start)[1])
+    assert (goal.x, goal.y, goal.z) == pytest.approx(command_script.segment_at(node.script, start)[1])
 
 
 # -- pose_commander, driven the same way ----------------------------------------------------------

@@ -20,7 +20,7 @@ from sim2real.core.bags import (
     typestore,
 )
 from sim2real.core.failure_bundle import STAGING_DIR, list_bundles, partial_path, rotate, write_bundle
-from sim2real.core.failure_collector import FailureCollector, FailureDetector, TopicRing, Trigger, wall_to_clock
+from sim2real.core.failure_capture import FailureCollector, FailureDetector, TopicRing, Trigger, wall_to_clock
 from sim2real.core.failure_config import (
     FailureConfigError,
     TopicBuffer,
@@ -298,7 +298,7 @@ def test_a_disk_below_min_free_is_made_room_on_before_the_write_and_a_failed_wri
         partial_path(tmp_path, "x").mkdir(parents=True)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("sim2real.core.failure_collector.write_bundle", failing_write)
+    monkeypatch.setattr("sim2real.core.failure_capture.write_bundle", failing_write)
     collector = FailureCollector(small_config(), tmp_path)
     try:
         collector.record("/joint_states", t + NS_PER_S, joint_state_cdr(t + NS_PER_S, np.zeros(200)))

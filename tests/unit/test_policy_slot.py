@@ -9,8 +9,8 @@ import pytest
 from sim2real.core.kinematics import Kinematics
 from sim2real.core.observation import ObservationSpec
 from sim2real.core.paths import share_dir
-from sim2real.core.policy_runtime import STALE, PolicyRuntime
 from sim2real.core.policy_slot import PolicyRefused, PolicySlot
+from sim2real.core.policy_tick import STALE, PolicyRuntime
 from sim2real.core.robot_inputs import RobotInputs, missing_inputs, unbuildable_terms
 from sim2real.core.robot_profile import load_profile
 from tests.policy_models import metadata, write_clock_policy, write_policy, write_target_policy

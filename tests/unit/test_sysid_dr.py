@@ -5,7 +5,7 @@ import yaml
 
 from sim2real.cli.main import main
 from sim2real.sim.randomization import load_randomization
-from sim2real.sysid.identified import IdentifiedError, read_identified, write_identified
+from sim2real.sysid.identified_file import IdentifiedError, read_identified, write_identified
 from sim2real.sysid.recentre import recentred
 
 PARAMETERS = {

@@ -64,7 +64,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from sim2real.core.robot_profile import ProfileError, load_profile
     from sim2real.sysid.dataset import BagError, BagTopics
     from sim2real.sysid.fit import FitError, FitOptions
-    from sim2real.sysid.identify import identify_robot
+    from sim2real.sysid.identify_robot import identify_robot
 
     try:
         profile = load_profile(args.robot)

@@ -271,7 +271,7 @@ class LatencyMonitor:
         predicted away. Measured with the shipped reach policy (trained up to 17.5 ms), no ROS:
         at 20 ms injected, predicting all 20 ms left 5.0 cm of reach error and the excess 2.5 ms
         0.67 cm (3.3 cm uncompensated); at 40 ms, 7.2 cm and 9.1 cm (47.7 cm uncompensated)."""
-        from sim2real.core.policy_runtime import RollingStats
+        from sim2real.core.policy_tick import RollingStats
 
         self.enabled = compensate
         self.trained_latency = trained_latency

@@ -11,7 +11,7 @@ DDS discovery and the policy's first answer take varies from run to run, and a s
 started before engagement would score the unengaged robot. Until then it publishes the
 script's first segment; if no ACTIVE comes within ``start_timeout`` seconds of the first
 state (an operator who never engages), it starts anyway and says so. The report holds the motion figures
-(core/demo_script.py), when the script started, the safety supervisor's mode changes
+(core/command_script.py), when the script started, the safety supervisor's mode changes
 and the policy runtime's last diagnostics.
 
     ros2 run sim2real demo_script --ros-args -p robot:=go2 -p report_path:=runs/demo/report.json
@@ -29,7 +29,7 @@ from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
-from sim2real.core import demo_script
+from sim2real.core import command_script
 from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core.kinematics import Kinematics
 from sim2real.core.robot_profile import load_profile
@@ -47,10 +47,10 @@ class DemoScriptNode(Node):
         self.profile = load_profile(declare(self, "robot", "go2", "Robot profile name or path"))
         self.report_path = declare(self, "report_path", "", "Write the report (JSON, + .npz motion) here")
         self.quadruped = self.profile.kind == "quadruped"
-        self.script = demo_script.WALK_SCRIPT if self.quadruped else demo_script.REACH_SCRIPT
-        self.duration = declare(self, "duration", demo_script.WALK_DURATION if self.quadruped
-                                else demo_script.REACH_DURATION, "Seconds the script runs")
-        self.recorder = demo_script.DemoRecorder(self.profile.kind)
+        self.script = command_script.WALK_SCRIPT if self.quadruped else command_script.REACH_SCRIPT
+        self.duration = declare(self, "duration", command_script.WALK_DURATION if self.quadruped
+                                else command_script.REACH_DURATION, "Seconds the script runs")
+        self.recorder = command_script.DemoRecorder(self.profile.kind)
         self.kinematics = None if self.quadruped else Kinematics(self.profile)
         self.start_timeout = declare(self, "start_timeout", 20.0,
                                      "Seconds (of /joint_states time) to wait for the supervisor's "
@@ -102,7 +102,7 @@ class DemoScriptNode(Node):
                 "/joint_states: the script starts anyway (engage with `ros2 service call "
                 "/safety_supervisor/engage std_srvs/srv/Trigger`, or raise start_timeout)")
         self.t = (now - self.start_ns) * 1e-9
-        segment, command = demo_script.segment_at(self.script, self.t)
+        segment, command = command_script.segment_at(self.script, self.t)
         if segment != self._published_segment:
             # A new command goes out with the state that starts it, not at the next tick of the
             # 10 Hz timer: in lockstep that timer's phase against the script's start depends on
@@ -120,7 +120,7 @@ class DemoScriptNode(Node):
     def _on_truth(self, msg: Odometry, received: float | None = None) -> None:
         if not self.quadruped or self.start_ns is None or self.done:
             return
-        segment, command = demo_script.segment_at(self.script, self.t)
+        segment, command = command_script.segment_at(self.script, self.t)
         p, o, v, w = msg.pose.pose.position, msg.pose.pose.orientation, msg.twist.twist.linear, msg.twist.twist.angular
         self.recorder.add(self.t, segment, self.q, command, (v.x, v.y, w.z),  # twist: body frame
                           base_position=(p.x, p.y, p.z), base_orientation=(o.x, o.y, o.z, o.w))
@@ -144,7 +144,7 @@ class DemoScriptNode(Node):
     def _publish_command(self) -> None:
         if self.latest_state_ns is None or self.done:
             return
-        segment, values = demo_script.segment_at(self.script, self.t)  # t stays 0 until the script starts
+        segment, values = command_script.segment_at(self.script, self.t)  # t stays 0 until the script starts
         self._published_segment = segment
         if self.quadruped:
             twist = Twist()

@@ -1,6 +1,6 @@
 """failure_collector: keeps the last seconds of the robot's topics and writes them out when it fails.
 
-Thin adapter around :mod:`sim2real.core.failure_collector`. Every configured topic
+Thin adapter around :mod:`sim2real.core.failure_capture`. Every configured topic
 (``config/failures/default.yaml``) is subscribed raw: the serialized CDR bytes go into a
 ring buffer untouched, and a bundle writes them as they came. Messages are taken in
 batches, not one callback each: the recording subscriptions live on a second node that no
@@ -37,7 +37,7 @@ from sensor_msgs.msg import Imu, JointState
 from std_srvs.srv import Trigger as TriggerSrv
 
 from sim2real.core.bags import diagnostic_statuses, imu_orientation, joint_state_positions
-from sim2real.core.failure_collector import FailureCollector, FailureDetector, Trigger, wall_to_clock
+from sim2real.core.failure_capture import FailureCollector, FailureDetector, Trigger, wall_to_clock
 from sim2real.core.failure_config import load_failure_config
 from sim2real.core.robot_profile import load_profile
 from sim2real.nodes import lifecycle

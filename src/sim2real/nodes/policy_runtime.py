@@ -1,6 +1,6 @@
 """policy_runtime: runs the ONNX policy and publishes its joint targets for the supervisor.
 
-Thin adapter around :mod:`sim2real.core.policy_runtime` (the tick),
+Thin adapter around :mod:`sim2real.core.policy_tick` (the tick),
 :mod:`sim2real.core.policy_slot` (the running policy and hot-swap) and
 :mod:`sim2real.core.robot_inputs` (messages -> RobotSignals).
 
@@ -71,7 +71,6 @@ from sim2real.core import realtime
 from sim2real.core.latency import LatencyMonitor, trained_latency
 from sim2real.core.paths import share_dir
 from sim2real.core.policy_audit import AuditLog, default_audit_log
-from sim2real.core.policy_runtime import STALE, PolicyRuntime
 from sim2real.core.policy_signing import TrustedKeys
 from sim2real.core.policy_slot import (
     DEFAULT_ACTION_BOUND,
@@ -80,6 +79,7 @@ from sim2real.core.policy_slot import (
     DEFAULT_MAX_OVERREACH,
     PolicySlot,
 )
+from sim2real.core.policy_tick import STALE, PolicyRuntime
 from sim2real.core.robot_inputs import CMD_VEL_TIMEOUT_S, RobotInputs
 from sim2real.core.robot_profile import load_profile
 from sim2real.nodes import lifecycle, qos, stamps

@@ -53,7 +53,7 @@ from std_msgs.msg import Float64MultiArray
 
 from sim2real.core.estimation import ArmEstimator, LegKalmanFilter, imu_sample, load_estimation_config
 from sim2real.core.joint_state_order import JointStateOrder
-from sim2real.core.policy_runtime import RollingStats
+from sim2real.core.policy_tick import RollingStats
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.rotations import matrix_to_quat, quat_to_matrix
 from sim2real.nodes import lifecycle, qos, stamps

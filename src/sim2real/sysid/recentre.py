@@ -25,7 +25,7 @@ import yaml
 
 from sim2real.core.config_files import ConfigError
 from sim2real.sim.randomization import Randomization, load_randomization, physical_bounds, randomization_path
-from sim2real.sysid.identified import read_identified
+from sim2real.sysid.identified_file import read_identified
 
 # name -> (kind, std multiple, relative floor, absolute floor)
 RULES: dict[str, tuple[str, float, float, float]] = {

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.sysid.dataset import BagTopics, read_bags
 from sim2real.sysid.fit import FitOptions, fit_conditions
-from sim2real.sysid.identified import write_identified
+from sim2real.sysid.identified_file import write_identified
 from sim2real.sysid.metadata import profile_hash
 
 

@@ -1,20 +1,20 @@
 import numpy as np
 
-from sim2real.core import demo_script
-from sim2real.core.demo_script import DemoRecorder, segment_at
+from sim2real.core import command_script
+from sim2real.core.command_script import DemoRecorder, segment_at
 
 
 def test_segments_follow_the_script():
-    assert segment_at(demo_script.WALK_SCRIPT, 0.0) == (0, (0.0, 0.0, 0.0))
-    assert segment_at(demo_script.WALK_SCRIPT, 5.0) == (1, (0.5, 0.0, 0.0))
-    assert segment_at(demo_script.WALK_SCRIPT, 29.0)[0] == len(demo_script.WALK_SCRIPT) - 1
+    assert segment_at(command_script.WALK_SCRIPT, 0.0) == (0, (0.0, 0.0, 0.0))
+    assert segment_at(command_script.WALK_SCRIPT, 5.0) == (1, (0.5, 0.0, 0.0))
+    assert segment_at(command_script.WALK_SCRIPT, 29.0)[0] == len(command_script.WALK_SCRIPT) - 1
 
 
 def test_walk_figures_from_a_known_motion(tmp_path):
     recorder = DemoRecorder("quadruped")
     for k in range(1001):  # 10 s at 100 Hz: stand 3 s, then 0.45 m/s against a 0.5 m/s command
         t = k * 0.01
-        segment, command = segment_at(demo_script.WALK_SCRIPT, t)
+        segment, command = segment_at(command_script.WALK_SCRIPT, t)
         speed = 0.45 if segment == 1 else 0.0
         x = 0.45 * max(0.0, t - 3.0)
         recorder.add(t, segment, np.zeros(12), command, (speed, 0.0, 0.0), (x, 0.0, 0.3), (0, 0, 0, 1))
@@ -31,7 +31,7 @@ def test_reach_figures_count_goals_reached():
     recorder = DemoRecorder("arm")
     for k in range(1000):
         t = k * 0.01
-        segment, goal = segment_at(demo_script.REACH_SCRIPT, t)
+        segment, goal = segment_at(command_script.REACH_SCRIPT, t)
         miss = 0.01 if segment == 0 else 0.05
         recorder.add(t, segment, np.zeros(7), goal, np.asarray(goal) + [miss, 0, 0])
     summary = recorder.summary()

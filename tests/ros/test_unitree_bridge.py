@@ -20,6 +20,8 @@ from sim2real.core.safety_config import load_safety_config
 from sim2real.core.supervisor import ENGAGE_STAND_TOLERANCE
 from sim2real.core.unitree.dds import UnitreeDds
 from sim2real.nodes import qos
+from sim2real.sysid.dataset import read_bag
+from tests.cli_runs import run_cli
 from tests.ros.conftest import wait_for
 
 # Seen in about one run of six of these graphs: the supervisor's /joint_states subscription never
@@ -261,6 +263,27 @@ def test_sim2real_preflight_reports_from_a_terminal(run_double, fault, code, wor
                              "--domain", str(double.domain), "--window", "2"], capture_output=True, text=True, timeout=60)
     assert result.returncode == code, result.stdout + result.stderr
     assert words in result.stdout
+
+
+@pytest.mark.slow
+def test_sysid_record_through_the_bridge_writes_a_complete_bag(run_double, tmp_path):
+    """`sim2real sysid record --hardware unitree`: the Go2 recorded through its own interface, as
+    an owner records it: the operator holds the remote's deadman, the logger engages the
+    supervisor once the robot stands, and the excitation reaches the motors through the bridge."""
+    double = run_double()
+    double.handle("remote L1")  # the deadman (config/safety/go2.yaml remote:), held through the recording
+    bag = tmp_path / "go2_sysid"
+    result = run_cli(["sysid", "record", "--robot", "go2", "--hardware", "unitree", "--network-interface", "lo",
+                      "--unitree-domain", str(double.domain), "--duration", "4", "-o", str(bag)], timeout=240)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "next: sim2real sysid fit" in result.stdout
+    segment = read_bag(bag, GO2)
+    assert segment.metadata["completed"] is True
+    assert segment.metadata["hardware"] == "unitree"
+    assert segment.duration > 4.0
+    # the recorded states moved as the excitation asked: the bag holds an excitation, not a stand
+    moved = np.ptp(segment.q, axis=0)
+    assert moved.max() > 0.02, moved
 
 
 def armed_and_standing(probe, start_graph, run_double):

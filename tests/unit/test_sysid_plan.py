@@ -7,7 +7,7 @@ import pytest
 
 from sim2real.cli.main import build_parser
 from sim2real.graph.plan import PlanError, make_plan
-from sim2real.graph.sysid_recording import SYSID_ARGUMENTS, make_sysid_plan
+from sim2real.graph.sysid_recording import SYSID_ARGUMENTS, make_sysid_plan, sysid_plan_from_args
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,6 +28,30 @@ def test_topic_hardware_runs_no_simulator(tmp_path):
     plan = make_sysid_plan(robot="panda", hardware="topic", bag=str(tmp_path / "b"))
     assert [n.name for n in plan.nodes] == ["safety_supervisor", "sysid_logger"]
     assert plan.node("sysid_logger").parameters["conditions"] == ""
+
+
+def test_a_go2_is_recorded_through_its_own_interface_and_an_arm_through_ros2_control(tmp_path):
+    """`sysid record --hardware unitree|ros2_control`: the bridge of bringup's plan, given the
+    command's interface, domain and controller, in place of a driver."""
+    go2 = build_parser().parse_args(["sysid", "record", "--robot", "go2", "--hardware", "unitree",
+                                     "--network-interface", "eth1", "--unitree-domain", "3", "--suspended",
+                                     "-o", str(tmp_path / "go2")])
+    plan = sysid_plan_from_args(go2)
+    assert [n.name for n in plan.nodes] == ["unitree_bridge", "safety_supervisor", "sysid_logger"]
+    assert plan.node("unitree_bridge").parameters["network_interface"] == "eth1"
+    assert plan.node("unitree_bridge").parameters["unitree_domain"] == 3
+    assert plan.node("sysid_logger").parameters["hardware"] == "unitree"
+    assert plan.node("sysid_logger").parameters["suspended"] is True
+    arm = build_parser().parse_args(["sysid", "record", "--robot", "panda", "--hardware", "ros2_control",
+                                     "--controller", "my_forward_controller", "-o", str(tmp_path / "panda")])
+    plan = sysid_plan_from_args(arm)
+    assert [n.name for n in plan.nodes] == ["ros2_control_bridge", "safety_supervisor", "sysid_logger"]
+    assert plan.node("ros2_control_bridge").parameters["controller"] == "my_forward_controller"
+    # the Go2's interface means nothing to an arm's recording
+    wrong = build_parser().parse_args(["sysid", "record", "--robot", "panda", "--hardware", "topic",
+                                       "--network-interface", "eth0", "-o", str(tmp_path / "x")])
+    with pytest.raises(PlanError, match="network_interface"):
+        sysid_plan_from_args(wrong)
 
 
 def test_a_quadruped_on_a_stand_hangs_in_sim_and_the_bag_says_so(tmp_path):

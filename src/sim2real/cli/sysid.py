@@ -201,8 +201,10 @@ def add_sysid_commands(sub, formatter) -> None:
 
     record = actions.add_parser(
         "record", formatter_class=formatter, help="play an excitation through the safety supervisor and record a bag",
-        description="Start the hardware part of the bringup plan (sim_robot with --hardware sim; nothing with\n"
-                    "--hardware topic, where the robot's driver already runs), the safety supervisor and\n"
+        description="Start the hardware part of the bringup plan (sim_robot with --hardware sim or mujoco;\n"
+                    "unitree_bridge with --hardware unitree, the Go2's own low-level interface; the\n"
+                    "ros2_control bridge with --hardware ros2_control; nothing with --hardware topic, where\n"
+                    "the robot's driver already runs), the safety supervisor and\n"
                     "sysid_logger. The logger waits for the robot to stand, engages the supervisor, streams the\n"
                     "excitation on /policy/joint_commands (the supervisor checks and forwards it), returns to the\n"
                     "default pose and writes /joint_states, /imu/data, /joint_commands (+ --topics) to a rosbag2\n"
@@ -212,12 +214,29 @@ def add_sysid_commands(sub, formatter) -> None:
                     "has no base state); hang it on a stand and pass --suspended for larger ones and a fit\n"
                     "without that approximation (the base stays put, as in the replay).",
         epilog="examples:\n  sim2real sysid record --robot panda --hardware topic -o bags/panda_1\n"
+               "  sim2real sysid record --robot go2 --hardware unitree --network-interface eth0 --suspended "
+               "-o bags/go2_1\n"
+               "  sim2real sysid record --robot panda --hardware ros2_control --controller "
+               "forward_position_controller -o bags/panda_2\n"
                "  sim2real sysid record --robot panda --hardware sim --lockstep -o /tmp/b "
                "--conditions '{motor_strength: 0.9}' --duration 30\n")
     record.add_argument("--robot", required=True, help="robot profile")
-    record.add_argument("--hardware", default="sim", choices=("sim", "mujoco", "topic"),
+    record.add_argument("--hardware", default="sim", choices=("sim", "mujoco", "topic", "unitree", "ros2_control"),
                         help="sim: PyBullet robot; mujoco: the MuJoCo robot (the second engine, a reality the "
-                             "fit's PyBullet never saw); topic: a real driver speaks the hardware contract")
+                             "fit's PyBullet never saw); topic: a real driver speaks the hardware contract; "
+                             "unitree: a Go2 through its own low-level DDS interface (unitree_bridge; "
+                             "docs/deploy_quadruped.md); ros2_control: an arm behind a ros2_control forward "
+                             "controller (docs/deploy_arm.md)")
+    record.add_argument("--network-interface", default=None,
+                        help="unitree only: the interface on the robot's subnet, e.g. eth0 (launch: "
+                             "network_interface:=)")
+    record.add_argument("--unitree-domain", default=None,
+                        help="unitree only: DDS domain of rt/lowstate and rt/lowcmd (default 0)")
+    record.add_argument("--controller", default=None,
+                        help="ros2_control only: the forward controller (default forward_position_controller)")
+    record.add_argument("--controller-joints", default=None,
+                        help="ros2_control only: the controller's joints in its order, comma-separated "
+                             "(default: the profile's order)")
     record.add_argument("-o", "--output", required=True, help="bag directory to create")
     record.add_argument("--lockstep", action="store_true", help="sim only: lockstep (deterministic timing)")
     record.add_argument("--conditions", default="{}", help="sim only: hidden physical conditions as YAML")

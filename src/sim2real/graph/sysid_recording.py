@@ -29,10 +29,10 @@ from sim2real.graph.plan import (
     require_suspendable,
 )
 
-# Bringup arguments that mean the same here; the policy/demo ones do not apply.
-# The bringup arguments a recording shares: the hardware part (ros2_control included) and the supervisor.
-SHARED = ("robot", "hardware", "controller", "controller_joints", "lockstep", "seed", "conditions", "safety_config",
-          "realtime", "realtime_cpus")
+# The bringup arguments a recording shares, meaning the same: the hardware part (ros2_control and
+# the Go2's own interface included) and the supervisor; the policy and demo ones do not apply.
+SHARED = ("robot", "hardware", "network_interface", "unitree_domain", "controller", "controller_joints", "lockstep",
+          "seed", "conditions", "safety_config", "realtime", "realtime_cpus")
 SYSID_ARGUMENTS: dict[str, LaunchArgument] = {
     **{name: LAUNCH_ARGUMENTS[name] for name in SHARED},
     **{a.name: a for a in (
@@ -104,21 +104,29 @@ def make_sysid_plan(**arguments: Any) -> BringupPlan:
     return replace(base, nodes=nodes)
 
 
+def sysid_plan_from_args(args: argparse.Namespace) -> BringupPlan:
+    """The plan of `sim2real sysid record`'s arguments (PlanError or ValueError when they are wrong)."""
+    hardware_part = {"network_interface": args.network_interface, "unitree_domain": args.unitree_domain,
+                     "controller": args.controller, "controller_joints": args.controller_joints}
+    return make_sysid_plan(robot=args.robot, hardware=args.hardware, lockstep=args.lockstep, seed=args.seed,
+                           conditions=args.conditions, bag=args.output, kind=args.kind,
+                           duration=args.duration, joints=",".join(args.joints or []),
+                           amplitude=AUTO if args.amplitude is None else args.amplitude,
+                           legs=AUTO if args.legs is None else args.legs,
+                           f_min=args.f_min, f_max=args.f_max, velocity_fraction=args.velocity_fraction,
+                           excitation_seed=args.excitation_seed, extra_topics=",".join(args.topics or []),
+                           suspended=args.suspended, start_timeout=args.start_timeout,
+                           realtime=getattr(args, "realtime", False),
+                           realtime_cpus=getattr(args, "realtime_cpus", ""),
+                           **{name: value for name, value in hardware_part.items() if value is not None})
+
+
 def record_on_graph(args: argparse.Namespace) -> int:
     """`sim2real sysid record`: run the plan as processes until the logger finishes."""
     from sim2real.graph.processes import GraphProcesses
 
     try:
-        plan = make_sysid_plan(robot=args.robot, hardware=args.hardware, lockstep=args.lockstep, seed=args.seed,
-                               conditions=args.conditions, bag=args.output, kind=args.kind,
-                               duration=args.duration, joints=",".join(args.joints or []),
-                               amplitude=AUTO if args.amplitude is None else args.amplitude,
-                               legs=AUTO if args.legs is None else args.legs,
-                               f_min=args.f_min, f_max=args.f_max, velocity_fraction=args.velocity_fraction,
-                               excitation_seed=args.excitation_seed, extra_topics=",".join(args.topics or []),
-                               suspended=args.suspended, start_timeout=args.start_timeout,
-                               realtime=getattr(args, "realtime", False),
-                               realtime_cpus=getattr(args, "realtime_cpus", ""))
+        plan = sysid_plan_from_args(args)
     except (PlanError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

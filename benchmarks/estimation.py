@@ -31,7 +31,8 @@ import time
 def replay_rows(seconds: float, seed: int, batches=(1, 5)) -> dict[int, dict]:
     """The same recorded trot through the filter per IMU sample and per batch of samples
     (filter_update:=batch in real time: 5 samples = 10 ms at 500 Hz), side by side."""
-    from sim2real.core.estimation import LegKalmanFilter, load_estimation_config
+    from sim2real.core.estimation.config import load_estimation_config
+    from sim2real.core.estimation.legged import LegKalmanFilter
     from sim2real.core.robot_profile import load_profile
     from sim2real.sim.conditions import PhysicalConditions
     from sim2real.sim.scripted_gait import record_trot, replay_estimator

@@ -6,14 +6,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from sim2real.core.estimation import (
-    ArmEstimator,
-    EstimationError,
-    LegKalmanFilter,
-    estimation_config_from_dict,
-    imu_sample,
-    load_estimation_config,
-)
+from sim2real.core.estimation.arm import ArmEstimator
+from sim2real.core.estimation.config import EstimationError, estimation_config_from_dict, load_estimation_config
+from sim2real.core.estimation.legged import LegKalmanFilter
+from sim2real.core.estimation.samples import imu_sample
 from sim2real.core.kinematics import Kinematics
 from sim2real.core.robot_profile import load_profile
 from sim2real.sim.conditions import PhysicalConditions

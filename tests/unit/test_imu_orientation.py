@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from sim2real.core.estimation import LegKalmanFilter, load_estimation_config
+from sim2real.core.estimation.config import load_estimation_config
+from sim2real.core.estimation.legged import LegKalmanFilter
 from sim2real.core.robot_inputs import RobotInputs
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.rotations import unit_orientation

@@ -5,7 +5,7 @@
 Each scenario runs the deployed stack, ROS-free, around a simulated robot of either engine:
 the policy through :class:`~sim2real.core.policy_slot.PolicySlot` (onnxruntime, the gait
 clock, the trained-range clamp), the :class:`~sim2real.core.supervisor.SupervisorCore`
-between it and the motors, and the :class:`~sim2real.core.estimation.LegKalmanFilter` on the
+between it and the motors, and the :class:`~sim2real.core.estimation.legged.LegKalmanFilter` on the
 sensor readings. The robot spawns in its default pose, the supervisor stands it up, the
 policy takes over (engage) and the scenario's velocity command holds. Per scenario and
 world set, over the episodes (episode ``k`` draws its world with seed ``seed + k``):
@@ -38,7 +38,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from sim2real.core.config_files import ConfigError, read_config
-from sim2real.core.estimation import LegKalmanFilter, load_estimation_config
+from sim2real.core.estimation.config import load_estimation_config
+from sim2real.core.estimation.legged import LegKalmanFilter
 from sim2real.core.joint_command import JointTargets
 from sim2real.core.policy_file import PolicyFile, load_policy
 from sim2real.core.policy_slot import PolicySlot

@@ -51,7 +51,10 @@ from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
 
-from sim2real.core.estimation import ArmEstimator, LegKalmanFilter, imu_sample, load_estimation_config
+from sim2real.core.estimation.arm import ArmEstimator
+from sim2real.core.estimation.config import load_estimation_config
+from sim2real.core.estimation.legged import LegKalmanFilter
+from sim2real.core.estimation.samples import imu_sample
 from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core.policy_tick import RollingStats
 from sim2real.core.robot_profile import load_profile

@@ -149,7 +149,7 @@ def replay_estimator(estimator, recording: dict[str, np.ndarray], gyro_bias=(0.0
     the newest estimate made by then (as a consumer of the published estimates sees it)."""
     import time
 
-    from sim2real.core.estimation import imu_sample
+    from sim2real.core.estimation.samples import imu_sample
 
     if batch < 1:
         raise ValueError(f"batch={batch}: give 1 (sample by sample) or more IMU samples per filter update")

@@ -1,165 +1,21 @@
-"""State estimation from proprioception: what the robot cannot measure directly.
-
-Quadruped (:class:`LegKalmanFilter`): the linear Kalman filter legged robots deploy. The
-IMU drives the process (its orientation rotates the measured proper acceleration into the
-world, gravity is removed, the result integrates into base velocity and position); the
-legs measure (pinocchio forward kinematics and Jacobians of the URDF from the joint
-states give each foot's position relative to the base and, for a foot standing still,
-the base velocity; a standing foot's height is the ground's). The state is, in the world
-frame, base position (3), base velocity (3) and the four foot positions (12). A foot in
-the air is not standing still: its process noise and measurement noise are inflated, so
-the filter follows it without believing it. Contact comes from the joint efforts (the
-foot force that balances them, with hysteresis) or from a gait clock (:class:`ContactDetector`).
-
-Divergence: every update's innovation is scored by its normalised innovation squared
-(NIS, per degree of freedom, over the feet in contact); a filter whose model holds scores
-about 1. A window mean above the configured bound (a foot slipping hard, a wrong contact
-model, a bad sensor) is divergence, as is a non-finite state or a covariance that grew
-past its bound (:class:`DivergenceMonitor`). The node reports it on /diagnostics, where the
-safety supervisor reads it.
-
-Arm (:class:`ArmEstimator`): joint position, velocity and acceleration per joint from a
-constant-acceleration Kalman filter (encoders measure position and velocity), and the
-end-effector pose and twist from pinocchio.
-
-Settings are YAML under ``config/estimation/<robot>.yaml`` (``load_estimation_config``).
-ROS-free: the ``state_estimator`` node only moves messages in and out.
-"""
+"""The quadruped's linear Kalman filter over base position, base velocity and foot positions,
+its contact detector and its divergence monitor (the package docstring says how)."""
 from __future__ import annotations
 
 import collections
 import math
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
-from sim2real.core.config_files import ConfigError, read_config
+from sim2real.core.estimation.config import ContactConfig, EstimationConfig
+from sim2real.core.estimation.samples import ImuSample, require_finite
 from sim2real.core.kinematics import Kinematics
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.core.rotations import quat_to_matrix, unit_orientation
 
 GRAVITY = np.array([0.0, 0.0, -9.81])
-CONTACT_SOURCES = ("effort", "gait")
-
-
-class EstimationError(ConfigError):
-    """An estimation config that cannot be used, with the file, field and fix in the message."""
-
-
-# ------------------------------------------------------------------------------------ config
-@dataclass(frozen=True)
-class ContactConfig:
-    source: str = "effort"            # effort | gait
-    on_force: float = 30.0            # N, vertical foot force above which a free foot lands
-    off_force: float = 12.0           # N, below which a standing foot lifts (hysteresis)
-    gait_period: float = 0.3          # s, gait source: one full gait cycle
-    gait_duty: float = 0.5            # fraction of the cycle a foot stands
-    gait_offsets: tuple[float, ...] = (0.0, 0.5, 0.5, 0.0)  # phase of each foot, profile foot order
-
-
-@dataclass(frozen=True)
-class EstimationConfig:
-    accelerometer_noise: float = 0.3    # m/s^2/sqrt(Hz)-like: velocity random walk from the IMU
-    position_noise: float = 0.01        # m/sqrt(s): base position process noise
-    foot_stance_noise: float = 0.01     # m/sqrt(s): how much a standing foot may creep
-    foot_swing_noise: float = 3.0       # m/sqrt(s): a foot in the air moves freely
-    foot_position_noise: float = 0.005  # m, leg kinematics (encoder noise, link lengths)
-    foot_velocity_noise: float = 0.08   # m/s, leg kinematics velocity (encoder velocity noise)
-    foot_height_noise: float = 0.01     # m, standing foot height against the ground height
-    ground_height: Optional[float] = 0.0  # m, world height of the ground a foot stands on; None: no height update
-    foot_radius: float = 0.022          # m, a rolling foot sphere: its centre moves while the contact point stands
-    swing_inflation: float = 1.0e4      # measurement variance factor for a foot not in contact
-    contact: ContactConfig = ContactConfig()
-    divergence_window: float = 0.2      # s over which the NIS is averaged
-    divergence_nis: float = 5.0         # bound on the window-mean NIS per degree of freedom
-    divergence_hold: float = 1.0        # s a divergence stays reported after the NIS fell back
-    max_velocity_std: float = 2.0       # m/s: a velocity covariance beyond this is divergence
-    joint_position_noise: float = 0.001     # arm: rad, encoder position noise
-    joint_velocity_noise: float = 0.02      # arm: rad/s, encoder velocity noise
-    joint_jerk_noise: float = 20.0          # arm: rad/s^3/sqrt(Hz), how fast acceleration may change
-
-
-_FIELDS = tuple(f for f in EstimationConfig.__dataclass_fields__ if f != "contact")
-_CONTACT_FIELDS = {"source", "on_force", "off_force", "gait_period", "gait_duty", "gait_offsets"}
-
-
-def load_estimation_config(name_or_path: str | Path) -> EstimationConfig:
-    """``config/estimation/<name>.yaml`` (or a path) -> a validated :class:`EstimationConfig`.
-    Keys not given keep the defaults of :class:`EstimationConfig`."""
-    path, data = read_config("estimation", name_or_path, EstimationError, "estimation config")
-    return estimation_config_from_dict(data, path)
-
-
-def estimation_config_from_dict(data: dict[str, Any], source: str | Path = "<estimation config>") -> EstimationConfig:
-    data = dict(data)
-    data.pop("robot", None)
-    contact = data.pop("contact", {}) or {}
-    unknown = sorted(set(data) - set(_FIELDS))
-    if unknown:
-        raise EstimationError(source, ", ".join(unknown), "unknown setting",
-                              f"use only {sorted(_FIELDS) + ['contact', 'robot']}")
-    if not isinstance(contact, dict):
-        raise EstimationError(source, "contact", f"expected a mapping, got {contact!r}",
-                              "write contact: {source: effort, on_force: 30, off_force: 15}")
-    unknown = sorted(set(contact) - _CONTACT_FIELDS)
-    if unknown:
-        raise EstimationError(source, "contact." + ", contact.".join(unknown), "unknown setting",
-                              f"use only {sorted(_CONTACT_FIELDS)}")
-    values: dict[str, Any] = {}
-    for key, value in data.items():
-        if key == "ground_height" and value is None:
-            values[key] = None
-            continue
-        values[key] = _positive(source, key, value, allow_zero=key == "ground_height")
-    contact_values: dict[str, Any] = {}
-    for key, value in contact.items():
-        if key == "source":
-            if value not in CONTACT_SOURCES:
-                raise EstimationError(source, "contact.source", f"unknown contact source {value!r}",
-                                      f"use one of {list(CONTACT_SOURCES)}")
-            contact_values[key] = value
-        elif key == "gait_offsets":
-            if not isinstance(value, list) or not all(isinstance(v, (int, float)) for v in value):
-                raise EstimationError(source, "contact.gait_offsets", f"expected a list of numbers, got {value!r}",
-                                      "give one phase offset in [0, 1) per foot, in the profile's foot order")
-            contact_values[key] = tuple(float(v) for v in value)
-        else:
-            contact_values[key] = _positive(source, f"contact.{key}", value)
-    contact_config = ContactConfig(**contact_values)
-    if contact_config.off_force >= contact_config.on_force:
-        raise EstimationError(source, "contact.off_force",
-                              f"{contact_config.off_force} N is not below on_force ({contact_config.on_force} N)",
-                              "make off_force < on_force: the gap is the hysteresis")
-    if not 0 < contact_config.gait_duty < 1:
-        raise EstimationError(source, "contact.gait_duty", f"{contact_config.gait_duty} is not in (0, 1)",
-                              "give the fraction of the gait cycle a foot stands, e.g. 0.5 for a trot")
-    return EstimationConfig(**values, contact=contact_config)
-
-
-def _positive(source, field: str, value: Any, allow_zero: bool = False) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        raise EstimationError(source, field, f"expected a {'non-negative' if allow_zero else 'positive'} "
-                              f"number, got {value!r}", "write a number in SI units")
-    return float(value)
-
-
-# ---------------------------------------------------------------------------------- contact
-def _require_finite(**values: Any) -> None:
-    # One sum over everything (it runs per IMU sample: ~2 us against 36 us for an isfinite per
-    # value): NaN or inf anywhere makes it non-finite. Only then, or on an overflow, the names.
-    total = 0.0
-    for value in values.values():
-        if value is not None:
-            total += value if isinstance(value, (int, float)) else sum(value)
-    if math.isfinite(total):
-        return
-    bad = [name for name, value in values.items()
-           if value is not None and not np.all(np.isfinite(np.asarray(value, dtype=float)))]
-    if bad:
-        raise ValueError(f"sample refused: {', '.join(bad)} NaN or infinite")
 
 
 class ContactDetector:
@@ -242,6 +98,8 @@ class DivergenceMonitor:
 
 
 # ------------------------------------------------------------------------------ quadruped
+
+
 @dataclass
 class BaseEstimate:
     stamp: float
@@ -256,24 +114,6 @@ class BaseEstimate:
     @property
     def velocity_body(self) -> np.ndarray:
         return quat_to_matrix(self.orientation).T @ self.velocity
-
-
-@dataclass(frozen=True)
-class ImuSample:
-    """One IMU sample, checked: finite, a unit orientation (x, y, z, w), SI units."""
-    t: float
-    orientation: np.ndarray
-    angular_velocity: np.ndarray
-    linear_acceleration: np.ndarray
-
-
-def imu_sample(t: float, orientation: Sequence[float], angular_velocity: Sequence[float],
-               linear_acceleration: Sequence[float]) -> ImuSample:
-    """ValueError naming the problem for a sample that must not reach the filter (NaN, inf, no orientation)."""
-    _require_finite(t=t, orientation=orientation, angular_velocity=angular_velocity,
-                    linear_acceleration=linear_acceleration)
-    return ImuSample(float(t), unit_orientation(orientation), np.asarray(angular_velocity, dtype=float),
-                     np.asarray(linear_acceleration, dtype=float))
 
 
 class LegKalmanFilter:
@@ -354,7 +194,7 @@ class LegKalmanFilter:
         """One IMU sample at time ``t`` (s) with the newest joint state (profile order, SI).
         ValueError, the state untouched, for a sample with a NaN or infinite value: folded in,
         one would make the state NaN for good."""
-        _require_finite(t=t, orientation=orientation, angular_velocity=angular_velocity,
+        require_finite(t=t, orientation=orientation, angular_velocity=angular_velocity,
                         linear_acceleration=linear_acceleration, joint_position=joint_position,
                         joint_velocity=joint_velocity, joint_effort=joint_effort)
         sample = ImuSample(t, unit_orientation(orientation), np.asarray(angular_velocity, dtype=float),
@@ -372,7 +212,7 @@ class LegKalmanFilter:
         ValueError, the state untouched, for no samples or a non-finite joint state."""
         if not samples:
             raise ValueError("step_batch needs at least one IMU sample")
-        _require_finite(joint_position=joint_position, joint_velocity=joint_velocity, joint_effort=joint_effort)
+        require_finite(joint_position=joint_position, joint_velocity=joint_velocity, joint_effort=joint_effort)
         return self._advance(samples, joint_position, joint_velocity, joint_effort)
 
     def _advance(self, samples: Sequence["ImuSample"], joint_position, joint_velocity, joint_effort) -> BaseEstimate:
@@ -463,69 +303,3 @@ class LegKalmanFilter:
 
 
 # ------------------------------------------------------------------------------------- arm
-@dataclass
-class ArmEstimate:
-    stamp: float
-    joint_position: np.ndarray
-    joint_velocity: np.ndarray
-    joint_acceleration: np.ndarray
-    ee_position: np.ndarray       # base frame, m
-    ee_rotation: np.ndarray       # base frame, 3x3
-    ee_linear_velocity: np.ndarray   # base frame, m/s
-    ee_angular_velocity: np.ndarray  # base frame, rad/s
-
-
-class ArmEstimator:
-    """Per joint a constant-acceleration Kalman filter over (q, dq, ddq), measured (q, dq).
-
-    Every joint shares the noise model, so one 3x3 covariance serves them all and a step
-    costs a few small matrix products whatever the number of joints.
-    """
-
-    def __init__(self, profile: RobotProfile, config: EstimationConfig):
-        if profile.end_effector_link is None:
-            raise ValueError(f"ArmEstimator: robot {profile.name!r} has no end_effector_link")
-        self.profile = profile
-        self.config = config
-        self.kinematics = Kinematics(profile)
-        self.x: Optional[np.ndarray] = None  # (3, n): q, dq, ddq
-        self.P = np.diag([config.joint_position_noise ** 2, config.joint_velocity_noise ** 2, 1.0])
-        self._t: Optional[float] = None
-        self._R = np.diag([config.joint_position_noise ** 2, config.joint_velocity_noise ** 2])
-
-    def step(self, t: float, joint_position: Sequence[float], joint_velocity: Sequence[float]) -> ArmEstimate:
-        self.filter(t, joint_position, joint_velocity)
-        return self.estimate()
-
-    def filter(self, t: float, joint_position: Sequence[float], joint_velocity: Sequence[float]) -> None:
-        """Fold in one joint state (cheap: the per-sample part of :meth:`step`). ValueError, the
-        state untouched, for a sample with a NaN or infinite value."""
-        _require_finite(t=t, joint_position=joint_position, joint_velocity=joint_velocity)
-        q = np.asarray(joint_position, dtype=float)
-        dq = np.asarray(joint_velocity, dtype=float)
-        if self.x is None:
-            self.x = np.vstack([q, dq, np.zeros_like(q)])
-            self._t = t
-        dt = t - self._t
-        self._t = t
-        if dt > 0:
-            F = np.array([[1.0, dt, 0.5 * dt * dt], [0.0, 1.0, dt], [0.0, 0.0, 1.0]])
-            # White jerk noise integrated over the step (the usual discrete Wiener-acceleration model).
-            j = self.config.joint_jerk_noise ** 2
-            Q = j * np.array([[dt ** 5 / 20, dt ** 4 / 8, dt ** 3 / 6],
-                              [dt ** 4 / 8, dt ** 3 / 3, dt ** 2 / 2],
-                              [dt ** 3 / 6, dt ** 2 / 2, dt]])
-            self.x = F @ self.x
-            self.P = F @ self.P @ F.T + Q
-        S = self.P[:2, :2] + self._R
-        K = self.P[:, :2] @ np.linalg.inv(S)
-        self.x = self.x + K @ (np.vstack([q, dq]) - self.x[:2])
-        self.P = (np.eye(3) - K @ np.eye(2, 3)) @ self.P
-
-    def estimate(self) -> ArmEstimate:
-        """The filtered joints and the end effector's pose and twist (pinocchio) at the last sample."""
-        q_f, dq_f, ddq_f = self.x
-        position, rotation = self.kinematics.end_effector_pose(q_f)
-        _, jacobian = self.kinematics.end_effector_jacobian(q_f)
-        twist = jacobian @ dq_f
-        return ArmEstimate(self._t, q_f.copy(), dq_f.copy(), ddq_f.copy(), position, rotation, twist[:3], twist[3:])

@@ -238,87 +238,20 @@ def cmd_policy_swap(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     single_threaded_learner()
-    from sim2real.train.checkpoint import load_checkpoint
+    from sim2real.train.run_start import RunStartError, plan_run_start
     from sim2real.train.runner import Trainer, summary
-    from sim2real.train.train_config import load_train_config, override_config
 
     overrides = {"iterations": args.iterations, "num_envs": args.num_envs, "workers": args.workers,
                  "seed": args.seed}
-    if args.resume and args.init_from:
-        raise _UsageError("--resume and --init-from exclude each other: --resume continues a run as it was, "
-                          "--init-from starts a new run (--out, --config) from a checkpoint's networks")
-    if args.init_from:
-        from sim2real.train.checkpoint import CheckpointError, latest_checkpoint, save_checkpoint, warm_start
-
-        if args.out is None:
-            raise _UsageError("--init-from needs --out: the fine-tune is a new run")
-        from_policy = Path(args.init_from).suffix == ".onnx"
-        if from_policy:
-            from sim2real.core.policy_file import PolicyFileError, load_policy
-            from sim2real.train.policy_warm_start import warm_start_from_policy
-
-            try:
-                meta = load_policy(args.init_from).metadata
-            except PolicyFileError as exc:
-                raise _UsageError(str(exc)) from None
-            robot, task = args.robot or meta.robot, args.task or meta.task
-        else:
-            checkpoint = load_checkpoint(args.init_from)
-            robot, task = args.robot or checkpoint["robot"], args.task or checkpoint["task"]
-        config = load_train_config(robot, task, args.config, overrides)
-        try:
-            warm = (warm_start_from_policy(args.init_from, config) if from_policy
-                    else warm_start(checkpoint, config, args.init_from))
-        except CheckpointError as exc:
-            raise _UsageError(str(exc)) from None
-        checkpoint = warm
-        if checkpoint["iteration"] >= config["iterations"]:
-            raise _UsageError(f"{args.init_from} has already run {checkpoint['iteration']} iterations and the fine-tune "
-                              f"would stop at {config['iterations']}; pass --iterations N with N > "
-                              f"{checkpoint['iteration']} (iterations count on from the checkpoint's)")
-        out = Path(args.out)
-        existing = latest_checkpoint(out) if out.is_dir() else None
-        if existing is not None:
-            raise _UsageError(f"{out} already holds a training run ({existing.name}): choose another --out")
-        out.mkdir(parents=True, exist_ok=True)
-        resume = save_checkpoint(out / "warm_start.pt", warm)
-        print(f"warm start from {args.init_from} (iteration {checkpoint['iteration']}) with "
-              f"{args.config or f'config/train/{robot}_{task}.yaml'}", flush=True)
-    elif args.resume:
-        if args.config:
-            raise _UsageError("--config cannot be combined with --resume: a resumed run keeps its checkpoint's "
-                              "config (override --iterations, --num-envs, --workers, --seed)")
-        checkpoint = load_checkpoint(args.resume)
-        for key in ("robot", "task"):
-            given = getattr(args, key)
-            if given is not None and given != checkpoint[key]:
-                raise _UsageError(f"--{key} {given} does not match the checkpoint's {key} {checkpoint[key]!r}")
-        config = override_config(checkpoint["training_config"], overrides, source=f"{args.resume} + command line")
-        if checkpoint["iteration"] >= config["iterations"]:
-            raise _UsageError(f"{args.resume} has already run {checkpoint['iteration']} of {config['iterations']} "
-                              f"iterations; pass --iterations N with N > {checkpoint['iteration']} (the run's total)")
-        out = Path(args.out) if args.out else Path(args.resume).parent
-        resume = args.resume
-        print(f"resuming {args.resume} at iteration {checkpoint['iteration']}", flush=True)
-    else:
-        if args.out is None or (args.config is None and (args.robot is None or args.task is None)):
-            raise _UsageError("--out and either --robot and --task or a --config naming them are required "
-                              "(or --resume CHECKPOINT)")
-        from sim2real.train.tasks import task_entry
-
-        if args.config is None:
-            try:
-                task_entry(args.robot, args.task)
-            except ValueError as exc:
-                raise _UsageError(str(exc)) from None
-        config = load_train_config(args.robot, args.task, args.config, overrides)
-        try:
-            task_entry(config["robot"], config["task"])
-        except ValueError as exc:
-            raise _UsageError(f"{args.config}: {exc}") from None
-        out = Path(args.out)
-        resume = None
-    trainer = Trainer(config, out, resume=resume, progress=not args.no_progress)
+    try:
+        start = plan_run_start(out=args.out, robot=args.robot, task=args.task, config=args.config,
+                               resume=args.resume, init_from=args.init_from, overrides=overrides)
+    except RunStartError as exc:
+        raise _UsageError(str(exc)) from None
+    if start.announcement:
+        print(start.announcement, flush=True)
+    config, out = start.config, start.out
+    trainer = Trainer(config, out, resume=start.resume, progress=not args.no_progress)
     trainer.check_out()
     print(f"training {config['robot']} {config['task']} into {out}/: {config['iterations']} iterations, "
           f"{config['num_envs']} envs over {config['workers']} worker processes, "

@@ -101,6 +101,37 @@ def env_seed(seed: int, start_iteration: int, num_envs: int) -> int:
     return seed * ENV_SEED_STRIDE + start_iteration * num_envs
 
 
+@dataclass
+class _Schedule:
+    """Where a run starts and ends, and the iterations of its critic warm-up and rate line."""
+
+    start: int
+    total: int
+    warmup: dict
+    warmup_start: int
+    warmup_end: int
+    line_end: int
+
+
+@dataclass
+class _Run:
+    """What a run carries from one iteration to the next."""
+
+    vec: Any
+    env: Any
+    alg: Any
+    rsl_cfg: dict
+    interface: dict
+    randomization: Randomization | None
+    adr: AdaptiveRandomization | None
+    curriculum: Any
+    checkpoint: dict | None
+    source: Any
+    window: deque
+    pending: list[dict] = field(default_factory=list)
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
 class Trainer:
     """One training run into ``out``. ``config`` is a resolved training config
     (:func:`sim2real.train.train_config.load_train_config`); ``resume`` a checkpoint to
@@ -156,43 +187,22 @@ class Trainer:
 
     # ------------------------------------------------------------------ run
     def run(self) -> TrainResult:
+        """Restore (or start), build the learner, iterate, checkpoint: rsl_rl's runner's steps,
+        with the curriculum and ADR updated between two rollouts."""
         import torch
-        from rsl_rl.runners import OnPolicyRunner
-        from rsl_rl.utils import check_nan
-        from torch.utils.tensorboard import SummaryWriter
-        from tqdm import tqdm
 
-        from sim2real.train.rsl_rl_env import RslRlVecEnv
         from sim2real.train.vec_env import ProcessVecEnv
 
         torch.set_num_threads(1)
         cfg = self.config
-        learner_threads = update_threads(cfg["workers"])
         self.check_out()
         checkpoint = load_checkpoint(self.resume) if self.resume is not None else None
-        if checkpoint is not None and (checkpoint["robot"], checkpoint["task"]) != (cfg["robot"], cfg["task"]):
-            raise TrainingError(f"{self.resume} is a {checkpoint['robot']} {checkpoint['task']} checkpoint, not "
-                                f"{cfg['robot']} {cfg['task']}. Fix: resume with a checkpoint of the same task")
-        start = int(checkpoint["iteration"]) if checkpoint is not None else 0
-        total = int(cfg["iterations"])
-        if start >= total:
-            raise TrainingError(f"{self.resume} has already run {start} iterations and --iterations is {total}. "
-                                f"Fix: pass --iterations N with N > {start} (the run's total)")
-
-        warmup = cfg.get("critic_warmup") or {"iterations": 0, "learning_rate": None}
-        warmup_start = int((checkpoint or {}).get("warm_start", {}).get("iteration", 0))
-        warmup_end = warmup_start + int(warmup["iterations"])
-        line_end = cfg["ppo"].get("learning_rate_final_iteration") or total
-        if cfg["ppo"].get("learning_rate_final_iteration") and line_end <= warmup_end < total:
-            raise TrainingError(
-                f"ppo.learning_rate_final_iteration is {line_end}, but the linear schedule starts at "
-                f"iteration {warmup_end} (the warm start's iteration plus any critic warm-up). "
-                f"Fix: set it above {warmup_end}, or remove it to end the line at the run's end ({total})")
+        schedule = self._schedule(checkpoint)
         randomization, adr = self._randomization(checkpoint)
-        curriculum = make_curriculum(cfg["curriculum"], total_iterations=total, source="training config")
+        curriculum = make_curriculum(cfg["curriculum"], total_iterations=schedule.total, source="training config")
         if checkpoint is not None and checkpoint.get("curriculum") is not None:
             curriculum.load_state_dict(checkpoint["curriculum"])
-        torch.manual_seed(cfg["seed"] + start)
+        torch.manual_seed(cfg["seed"] + schedule.start)
         if checkpoint is not None and checkpoint.get("torch_rng") is not None:
             torch.set_rng_state(checkpoint["torch_rng"])
 
@@ -202,131 +212,205 @@ class Trainer:
         vec = ProcessVecEnv(self._env_fns(randomization), workers=cfg["workers"],
                             privileged=cfg.get("critic_observation", "policy") == "privileged")
         try:
-            interface = vec.run_on_first(describe_env)
-            vec.set_difficulty(curriculum.difficulty)
-            env = RslRlVecEnv(vec, interface["max_episode_steps"], cfg=interface["task_config"],
-                              seed=env_seed(cfg["seed"], start, cfg["num_envs"]))
-            rsl_cfg = rsl_rl_config(cfg)  # plain data: every checkpoint keeps it
-            # rsl_rl gets a copy: symmetry adds a function to it (and rsl_rl changes what it is
-            # given), and a checkpoint must stay plain data (it loads weights-only).
-            runner_cfg = copy.deepcopy(rsl_cfg)
-            if runner_cfg["algorithm"].get("symmetry_cfg") is not None:
-                mirrors = vec.run_on_first(env_mirrors)
-                if isinstance(mirrors, str):
-                    raise TrainingError(f"symmetry (training config) cannot mirror this task: {mirrors}")
-                runner_cfg["algorithm"]["symmetry_cfg"]["data_augmentation_func"] = MirrorAugmentation(mirrors)
-            setup_log = io.StringIO()
-            with contextlib.redirect_stdout(setup_log):  # rsl_rl prints its models; keep them in a file
-                runner = OnPolicyRunner(env, runner_cfg, log_dir=None, device="cpu")
-            (self.out / "model.txt").write_text(setup_log.getvalue())
-            alg = runner.alg
-            if alg.symmetry is not None:
-                log_mirror_loss_without_gradients(alg.symmetry)
-            if checkpoint is not None:
-                if _term_names(checkpoint["interface"]) != _term_names(interface):
-                    raise TrainingError(
-                        f"{self.resume}: its policy observes {_term_names(checkpoint['interface'])} "
-                        f"({checkpoint['interface']['observation_size']} values) and this task config gives "
-                        f"{_term_names(interface)} ({interface['observation_size']}). Fix: keep the observation "
-                        "terms of the checkpoint's task config")
-                # A warm start from a policy file (or across critic inputs) brings no critic or
-                # optimizer: those start afresh. Actor entries it lacks (the action noise) keep
-                # their fresh values.
-                actor_state = {**alg.actor.state_dict(), **checkpoint["actor_state_dict"]}
-                alg.load({**checkpoint, "actor_state_dict": actor_state},
-                         {"actor": True, "critic": checkpoint["critic_state_dict"] is not None,
-                          "optimizer": checkpoint["optimizer_state_dict"] is not None}, strict=True)
-                warm = checkpoint.get("warm_start")
-                if warm and warm["iteration"] == start:  # a fine-tune starts at its own config's rate
-                    _set_learning_rate(alg, rsl_cfg["algorithm"]["learning_rate"])
-
-            def save(completed: int) -> Path:
-                state = {
-                    **alg.save(), "iter": completed, "infos": None, "format": FORMAT, "iteration": completed,
-                    "robot": cfg["robot"], "task": cfg["task"], "training_config": cfg, "rsl_rl_config": rsl_cfg,
-                    "interface": interface,
-                    "randomization": None if randomization is None else randomization.to_dict(),
-                    "adr": None if adr is None else adr.state_dict(), "curriculum": curriculum.state_dict(),
-                    "source": source, "torch_rng": torch.get_rng_state(),
-                    **({"warm_start": checkpoint["warm_start"]} if checkpoint and checkpoint.get("warm_start") else {}),
-                }
-                return save_checkpoint(self.out / f"model_{completed}.pt", state)
-
-            writer = SummaryWriter(log_dir=str(self.out), flush_secs=10)
-            window: deque[dict] = deque(maxlen=max(100, cfg["num_envs"]))
-            pending: list[dict] = []
-            history: list[dict[str, float]] = []
-            steps_per_iteration = cfg["num_envs"] * cfg["num_steps_per_env"]
-            env_steps, started = 0, time.monotonic()
-            completed, interrupted, path = start, False, None
-            bar = tqdm(total=total, initial=start, desc=f"train {cfg['robot']} {cfg['task']}", unit="it",
-                       dynamic_ncols=True, disable=not self.progress)
-            obs = env.get_observations()
-            alg.train_mode()
-            try:
-                for it in range(start, total):
-                    if warmup_start <= it <= warmup_end and warmup["iterations"]:
-                        _warm_up_critic(alg, it < warmup_end, warmup["learning_rate"],
-                                        rsl_cfg["algorithm"]["learning_rate"])
-                    if cfg["ppo"]["schedule"] == "linear" and it >= warmup_end:
-                        _set_learning_rate(alg, linear_rate(cfg["ppo"], it, warmup_end, line_end))
-                    t0 = time.monotonic()
-                    with torch.inference_mode():
-                        for _ in range(cfg["num_steps_per_env"]):
-                            actions = alg.act(obs)
-                            obs, rewards, dones, extras = env.step(actions)
-                            check_nan(obs, rewards, dones)
-                            alg.process_env_step(obs, rewards, dones, extras)
-                        t1 = time.monotonic()
-                        alg.compute_returns(obs)
-                    with _torch_threads(torch, learner_threads):
-                        losses = alg.update()
-                    t2 = time.monotonic()
-                    completed = it + 1
-                    env_steps += steps_per_iteration
-
-                    episodes = env.pop_episodes()
-                    window.extend(episodes)
-                    pending.extend(episodes)
-                    row = {"iteration": completed, "collect_time": t1 - t0, "learn_time": t2 - t1,
-                           "env_steps_per_s": steps_per_iteration / max(t1 - t0, 1e-9),
-                           "episodes": len(episodes)}
-                    if episodes:
-                        row["iteration_return"] = _mean(episodes, "return")
-                        row["iteration_success_rate"] = _mean(episodes, "success")
-                    if len(pending) >= cfg["min_episodes_per_update"]:
-                        decision = self._adapt(adr, curriculum, pending, completed)
-                        if decision is not None:
-                            row["adr_decision"] = _DECISION.get(decision, 0.0)
-                            if decision != "hold":
-                                randomization = adr.randomization
-                                vec.set_randomization(randomization)
-                        success_rate, pending = _mean(pending, "success"), []
-                    else:
-                        success_rate = None  # too few episodes to judge: the curriculum holds
-                    before = curriculum.difficulty
-                    difficulty = curriculum.update(completed, success_rate)
-                    if difficulty != before:
-                        vec.set_difficulty(difficulty)
-                    row.update(_window_stats(window), difficulty=difficulty)
-                    history.append(row)
-                    self._log(writer, completed, row, episodes, losses, alg, randomization)
-                    bar.set_postfix_str(_postfix(row), refresh=False)
-                    bar.update(1)
-                    if completed % cfg["save_interval"] == 0 or completed == total:
-                        path = save(completed)
-            except KeyboardInterrupt:
-                interrupted = True
-            finally:
-                bar.close()
-                writer.close()
-            if path is None or not path.name.endswith(f"_{completed}.pt"):
-                path = save(completed)
+            run = self._start(vec, checkpoint, schedule, randomization, adr, curriculum, source)
+            return self._iterate(run, schedule)
         finally:
             vec.close()
-        return TrainResult(out=self.out, checkpoint=path, start_iteration=start, iterations=completed,
+
+    def _schedule(self, checkpoint: dict | None) -> _Schedule:
+        """Where the run starts (a resumed checkpoint's iteration) and ends, and the iterations of
+        its critic warm-up and learning-rate line; refuses a checkpoint of another task, a run
+        already complete and a line that would end before it starts."""
+        cfg = self.config
+        if checkpoint is not None and (checkpoint["robot"], checkpoint["task"]) != (cfg["robot"], cfg["task"]):
+            raise TrainingError(f"{self.resume} is a {checkpoint['robot']} {checkpoint['task']} checkpoint, not "
+                                f"{cfg['robot']} {cfg['task']}. Fix: resume with a checkpoint of the same task")
+        start = int(checkpoint["iteration"]) if checkpoint is not None else 0
+        total = int(cfg["iterations"])
+        if start >= total:
+            raise TrainingError(f"{self.resume} has already run {start} iterations and --iterations is {total}. "
+                                f"Fix: pass --iterations N with N > {start} (the run's total)")
+        warmup = cfg.get("critic_warmup") or {"iterations": 0, "learning_rate": None}
+        warmup_start = int((checkpoint or {}).get("warm_start", {}).get("iteration", 0))
+        warmup_end = warmup_start + int(warmup["iterations"])
+        line_end = cfg["ppo"].get("learning_rate_final_iteration") or total
+        if cfg["ppo"].get("learning_rate_final_iteration") and line_end <= warmup_end < total:
+            raise TrainingError(
+                f"ppo.learning_rate_final_iteration is {line_end}, but the linear schedule starts at "
+                f"iteration {warmup_end} (the warm start's iteration plus any critic warm-up). "
+                f"Fix: set it above {warmup_end}, or remove it to end the line at the run's end ({total})")
+        return _Schedule(start, total, warmup, warmup_start, warmup_end, line_end)
+
+    def _start(self, vec, checkpoint: dict | None, schedule: _Schedule, randomization: Randomization | None,
+               adr: AdaptiveRandomization | None, curriculum, source: dict) -> _Run:
+        """The envs as rsl_rl sees them and rsl_rl's PPO (symmetry added), loaded from the
+        checkpoint if there is one."""
+        from rsl_rl.runners import OnPolicyRunner
+
+        from sim2real.train.rsl_rl_env import RslRlVecEnv
+
+        cfg = self.config
+        interface = vec.run_on_first(describe_env)
+        vec.set_difficulty(curriculum.difficulty)
+        env = RslRlVecEnv(vec, interface["max_episode_steps"], cfg=interface["task_config"],
+                          seed=env_seed(cfg["seed"], schedule.start, cfg["num_envs"]))
+        rsl_cfg = rsl_rl_config(cfg)  # plain data: every checkpoint keeps it
+        # rsl_rl gets a copy: symmetry adds a function to it (and rsl_rl changes what it is
+        # given), and a checkpoint must stay plain data (it loads weights-only).
+        runner_cfg = copy.deepcopy(rsl_cfg)
+        if runner_cfg["algorithm"].get("symmetry_cfg") is not None:
+            mirrors = vec.run_on_first(env_mirrors)
+            if isinstance(mirrors, str):
+                raise TrainingError(f"symmetry (training config) cannot mirror this task: {mirrors}")
+            runner_cfg["algorithm"]["symmetry_cfg"]["data_augmentation_func"] = MirrorAugmentation(mirrors)
+        setup_log = io.StringIO()
+        with contextlib.redirect_stdout(setup_log):  # rsl_rl prints its models; keep them in a file
+            runner = OnPolicyRunner(env, runner_cfg, log_dir=None, device="cpu")
+        (self.out / "model.txt").write_text(setup_log.getvalue())
+        alg = runner.alg
+        if alg.symmetry is not None:
+            log_mirror_loss_without_gradients(alg.symmetry)
+        if checkpoint is not None:
+            self._load_into(alg, checkpoint, interface, rsl_cfg, schedule.start)
+        return _Run(vec=vec, env=env, alg=alg, rsl_cfg=rsl_cfg, interface=interface, randomization=randomization,
+                    adr=adr, curriculum=curriculum, checkpoint=checkpoint, source=source,
+                    window=deque(maxlen=max(100, cfg["num_envs"])))
+
+    def _load_into(self, alg, checkpoint: dict, interface: dict, rsl_cfg: dict, start: int) -> None:
+        if _term_names(checkpoint["interface"]) != _term_names(interface):
+            raise TrainingError(
+                f"{self.resume}: its policy observes {_term_names(checkpoint['interface'])} "
+                f"({checkpoint['interface']['observation_size']} values) and this task config gives "
+                f"{_term_names(interface)} ({interface['observation_size']}). Fix: keep the observation "
+                "terms of the checkpoint's task config")
+        # A warm start from a policy file (or across critic inputs) brings no critic or
+        # optimizer: those start afresh. Actor entries it lacks (the action noise) keep
+        # their fresh values.
+        actor_state = {**alg.actor.state_dict(), **checkpoint["actor_state_dict"]}
+        alg.load({**checkpoint, "actor_state_dict": actor_state},
+                 {"actor": True, "critic": checkpoint["critic_state_dict"] is not None,
+                  "optimizer": checkpoint["optimizer_state_dict"] is not None}, strict=True)
+        warm = checkpoint.get("warm_start")
+        if warm and warm["iteration"] == start:  # a fine-tune starts at its own config's rate
+            _set_learning_rate(alg, rsl_cfg["algorithm"]["learning_rate"])
+
+    def _iterate(self, run: _Run, schedule: _Schedule) -> TrainResult:
+        """The iterations from the schedule's start to its end (or Ctrl-C), a checkpoint every
+        save_interval and at the end."""
+        from torch.utils.tensorboard import SummaryWriter
+        from tqdm import tqdm
+
+        cfg = self.config
+        learner_threads = update_threads(cfg["workers"])
+        writer = SummaryWriter(log_dir=str(self.out), flush_secs=10)
+        steps_per_iteration = cfg["num_envs"] * cfg["num_steps_per_env"]
+        env_steps, started = 0, time.monotonic()
+        completed, interrupted, path = schedule.start, False, None
+        bar = tqdm(total=schedule.total, initial=schedule.start, desc=f"train {cfg['robot']} {cfg['task']}",
+                   unit="it", dynamic_ncols=True, disable=not self.progress)
+        obs = run.env.get_observations()
+        run.alg.train_mode()
+        try:
+            for it in range(schedule.start, schedule.total):
+                self._schedule_rate(run, schedule, it)
+                obs, row, episodes, losses = self._rollout_and_update(run, obs, learner_threads)
+                completed = it + 1
+                env_steps += steps_per_iteration
+                row = {"iteration": completed, **row}
+                self._adapt_after(run, row, episodes, completed)
+                run.history.append(row)
+                self._log(writer, completed, row, episodes, losses, run.alg, run.randomization)
+                bar.set_postfix_str(_postfix(row), refresh=False)
+                bar.update(1)
+                if completed % cfg["save_interval"] == 0 or completed == schedule.total:
+                    path = self._save(run, completed)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            bar.close()
+            writer.close()
+        if path is None or not path.name.endswith(f"_{completed}.pt"):
+            path = self._save(run, completed)
+        return TrainResult(out=self.out, checkpoint=path, start_iteration=schedule.start, iterations=completed,
                            seconds=time.monotonic() - started, env_steps=env_steps, interrupted=interrupted,
-                           history=history)
+                           history=run.history)
+
+    def _schedule_rate(self, run: _Run, schedule: _Schedule, it: int) -> None:
+        """The learning rate of iteration ``it``: the critic warm-up's, then the linear line's."""
+        warmup, ppo = schedule.warmup, self.config["ppo"]
+        if schedule.warmup_start <= it <= schedule.warmup_end and warmup["iterations"]:
+            _warm_up_critic(run.alg, it < schedule.warmup_end, warmup["learning_rate"],
+                            run.rsl_cfg["algorithm"]["learning_rate"])
+        if ppo["schedule"] == "linear" and it >= schedule.warmup_end:
+            _set_learning_rate(run.alg, linear_rate(ppo, it, schedule.warmup_end, schedule.line_end))
+
+    def _rollout_and_update(self, run: _Run, obs, learner_threads: int):
+        """One rollout of num_steps_per_env steps in every env, then the PPO update; the four
+        calls OnPolicyRunner.learn makes. Returns the next observation, the iteration's row of
+        timings and episode figures, the episodes finished and the losses."""
+        import torch
+        from rsl_rl.utils import check_nan
+
+        cfg, alg, env = self.config, run.alg, run.env
+        t0 = time.monotonic()
+        with torch.inference_mode():
+            for _ in range(cfg["num_steps_per_env"]):
+                actions = alg.act(obs)
+                obs, rewards, dones, extras = env.step(actions)
+                check_nan(obs, rewards, dones)
+                alg.process_env_step(obs, rewards, dones, extras)
+            t1 = time.monotonic()
+            alg.compute_returns(obs)
+        with _torch_threads(torch, learner_threads):
+            losses = alg.update()
+        t2 = time.monotonic()
+        episodes = env.pop_episodes()
+        row = {"collect_time": t1 - t0, "learn_time": t2 - t1,
+               "env_steps_per_s": cfg["num_envs"] * cfg["num_steps_per_env"] / max(t1 - t0, 1e-9),
+               "episodes": len(episodes)}
+        if episodes:
+            row["iteration_return"] = _mean(episodes, "return")
+            row["iteration_success_rate"] = _mean(episodes, "success")
+        return obs, row, episodes, losses
+
+    def _adapt_after(self, run: _Run, row: dict, episodes: list[dict], completed: int) -> None:
+        """ADR and the curriculum from the episodes since their last decision (once there are
+        min_episodes_per_update of them); new ranges and difficulty go to the workers."""
+        run.window.extend(episodes)
+        run.pending.extend(episodes)
+        if len(run.pending) >= self.config["min_episodes_per_update"]:
+            decision = self._adapt(run.adr, run.curriculum, run.pending, completed)
+            if decision is not None:
+                row["adr_decision"] = _DECISION.get(decision, 0.0)
+                if decision != "hold":
+                    run.randomization = run.adr.randomization
+                    run.vec.set_randomization(run.randomization)
+            success_rate, run.pending = _mean(run.pending, "success"), []
+        else:
+            success_rate = None  # too few episodes to judge: the curriculum holds
+        before = run.curriculum.difficulty
+        difficulty = run.curriculum.update(completed, success_rate)
+        if difficulty != before:
+            run.vec.set_difficulty(difficulty)
+        row.update(_window_stats(run.window), difficulty=difficulty)
+
+    def _save(self, run: _Run, completed: int) -> Path:
+        """A checkpoint rsl_rl's OnPolicyRunner.load reads, plus what a resume needs: the
+        configs, the task's interface, the randomization, ADR and curriculum state, the source
+        revision and the torch RNG."""
+        import torch
+
+        cfg, checkpoint = self.config, run.checkpoint
+        state = {
+            **run.alg.save(), "iter": completed, "infos": None, "format": FORMAT, "iteration": completed,
+            "robot": cfg["robot"], "task": cfg["task"], "training_config": cfg, "rsl_rl_config": run.rsl_cfg,
+            "interface": run.interface,
+            "randomization": None if run.randomization is None else run.randomization.to_dict(),
+            "adr": None if run.adr is None else run.adr.state_dict(), "curriculum": run.curriculum.state_dict(),
+            "source": run.source, "torch_rng": torch.get_rng_state(),
+            **({"warm_start": checkpoint["warm_start"]} if checkpoint and checkpoint.get("warm_start") else {}),
+        }
+        return save_checkpoint(self.out / f"model_{completed}.pt", state)
 
     def _adapt(self, adr: AdaptiveRandomization | None, curriculum, episodes: list[dict],
                completed: int) -> str | None:

@@ -22,7 +22,7 @@ def tree(folder: str) -> list[tuple[str, list[str]]]:
 
 
 # One executable per node (installed to lib/sim2real/ by setup.cfg for `ros2 run`),
-# plus the `sim2real` command line. tests/unit/test_packaging.py checks this list
+# plus the `sim2real` command line. tests/unit/test_bringup.py checks this list
 # against the node plan in src/sim2real/graph/plan.py.
 NODE_EXECUTABLES = {
     "sim_robot": "sim2real.nodes.sim_robot:main",

@@ -227,8 +227,10 @@ def main() -> int:
             # writer are the same): only the node's way of receiving differs.
             old = Path(tmp) / "failure_collector_ref.py"
             root = Path(__file__).resolve().parent.parent
-            old.write_text(subprocess.run(["git", "show", f"{args.against}:src/sim2real/nodes/failure_collector.py"],
-                                          cwd=root, capture_output=True, text=True, check=True).stdout)
+            source = subprocess.run(["git", "show", f"{args.against}:src/sim2real/nodes/failure_collector.py"],
+                                    cwd=root, capture_output=True, text=True, check=True).stdout
+            # The core module it imports has since been renamed.
+            old.write_text(source.replace("sim2real.core.failure_collector", "sim2real.core.failure_capture"))
             collectors = {args.against: [sys.executable, str(old)], **collectors}
         runs = [(name, measure(command, args.seconds, env, config))
                 for _ in range(args.rounds) for name, command in collectors.items()]

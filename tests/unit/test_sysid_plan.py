@@ -52,6 +52,11 @@ def test_a_go2_is_recorded_through_its_own_interface_and_an_arm_through_ros2_con
                                        "--network-interface", "eth0", "-o", str(tmp_path / "x")])
     with pytest.raises(PlanError, match="network_interface"):
         sysid_plan_from_args(wrong)
+    # nor a controller to a Go2's
+    wrong = build_parser().parse_args(["sysid", "record", "--robot", "go2", "--hardware", "unitree",
+                                       "--controller", "my_forward_controller", "-o", str(tmp_path / "y")])
+    with pytest.raises(PlanError, match="controller"):
+        sysid_plan_from_args(wrong)
 
 
 def test_a_quadruped_on_a_stand_hangs_in_sim_and_the_bag_says_so(tmp_path):

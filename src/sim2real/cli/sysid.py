@@ -1,6 +1,6 @@
 """`sim2real sysid ...` and `sim2real dr from-sysid`: the command-line side of system identification.
 
-Kept apart from cli.py (which only registers these commands) so the sysid workflow reads
+Kept apart from cli/main.py (which only registers these commands) so the sysid workflow reads
 in one file: record -> fit -> dr from-sysid -> train.
 """
 from __future__ import annotations

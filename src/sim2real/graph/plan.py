@@ -206,6 +206,8 @@ def make_plan(**arguments: Any) -> BringupPlan:
             # An empty list has no parameter type in ROS 2: leave the node's default (profile order).
             **({"controller_joints": controller_joints} if controller_joints else {}),
         }))
+    elif args["controller"] != LAUNCH_ARGUMENTS["controller"].default or args["controller_joints"]:
+        raise PlanError("launch arguments controller and controller_joints are for hardware:=ros2_control")
     if args["hardware"] == "unitree":
         if profile.unitree is None:
             raise PlanError(f"hardware:=unitree needs a robot profile with a unitree: section (motor indices, head "

@@ -74,7 +74,7 @@ class SysidLoggerNode(Node):
         self.settle = declare(self, "settle", 1.0, "Seconds holding the default pose after the excitation",
                               at_least=0)
         supervisor = declare(self, "supervisor", "/safety_supervisor", "The safety supervisor node")
-        hardware = declare(self, "hardware", "", "Recorded in the bag metadata (sim | topic)")
+        hardware = declare(self, "hardware", "", "Recorded in the bag metadata (sim | mujoco | topic | unitree | ros2_control)")
         conditions = declare(self, "conditions", "", "Recorded in the bag metadata (sim conditions, if any)")
         suspended = declare(self, "suspended", False, "Recorded in the bag metadata: the robot hangs on a stand, feet "
                                                       "clear of the ground (the fit replays it so)")

@@ -313,10 +313,11 @@ class Trainer:
         try:
             for it in range(schedule.start, schedule.total):
                 self._schedule_rate(run, schedule, it)
-                obs, row, episodes, losses = self._rollout_and_update(run, obs, learner_threads)
-                completed = it + 1
+                obs, losses, times = self._rollout_and_update(run, obs, learner_threads)
+                completed = it + 1  # at once: a Ctrl-C from here on saves this update as this iteration's
                 env_steps += steps_per_iteration
-                row = {"iteration": completed, **row}
+                episodes = run.env.pop_episodes()
+                row = _iteration_row(completed, times, steps_per_iteration, episodes)
                 self._adapt_after(run, row, episodes, completed)
                 run.history.append(row)
                 self._log(writer, completed, row, episodes, losses, run.alg, run.randomization)
@@ -346,8 +347,8 @@ class Trainer:
 
     def _rollout_and_update(self, run: _Run, obs, learner_threads: int):
         """One rollout of num_steps_per_env steps in every env, then the PPO update; the four
-        calls OnPolicyRunner.learn makes. Returns the next observation, the iteration's row of
-        timings and episode figures, the episodes finished and the losses."""
+        calls OnPolicyRunner.learn makes. Returns the next observation, the losses and the
+        times the rollout started, ended and the update ended."""
         import torch
         from rsl_rl.utils import check_nan
 
@@ -363,15 +364,7 @@ class Trainer:
             alg.compute_returns(obs)
         with _torch_threads(torch, learner_threads):
             losses = alg.update()
-        t2 = time.monotonic()
-        episodes = env.pop_episodes()
-        row = {"collect_time": t1 - t0, "learn_time": t2 - t1,
-               "env_steps_per_s": cfg["num_envs"] * cfg["num_steps_per_env"] / max(t1 - t0, 1e-9),
-               "episodes": len(episodes)}
-        if episodes:
-            row["iteration_return"] = _mean(episodes, "return")
-            row["iteration_success_rate"] = _mean(episodes, "success")
-        return obs, row, episodes, losses
+        return obs, losses, (t0, t1, time.monotonic())
 
     def _adapt_after(self, run: _Run, row: dict, episodes: list[dict], completed: int) -> None:
         """ADR and the curriculum from the episodes since their last decision (once there are
@@ -446,6 +439,17 @@ class Trainer:
         for tag, value in scalars.items():
             if math.isfinite(value):
                 writer.add_scalar(tag, value, it)
+
+
+def _iteration_row(completed: int, times: tuple[float, float, float], steps: int, episodes: list[dict]) -> dict:
+    """An iteration's timings and the figures of the episodes it finished."""
+    t0, t1, t2 = times
+    row = {"iteration": completed, "collect_time": t1 - t0, "learn_time": t2 - t1,
+           "env_steps_per_s": steps / max(t1 - t0, 1e-9), "episodes": len(episodes)}
+    if episodes:
+        row["iteration_return"] = _mean(episodes, "return")
+        row["iteration_success_rate"] = _mean(episodes, "success")
+    return row
 
 
 def _term_names(interface: dict) -> list[str]:

@@ -274,13 +274,13 @@ def test_sysid_record_through_the_bridge_writes_a_complete_bag(run_double, tmp_p
     double.handle("remote L1")  # the deadman (config/safety/go2.yaml remote:), held through the recording
     bag = tmp_path / "go2_sysid"
     result = run_cli(["sysid", "record", "--robot", "go2", "--hardware", "unitree", "--network-interface", "lo",
-                      "--unitree-domain", str(double.domain), "--duration", "4", "-o", str(bag)], timeout=240)
+                      "--unitree-domain", str(double.domain), "--duration", "6", "-o", str(bag)], timeout=240)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "next: sim2real sysid fit" in result.stdout
     segment = read_bag(bag, GO2)
     assert segment.metadata["completed"] is True
     assert segment.metadata["hardware"] == "unitree"
-    assert segment.duration > 4.0
+    assert segment.duration > 6.0
     # the recorded states moved as the excitation asked: the bag holds an excitation, not a stand
     moved = np.ptp(segment.q, axis=0)
     assert moved.max() > 0.02, moved

@@ -22,8 +22,13 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/sim2real demo --robot $(ROBOT) --lockstep
 
+# Everything: the tests without a DDS graph over every core (pytest-xdist), then the DDS graph,
+# build and end-to-end tests one at a time (in parallel they would time one another). Both
+# parts run even when the first fails; either failing fails the target.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto tests/unit; unit=$$?; \
+	$(BIN)/python -m pytest tests/ros tests/e2e; graph=$$?; \
+	exit $$(( unit || graph ))
 
 # Lint (pyflakes, bugbear, import order), the import layers of pyproject.toml, spelling.
 lint: $(STAMP)

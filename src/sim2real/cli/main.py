@@ -12,6 +12,8 @@ import time
 import warnings
 from pathlib import Path
 
+from sim2real.core.errors import InputError, Sim2RealError
+
 
 def _import_pybullet_quietly() -> None:
     # pybullet's C module prints "pybullet build time: ..." to stderr when first imported:
@@ -29,38 +31,21 @@ def _import_pybullet_quietly() -> None:
 
 _import_pybullet_quietly()
 
-from sim2real.cli.pipeline import PipelineError
 from sim2real.cli.sysid import add_dr_from_sysid, add_sysid_commands
-from sim2real.core.bags import BagReadError, BagSalvagedWarning
-from sim2real.core.failure_bundle import BundleError
-from sim2real.core.failure_config import FailureConfigError
-from sim2real.core.policy_file import PolicyFileError
-from sim2real.core.policy_signing import SignatureError
-from sim2real.core.robot_profile import ProfileError, available_profiles
+from sim2real.core.bags import BagSalvagedWarning
+from sim2real.core.robot_profile import available_profiles
 from sim2real.core.supervisor import OPERATOR_ACTIONS
 from sim2real.evaluate.evaluate import EvaluationError
-from sim2real.evaluate.failure_replay import ReplayError
-from sim2real.graph.plan import BOOL_CHOICES, HARDWARE_CHOICES, LAUNCH_ARGUMENTS, PlanError, make_plan
+from sim2real.graph.plan import BOOL_CHOICES, HARDWARE_CHOICES, LAUNCH_ARGUMENTS, make_plan
 from sim2real.sim.engines import DEFAULT_ENGINE, ENGINES
-from sim2real.sim.randomization import RandomizationError
-from sim2real.train.checkpoint import CheckpointError
-from sim2real.train.curriculum import CurriculumError
-from sim2real.train.export import ExportError
-from sim2real.train.runner import TrainingError
 from sim2real.train.threads import single_threaded_learner
-from sim2real.train.train_config import TrainConfigError
-from sim2real.train.vec_env import WorkerError
 
 # Bad input: the user can fix it from the message (exit 2).
-_INPUT_ERRORS = (ProfileError, PlanError, PolicyFileError, EvaluationError, RandomizationError, CheckpointError,
-                 CurriculumError, TrainingError, TrainConfigError, BundleError, FailureConfigError, ReplayError,
-                 PipelineError, BagReadError, SignatureError)
-
 
 FAILURE_WRITE_S = 2.5  # a bundle's write on a loaded 2-core machine, with margin
 
 
-class _UsageError(ValueError):
+class _UsageError(InputError):
     """A command-line combination that cannot work; the message says what to do instead."""
 
 
@@ -666,12 +651,9 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
         return args.func(args)
-    except (*_INPUT_ERRORS, _UsageError) as exc:
+    except Sim2RealError as exc:  # bad input exits 2, work that could not be done 1
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (ExportError, WorkerError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return exc.exit_code
     finally:
         if main_thread and previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -34,6 +34,7 @@ from typing import Any
 
 import yaml
 
+from sim2real.core.errors import InputError
 from sim2real.core.failure_bundle import Bundle, list_bundles
 from sim2real.core.policy_file import load_policy
 from sim2real.evaluate.failure_replay import identified_conditions
@@ -44,7 +45,7 @@ STAGES = ("adapt", "retrain", "validate", "push")
 STATE_FILE = "pipeline.json"
 
 
-class PipelineError(ValueError):
+class PipelineError(InputError):
     """A stage that cannot run as asked, with the reason and the fix."""
 
 

@@ -17,6 +17,8 @@ from typing import Any, Iterable, Iterator, Mapping
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer, WriterError
 from rosbags.typesys import Stores, get_typestore
 
+from sim2real.core.errors import InputError, Sim2RealError
+
 # Version 8 rather than the newest 9: the rosbag2 of Humble reads up to 8 (rosbags writes both).
 BAG_VERSION = 8
 # Humble's definitions of the standard messages; they are identical in later distros for
@@ -24,7 +26,7 @@ BAG_VERSION = 8
 TYPESTORE = get_typestore(Stores.ROS2_HUMBLE)
 
 
-class BagWriteError(RuntimeError):
+class BagWriteError(Sim2RealError, RuntimeError):
     """A bag that cannot be written; the message names the path and what to do."""
 
 
@@ -120,7 +122,7 @@ def write_bag(path: str | Path, connections: Mapping[str, str],
     return Path(path)
 
 
-class BagReadError(ValueError):
+class BagReadError(InputError):
     """A bag that cannot be read (truncated, damaged, not a bag); the message names it and the fix."""
 
     def __init__(self, path: str | Path, exc: BaseException):

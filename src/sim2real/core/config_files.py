@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sim2real.core.errors import InputError
 from sim2real.core.paths import share_dir
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A config that cannot be used: ``<file>: <field>: <problem>. Fix: <fix>``."""
 
     def __init__(self, source: str | Path, field: str, problem: str, fix: str):

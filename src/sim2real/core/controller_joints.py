@@ -13,8 +13,10 @@ from typing import Sequence
 
 import numpy as np
 
+from sim2real.core.errors import InputError
 
-class ControllerJointsError(ValueError):
+
+class ControllerJointsError(InputError):
     """The controller's joints do not match the robot profile; the message lists the difference."""
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from sim2real.core.bags import write_bag
+from sim2real.core.errors import InputError
 
 FAILURE_FILE = "failure.json"
 STAGING_DIR = ".partial"       # bundles being written: <root>/.partial/<name>
@@ -32,7 +33,7 @@ LEGACY_PARTIAL_PREFIX = ".partial-"  # staging as <root>/.partial-<name> (its MC
 BUNDLE_TIME_FORMAT = "%Y%m%dT%H%M%S.%fZ"
 
 
-class BundleError(ValueError):
+class BundleError(InputError):
     """No such bundle, or an ambiguous name; the message lists what is there."""
 
 

@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from sim2real.core.errors import InputError
 from sim2real.core.observation import ObservationSpec
 
 FORMAT_VERSION = "sim2real.policy/1"
@@ -67,7 +68,7 @@ PROVENANCE_KEYS = ("task_config", "training_config", "randomization", "source_co
 OPTIONAL_JSON_KEYS = ("actuator", "world", "difficulty", "robot_model")
 
 
-class PolicyFileError(ValueError):
+class PolicyFileError(InputError):
     """A policy file that cannot be run, with the file and the reason in the message."""
 
     def __init__(self, path: str | Path, problem: str, fix: str = "re-export it with `sim2real export CHECKPOINT`"):

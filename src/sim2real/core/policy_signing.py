@@ -26,13 +26,15 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from sim2real.core.errors import InputError
+
 SIGNATURE_FORMAT = "sim2real.signature/1"
 SIGNATURE_SUFFIX = ".sig"
 PUBLIC_SUFFIX = ".pub"
 MAX_SIGNATURE_BYTES = 4096  # a signature file is ~300 bytes; anything larger is not one
 
 
-class SignatureError(ValueError):
+class SignatureError(InputError):
     """A policy that is not signed by a trusted key, or a key that cannot be used; the message
     says what is wrong and what to do."""
 

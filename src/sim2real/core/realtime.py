@@ -20,6 +20,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from sim2real.core.errors import InputError
+
 # SCHED_FIFO priorities by plan role, ordered as the chain must preempt: the hardware
 # (driver, bridge or sim) > the safety supervisor > the policy runtime > the estimator.
 # Below the kernel's migration and watchdog threads (99); on a PREEMPT_RT kernel the chain
@@ -39,7 +41,7 @@ FIX = ("to allow it: run as root, or put `@realtime - rtprio 98` and `@realtime 
        "--ulimit memlock=-1 ...` (docs/realtime.md)")
 
 
-class RealtimeRequestError(ValueError):
+class RealtimeRequestError(InputError):
     """A request that cannot be read; the message names the variable and the fix."""
 
 

@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from sim2real.core.errors import InputError
 from sim2real.core.policy_file import PolicyFile, load_policy
 from sim2real.sim.engines import DEFAULT_ENGINE, check_engine
 from sim2real.sim.randomization import Randomization, load_randomization
@@ -46,7 +47,7 @@ _EPISODE_FIELDS = ("return", "length", "success", "reward_terms", "seed", "condi
 CONDITION_EFFECTS_SHOWN = 5  # in the table; the JSON has them all
 
 
-class EvaluationError(ValueError):
+class EvaluationError(InputError):
     """An evaluation that cannot run as asked, with the reason and the fix."""
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from sim2real.core.bags import read_bag
+from sim2real.core.errors import InputError
 from sim2real.core.failure_bundle import Bundle
 from sim2real.core.failure_config import TriggerConfig
 from sim2real.core.joint_command import JointTargets
@@ -38,7 +39,7 @@ from sim2real.sim.engines import DEFAULT_ENGINE, ENGINES, make_world
 from sim2real.sim.robot_models import ModelError, resolve_model
 
 
-class ReplayError(ValueError):
+class ReplayError(InputError):
     """A bundle that cannot be replayed, with the reason and the fix."""
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from sim2real.core.controller_joints import ControllerJointOrder, ControllerJointsError, parse_joint_list
+from sim2real.core.errors import InputError
 from sim2real.core.launch_env import REALTIME_ENV
 from sim2real.core.paths import share_dir
 from sim2real.core.realtime import CHAIN_ENVIRONMENT, ROLE_PRIORITY, RealtimeRequest, available_cpus
@@ -106,7 +107,7 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
 )}
 
 
-class PlanError(ValueError):
+class PlanError(InputError):
     """A launch argument that cannot make a plan; the message names it and the fix."""
 
 

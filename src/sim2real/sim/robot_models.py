@@ -18,12 +18,13 @@ import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from sim2real.core.errors import InputError
 from sim2real.core.paths import resolve
 
 PACKAGE_MODELS = {"example-robot-data:go2": ("example-robot-data", "robots/go2_description/urdf/go2.urdf")}
 
 
-class ModelError(ValueError):
+class ModelError(InputError):
     """A model spec that names no loadable model, with the fix."""
 
 

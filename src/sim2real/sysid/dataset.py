@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 import yaml
 
+from sim2real.core.errors import InputError
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.sysid.metadata import SUSPENDED
 
@@ -42,7 +43,7 @@ STAMP_SOURCES = ("header", "receive")
 MIN_EXCITATION_RAD = 0.01
 
 
-class BagError(ValueError):
+class BagError(InputError):
     """A bag that cannot be used for identification; the message names the bag, the problem and the fix."""
 
     def __init__(self, bag: str | Path, problem: str, fix: str):

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from sim2real.core.errors import InputError
 from sim2real.core.robot_profile import RobotProfile
 
 KINDS = ("chirp", "multisine", "fourier")
@@ -46,7 +47,7 @@ def excitation_defaults(profile: RobotProfile, suspended: bool) -> tuple[float, 
     return STANDING_AMPLITUDE, 1 if len(profile.foot_links) == 4 else 0
 
 
-class ExcitationError(ValueError):
+class ExcitationError(InputError):
     """An excitation that cannot be built; the message names the argument and the fix."""
 
 

@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from sim2real.core.errors import Sim2RealError
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.sysid.dataset import Dataset
 from sim2real.sysid.replay import Replayer, Window, windows
@@ -69,7 +70,7 @@ def search_space(profile: RobotProfile, suspended: bool = False) -> list[Paramet
     return space
 
 
-class FitError(RuntimeError):
+class FitError(Sim2RealError, RuntimeError):
     """The fit did not converge or cannot start; no identified YAML is written."""
 
 

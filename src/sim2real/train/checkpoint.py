@@ -31,12 +31,14 @@ from typing import Any
 
 import numpy as np
 
+from sim2real.core.errors import InputError
+
 FORMAT = "sim2real.checkpoint/1"
 REQUIRED = ("format", "actor_state_dict", "critic_state_dict", "optimizer_state_dict", "iteration",
             "robot", "task", "training_config", "rsl_rl_config", "interface")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputError):
     """A checkpoint that cannot be used, with the file and the reason in the message."""
 
     def __init__(self, path: str | Path, problem: str, fix: str):

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from sim2real.core.errors import Sim2RealError
 from sim2real.core.observation import ObservationSpec
 from sim2real.core.policy_file import INPUT_NAME, OUTPUT_NAME, PolicyFile, PolicyMetadata, load_policy
 from sim2real.train.checkpoint import load_checkpoint, source_revision
@@ -34,7 +35,7 @@ PARITY_SAMPLES = 1000
 PARITY_TOLERANCE = 1e-5
 
 
-class ExportError(RuntimeError):
+class ExportError(Sim2RealError, RuntimeError):
     """An export that must not produce a policy file, with the reason and the fix."""
 
 

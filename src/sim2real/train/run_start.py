@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sim2real.core.errors import InputError
 
-class RunStartError(ValueError):
+
+class RunStartError(InputError):
     """A combination of start arguments that cannot work; the message says what to do instead."""
 
 

@@ -40,6 +40,7 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
+from sim2real.core.errors import Sim2RealError
 from sim2real.sim.randomization import Randomization, load_randomization
 from sim2real.train.adaptive_dr import AdaptiveRandomization
 from sim2real.train.checkpoint import (
@@ -57,8 +58,10 @@ from sim2real.train.train_config import rsl_rl_config
 _DECISION = {"widen": 1.0, "hold": 0.0, "narrow": -1.0}
 
 
-class TrainingError(RuntimeError):
+class TrainingError(Sim2RealError, RuntimeError):
     """A training run that cannot start or go on, with the reason and the fix."""
+
+    exit_code = 2  # what it names is the run's input: its config, checkpoint or folder
 
 
 @dataclass

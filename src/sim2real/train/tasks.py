@@ -16,6 +16,7 @@ from typing import Any, Mapping
 import gymnasium
 import yaml
 
+from sim2real.core.errors import InputError
 from sim2real.core.paths import share_dir
 from sim2real.core.robot_profile import load_profile
 from sim2real.sim.engines import DEFAULT_ENGINE
@@ -37,7 +38,7 @@ TASKS: dict[tuple[str, str], TaskEntry] = {
 }
 
 
-class TaskConfigError(ValueError):
+class TaskConfigError(InputError):
     """A task config override that does not fit the task's declared config."""
 
 

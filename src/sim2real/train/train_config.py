@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from sim2real.core.errors import InputError
 from sim2real.core.paths import share_dir
 
 DEFAULTS: dict[str, Any] = {
@@ -74,7 +75,7 @@ _POSITIVE = ("critic_warmup.learning_rate", "ppo.learning_rate", "ppo.clip_param
 _EXAMPLE = "config/train/go2_walk.yaml"
 
 
-class TrainConfigError(ValueError):
+class TrainConfigError(InputError):
     def __init__(self, source: str | Path, field: str, problem: str, fix: str):
         self.source, self.field = str(source), field
         super().__init__(f"{source}: {field}: {problem}. Fix: {fix}")

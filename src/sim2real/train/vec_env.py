@@ -35,13 +35,15 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from sim2real.core.errors import Sim2RealError
+
 EnvFn = Callable[[], Any]
 
 # Workers must not start thread pools that fight each other and the learner for 2 cores.
 _SINGLE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
-class WorkerError(RuntimeError):
+class WorkerError(Sim2RealError, RuntimeError):
     """An env in a worker process raised; the message carries the worker's traceback."""
 
 

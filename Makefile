@@ -30,11 +30,13 @@ test: $(STAMP)
 	$(BIN)/python -m pytest tests/ros tests/e2e; graph=$$?; \
 	exit $$(( unit || graph ))
 
-# Lint (pyflakes, bugbear, import order), the import layers of pyproject.toml, spelling.
+# Lint (pyflakes, bugbear, import order), the import layers of pyproject.toml, spelling, and
+# the types of the core and the sim (mypy, basic mode; [tool.mypy] in pyproject.toml).
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks launch
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/codespell src tests benchmarks launch config docs policies README.md CHANGELOG.md
+	$(BIN)/mypy
 
 # The quick loop: pure logic, no DDS graph, no training or build, over every core (pytest-xdist):
 # under 1.5 minutes on 2 cores. The DDS graph tests stay serial (`make test`): in parallel they

@@ -336,6 +336,8 @@ BAD_PROFILES = {
                                                 _joint_line("FL_calf_joint").replace("default: -1.5", "default: 0.5")),
                                "joints[2] (FL_calf_joint).default", "outside"),
     "bad yaml": (GO2_TEXT.replace("kind: quadruped", "kind: [quadruped"), "(file)", "YAML"),
+    "a required number written as null": (GO2_TEXT.replace("damping_kd: 1.0 ", "damping_kd: null "),
+                                           "damping_kd", "null"),
 }
 
 

@@ -1,6 +1,7 @@
 """The policy runtime without ROS: inputs -> signals, validation, dry run, swap with cross-fade."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -310,11 +311,16 @@ def test_during_the_fade_both_policies_run_on_their_own_last_action(policies):
 def test_no_crossfade_swaps_whole_on_the_next_tick_and_a_second_swap_waits_for_the_fade(policies):
     root, files = policies
     slot, inputs, runtime = running_slot(root, files["stand"], crossfade=0.0)
-    assert slot.propose(files["lean"]).accepted
+    swap = slot.propose(files["lean"])
+    assert swap.accepted
     busy = slot.propose(files["stand"])
     assert not busy.accepted and "is staged and not yet running" in busy.reason
     stamp = feed(inputs, 60)
     np.testing.assert_allclose(runtime.tick(stamp * 1e-9, stamp).targets, GO2.default_positions + 0.2, atol=1e-6)
+    # what the node logs and reports of the swap; before a step was measured (a swap staged before the
+    # slot's first tick) it says so
+    assert "gap 0.200 rad" in swap.describe() and "largest step 0.200 rad" in swap.describe()
+    assert "no step yet" in dataclasses.replace(swap, largest_step=None).describe()
     assert slot.propose(files["stand"]).accepted
 
 

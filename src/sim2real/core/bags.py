@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Final, Iterable, Iterator, Mapping
 
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer, WriterError
 from rosbags.typesys import Stores, get_typestore
@@ -20,7 +20,7 @@ from rosbags.typesys import Stores, get_typestore
 from sim2real.core.errors import InputError, Sim2RealError
 
 # Version 8 rather than the newest 9: the rosbag2 of Humble reads up to 8 (rosbags writes both).
-BAG_VERSION = 8
+BAG_VERSION: Final = 8
 # Humble's definitions of the standard messages; they are identical in later distros for
 # every type this project records.
 TYPESTORE = get_typestore(Stores.ROS2_HUMBLE)

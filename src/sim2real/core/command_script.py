@@ -7,6 +7,7 @@ into the figures `sim2real demo` prints: distance, velocity or reach error, fall
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -95,7 +96,8 @@ class DemoRecorder:
         return result
 
     def save(self, path) -> None:
-        arrays = {"t": np.asarray(self.t), "joint_positions": np.asarray(self.joint_positions),
+        # Any, not np.ndarray: mypy refuses a ** of ndarrays for savez_compressed, whose allow_pickle keyword is a bool.
+        arrays: dict[str, Any] = {"t": np.asarray(self.t), "joint_positions": np.asarray(self.joint_positions),
                   "command": np.asarray(self.command), "measured": np.asarray(self.measured),
                   "segment": np.asarray(self.segment)}
         if self.base_positions:

@@ -134,7 +134,7 @@ def clean_partials(root: str | Path) -> list[Path]:
 def list_bundles(root: str | Path) -> list[Bundle]:
     """The complete bundles under ``root``, oldest first (by wall-clock event time, then name)."""
     root = Path(root).expanduser()
-    bundles = []
+    bundles: list[Bundle] = []
     if not root.is_dir():
         return bundles
     for item in root.iterdir():

@@ -189,6 +189,7 @@ class FailureDetector:
             self._index_names = tuple(names)
             self._index = np.asarray([lookup.get(n, -1) for n in names], dtype=int)
         index = self._index
+        assert self.upper is not None  # given with lower: the collector passes both of a profile's limits
         known = index >= 0
         margin = self.config.saturation_margin
         at_limit = (q[known] <= self.lower[index[known]] + margin) | (q[known] >= self.upper[index[known]] - margin)

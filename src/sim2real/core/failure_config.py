@@ -75,10 +75,8 @@ def parse_failure_config(data: dict[str, Any], source: str | Path = "<failure co
         return FailureConfigError(source, field, problem, fix)
 
     def number(mapping: dict, key: str, field: str, default: Any = None, positive: bool = False,
-               optional: bool = False) -> float | None:
+               optional: bool = False) -> float:
         value = mapping.get(key, default)
-        if value is None and optional:
-            return None
         try:
             x = float(value)
         except (TypeError, ValueError):
@@ -87,6 +85,12 @@ def parse_failure_config(data: dict[str, Any], source: str | Path = "<failure co
             raise fail(field, f"{value!r} is not a {'positive' if positive else 'non-negative'} number",
                        "write a finite number in SI units" + (" (or null to switch it off)" if optional else ""))
         return x
+
+    def optional_number(mapping: dict, key: str, field: str, default: Any, positive: bool = False) -> float | None:
+        """A number, or None for a null: a trigger switched off."""
+        if mapping.get(key, default) is None:
+            return None
+        return number(mapping, key, field, default, positive, optional=True)
 
     unknown = sorted(set(data) - set(_TOP_KEYS))
     if unknown:
@@ -147,7 +151,7 @@ def parse_failure_config(data: dict[str, Any], source: str | Path = "<failure co
     if isinstance(streak, bool) or not isinstance(streak, int) or streak < 0:  # int(0.7) = 0 switched it off
         raise fail("triggers.saturation_streak", f"expected a whole number of commands >= 0, got {streak!r}",
                    "write e.g. 25 (0: no saturation trigger)")
-    fall = number(trig, "fall_tilt_deg", "triggers.fall_tilt_deg", 60.0, positive=True, optional=True)
+    fall = optional_number(trig, "fall_tilt_deg", "triggers.fall_tilt_deg", 60.0, positive=True)
     if fall is not None and fall >= 180:
         raise fail("triggers.fall_tilt_deg", f"{fall:g} deg can never be reached (a tilt is at most 180 deg)",
                    "write e.g. 60 (or null to switch it off)")
@@ -157,9 +161,8 @@ def parse_failure_config(data: dict[str, Any], source: str | Path = "<failure co
         non_finite_command=non_finite,
         saturation_margin=number(trig, "saturation_margin", "triggers.saturation_margin", 0.01),
         saturation_streak=streak,
-        latency_p99_ms=number(trig, "latency_p99_ms", "triggers.latency_p99_ms", 15.0, positive=True,
-                              optional=True),
-        stale_s=number(trig, "stale_s", "triggers.stale_s", 0.5, positive=True, optional=True),
+        latency_p99_ms=optional_number(trig, "latency_p99_ms", "triggers.latency_p99_ms", 15.0, positive=True),
+        stale_s=optional_number(trig, "stale_s", "triggers.stale_s", 0.5, positive=True),
         stale_topics=stale_topics,
         before_engage=before_engage)
     return FailureConfig(

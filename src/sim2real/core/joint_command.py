@@ -74,9 +74,9 @@ class JointCommandMapper:
                 raise CommandRefused(
                     f"{field} has {len(values)} values for {len(names)} names; send none or one per named joint")
         columns = [np.asarray(v, dtype=float) for v in (position, velocity, effort)]
-        for field, values in zip(("position", "velocity", "effort"), columns):
-            if values.size and not np.all(np.isfinite(values)):
-                raise CommandRefused(f"{field} contains non-finite values {values.tolist()}")
+        for field, column in zip(("position", "velocity", "effort"), columns):
+            if column.size and not np.all(np.isfinite(column)):
+                raise CommandRefused(f"{field} contains non-finite values {column.tolist()}")
         index = np.fromiter((self._index[n] for n in names), dtype=int, count=len(names))
         position_arr, velocity_arr, effort_arr = columns
         self.targets.position[index] = position_arr

@@ -35,4 +35,5 @@ class JointStateOrder:
                 raise ValueError(f"/joint_states lack joints {absent}{robot} (names: {list(key)})")
             self.index = np.array([lookup[name] for name in self.joint_names])
             self._names = key
+        assert self.index is not None  # set with _names, which is key now
         return self.index

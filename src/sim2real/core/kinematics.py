@@ -71,7 +71,7 @@ class Kinematics:
     def frame_id(self, link: str) -> int:
         return self._frame_id(link)
 
-    def positions(self, q: Sequence[float], frames: Sequence[int]) -> np.ndarray:
+    def positions(self, q: Sequence[float] | np.ndarray, frames: Sequence[int]) -> np.ndarray:
         """(len(frames), 3) positions in the base frame, m; frames from :meth:`frame_id`."""
         pin, model, data = self._pin, self._model, self._data
         if self._index is None:
@@ -86,19 +86,19 @@ class Kinematics:
             out = (out - self._base_translation) @ self._base_rotation
         return out
 
-    def end_effector_position(self, q: Sequence[float]) -> np.ndarray:
+    def end_effector_position(self, q: Sequence[float] | np.ndarray) -> np.ndarray:
         """Position (3,) of ``profile.end_effector_link`` in the base frame, m."""
         if self._ee is None:
             raise ValueError(f"kinematics: robot {self.profile.name!r} has no end_effector_link")
         return self.positions(q, (self._ee,))[0]
 
-    def foot_positions(self, q: Sequence[float]) -> np.ndarray:
+    def foot_positions(self, q: Sequence[float] | np.ndarray) -> np.ndarray:
         """(number of feet, 3) positions of ``profile.foot_links`` in the base frame, m."""
         if not self._feet:
             raise ValueError(f"kinematics: robot {self.profile.name!r} has no foot_links")
         return self.positions(q, self._feet)
 
-    def frame_jacobians(self, q: Sequence[float], frames: Sequence[int],
+    def frame_jacobians(self, q: Sequence[float] | np.ndarray, frames: Sequence[int],
                         angular: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Positions (k, 3) and Jacobians (k, 3, n) of ``frames`` in the base frame, columns in
         profile joint order: a frame's velocity relative to the base is ``J @ dq``. With
@@ -127,20 +127,20 @@ class Kinematics:
                 jacobians[:, 3:] = np.einsum("ij,kjn->kin", rotate, jacobians[:, 3:])
         return positions, jacobians
 
-    def foot_jacobians(self, q: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    def foot_jacobians(self, q: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Foot positions (feet, 3) and Jacobians (feet, 3, n) in the base frame; see :meth:`frame_jacobians`."""
         if not self._feet:
             raise ValueError(f"kinematics: robot {self.profile.name!r} has no foot_links")
         return self.frame_jacobians(q, self._feet)
 
-    def end_effector_jacobian(self, q: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    def end_effector_jacobian(self, q: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """End-effector position (3,) and Jacobian (6, n: linear, angular) in the base frame."""
         if self._ee is None:
             raise ValueError(f"kinematics: robot {self.profile.name!r} has no end_effector_link")
         positions, jacobians = self.frame_jacobians(q, (self._ee,), angular=True)
         return positions[0], jacobians[0]
 
-    def end_effector_pose(self, q: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    def end_effector_pose(self, q: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """End-effector position (3,) and rotation matrix (3, 3) in the base frame."""
         if self._ee is None:
             raise ValueError(f"kinematics: robot {self.profile.name!r} has no end_effector_link")
@@ -150,7 +150,7 @@ class Kinematics:
             rotation = self._base_rotation.T @ rotation
         return position, rotation
 
-    def mass_matrix(self, q: Sequence[float]) -> np.ndarray:
+    def mass_matrix(self, q: Sequence[float] | np.ndarray) -> np.ndarray:
         """Joint-space inertia (n, n) at ``q`` with the base held fixed, profile joint order."""
         pin, model, data = self._pin, self._model, self._data
         if self._index is None:

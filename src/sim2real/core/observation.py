@@ -289,7 +289,8 @@ class ObservationSpec:
                 if min(gait_shift % 1.0, 1.0 - gait_shift % 1.0) not in (0.0, 0.5):
                     raise ValueError(f"observation term 'gait_clock' mirrors only with twin feet in phase or "
                                      f"half a cycle apart (gait shift 0 or 0.5), got {gait_shift!r}")
-                parts.append(SignedPermutation([0, 1], [-1.0, -1.0] if gait_shift % 1.0 == 0.5 else [1.0, 1.0]))
+                parts.append(SignedPermutation(np.array([0, 1]),
+                                               np.array([-1.0, -1.0] if gait_shift % 1.0 == 0.5 else [1.0, 1.0])))
             else:
                 parts.append(SignedPermutation.of_vector(kind))
         return SignedPermutation.concatenate(parts)

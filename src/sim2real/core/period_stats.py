@@ -62,4 +62,7 @@ class GapFreeStream:
 
     def steady_for(self) -> float:
         """Seconds from the start of the current gap-free run to its newest message (0: none yet)."""
-        return 0.0 if self._since is None else self._last - self._since
+        if self._since is None:
+            return 0.0
+        assert self._last is not None  # arrived() sets both
+        return self._last - self._since

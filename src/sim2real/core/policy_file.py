@@ -44,7 +44,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -168,6 +168,12 @@ class _MetadataReader:
             return json.loads(self.raw(key))
         except json.JSONDecodeError as exc:
             raise self.fail(f"metadata {PREFIX}{key} is not valid JSON ({exc})") from None
+
+    @overload
+    def number(self, key: str, positive: bool = False, allow_null: Literal[False] = False) -> float: ...
+
+    @overload
+    def number(self, key: str, positive: bool = False, *, allow_null: bool) -> float | None: ...
 
     def number(self, key: str, positive: bool = False, allow_null: bool = False) -> float | None:
         value = self.json(key)

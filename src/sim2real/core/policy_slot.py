@@ -119,8 +119,11 @@ class SwapEvent:
         text = (f"{self.path} sha256 {self.sha256_old[:12]} -> {self.sha256_new[:12]}{signed}: validated in "
                 f"{self.validate_s * 1e3:.1f} ms, {self.dry_run.describe() if self.dry_run else 'no dry run'}")
         if self.swap_gap is not None:
+            assert self.staged_to_swap_s is not None  # set as the fade began, before its first tick set swap_gap
+            # No step yet before the fade's second tick (none at all with crossfade 0).
+            step = "no step yet" if self.largest_step is None else f"largest step {self.largest_step:.3f} rad"
             text += (f"; swapped {self.staged_to_swap_s * 1e3:.1f} ms after staging, gap {self.swap_gap:.3f} rad "
-                     f"cross-faded over {self.fade_ticks} ticks, largest step {self.largest_step:.3f} rad")
+                     f"cross-faded over {self.fade_ticks} ticks, {step}")
         return text
 
 
@@ -392,6 +395,7 @@ class PolicySlot:
         if staged is not None:
             self._begin_fade(*staged)
         active = self.active
+        assert active is not None, "tick() before start()"
         gait_phase = active.gait_phase
         # What each policy fed back before this tick: a tick the action guard withholds must not
         # become the next observation's last_action.
@@ -460,6 +464,7 @@ class PolicySlot:
     def running(self) -> list[RunningPolicy]:
         """The policies the next tick runs (two while cross-fading)."""
         fade = self._fade
+        assert self.active is not None, "no policy runs before start()"
         return [self.active] if fade is None else [self.active, fade.incoming]
 
     def targets(self) -> Optional[np.ndarray]:

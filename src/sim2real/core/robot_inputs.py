@@ -18,7 +18,7 @@ Not thread-safe: the setters and :meth:`signals` are meant for one control threa
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core.observation import VOCABULARY, ObservationSpec, RobotSignals
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.core.rotations import unit_orientation
+
+if TYPE_CHECKING:  # imported where first used: pinocchio only loads for arms
+    from sim2real.core.kinematics import Kinematics
 
 # Where each robot signal comes from, as the operator would look for it.
 SOURCES = {
@@ -99,17 +102,17 @@ class RobotInputs:
         self.profile = profile
         self.cmd_vel_timeout = cmd_vel_timeout
         self._order = JointStateOrder(profile.joint_names, profile.name)
-        self._position = None
-        self._velocity = None
+        self._position: Optional[Sequence[float]] = None
+        self._velocity: Optional[Sequence[float]] = None
         self.joint_states_stamp_ns: Optional[int] = None
-        self._orientation = None
-        self._angular_velocity = None
-        self._linear_velocity = None
+        self._orientation: Optional[np.ndarray] = None
+        self._angular_velocity: Optional[np.ndarray] = None
+        self._linear_velocity: Optional[Sequence[float]] = None
         self._linear_velocity_time: Optional[float] = None
         self._command = np.zeros(3)
         self._command_time: Optional[float] = None
-        self._goal = None
-        self._kinematics = None  # built on first use: pinocchio only loads for arms
+        self._goal: Optional[np.ndarray] = None
+        self._kinematics: Optional[Kinematics] = None  # built on first use: pinocchio only loads for arms
 
     # -- messages in ------------------------------------------------------------------------
     def set_joint_states(self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float],

@@ -11,7 +11,7 @@ import math
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, overload
 
 import numpy as np
 
@@ -172,11 +172,21 @@ class _ProfileReader:
             raise self.fail(field, f"expected {getattr(kind, '__name__', kind)}, got {value!r}", "correct its type")
         return value
 
+    @overload
+    def number(self, mapping: dict[str, Any], key: str, field: str, default: None,
+               positive: bool = False, non_negative: bool = False) -> float | None: ...
+
+    @overload
+    def number(self, mapping: dict[str, Any], key: str, field: str, default: float = ...,
+               positive: bool = False, non_negative: bool = False) -> float: ...
+
     def number(self, mapping: dict[str, Any], key: str, field: str, default: Any = ...,
-               positive: bool = False, non_negative: bool = False) -> float:
+               positive: bool = False, non_negative: bool = False) -> float | None:
         value = self.get(mapping, key, field, default)
         if value is None:
-            return value
+            if default is None:  # an optional number, left out or written as null
+                return None
+            raise self.fail(field, "expected a finite number, got null", "write a number in SI units")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise self.fail(field, f"expected a finite number, got {value!r}", "write a number in SI units")
         if positive and value <= 0:
@@ -297,8 +307,8 @@ class _ProfileReader:
         if unpaired:
             raise self.fail("mirror.feet", f"foot links without a twin: {unpaired}",
                             "pair every foot link, e.g. [FL_foot, FR_foot]")
-        return RobotMirror(joints=SignedPermutation(index, sign),
-                           feet=SignedPermutation(foot_index, [1.0] * len(feet)))
+        return RobotMirror(joints=SignedPermutation(np.asarray(index), np.asarray(sign)),
+                           feet=SignedPermutation(np.asarray(foot_index), np.ones(len(feet))))
 
     def _gravity_compensation(self, kind: str) -> bool:
         """Whether the robot's own controller adds gravity torques to every command (Franka
@@ -373,6 +383,7 @@ def _read_urdf(urdf: Path, reader: _ProfileReader) -> tuple[set[str], list[str]]
         root = ET.parse(urdf).getroot()
     except ET.ParseError as exc:
         raise reader.fail("urdf", f"{urdf} is not valid XML ({exc})", "repair the URDF") from exc
-    links = {link.get("name") for link in root.findall("link")}
-    joints = [j.get("name") for j in root.findall("joint") if j.get("type") in MOVABLE_URDF_JOINT_TYPES]
+    # str: the URDF schema requires a name on every link and joint.
+    links = {cast(str, link.get("name")) for link in root.findall("link")}
+    joints = [cast(str, j.get("name")) for j in root.findall("joint") if j.get("type") in MOVABLE_URDF_JOINT_TYPES]
     return links, joints

@@ -67,4 +67,4 @@ def matrix_to_quat(R) -> tuple[float, float, float, float]:
     q[j] = (R[j, i] + R[i, j]) / s
     q[k] = (R[k, i] + R[i, k]) / s
     q[3] = (R[k, j] - R[j, k]) / s
-    return tuple(float(v) for v in q)
+    return float(q[0]), float(q[1]), float(q[2]), float(q[3])

@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Optional, Sequence
+from typing import Optional, Sequence, TypeGuard, cast
 
 import numpy as np
 
@@ -158,7 +158,8 @@ class SupervisorCore:
         self._blend_time = 0.0
         self._previous_buttons: list[int] = []
         # The newest /joint_states with every position finite, and when it came.
-        self._valid_state: Optional[tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], float]] = None
+        self._valid_state: Optional[tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray],
+                                          Optional[float]]] = None
         self._refused_state = ""  # why the newest sample was refused ("" when it was valid)
         self._valid_orientation: Optional[tuple[np.ndarray, Optional[float]]] = None
         self._refused_orientation = ""
@@ -280,8 +281,9 @@ class SupervisorCore:
             if problem:
                 return False, f"refused: {problem}"
             self._stood = self._ever_stood = True  # what the engage checks just found
+            # Not None: the engage checks found /joint_states fresh, and their time comes only with positions.
             self._blend_from = (self._last_sent.position.copy() if self._last_sent is not None
-                                else inputs.joint_position.copy())
+                                else cast(np.ndarray, inputs.joint_position).copy())
             self._blend_time = now
             self._enter(Mode.ACTIVE, now, inputs, "operator: engage")
             return True, "ACTIVE"
@@ -596,7 +598,8 @@ class SupervisorCore:
         teleop = (self.mode == Mode.TAKEOVER and inputs.teleop_command is not None
                   and _finite(inputs.teleop_command) and inputs.teleop_time is not None
                   and inputs.teleop_time >= self._mode_since and now - inputs.teleop_time <= TELEOP_FRESH_S)
-        over = self._over_limits(inputs.teleop_command) if teleop else ""
+        teleop_command = cast(JointTargets, inputs.teleop_command)  # not None whenever teleop is (checked above)
+        over = self._over_limits(teleop_command) if teleop else ""
         if over:  # teleop passes the same limits as the policy: one over them is not followed
             reason = f"teleop command refused: it asks {over}; holding"
             if reason != self._refused_teleop:
@@ -607,10 +610,11 @@ class SupervisorCore:
             self._refused_teleop = ""
         if teleop:
             self._following_teleop = True
-            return inputs.teleop_command.copy()
+            return teleop_command.copy()
         if self._following_teleop:  # teleop went silent: the hold starts where teleop left the joints
             self._following_teleop = False
             self._hold_in_place = False
+            assert self._last_sent is not None  # the tick that followed teleop sent its command
             self._segment_start = self._last_sent.position.copy()
             self._segment_time = now
         start = self._segment_start if self._segment_start is not None else q
@@ -625,6 +629,7 @@ class SupervisorCore:
         """The category-1 stop's targets ``elapsed`` s after DAMPING/ESTOP began (None once it is
         over: then only damping): first to the stand pose in ``damp_settle`` s (four feet down,
         the stride's momentum taken), then to ``damp_pose`` in ``damp_duration`` s."""
+        assert self._segment_start is not None and self._damp_pose is not None  # _command checks both first
         settle = self._descent_settle()
         if elapsed < settle:
             return _smoothstep(self._segment_start, self.profile.default_positions, elapsed / settle)
@@ -735,7 +740,7 @@ def newly_pressed(index: int, before: Sequence[int], now: Sequence[int]) -> bool
     return index < len(now) and now[index] == 1 and not (index < len(before) and before[index] == 1)
 
 
-def _finite(command: Optional[JointTargets]) -> bool:
+def _finite(command: Optional[JointTargets]) -> TypeGuard[JointTargets]:
     return command is not None and all(np.all(np.isfinite(a)) for a in (command.position, command.velocity,
                                                                         command.effort))
 

@@ -132,7 +132,7 @@ class Go2Double:
         msg.imu_state.accelerometer = [float(v) for v in imu.linear_acceleration]
         for i, slot in enumerate(self.low_level.slots):
             motor = msg.motor_state[slot]
-            motor.mode = self.profile.unitree.motor_mode
+            motor.mode = self.low_level.interface.motor_mode  # the profile's unitree: section, checked present
             motor.q, motor.dq, motor.tau_est = float(state.position[i]), float(state.velocity[i]), float(state.effort[i])
             motor.temperature = HOT_MOTOR if "hot_motor" in self.faults and i == 0 else MOTOR_TEMPERATURE
         seal_state(msg)

@@ -57,12 +57,13 @@ def _package_model(name: str) -> Path:
     data = urdf.read_bytes()
     out = cache_dir() / f"{name.replace(':', '_')}-{hashlib.sha256(data).hexdigest()[:12]}.urdf"
     if not out.is_file():
-        tree = ET.ElementTree(ET.fromstring(data))
-        for link in tree.getroot().iter("link"):
+        root = ET.fromstring(data)
+        tree = ET.ElementTree(root)
+        for link in root.iter("link"):
             for visual in link.findall("visual"):
                 link.remove(visual)
         prefix = f"package://{package}/"
-        for mesh in tree.getroot().iter("mesh"):
+        for mesh in root.iter("mesh"):
             filename = mesh.get("filename", "")
             if filename.startswith(prefix):
                 mesh.set("filename", str(share / filename[len(prefix):]))

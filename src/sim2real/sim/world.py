@@ -81,7 +81,10 @@ class _Ground:
 
     @property
     def bodies(self) -> tuple[int, ...]:
-        return (self.plane,) if self.heights is None else (self.plane, self._field)
+        if self.heights is None:
+            return (self.plane,)
+        assert self._field is not None  # build() sets it with the heights
+        return (self.plane, self._field)
 
     def build(self, roughness: float, friction: float) -> None:
         c = self._client

@@ -144,9 +144,10 @@ class WorldBase(ABC):
         self.close()
 
     # ---------------------------------------------------------------- control
-    def command(self, position: Sequence[float], velocity: Sequence[float] | None = None,
-                effort: Sequence[float] | None = None, kp: Sequence[float] | float | None = None,
-                kd: Sequence[float] | float | None = None) -> None:
+    def command(self, position: Sequence[float] | np.ndarray, velocity: Sequence[float] | np.ndarray | None = None,
+                effort: Sequence[float] | np.ndarray | None = None,
+                kp: Sequence[float] | np.ndarray | float | None = None,
+                kd: Sequence[float] | np.ndarray | float | None = None) -> None:
         """PD command in profile joint order (rad, rad/s, N*m); kp/kd default to the profile's.
 
         Takes effect ``latency`` after the current time and ends damping mode then.
@@ -202,7 +203,7 @@ def as_vector3(value, name: str) -> tuple[float, float, float]:
     array = np.asarray(value, dtype=float)
     if array.shape != (3,) or not np.all(np.isfinite(array)):
         raise ValueError(f"{name}: expected 3 finite numbers (x, y, z), got {value!r}")
-    return tuple(float(v) for v in array)
+    return float(array[0]), float(array[1]), float(array[2])
 
 
 def as_quaternion(value) -> tuple[float, float, float, float]:
@@ -210,4 +211,5 @@ def as_quaternion(value) -> tuple[float, float, float, float]:
     norm = float(np.linalg.norm(array)) if array.shape == (4,) else 0.0
     if array.shape != (4,) or not math.isfinite(norm) or norm < 1e-6:
         raise ValueError(f"base_orientation: expected a quaternion (x, y, z, w), got {value!r}")
-    return tuple(float(v) for v in array / norm)
+    unit = array / norm
+    return float(unit[0]), float(unit[1]), float(unit[2]), float(unit[3])

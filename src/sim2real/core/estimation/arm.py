@@ -56,6 +56,7 @@ class ArmEstimator:
         if self.x is None:
             self.x = np.vstack([q, dq, np.zeros_like(q)])
             self._t = t
+        assert self._t is not None  # set with x
         dt = t - self._t
         self._t = t
         if dt > 0:
@@ -74,6 +75,7 @@ class ArmEstimator:
 
     def estimate(self) -> ArmEstimate:
         """The filtered joints and the end effector's pose and twist (pinocchio) at the last sample."""
+        assert self.x is not None and self._t is not None, "estimate() before the first sample (filter())"
         q_f, dq_f, ddq_f = self.x
         position, rotation = self.kinematics.end_effector_pose(q_f)
         _, jacobian = self.kinematics.end_effector_jacobian(q_f)

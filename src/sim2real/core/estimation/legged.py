@@ -161,8 +161,8 @@ class LegKalmanFilter:
         self._state_diagonal = np.diag_indices(n)
         self._innovation_diagonal = np.diag_indices(rows)
         # a x (0, 0, r) for each row a of a matrix: a @ skew((0, 0, r)).
-        r = config.foot_radius
-        self._roll = np.array([[0.0, -r, 0.0], [r, 0.0, 0.0], [0.0, 0.0, 0.0]])
+        radius = config.foot_radius  # not r: that is the row index (an int) above
+        self._roll = np.array([[0.0, -radius, 0.0], [radius, 0.0, 0.0], [0.0, 0.0, 0.0]])
         self.last_nis = 0.0
         self.updates = 0
 

@@ -15,7 +15,7 @@ import zlib
 _BIT_REVERSED = bytes(int(f"{b:08b}"[::-1], 2) for b in range(256))
 
 
-def crc32_mpeg2(data: bytes) -> int:
+def crc32_mpeg2(data: bytes | bytearray) -> int:
     """CRC-32/MPEG-2 of ``data`` (check value: b"123456789" -> 0x0376E6E7)."""
     reflected = zlib.crc32(bytes(data).translate(_BIT_REVERSED)) ^ 0xFFFFFFFF  # undo zlib's final xor
     return int(f"{reflected:032b}"[::-1], 2)

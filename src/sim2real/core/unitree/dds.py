@@ -6,7 +6,7 @@ interface.
 """
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator, Optional
 
 from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
 from cyclonedds.core import InstanceState, Policy, Qos, ReadCondition, SampleState, ViewState, WaitSet
@@ -49,6 +49,15 @@ def interface_config(interface: str) -> str:
 class UnitreeDds:
     """``role`` ``bridge``: reads LowState, writes LowCmd; ``robot``: reads LowCmd, writes LowState."""
 
+    # None once closed (close() drops the entities); no method is called after that.
+    participant: Optional[DomainParticipant]
+    reader: Optional[DataReader[Any]]  # LowState_ or LowCmd_, by role
+    writer: Optional[DataWriter[Any]]
+    _waitset: Optional[WaitSet]
+    _condition: Optional[ReadCondition]
+    _publications: Optional[BuiltinDataReader]
+    _alive: Optional[ReadCondition]
+
     def __init__(self, domain: int, interface: str = "", role: str = "bridge"):
         if role not in ("bridge", "robot"):
             raise ValueError(f"role {role!r}: use bridge or robot")
@@ -67,6 +76,7 @@ class UnitreeDds:
 
     def take(self, timeout: float) -> Iterator:
         """The samples received since the last take, waiting up to ``timeout`` s for the first."""
+        assert self.reader is not None and self._waitset is not None, "take() after close()"
         samples = self.reader.take(N=READER_DEPTH)
         if not samples and timeout > 0:
             self._waitset.wait(duration(seconds=timeout))
@@ -78,11 +88,14 @@ class UnitreeDds:
     take_commands = take  # the robot's
 
     def write(self, sample) -> None:
+        assert self.writer is not None, "write() after close()"
         self.writer.write(sample)
 
     def other_command_writers(self) -> list[str]:
         """Writers on rt/lowcmd other than this participant's (DDS discovery): e.g. the robot's
         sport mode, which would fight every command the bridge sends."""
+        assert self.participant is not None and self._publications is not None and self._alive is not None, \
+            "other_command_writers() after close()"
         own = str(self.participant.guid)
         others: set[str] = set()
         seen, batch = 0, 256

@@ -106,7 +106,7 @@ def _struct(layout, kind: type) -> struct.Struct:
 
 
 LOWCMD, LOWSTATE = _struct(_c_layout, LowCmd_), _struct(_c_layout, LowState_)
-_CDR = {LowCmd_: _struct(_cdr_layout, LowCmd_), LowState_: _struct(_cdr_layout, LowState_)}
+_CDR: dict[type, struct.Struct] = {LowCmd_: _struct(_cdr_layout, LowCmd_), LowState_: _struct(_cdr_layout, LowState_)}
 
 
 def _flatten(msg: Any, kind: type, out: list) -> list:

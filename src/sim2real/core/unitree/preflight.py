@@ -31,6 +31,7 @@ def preflight(received: Sequence[tuple[float, LowStateReading]], window: float, 
     """The failed checks (empty: all passed). ``received``: (receipt time in s, reading) over
     the last ``window`` s; ``other_writers``: other DDS writers on rt/lowcmd (discovery)."""
     unitree = profile.unitree
+    assert unitree is not None  # both callers read the window with Go2LowLevel, which refuses a profile without it
     failures = []
     expected = unitree.lowstate_rate * window
     if len(received) < MIN_RATE_FRACTION * expected:

@@ -96,4 +96,5 @@ def remote_velocity(state: RemoteState, max_velocity: tuple[float, float, float]
     sticks = (state.ly, -state.lx, -state.rx)  # stick right is +x on the remote, -y and clockwise on the robot
     if all(abs(v) <= (STICK_DEAD_ZONE if moving else STICK_MOVED) for v in sticks):
         return None
-    return tuple(max(-1.0, min(1.0, v)) * limit for v, limit in zip(sticks, max_velocity))
+    vx, vy, yaw_rate = (max(-1.0, min(1.0, v)) * limit for v, limit in zip(sticks, max_velocity))
+    return vx, vy, yaw_rate

@@ -84,6 +84,13 @@ def test_bad_arguments(tmp_path):
         make_sysid_plan(robot="panda", bag=str(tmp_path / "n"), policy="x.onnx")
     with pytest.raises(PlanError, match="numbers expected"):
         make_sysid_plan(robot="panda", bag=str(tmp_path / "n"), duration="long")
+    # the excitation as the logger would build it, refused before any process starts
+    with pytest.raises(PlanError, match=r"sysid excitation: duration 4 s must exceed twice the ramp"):
+        make_sysid_plan(robot="go2", bag=str(tmp_path / "n"), duration="4")
+    with pytest.raises(PlanError, match=r"sysid excitation: joints \['elbow'\] are not joints"):
+        make_sysid_plan(robot="panda", bag=str(tmp_path / "n"), joints="elbow")
+    with pytest.raises(PlanError, match="f_min < f_max"):
+        make_sysid_plan(robot="panda", bag=str(tmp_path / "n"), f_min="2.0", f_max="1.0")
 
 
 def test_launch_file_renders_the_plan_and_declares_every_argument():

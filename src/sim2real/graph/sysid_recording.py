@@ -98,10 +98,27 @@ def make_sysid_plan(**arguments: Any) -> BringupPlan:
     except (TypeError, ValueError) as exc:
         raise PlanError(f"sysid launch argument: {exc}; numbers expected for {list(_FLOATS)}, excitation_seed, "
                         "amplitude and legs (or auto for the last two)") from None
+    _check_excitation(load_profile(base.robot), logger)
     # The logger writes the bag: a monitoring node, at normal priority off the chain's CPUs.
     nodes = (*base.nodes, NodeSpec("sysid_logger", "sysid_logger", "sysid", logger,
                                    environment=node_environment("sysid", base.realtime, base.realtime_cpus)))
     return replace(base, nodes=nodes)
+
+
+def _check_excitation(profile, logger: dict[str, Any]) -> None:
+    """The logger's excitation arguments as it will build them (its amplitude and legs defaults
+    included), checked here: a bad one is refused before any process starts, not by the logger
+    after the robot has stood up."""
+    from sim2real.sysid.excitation import ExcitationError, check_excitation, excitation_defaults
+
+    auto_amplitude, auto_legs = excitation_defaults(profile, logger["suspended"])
+    try:
+        check_excitation(profile, logger["kind"], [j for j in logger["joints"].split(",") if j] or None,
+                         logger["duration"], logger["amplitude"] or auto_amplitude, logger["f_min"], logger["f_max"],
+                         velocity_fraction=logger["velocity_fraction"],
+                         legs=auto_legs if logger["legs"] < 0 else logger["legs"])
+    except ExcitationError as exc:
+        raise PlanError(f"sysid excitation: {exc}") from None
 
 
 def sysid_plan_from_args(args: argparse.Namespace) -> BringupPlan:

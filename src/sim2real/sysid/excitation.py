@@ -178,19 +178,13 @@ def _envelope(t: np.ndarray, duration: float, ramp: float) -> tuple[np.ndarray, 
     return up * down, dup * down + up * ddown
 
 
-def make_excitation(profile: RobotProfile, kind: str = "fourier", joints: Sequence[str] | None = None,
-                    duration: float = 40.0, amplitude: float = 0.6, f_min: float = 0.1, f_max: float = 1.0,
-                    ramp: float = 2.0, margin: float = 0.1, velocity_fraction: float = 0.5,
-                    seed: int = 0, legs: int = 0) -> Excitation:
-    """An excitation of ``joints`` (default: all) within the profile's limits.
-
-    ``amplitude`` (rad) is each excited joint's largest excursion from the default pose;
-    the position and velocity limits may lower it (:attr:`Excitation.amplitude` says by how much). Frequencies lie in
-    [f_min, f_max] Hz. ``fourier`` picks, among random coefficient sets, the one whose
-    rigid-body regressor (pinocchio, fixed base) has the lowest condition number.
-    ``legs`` (floating base): 0 moves every excited joint at once; 1 one leg at a time; 2 a
-    diagonal pair at a time, each group in its own window of ``duration``.
-    """
+def check_excitation(profile: RobotProfile, kind: str = "fourier", joints: Sequence[str] | None = None,
+                     duration: float = 40.0, amplitude: float = 0.6, f_min: float = 0.1, f_max: float = 1.0,
+                     ramp: float = 2.0, velocity_fraction: float = 0.5,
+                     legs: int = 0) -> tuple[list[str], list | None, float]:
+    """The checks of :func:`make_excitation`'s arguments, without its search (seconds for a
+    Fourier excitation): a recording plan refuses a bad one before any process starts.
+    Returns the excited joints, the legs' windows (None: all at once) and the ramp."""
     if kind not in KINDS:
         raise ExcitationError(f"excitation kind {kind!r} is unknown; use one of {list(KINDS)}")
     names = profile.joint_names
@@ -212,6 +206,25 @@ def make_excitation(profile: RobotProfile, kind: str = "fourier", joints: Sequen
     windows = None
     if legs:
         windows, ramp = _leg_windows(profile, excited, legs, duration, ramp)
+    return excited, windows, ramp
+
+
+def make_excitation(profile: RobotProfile, kind: str = "fourier", joints: Sequence[str] | None = None,
+                    duration: float = 40.0, amplitude: float = 0.6, f_min: float = 0.1, f_max: float = 1.0,
+                    ramp: float = 2.0, margin: float = 0.1, velocity_fraction: float = 0.5,
+                    seed: int = 0, legs: int = 0) -> Excitation:
+    """An excitation of ``joints`` (default: all) within the profile's limits.
+
+    ``amplitude`` (rad) is each excited joint's largest excursion from the default pose;
+    the position and velocity limits may lower it (:attr:`Excitation.amplitude` says by how much). Frequencies lie in
+    [f_min, f_max] Hz. ``fourier`` picks, among random coefficient sets, the one whose
+    rigid-body regressor (pinocchio, fixed base) has the lowest condition number.
+    ``legs`` (floating base): 0 moves every excited joint at once; 1 one leg at a time; 2 a
+    diagonal pair at a time, each group in its own window of ``duration``.
+    """
+    excited, windows, ramp = check_excitation(profile, kind, joints, duration, amplitude, f_min, f_max, ramp,
+                                              velocity_fraction, legs)
+    names = profile.joint_names
     rng = np.random.default_rng(seed)
     n = len(names)
     mask = np.array([name in excited for name in names])

@@ -52,8 +52,8 @@ class DoubleProcess:
     """The Go2 double in a process of its own (its 500 Hz loop must not share this test's
     interpreter with the probe), driven over its stdin protocol."""
 
-    def __init__(self, *options: str):
-        self.domain = next_domain()
+    def __init__(self, *options: str, domain: int | None = None):
+        self.domain = next_domain() if domain is None else domain
         self.process = subprocess.Popen(
             [sys.executable, "-m", "sim2real.sim.go2_double", "--domain", str(self.domain), "--interface", "lo",
              *options],
@@ -100,8 +100,8 @@ class DoubleProcess:
 def run_double():
     doubles = []
 
-    def start(*options: str) -> DoubleProcess:
-        double = DoubleProcess(*options)
+    def start(*options: str, domain: int | None = None) -> DoubleProcess:
+        double = DoubleProcess(*options, domain=domain)
         doubles.append(double)
         assert wait_for(lambda: any("go2 double:" in line for line in double.lines), 30.0), double.lines
         return double
@@ -284,6 +284,18 @@ def test_sysid_record_through_the_bridge_writes_a_complete_bag(run_double, tmp_p
     # the recorded states moved as the excitation asked: the bag holds an excitation, not a stand
     moved = np.ptp(segment.q, axis=0)
     assert moved.max() > 0.02, moved
+
+
+def test_sim2real_preflight_refuses_two_robots_on_one_domain(run_double):
+    """Two rt/lowstate writers on one domain and interface (here two doubles; on a bench, two
+    robots or a robot and a simulator): the bridge would command one robot from the other's
+    states, so preflight refuses and says how to part them."""
+    first = run_double()
+    run_double(domain=first.domain)
+    result = subprocess.run([sys.executable, "-m", "sim2real.cli", "preflight", "--network-interface", "lo",
+                             "--domain", str(first.domain), "--window", "2"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "FAIL rt/lowstate has 2 writers" in result.stdout and "unitree_domain:=" in result.stdout
 
 
 def armed_and_standing(probe, start_graph, run_double):

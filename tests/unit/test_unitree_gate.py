@@ -41,14 +41,15 @@ class Robot:
             msg.motor_state[slot].temperature = 40
         return LOW.read(seal_state(msg))
 
-    def run(self, seconds, writers=(), discovery=True):
-        """(published, frames written) for each LowState."""
+    def run(self, seconds, writers=(), discovery=True, state_writers=("robot",)):
+        """(published, frames written) for each LowState; discovery finds ``writers`` on rt/lowcmd
+        (besides the bridge) and ``state_writers`` on rt/lowstate."""
         out = []
         for _ in range(round(seconds / PERIOD)):
             self.now += PERIOD
             self.tick += 2
             if discovery and round(self.now / PERIOD) % 125 == 0:  # every 0.25 s
-                self.gate.writers(list(writers), self.now)
+                self.gate.writers(list(writers), self.now, list(state_writers))
             before = len(self.sent)
             published = self.gate.lowstate(self.state(), self.now)
             out.append((published, self.sent[before:]))
@@ -132,6 +133,20 @@ def test_another_writer_after_arming_latches_for_good():
     robot.run(3.0)  # the writer is gone: still latched, no state for the supervisor
     assert robot.gate.state == LATCHED
     assert robot.command(robot.position)[1] == []
+
+
+def test_a_second_robot_on_lowstate_keeps_it_from_arming_and_latches_an_armed_one():
+    """Two rt/lowstate writers (two robots, or a robot and a simulator, on one domain and
+    interface): the bridge would command one robot from the other's states."""
+    robot = Robot()
+    robot.run(DISCOVERY_S + 1.5, state_writers=["robot", "double"])
+    assert robot.gate.state == WAITING and robot.sent == []
+    assert any("rt/lowstate has 2 writers (robot, double)" in line for line in robot.gate.failures)
+    robot = Robot().armed()
+    robot.command(robot.position)
+    results = robot.run(0.5, state_writers=["robot", "double"])
+    assert robot.gate.state == LATCHED and "rt/lowstate has 2 writers" in robot.gate.failures[0]
+    assert all(is_damping(f) for _, written in results[-10:] for f in written)
 
 
 def test_shutdown_after_arming_leaves_damping_frames_and_before_it_nothing():

@@ -185,6 +185,26 @@ def test_another_writer_on_lowcmd_is_found_by_discovery():
     robot.close()
 
 
+def test_the_robots_publishing_lowstate_are_found_by_discovery():
+    """Each robot (or simulator) on the domain writes rt/lowstate: the bridge counts them."""
+    domain = 1 + (DOMAIN + 2) % 19  # 1-19, apart from the other tests here
+    bridge = UnitreeDds(domain, "lo", role="bridge")
+    robot = UnitreeDds(domain, "lo", role="robot")
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline and not bridge.other_state_writers():
+        time.sleep(0.1)
+    assert len(bridge.other_state_writers()) == 1
+    second = UnitreeDds(domain, "lo", role="robot")
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline and len(bridge.other_state_writers()) < 2:
+        time.sleep(0.1)
+    assert len(bridge.other_state_writers()) == 2
+    assert bridge.other_command_writers() == []  # robots read rt/lowcmd: no rival commander
+    second.close()
+    robot.close()
+    bridge.close()
+
+
 def test_a_sealed_command_carries_its_crc_and_any_change_breaks_it():
     msg = seal(LowCmd_(head=[0xFE, 0xEF], level_flag=0xFF))
     assert msg.crc == lowcmd_crc(msg) == crc_bit_by_bit(pack_lowcmd(msg))

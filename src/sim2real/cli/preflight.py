@@ -21,7 +21,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     dds = UnitreeDds(args.domain, args.network_interface)
     print(f"listening to rt/lowstate on DDS domain {args.domain}, interface {args.network_interface or 'default'} "
           f"for {args.window:g} s ...", flush=True)
-    time.sleep(1.0)  # discovery: the robot's writer and any rival rt/lowcmd writer
+    time.sleep(1.0)  # discovery: the robot's writer, any rival rt/lowcmd writer and a second robot
     while list(dds.take_states(timeout=0.0)):  # queued during discovery: not part of the window
         pass
     received = []
@@ -29,7 +29,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     while time.monotonic() - start < args.window:
         for sample in dds.take_states(timeout=0.1):
             received.append((time.monotonic(), low_level.read(sample)))
-    failures = preflight(received, args.window, profile, dds.other_command_writers())
+    failures = preflight(received, args.window, profile, dds.other_command_writers(), dds.other_state_writers())
     dds.close()
     for line in failures:
         print(f"FAIL {line}")

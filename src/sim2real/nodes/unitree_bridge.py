@@ -177,7 +177,8 @@ class UnitreeBridgeNode(Node):
                 self.get_logger().error(f"preflight: {line}")
 
     def _check_writers(self) -> None:
-        self.gate.writers(self.dds.other_command_writers(), time.monotonic())  # latches (and damps) if any
+        # Latches (and damps) on another rt/lowcmd writer or a second rt/lowstate writer.
+        self.gate.writers(self.dds.other_command_writers(), time.monotonic(), self.dds.other_state_writers())
 
     # -- /joint_commands -------------------------------------------------------------------
     def _on_command(self, msg: JointState, info: dict) -> None:

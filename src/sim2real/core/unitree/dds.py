@@ -94,15 +94,24 @@ class UnitreeDds:
     def other_command_writers(self) -> list[str]:
         """Writers on rt/lowcmd other than this participant's (DDS discovery): e.g. the robot's
         sport mode, which would fight every command the bridge sends."""
+        return self._other_writers(LOWCMD_TOPIC)
+
+    def other_state_writers(self) -> list[str]:
+        """Writers on rt/lowstate other than this participant's: for the bridge every robot on the
+        domain and interface. More than one (two robots, or a robot and a simulator) interleave
+        their states, and the bridge would command one robot from the other's."""
+        return self._other_writers(LOWSTATE_TOPIC)
+
+    def _other_writers(self, topic: str) -> list[str]:
         assert self.participant is not None and self._publications is not None and self._alive is not None, \
-            "other_command_writers() after close()"
+            "writers asked after close()"
         own = str(self.participant.guid)
         others: set[str] = set()
         seen, batch = 0, 256
         while True:  # a robot's domain holds many topics: read them all, not the first batch
             samples = self._publications.read(N=seen + batch, condition=self._alive)  # writers gone are not alive
             for sample in samples:
-                if sample.topic_name == LOWCMD_TOPIC and str(sample.participant_key) != own:
+                if sample.topic_name == topic and str(sample.participant_key) != own:
                     others.add(str(sample.key))
             if len(samples) < seen + batch:
                 return sorted(others)

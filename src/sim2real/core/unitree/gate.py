@@ -27,7 +27,7 @@ import numpy as np
 from sim2real.core.joint_command import JointTargets
 from sim2real.core.unitree.low_level import Go2LowLevel, LowStateReading
 from sim2real.core.unitree.messages import LowCmd_
-from sim2real.core.unitree.preflight import preflight
+from sim2real.core.unitree.preflight import SEVERAL_ROBOTS, preflight
 
 PREFLIGHT_WINDOW_S = 1.0
 PREFLIGHT_EVERY_S = 0.25  # while it fails: a check walks the whole window
@@ -57,6 +57,7 @@ class BridgeGate:
         self._lock = threading.Lock()
         self._window: collections.deque[tuple[float, LowStateReading]] = collections.deque()
         self._writers: Optional[list[str]] = None  # None: discovery not trusted yet
+        self._state_writers: list[str] = []
         self._preflight_at = -float("inf")
         self._last_tick: Optional[int] = None
         self._measured: Optional[np.ndarray] = None
@@ -72,15 +73,20 @@ class BridgeGate:
         return self.state == ARMED and self._frame is not None
 
     # -- inputs ------------------------------------------------------------------------------
-    def writers(self, writers: Sequence[str], now: float) -> Optional[str]:
-        """Other rt/lowcmd writers found by discovery; a reason when this latched the bridge."""
+    def writers(self, writers: Sequence[str], now: float, state_writers: Sequence[str] = ()) -> Optional[str]:
+        """Other rt/lowcmd writers and the rt/lowstate writers found by discovery; a reason when
+        this latched the bridge."""
         if now - self._created < DISCOVERY_S:
             return None
         with self._lock:
             self._writers = list(writers)
+            self._state_writers = list(state_writers)
             if writers and self.state == ARMED:
                 return self._latch(f"another writer on rt/lowcmd ({', '.join(writers)}): the robot's sport mode "
                                    "came back or a second controller runs; restart the bridge after stopping it")
+            if len(state_writers) > 1 and self.state == ARMED:
+                return self._latch(f"rt/lowstate has {len(state_writers)} writers ({', '.join(state_writers)}): "
+                                   f"{SEVERAL_ROBOTS}; restart the bridge after")
         return None
 
     def lowstate(self, reading: LowStateReading, received: float) -> bool:
@@ -127,7 +133,8 @@ class BridgeGate:
             self.failures = ["collecting the first second of lowstate"]
             return
         writers = self._writers if self._writers is not None else []
-        failures = preflight(list(self._window), PREFLIGHT_WINDOW_S, self.low_level.profile, writers)
+        failures = preflight(list(self._window), PREFLIGHT_WINDOW_S, self.low_level.profile, writers,
+                             self._state_writers)
         if self._writers is None:
             failures.append("rt/lowcmd writers not known yet (DDS discovery takes about a second)")
         self.failures = failures

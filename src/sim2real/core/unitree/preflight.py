@@ -26,10 +26,15 @@ RELEASE_SPORT_MODE = ("the robot's sport mode still drives the motors: release i
                       "then start again; nothing else may write rt/lowcmd")
 
 
+SEVERAL_ROBOTS = ("two robots, or a robot and a simulator, on one DDS domain and interface; give each its own "
+                  "(unitree_domain:=, network_interface:=) or switch the other off")
+
+
 def preflight(received: Sequence[tuple[float, LowStateReading]], window: float, profile: RobotProfile,
-              other_writers: Sequence[str] = ()) -> list[str]:
+              other_writers: Sequence[str] = (), state_writers: Sequence[str] = ()) -> list[str]:
     """The failed checks (empty: all passed). ``received``: (receipt time in s, reading) over
-    the last ``window`` s; ``other_writers``: other DDS writers on rt/lowcmd (discovery)."""
+    the last ``window`` s; ``other_writers``: other DDS writers on rt/lowcmd, ``state_writers``:
+    the writers on rt/lowstate (discovery; more than one is a failure)."""
     unitree = profile.unitree
     assert unitree is not None  # both callers read the window with Go2LowLevel, which refuses a profile without it
     failures = []
@@ -69,4 +74,7 @@ def preflight(received: Sequence[tuple[float, LowStateReading]], window: float, 
                         f"need <= {unitree.max_motor_temperature:.0f} C: let the motors cool down")
     if other_writers:
         failures.append(f"rt/lowcmd has other writers ({', '.join(other_writers)}): {RELEASE_SPORT_MODE}")
+    if len(state_writers) > 1:
+        failures.append(f"rt/lowstate has {len(state_writers)} writers ({', '.join(state_writers)}): "
+                        f"{SEVERAL_ROBOTS}")
     return failures

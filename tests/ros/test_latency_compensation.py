@@ -40,9 +40,10 @@ def test_runtime_measures_the_injected_actuation_latency(trials):
         assert key in runtime
 
 
-@pytest.mark.timing_sensitive(reason="one fresh-clone run in six: the compensated run's policy command held NaN at "
-                                      "6.7 s and the supervisor took over (as designed), so the arm stopped short of "
-                                      "its goals; not reproduced in five local runs, cause open (docs/estimation_latency.md)")
+@pytest.mark.timing_sensitive(reason="one fresh-clone run in six: the compensated run's command held NaN at 6.7 s "
+                                      "(most likely the runtime's action guard withholding a target past a joint "
+                                      "limit) and the supervisor took over, so the arm stopped short of its goals; "
+                                      "not reproduced in five local runs (docs/estimation_latency.md)")
 def test_compensation_improves_tracking_of_the_shipped_policy(trials):
     without = trials[False]["summary"]["reach_error_settled_mean_m"]
     with_compensation = trials[True]["summary"]["reach_error_settled_mean_m"]
@@ -51,4 +52,6 @@ def test_compensation_improves_tracking_of_the_shipped_policy(trials):
     assert trials[False]["script_start"]["by"] == trials[True]["script_start"]["by"] == "active"
     print(f"\nsettled reach error at {INJECTED_S * 1e3:.0f} ms injected: {without * 100:.1f} cm without "
           f"compensation, {with_compensation * 100:.1f} cm with")
-    assert with_compensation < 0.8 * without, (with_compensation, without)
+    runtime = trials[True]["policy_runtime"]
+    assert with_compensation < 0.8 * without, (with_compensation, without, runtime.get("action_guard_trips"),
+                                               runtime.get("last_action_guard"), trials[True].get("supervisor_modes"))

@@ -141,7 +141,7 @@ def test_a_second_robot_on_lowstate_keeps_it_from_arming_and_latches_an_armed_on
     robot = Robot()
     robot.run(DISCOVERY_S + 1.5, state_writers=["robot", "double"])
     assert robot.gate.state == WAITING and robot.sent == []
-    assert any("rt/lowstate has 2 writers (robot, double)" in line for line in robot.gate.failures)
+    assert any("rt/lowstate has 2 writers (participants robot, double)" in line for line in robot.gate.failures)
     robot = Robot().armed()
     robot.command(robot.position)
     results = robot.run(0.5, state_writers=["robot", "double"])

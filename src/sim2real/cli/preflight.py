@@ -48,8 +48,8 @@ def add_parser(sub, formatter) -> None:
         description="Wait a second for DDS discovery, then listen to the robot's rt/lowstate for a window and run "
                     "the checks unitree_bridge runs before "
                     "it forwards any command:\nrate >= 90 %, tick advancing, CRCs valid, unit IMU quaternion, joints "
-                    "inside their limits, battery and motor temperatures,\nand no other writer on rt/lowcmd (the "
-                    "robot's sport mode). Each failure is one line: value, limit, fix. Exit code 1 if any failed.",
+                    "inside their limits, battery and motor temperatures,\nno other writer on rt/lowcmd (the "
+                    "robot's sport mode) and one robot on rt/lowstate. Each failure is one line: value, limit, fix. Exit code 1 if any failed.",
         epilog="example:\n  sim2real preflight --robot go2 --network-interface eth0\n")
     parser.add_argument("--robot", default="go2", help="robot profile with a unitree: section (default go2)")
     parser.add_argument("--hardware", default="unitree", choices=["unitree"],

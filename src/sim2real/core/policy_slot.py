@@ -54,6 +54,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from sim2real.core.errors import InputError
 from sim2real.core.gait import GaitClock, gait_settings
 from sim2real.core.observation import RobotSignals
 from sim2real.core.policy_file import PolicyFile, PolicyFileError, load_policy
@@ -70,7 +71,7 @@ EVENTS_KEPT = 20
 GAIN_RTOL = 1e-6
 
 
-class PolicyRefused(ValueError):
+class PolicyRefused(InputError):
     """A policy that was not started or staged; ``reason`` says why (a running policy runs on)."""
 
     def __init__(self, reason: str):
@@ -120,7 +121,7 @@ class SwapEvent:
                 f"{self.validate_s * 1e3:.1f} ms, {self.dry_run.describe() if self.dry_run else 'no dry run'}")
         if self.swap_gap is not None:
             assert self.staged_to_swap_s is not None  # set as the fade began, before its first tick set swap_gap
-            # No step yet before the fade's second tick (none at all with crossfade 0).
+            # None for a swap applied on the slot's very first tick (no targets before it to step from).
             step = "no step yet" if self.largest_step is None else f"largest step {self.largest_step:.3f} rad"
             text += (f"; swapped {self.staged_to_swap_s * 1e3:.1f} ms after staging, gap {self.swap_gap:.3f} rad "
                      f"cross-faded over {self.fade_ticks} ticks, {step}")

@@ -97,12 +97,13 @@ class UnitreeDds:
         return self._other_writers(LOWCMD_TOPIC)
 
     def other_state_writers(self) -> list[str]:
-        """Writers on rt/lowstate other than this participant's: for the bridge every robot on the
+        """The participants writing rt/lowstate, this one aside: for the bridge every robot on the
         domain and interface. More than one (two robots, or a robot and a simulator) interleave
-        their states, and the bridge would command one robot from the other's."""
-        return self._other_writers(LOWSTATE_TOPIC)
+        their states, and the bridge would command one robot from the other's. Counted by
+        participant, so a robot whose service writes with more than one writer is still one."""
+        return self._other_writers(LOWSTATE_TOPIC, by_participant=True)
 
-    def _other_writers(self, topic: str) -> list[str]:
+    def _other_writers(self, topic: str, by_participant: bool = False) -> list[str]:
         assert self.participant is not None and self._publications is not None and self._alive is not None, \
             "writers asked after close()"
         own = str(self.participant.guid)
@@ -112,7 +113,7 @@ class UnitreeDds:
             samples = self._publications.read(N=seen + batch, condition=self._alive)  # writers gone are not alive
             for sample in samples:
                 if sample.topic_name == topic and str(sample.participant_key) != own:
-                    others.add(str(sample.key))
+                    others.add(str(sample.participant_key if by_participant else sample.key))
             if len(samples) < seen + batch:
                 return sorted(others)
             seen += batch

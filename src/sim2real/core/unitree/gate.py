@@ -11,8 +11,8 @@ Three states:
   is within ``RESYNC_TOLERANCE`` of the measured joints: a supervisor that stalled comes back
   with targets the damped robot has left. (At arming no such check is needed: no state was
   published before, so the supervisor's first command starts from a measurement.)
-- **latched**: something failed after arming (another rt/lowcmd writer, the robot's tick going
-  back, shutdown). Damping frames only, no state published (the supervisor trips on stale
+- **latched**: something failed after arming (another rt/lowcmd writer, a second rt/lowstate
+  writer, the robot's tick going back, shutdown). Damping frames only, no state published (the supervisor trips on stale
   /joint_states), until the bridge restarts: it never re-arms by itself.
 - **stopped**: the bridge stopped before it ever armed: it writes nothing, as while waiting.
 """
@@ -85,7 +85,8 @@ class BridgeGate:
                 return self._latch(f"another writer on rt/lowcmd ({', '.join(writers)}): the robot's sport mode "
                                    "came back or a second controller runs; restart the bridge after stopping it")
             if len(state_writers) > 1 and self.state == ARMED:
-                return self._latch(f"rt/lowstate has {len(state_writers)} writers ({', '.join(state_writers)}): "
+                return self._latch(f"rt/lowstate has {len(state_writers)} writers (participants "
+                                   f"{', '.join(state_writers)}): "
                                    f"{SEVERAL_ROBOTS}; restart the bridge after")
         return None
 

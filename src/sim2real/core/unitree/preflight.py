@@ -26,8 +26,9 @@ RELEASE_SPORT_MODE = ("the robot's sport mode still drives the motors: release i
                       "then start again; nothing else may write rt/lowcmd")
 
 
-SEVERAL_ROBOTS = ("two robots, or a robot and a simulator, on one DDS domain and interface; give each its own "
-                  "(unitree_domain:=, network_interface:=) or switch the other off")
+SEVERAL_ROBOTS = ("two robots, or a robot and a simulator, on one DDS domain and interface (a Go2 is fixed "
+                  "at domain 0: put each robot on its own network interface, network_interface:=, or a "
+                  "simulator on another domain, unitree_domain:=) or switch the other off")
 
 
 def preflight(received: Sequence[tuple[float, LowStateReading]], window: float, profile: RobotProfile,
@@ -75,6 +76,6 @@ def preflight(received: Sequence[tuple[float, LowStateReading]], window: float, 
     if other_writers:
         failures.append(f"rt/lowcmd has other writers ({', '.join(other_writers)}): {RELEASE_SPORT_MODE}")
     if len(state_writers) > 1:
-        failures.append(f"rt/lowstate has {len(state_writers)} writers ({', '.join(state_writers)}): "
+        failures.append(f"rt/lowstate has {len(state_writers)} writers (participants {', '.join(state_writers)}): "
                         f"{SEVERAL_ROBOTS}")
     return failures

@@ -180,6 +180,32 @@ def make_plan(**arguments: Any) -> BringupPlan:
     robot = str(profile.source) if "/" in args["robot"] or args["robot"].endswith(".yaml") else profile.name
     sim = args["hardware"] in SIMULATED_HARDWARE
     use_sim_time = sim and args["lockstep"]
+    _check_combinations(args, sim)
+    nodes = _hardware_nodes(args, profile, robot, sim)
+    # The supervisor is the only publisher of /joint_commands, in sim as on hardware.
+    nodes.append(NodeSpec("safety_supervisor", "safety_supervisor", "safety", {
+        "robot": robot, "engage_on_start": args["autoengage"], "safety_config": args["safety_config"],
+        "simulated": sim,
+    }))
+    if args["estimator"] == "true" or (args["estimator"] == "auto" and args["policy"]):
+        nodes.append(NodeSpec("state_estimator", "state_estimator", "estimation", {"robot": robot}))
+    nodes.extend(_policy_nodes(args, robot))
+    if args["failure_collector"]:
+        # Same parameters in sim and on hardware: it asks sim_robot for its conditions itself.
+        nodes.append(NodeSpec("failure_collector", "failure_collector", "monitoring", {
+            "robot": robot, "output_dir": str(Path(args["failures_dir"]).expanduser().absolute())
+            if args["failures_dir"] else "",
+        }))
+    realtime_cpus = _realtime_cpus(args)
+    nodes = [NodeSpec(n.executable, n.name, n.role, {**n.parameters, "use_sim_time": use_sim_time}, n.remappings,
+                      node_environment(n.role, args["realtime"], realtime_cpus))
+             for n in nodes]
+    return BringupPlan(robot=robot, hardware=args["hardware"], use_sim_time=use_sim_time, nodes=tuple(nodes),
+                       realtime=args["realtime"], realtime_cpus=realtime_cpus)
+
+
+def _check_combinations(args: dict[str, Any], sim: bool) -> None:
+    """Arguments that cannot go together, refused before any node is planned."""
     if args["lockstep"] and not sim:
         raise PlanError("lockstep:=true needs hardware:=sim or mujoco (real hardware keeps its own time)")
     if args["lockstep"] and args["realtime"]:
@@ -192,39 +218,17 @@ def make_plan(**arguments: Any) -> BringupPlan:
         raise PlanError("suspended:=true needs hardware:=sim or mujoco: hang the real robot on its gantry or stand "
                         "yourself")
 
+
+def _hardware_nodes(args: dict[str, Any], profile: RobotProfile, robot: str, sim: bool) -> list[NodeSpec]:
+    """The hardware part: a bridge, the simulated robot, or nothing (hardware:=topic: the
+    robot's driver runs already); each refuses the arguments of the others."""
     nodes: list[NodeSpec] = []
     if args["hardware"] == "ros2_control":
-        if not args["controller"].strip("/"):
-            raise PlanError("launch argument controller:='' names no controller: give the forward_command_controller "
-                            "taking the commands (e.g. forward_position_controller)")
-        controller_joints = parse_joint_list(args["controller_joints"])
-        try:
-            ControllerJointOrder(profile.joint_names, controller_joints)
-        except ControllerJointsError as exc:
-            raise PlanError(f"launch argument controller_joints: {exc}") from None
-        nodes.append(NodeSpec("ros2_control_bridge", "ros2_control_bridge", "hardware", {
-            "robot": robot, "controller": args["controller"],
-            # An empty list has no parameter type in ROS 2: leave the node's default (profile order).
-            **({"controller_joints": controller_joints} if controller_joints else {}),
-        }))
+        nodes.append(_ros2_control_bridge(args, profile, robot))
     elif args["controller"] != LAUNCH_ARGUMENTS["controller"].default or args["controller_joints"]:
         raise PlanError("launch arguments controller and controller_joints are for hardware:=ros2_control")
     if args["hardware"] == "unitree":
-        if profile.unitree is None:
-            raise PlanError(f"hardware:=unitree needs a robot profile with a unitree: section (motor indices, head "
-                            f"bytes); {profile.name!r} has none: use robot:=go2")
-        try:
-            domain = int(args["unitree_domain"])
-        except ValueError:
-            domain = -1
-        if not 0 <= domain <= 232:
-            raise PlanError(f"launch argument unitree_domain:={args['unitree_domain']!r} must be a DDS domain id "
-                            "0..232 (a Go2: 0)")
-        nodes.append(NodeSpec("unitree_bridge", "unitree_bridge", "hardware", {
-            "robot": robot, "network_interface": args["network_interface"], "unitree_domain": domain,
-            "safety_config": args["safety_config"],
-            "remote_max_velocity": list(_remote_max_velocity(args["remote_max_velocity"])),
-        }))
+        nodes.append(_unitree_bridge(args, profile, robot))
     elif (args["network_interface"] or args["unitree_domain"] != LAUNCH_ARGUMENTS["unitree_domain"].default
           or _remote_max_velocity(args["remote_max_velocity"]) != DEFAULT_MAX_VELOCITY):
         raise PlanError("launch arguments network_interface, unitree_domain and remote_max_velocity are for "
@@ -240,13 +244,47 @@ def make_plan(**arguments: Any) -> BringupPlan:
             "engine": SIMULATED_HARDWARE[args["hardware"]],
             **({"model": args["model"]} if args["model"] else {}),
         }))
-    # The supervisor is the only publisher of /joint_commands, in sim as on hardware.
-    nodes.append(NodeSpec("safety_supervisor", "safety_supervisor", "safety", {
-        "robot": robot, "engage_on_start": args["autoengage"], "safety_config": args["safety_config"],
-        "simulated": sim,
-    }))
-    if args["estimator"] == "true" or (args["estimator"] == "auto" and args["policy"]):
-        nodes.append(NodeSpec("state_estimator", "state_estimator", "estimation", {"robot": robot}))
+    return nodes
+
+
+def _ros2_control_bridge(args: dict[str, Any], profile: RobotProfile, robot: str) -> NodeSpec:
+    if not args["controller"].strip("/"):
+        raise PlanError("launch argument controller:='' names no controller: give the forward_command_controller "
+                        "taking the commands (e.g. forward_position_controller)")
+    controller_joints = parse_joint_list(args["controller_joints"])
+    try:
+        ControllerJointOrder(profile.joint_names, controller_joints)
+    except ControllerJointsError as exc:
+        raise PlanError(f"launch argument controller_joints: {exc}") from None
+    return NodeSpec("ros2_control_bridge", "ros2_control_bridge", "hardware", {
+        "robot": robot, "controller": args["controller"],
+        # An empty list has no parameter type in ROS 2: leave the node's default (profile order).
+        **({"controller_joints": controller_joints} if controller_joints else {}),
+    })
+
+
+def _unitree_bridge(args: dict[str, Any], profile: RobotProfile, robot: str) -> NodeSpec:
+    if profile.unitree is None:
+        raise PlanError(f"hardware:=unitree needs a robot profile with a unitree: section (motor indices, head "
+                        f"bytes); {profile.name!r} has none: use robot:=go2")
+    try:
+        domain = int(args["unitree_domain"])
+    except ValueError:
+        domain = -1
+    if not 0 <= domain <= 232:
+        raise PlanError(f"launch argument unitree_domain:={args['unitree_domain']!r} must be a DDS domain id "
+                        "0..232 (a Go2: 0)")
+    return NodeSpec("unitree_bridge", "unitree_bridge", "hardware", {
+        "robot": robot, "network_interface": args["network_interface"], "unitree_domain": domain,
+        "safety_config": args["safety_config"],
+        "remote_max_velocity": list(_remote_max_velocity(args["remote_max_velocity"])),
+    })
+
+
+def _policy_nodes(args: dict[str, Any], robot: str) -> list[NodeSpec]:
+    """policy_runtime with a policy (the arguments that set it up refused without one), and the
+    demo's operator: demo_script with a policy, pose_commander as the stand-in for one."""
+    nodes: list[NodeSpec] = []
     if args["policy"]:
         policy = Path(args["policy"]).expanduser()
         if not policy.is_file():
@@ -276,18 +314,7 @@ def make_plan(**arguments: Any) -> BringupPlan:
     elif _runs_pose_commander(args):
         # No policy yet: a scripted stand-in for one; its commands go through the supervisor too.
         nodes.append(NodeSpec("pose_commander", "pose_commander", "demo", {"robot": robot}))
-    if args["failure_collector"]:
-        # Same parameters in sim and on hardware: it asks sim_robot for its conditions itself.
-        nodes.append(NodeSpec("failure_collector", "failure_collector", "monitoring", {
-            "robot": robot, "output_dir": str(Path(args["failures_dir"]).expanduser().absolute())
-            if args["failures_dir"] else "",
-        }))
-    realtime_cpus = _realtime_cpus(args)
-    nodes = [NodeSpec(n.executable, n.name, n.role, {**n.parameters, "use_sim_time": use_sim_time}, n.remappings,
-                      node_environment(n.role, args["realtime"], realtime_cpus))
-             for n in nodes]
-    return BringupPlan(robot=robot, hardware=args["hardware"], use_sim_time=use_sim_time, nodes=tuple(nodes),
-                       realtime=args["realtime"], realtime_cpus=realtime_cpus)
+    return nodes
 
 
 def node_environment(role: str, realtime: bool, realtime_cpus: tuple[int, ...]) -> dict[str, str]:

@@ -123,11 +123,7 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
         return SafetyConfigError(source, field, problem, fix)
 
     def number(value: Any, field: str) -> float:
-        # NaN passes `value < 0`: a NaN deadline never trips, a NaN max_step makes every command NaN.
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise fail(field, f"expected a finite number >= 0, got {value!r}",
-                       "write a non-negative number in SI units")
-        return float(value)
+        return _non_negative(value, field, fail)
 
     unknown = sorted(set(data) - {"command_period", "stand_duration", "blend_duration", "hold_pose", "hold_duration",
                                   "standby_deadline", "allow_weakened", "damp_pose", "damp_duration", "checks",
@@ -137,54 +133,8 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
     checks_data = data.get("checks") or {}
     if not isinstance(checks_data, dict):
         raise fail("checks", "must be a mapping of check name -> settings", "see config/safety/go2.yaml")
-    checks: dict[str, CheckConfig] = {}
-    for name, entry in checks_data.items():
-        if name not in CHECKS:
-            raise fail(f"checks.{name}", "unknown check", f"use one of {sorted(CHECKS)}")
-        if entry is not None and not isinstance(entry, dict):
-            raise fail(f"checks.{name}", f"expected a mapping of settings, got {entry!r}",
-                       f"write e.g. {name}: {{response: hold}} (see config/safety/go2.yaml)")
-        entry = dict(entry or {})
-        response_name = str(entry.pop("response", "")).upper()
-        if response_name not in Response.__members__ or response_name == "NONE":
-            raise fail(f"checks.{name}.response", f"unknown response {response_name.lower()!r}",
-                       "use clamp, hold, damp or estop")
-        if name in FILTERS and response_name != "CLAMP":
-            raise fail(f"checks.{name}.response", f"{name} limits every command, it cannot {response_name.lower()}",
-                       "use response: clamp")
-        if name not in FILTERS and response_name == "CLAMP":
-            # A trip set to clamp never stops anything: the check would report and do nothing.
-            raise fail(f"checks.{name}.response", f"{name} is a trip: clamp would make it do nothing",
-                       "use hold, damp or estop (or enabled: false, which hardware refuses without allow_weakened)")
-        flags = {flag: entry.pop(flag, flag == "enabled") for flag in CHECK_FLAGS}
-        for flag, value in flags.items():
-            if not isinstance(value, bool):
-                raise fail(f"checks.{name}.{flag}", f"expected true or false, got {value!r}", "write true or false")
-        extra = sorted(set(entry) - set(CHECKS[name]))
-        if extra:
-            raise fail(f"checks.{name}", f"unknown settings {extra}", f"this check takes {sorted(CHECKS[name])}, response and {list(CHECK_FLAGS)}")
-        thresholds = {key: number(entry.get(key, default), f"checks.{name}.{key}")
-                      for key, default in CHECKS[name].items()}
-        if name == "target_rate" and thresholds["factor"] <= 0:
-            # A zero limit would divide by zero in the rate limiter: no velocity could ever change.
-            raise fail("checks.target_rate.factor", f"must be > 0, got {thresholds['factor']:g}",
-                       "use 1.0 (the profile's limits) or a fraction of them; enabled: false turns it off")
-        checks[name] = CheckConfig(name, Response[response_name], flags["enabled"], thresholds, flags["hardware_only"])
-    buttons_data = data.get("joystick") or {}
-    if not isinstance(buttons_data, dict):
-        raise fail("joystick", "must map actions to button indices", f"use keys {list(BUTTONS)}")
-    buttons: dict[str, int] = {}
-    for action, index in buttons_data.items():
-        if action not in BUTTONS:
-            raise fail(f"joystick.{action}", "unknown action", f"use one of {list(BUTTONS)}")
-        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-            raise fail(f"joystick.{action}", f"expected a button index >= 0, got {index!r}", "write an integer")
-        buttons[action] = index
-    shared = sorted({index for index in buttons.values() if list(buttons.values()).count(index) > 1})
-    if shared:
-        # One press would run several actions in a tick: estop, then reset, stands the robot back up.
-        actions = {index: [a for a, i in buttons.items() if i == index] for index in shared}
-        raise fail("joystick", f"buttons shared by several actions: {actions}", "give each action its own button")
+    checks = {name: _check(name, entry, fail) for name, entry in checks_data.items()}
+    buttons = _joystick(data.get("joystick") or {}, fail)
     remote = _remote(data.get("remote") or {}, fail)
     hold_pose = data.get("hold_pose", "last")
     if hold_pose not in HOLD_POSES:
@@ -207,6 +157,67 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
         blend_duration=number(data.get("blend_duration", 0.5), "blend_duration"),
         checks=checks, buttons=buttons, remote=remote, source=Path(source) if isinstance(source, (str, Path)) else None,
     )
+
+
+def _non_negative(value: Any, field: str, fail) -> float:
+    # NaN passes `value < 0`: a NaN deadline never trips, a NaN max_step makes every command NaN.
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise fail(field, f"expected a finite number >= 0, got {value!r}", "write a non-negative number in SI units")
+    return float(value)
+
+
+def _check(name: str, entry: Any, fail) -> CheckConfig:
+    """One entry of ``checks:``: its response (a filter clamps, a trip stops), flags and thresholds."""
+    if name not in CHECKS:
+        raise fail(f"checks.{name}", "unknown check", f"use one of {sorted(CHECKS)}")
+    if entry is not None and not isinstance(entry, dict):
+        raise fail(f"checks.{name}", f"expected a mapping of settings, got {entry!r}",
+                   f"write e.g. {name}: {{response: hold}} (see config/safety/go2.yaml)")
+    entry = dict(entry or {})
+    response_name = str(entry.pop("response", "")).upper()
+    if response_name not in Response.__members__ or response_name == "NONE":
+        raise fail(f"checks.{name}.response", f"unknown response {response_name.lower()!r}",
+                   "use clamp, hold, damp or estop")
+    if name in FILTERS and response_name != "CLAMP":
+        raise fail(f"checks.{name}.response", f"{name} limits every command, it cannot {response_name.lower()}",
+                   "use response: clamp")
+    if name not in FILTERS and response_name == "CLAMP":
+        # A trip set to clamp never stops anything: the check would report and do nothing.
+        raise fail(f"checks.{name}.response", f"{name} is a trip: clamp would make it do nothing",
+                   "use hold, damp or estop (or enabled: false, which hardware refuses without allow_weakened)")
+    flags = {flag: entry.pop(flag, flag == "enabled") for flag in CHECK_FLAGS}
+    for flag, value in flags.items():
+        if not isinstance(value, bool):
+            raise fail(f"checks.{name}.{flag}", f"expected true or false, got {value!r}", "write true or false")
+    extra = sorted(set(entry) - set(CHECKS[name]))
+    if extra:
+        raise fail(f"checks.{name}", f"unknown settings {extra}", f"this check takes {sorted(CHECKS[name])}, response and {list(CHECK_FLAGS)}")
+    thresholds = {key: _non_negative(entry.get(key, default), f"checks.{name}.{key}", fail)
+                  for key, default in CHECKS[name].items()}
+    if name == "target_rate" and thresholds["factor"] <= 0:
+        # A zero limit would divide by zero in the rate limiter: no velocity could ever change.
+        raise fail("checks.target_rate.factor", f"must be > 0, got {thresholds['factor']:g}",
+                   "use 1.0 (the profile's limits) or a fraction of them; enabled: false turns it off")
+    return CheckConfig(name, Response[response_name], flags["enabled"], thresholds, flags["hardware_only"])
+
+
+def _joystick(buttons_data: Any, fail) -> dict[str, int]:
+    """``joystick:``: action -> button index, each action its own button."""
+    if not isinstance(buttons_data, dict):
+        raise fail("joystick", "must map actions to button indices", f"use keys {list(BUTTONS)}")
+    buttons: dict[str, int] = {}
+    for action, index in buttons_data.items():
+        if action not in BUTTONS:
+            raise fail(f"joystick.{action}", "unknown action", f"use one of {list(BUTTONS)}")
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise fail(f"joystick.{action}", f"expected a button index >= 0, got {index!r}", "write an integer")
+        buttons[action] = index
+    shared = sorted({index for index in buttons.values() if list(buttons.values()).count(index) > 1})
+    if shared:
+        # One press would run several actions in a tick: estop, then reset, stands the robot back up.
+        actions = {index: [a for a, i in buttons.items() if i == index] for index in shared}
+        raise fail("joystick", f"buttons shared by several actions: {actions}", "give each action its own button")
+    return buttons
 
 
 def _finite(value: Any, field: str, fail) -> float:

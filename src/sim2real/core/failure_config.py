@@ -101,32 +101,45 @@ def parse_failure_config(data: dict[str, Any], source: str | Path = "<failure co
     if not isinstance(topics_data, dict) or not topics_data:
         raise fail("topics", "no topics to buffer", "list topics as '/name: {type: pkg/msg/Type, seconds: S, "
                                                     "max_mb: M}'")
-    topics = []
-    for name, entry in topics_data.items():
-        field = f"topics.{name}"
-        if not isinstance(entry, dict) or not isinstance(entry.get("type"), str) or entry["type"].count("/") != 2:
-            raise fail(field, f"{entry!r} has no message type like sensor_msgs/msg/JointState",
-                       "write {type: pkg/msg/Type, seconds: S, max_mb: M}")
-        extra = sorted(set(entry) - {"type", "seconds", "max_mb"})
-        if extra:
-            raise fail(f"{field}.{extra[0]}", "unknown setting", "a topic takes type, seconds and max_mb")
-        try:  # a type rosbags cannot write would lose every bundle holding the topic, at failure time
-            from sim2real.core.bags import TYPESTORE
+    topics = [_topic_buffer(str(name), entry, pre + post, fail, number) for name, entry in topics_data.items()]
+    triggers = _triggers(data.get("triggers") or {}, topics_data, fail, number, optional_number)
+    return FailureConfig(
+        source=str(source), output_dir=str(data.get("output_dir") or "~/.sim2real/failures"),
+        pre_event_s=pre, post_event_s=post, cooldown_s=number(data, "cooldown_s", "cooldown_s", 5.0),
+        quota_bytes=int(number(data, "quota_mb", "quota_mb", 500, positive=True) * MB),
+        min_free_bytes=int(number(data, "min_free_mb", "min_free_mb", 200) * MB),
+        topics=tuple(topics), triggers=triggers)
 
-            TYPESTORE.types[entry["type"]]
-        except KeyError:
-            raise fail(f"{field}.type", f"{entry['type']} is not a message type the bag writer knows (the "
-                                        "standard ROS 2 Humble set)", "buffer a standard message type, or leave "
-                                        "the topic out") from None
-        seconds = number(entry, "seconds", f"{field}.seconds", pre + post, positive=True)
-        if seconds < pre + post:
-            raise fail(f"{field}.seconds", f"{seconds:g} s cannot hold the event window "
-                                           f"pre_event_s + post_event_s = {pre + post:g} s",
-                       f"buffer at least {pre + post:g} s or shorten the window")
-        max_mb = number(entry, "max_mb", f"{field}.max_mb", 8, positive=True)
-        topics.append(TopicBuffer(str(name), entry["type"], seconds, int(max_mb * MB)))
 
-    trig = data.get("triggers") or {}
+def _topic_buffer(name: str, entry: Any, window: float, fail, number) -> TopicBuffer:
+    """One entry of ``topics:``: a standard message type the bag writer knows, and a buffer long
+    enough for the event ``window`` (pre_event_s + post_event_s)."""
+    field = f"topics.{name}"
+    if not isinstance(entry, dict) or not isinstance(entry.get("type"), str) or entry["type"].count("/") != 2:
+        raise fail(field, f"{entry!r} has no message type like sensor_msgs/msg/JointState",
+                   "write {type: pkg/msg/Type, seconds: S, max_mb: M}")
+    extra = sorted(set(entry) - {"type", "seconds", "max_mb"})
+    if extra:
+        raise fail(f"{field}.{extra[0]}", "unknown setting", "a topic takes type, seconds and max_mb")
+    try:  # a type rosbags cannot write would lose every bundle holding the topic, at failure time
+        from sim2real.core.bags import TYPESTORE
+
+        TYPESTORE.types[entry["type"]]
+    except KeyError:
+        raise fail(f"{field}.type", f"{entry['type']} is not a message type the bag writer knows (the "
+                                    "standard ROS 2 Humble set)", "buffer a standard message type, or leave "
+                                    "the topic out") from None
+    seconds = number(entry, "seconds", f"{field}.seconds", window, positive=True)
+    if seconds < window:
+        raise fail(f"{field}.seconds", f"{seconds:g} s cannot hold the event window "
+                                       f"pre_event_s + post_event_s = {window:g} s",
+                   f"buffer at least {window:g} s or shorten the window")
+    max_mb = number(entry, "max_mb", f"{field}.max_mb", 8, positive=True)
+    return TopicBuffer(name, entry["type"], seconds, int(max_mb * MB))
+
+
+def _triggers(trig: Any, topics_data: dict, fail, number, optional_number) -> TriggerConfig:
+    """``triggers:``: what starts a bundle; a stale topic must be one that is buffered."""
     if not isinstance(trig, dict):
         raise fail("triggers", f"expected a mapping, got {trig!r}", "write the triggers as a YAML mapping")
     unknown = sorted(set(trig) - set(_TRIGGER_KEYS))
@@ -155,7 +168,7 @@ def parse_failure_config(data: dict[str, Any], source: str | Path = "<failure co
     if fall is not None and fall >= 180:
         raise fail("triggers.fall_tilt_deg", f"{fall:g} deg can never be reached (a tilt is at most 180 deg)",
                    "write e.g. 60 (or null to switch it off)")
-    triggers = TriggerConfig(
+    return TriggerConfig(
         supervisor_modes=modes,
         fall_tilt_deg=fall,
         non_finite_command=non_finite,
@@ -165,9 +178,3 @@ def parse_failure_config(data: dict[str, Any], source: str | Path = "<failure co
         stale_s=optional_number(trig, "stale_s", "triggers.stale_s", 0.5, positive=True),
         stale_topics=stale_topics,
         before_engage=before_engage)
-    return FailureConfig(
-        source=str(source), output_dir=str(data.get("output_dir") or "~/.sim2real/failures"),
-        pre_event_s=pre, post_event_s=post, cooldown_s=number(data, "cooldown_s", "cooldown_s", 5.0),
-        quota_bytes=int(number(data, "quota_mb", "quota_mb", 500, positive=True) * MB),
-        min_free_bytes=int(number(data, "min_free_mb", "min_free_mb", 200) * MB),
-        topics=tuple(topics), triggers=triggers)

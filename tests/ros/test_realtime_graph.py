@@ -74,6 +74,11 @@ def test_the_chain_runs_at_its_priorities_on_its_cpus_and_monitoring_does_not(tm
             return set(nodes) == {*ROLES, "failure_collector"}
 
         assert wait_for(started, 30.0), f"the five nodes never started: {sorted(nodes)}"
+        # A process exists before its node does: at the lowest priority of one shared CPU the
+        # estimator may still be importing when the supervisor already commands the robot, and
+        # its DDS threads start with its node. In the graph, each chain node has them.
+        assert wait_for(lambda: set(ROLES) <= set(probe.node.get_node_names()), 30.0), \
+            f"chain nodes missing from the ROS graph: {sorted(set(ROLES) - set(probe.node.get_node_names()))}"
         # Up and commanding: the supervisor's commands reach the robot.
         assert wait_for(lambda: probe.node.count_publishers("/joint_commands") >= 1
                         and probe.node.count_subscribers("/joint_commands") >= 1, 30.0)

@@ -29,7 +29,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     while time.monotonic() - start < args.window:
         for sample in dds.take_states(timeout=0.1):
             received.append((time.monotonic(), low_level.read(sample)))
-    failures = preflight(received, args.window, profile, dds.other_command_writers(), dds.other_state_writers())
+    failures = preflight(received, args.window, profile, *dds.rivals())
     dds.close()
     for line in failures:
         print(f"FAIL {line}")

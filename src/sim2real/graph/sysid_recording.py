@@ -109,14 +109,12 @@ def _check_excitation(profile, logger: dict[str, Any]) -> None:
     """The logger's excitation arguments as it will build them (its amplitude and legs defaults
     included), checked here: a bad one is refused before any process starts, not by the logger
     after the robot has stood up."""
-    from sim2real.sysid.excitation import ExcitationError, check_excitation, excitation_defaults
+    from sim2real.sysid.excitation import ExcitationError, check_excitation, recording_arguments
 
-    auto_amplitude, auto_legs = excitation_defaults(profile, logger["suspended"])
     try:
-        check_excitation(profile, logger["kind"], [j for j in logger["joints"].split(",") if j] or None,
-                         logger["duration"], logger["amplitude"] or auto_amplitude, logger["f_min"], logger["f_max"],
-                         velocity_fraction=logger["velocity_fraction"],
-                         legs=auto_legs if logger["legs"] < 0 else logger["legs"])
+        check_excitation(profile, **recording_arguments(
+            profile, logger["suspended"], *(logger[name] for name in ("kind", "joints", "duration", "amplitude",
+                                                                      "f_min", "f_max", "velocity_fraction", "legs"))))
     except ExcitationError as exc:
         raise PlanError(f"sysid excitation: {exc}") from None
 

@@ -41,7 +41,7 @@ from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sysid.engage_startup import EngageStartup, SupervisorView
-from sim2real.sysid.excitation import excitation_defaults, make_excitation
+from sim2real.sysid.excitation import make_excitation, recording_arguments
 from sim2real.sysid.metadata import SUSPENDED, bag_custom_data
 from sim2real.sysid.standing_check import require_standing
 
@@ -105,11 +105,8 @@ class SysidLoggerNode(Node):
         self.stand_s = safety.stand_duration
         self.blend_s = safety.blend_duration
         self.startup = EngageStartup(start_timeout)
-        auto_amplitude, auto_legs = excitation_defaults(self.profile, suspended)
-        self.excitation = make_excitation(self.profile, kind, [j for j in joints.split(",") if j] or None, duration,
-                                          amplitude or auto_amplitude, f_min, f_max,
-                                          velocity_fraction=velocity_fraction, seed=seed,
-                                          legs=auto_legs if legs < 0 else legs)
+        self.excitation = make_excitation(self.profile, seed=seed, **recording_arguments(
+            self.profile, suspended, kind, joints, duration, amplitude, f_min, f_max, velocity_fraction, legs))
         # A standing robot must stay up under the plan: played in sim first, under the
         # conditions the simulated robot runs with (on hardware: nominal).
         standing = require_standing(self.profile, self.excitation, suspended,

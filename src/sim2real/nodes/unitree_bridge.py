@@ -178,7 +178,8 @@ class UnitreeBridgeNode(Node):
 
     def _check_writers(self) -> None:
         # Latches (and damps) on another rt/lowcmd writer or a second rt/lowstate writer.
-        self.gate.writers(self.dds.other_command_writers(), time.monotonic(), self.dds.other_state_writers())
+        command_writers, state_writers = self.dds.rivals()
+        self.gate.writers(command_writers, time.monotonic(), state_writers)
 
     # -- /joint_commands -------------------------------------------------------------------
     def _on_command(self, msg: JointState, info: dict) -> None:

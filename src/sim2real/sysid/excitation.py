@@ -47,6 +47,18 @@ def excitation_defaults(profile: RobotProfile, suspended: bool) -> tuple[float, 
     return STANDING_AMPLITUDE, 1 if len(profile.foot_links) == 4 else 0
 
 
+def recording_arguments(profile: RobotProfile, suspended: bool, kind: str, joints: str, duration: float,
+                        amplitude: float, f_min: float, f_max: float, velocity_fraction: float,
+                        legs: int) -> dict[str, Any]:
+    """:func:`make_excitation`'s keyword arguments (but the seed) from a recording's parameters, as
+    sysid_logger and the recording plan take them: ``joints`` comma-separated ('' = all),
+    ``amplitude`` 0 and ``legs`` -1 for the robot's defaults (:func:`excitation_defaults`)."""
+    auto_amplitude, auto_legs = excitation_defaults(profile, suspended)
+    return {"kind": kind, "joints": [j for j in joints.split(",") if j] or None, "duration": duration,
+            "amplitude": amplitude or auto_amplitude, "f_min": f_min, "f_max": f_max,
+            "velocity_fraction": velocity_fraction, "legs": auto_legs if legs < 0 else legs}
+
+
 class ExcitationError(InputError):
     """An excitation that cannot be built; the message names the argument and the fix."""
 

@@ -94,28 +94,34 @@ class UnitreeDds:
     def other_command_writers(self) -> list[str]:
         """Writers on rt/lowcmd other than this participant's (DDS discovery): e.g. the robot's
         sport mode, which would fight every command the bridge sends."""
-        return self._other_writers(LOWCMD_TOPIC)
+        return self.rivals()[0]
 
     def other_state_writers(self) -> list[str]:
         """The participants writing rt/lowstate, this one aside: for the bridge every robot on the
         domain and interface. More than one (two robots, or a robot and a simulator) interleave
         their states, and the bridge would command one robot from the other's. Counted by
         participant, so a robot whose service writes with more than one writer is still one."""
-        return self._other_writers(LOWSTATE_TOPIC, by_participant=True)
+        return self.rivals()[1]
 
-    def _other_writers(self, topic: str, by_participant: bool = False) -> list[str]:
+    def rivals(self) -> tuple[list[str], list[str]]:
+        """Both of the above from one read of the discovered publications."""
         assert self.participant is not None and self._publications is not None and self._alive is not None, \
             "writers asked after close()"
         own = str(self.participant.guid)
-        others: set[str] = set()
+        command_writers: set[str] = set()
+        state_participants: set[str] = set()
         seen, batch = 0, 256
         while True:  # a robot's domain holds many topics: read them all, not the first batch
             samples = self._publications.read(N=seen + batch, condition=self._alive)  # writers gone are not alive
             for sample in samples:
-                if sample.topic_name == topic and str(sample.participant_key) != own:
-                    others.add(str(sample.participant_key if by_participant else sample.key))
+                if str(sample.participant_key) == own:
+                    continue
+                if sample.topic_name == LOWCMD_TOPIC:
+                    command_writers.add(str(sample.key))
+                elif sample.topic_name == LOWSTATE_TOPIC:
+                    state_participants.add(str(sample.participant_key))
             if len(samples) < seen + batch:
-                return sorted(others)
+                return sorted(command_writers), sorted(state_participants)
             seen += batch
 
     def close(self) -> None:

@@ -13,9 +13,14 @@ import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, QoSReliabilityPolicy
 
 from sim2real.graph.plan import make_plan
 from sim2real.graph.processes import GraphProcesses
+
+# Reliable like the command publishers, but deep: the command QoS keeps one message, and a probe
+# busy for two periods would silently lose one and count a gap (or a command) that never was.
+RECORD = QoSProfile(depth=100, reliability=QoSReliabilityPolicy.RELIABLE)
 
 
 def wait_for(predicate, timeout: float, poll: float = 0.02) -> bool:

@@ -205,7 +205,8 @@ def test_in_lockstep_a_snapshot_bundle_is_on_the_sim_clock(probe, start_graph, t
 
     assert wait_for(lambda: sim_s() >= 2.0, 60.0), f"sim time only reached {sim_s():.3f} s"
     client = probe.node.create_client(Trigger, "/failure_collector/snapshot")
-    assert client.wait_for_service(timeout_sec=10.0)
+    # Started with the sim, the collector has heavier imports: its service may come later.
+    assert client.wait_for_service(timeout_sec=30.0)
     future = client.call_async(Trigger.Request())
     assert wait_for(future.done, 60.0 + WRITE_S) and future.result().success
     bundle = wait_bundle(out, "manual", timeout=10.0)

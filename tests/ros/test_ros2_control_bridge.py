@@ -19,7 +19,7 @@ from std_msgs.msg import Float64MultiArray
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import load_safety_config
 from sim2real.nodes import qos
-from tests.ros.conftest import wait_for
+from tests.ros.conftest import RECORD, wait_for
 
 pytestmark = pytest.mark.ros
 
@@ -70,7 +70,7 @@ def test_supervisor_commands_reach_the_controller_in_its_joint_order(probe, star
     controller_joints = PANDA.joint_names[3:] + PANDA.joint_names[:3]
     arm = MockRos2ControlArm(probe, "arm_controller", controller_joints)
     hold_the_deadman(probe)
-    commands = probe.record(JointState, "/joint_commands", qos.COMMAND)
+    commands = probe.record(JointState, "/joint_commands", RECORD)
     status = probe.record(DiagnosticArray, "/safety/status", 10)
     diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
     start_graph(robot="panda", hardware="ros2_control", controller="arm_controller",

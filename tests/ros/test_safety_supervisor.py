@@ -18,7 +18,7 @@ from std_srvs.srv import Trigger
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import load_safety_config
 from sim2real.nodes import qos
-from tests.ros.conftest import wait_for
+from tests.ros.conftest import RECORD, wait_for
 
 pytestmark = pytest.mark.ros
 
@@ -357,7 +357,7 @@ def test_in_lockstep_a_re_announced_state_is_answered_again(probe, start_graph):
     from rosgraph_msgs.msg import Clock
 
     start_graph(robot="panda", lockstep=True, only=["safety_supervisor"])
-    commands = probe.record(JointState, "/joint_commands", qos.COMMAND)
+    commands = probe.record(JointState, "/joint_commands", RECORD)
     clock_pub = probe.node.create_publisher(Clock, "/clock", qos.CLOCK)
     state_pub = probe.node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
     state = JointState(name=PANDA.joint_names, position=PANDA.default_positions.tolist(),
@@ -368,12 +368,20 @@ def test_in_lockstep_a_re_announced_state_is_answered_again(probe, start_graph):
         state_pub.publish(state)
 
     assert wait_for(lambda: (announce() or bool(commands)), STARTUP_S, poll=0.5), "no answer to the first state"
-    time.sleep(0.3)  # any answer still in flight lands before counting
-    answered = len(commands)
+
+    def settled() -> bool:  # answers to announcements still in flight have landed
+        count = len(commands)
+        time.sleep(0.5)
+        return len(commands) == count
+
+    assert wait_for(settled, 10.0, poll=0.0)
+    # Each re-announcement is answered once: one answer each, and no second one.
     for _ in range(3):
+        answered = len(commands)
         announce()
-        time.sleep(0.3)
-    assert len(commands) == answered + 3, f"{len(commands) - answered} answers to 3 re-announcements"
+        assert wait_for(lambda answered=answered: len(commands) > answered, 5.0), "a re-announced state was not answered"
+        assert wait_for(settled, 10.0, poll=0.0)
+        assert len(commands) == answered + 1, f"{len(commands) - answered} answers to one re-announcement"
     assert all(m.header.stamp.sec == 0 and m.header.stamp.nanosec == 0 for m in commands)
     assert all(np.all(np.isfinite(m.position)) for m in commands)
 
@@ -417,6 +425,7 @@ def test_in_lockstep_a_policy_command_before_the_first_state_does_not_use_up_its
     assert not commands
     state = JointState(name=PANDA.joint_names, position=PANDA.default_positions.tolist(),
                        velocity=[0.0] * PANDA.num_joints, effort=[0.0] * PANDA.num_joints)
+    assert wait_for(lambda: state_pub.get_subscription_count() >= 1, STARTUP_S)  # published once: heard
     clock_pub.publish(Clock())
     state_pub.publish(state)
     assert wait_for(lambda: bool(commands), 5.0), "the first state was never answered"
@@ -454,7 +463,9 @@ def test_joint_states_are_matched_by_name_every_message_and_malformed_ones_ignor
     stream(0.5, names, q + 0.1, effort=[0.0] * 3)
     assert len(operator.commands) > before and not graph.exited(), graph.log.text()[-2000:]
     np.testing.assert_allclose(operator.commands[-1].position, q, atol=1e-12)  # the short ones were ignored
-    assert "ignoring /joint_states with 7 names, 7 positions, 0 velocities and 3 efforts" in graph.log.text()
+    # Through the supervisor's stdout and the test's reader of it: a moment after the stream.
+    assert wait_for(lambda: "ignoring /joint_states with 7 names, 7 positions, 0 velocities and 3 efforts"
+                    in graph.log.text(), 10.0), graph.log.text()[-2000:]
 
 
 def test_a_teleop_session_naming_some_joints_keeps_the_others_where_the_robot_holds(probe, start_graph):
@@ -537,6 +548,7 @@ def test_a_stopping_supervisor_sends_a_last_command_that_holds_the_joints_where_
     arrivals = []
     active_go2.probe.record(JointState, "/joint_commands", qos.COMMAND, lambda m: arrivals.append(time.monotonic()))
     states = active_go2.probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
+    assert wait_for(lambda: arrivals and states, 10.0), "the new subscriptions never matched"
     active_go2.action = GO2.default_positions + 0.1  # the policy's target, away from where the joints are
     time.sleep(0.5)
     supervisor = active_go2.graph.processes["safety_supervisor"]

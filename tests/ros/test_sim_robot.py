@@ -105,8 +105,10 @@ def test_command_timeout_damps_like_a_real_driver(probe, start_graph, hardware):
     diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
     assert wait_for(lambda: len(truth) > 10, STARTUP_S)
     publisher = probe.command_publisher()
+    # The sim must discover this new writer and map it to its node before it counts as commanded.
+    assert wait_for(lambda: publisher.get_subscription_count() >= 1, STARTUP_S)
     timer = probe.node.create_timer(0.02, lambda: publisher.publish(command(GO2.joint_names, GO2.default_positions)))
-    assert wait_for(lambda: diagnostics_value(diagnostics, "mode") == "COMMANDED", 5.0)
+    assert wait_for(lambda: diagnostics_value(diagnostics, "mode") == "COMMANDED", STARTUP_S)
     standing = truth[-1].pose.pose.position.z
     timer.cancel()
     stopped = time.monotonic()

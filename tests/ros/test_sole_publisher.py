@@ -39,8 +39,11 @@ def test_a_lockstep_sim_names_a_second_driver_and_a_second_clock(start_graph, pr
     assert wait_for(lambda: "lockstep" in graph.log.text(), 30.0), graph.log.text()[-2000:]
     probe.node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
     probe.node.create_publisher(Clock, "/clock", 10)
-    assert wait_for(lambda: "2 publishers on /joint_states" in graph.log.text()
-                    and "2 publishers on /clock" in graph.log.text(), WARN_THROTTLE_S - 1.0), graph.log.text()[-2000:]
+    warnings = ("2 publishers on /joint_states", "2 publishers on /clock")
+    # Discovery decides when the first comes; the second must not wait a throttle period behind it.
+    assert wait_for(lambda: any(w in graph.log.text() for w in warnings), 30.0), graph.log.text()[-2000:]
+    assert wait_for(lambda: all(w in graph.log.text() for w in warnings), WARN_THROTTLE_S - 1.0), \
+        graph.log.text()[-2000:]
 
 
 def test_a_second_writer_on_joint_commands_moves_nothing_and_damps(start_graph, probe):
@@ -67,11 +70,15 @@ def test_a_second_writer_on_joint_commands_moves_nothing_and_damps(start_graph, 
         values = {kv.key: kv.value for kv in status[-1].status[0].values}
         return status[-1].status[0].message == "DAMPING" and "sole_writer" in values["last_trip"]
 
-    assert wait_for(tripped, 10.0), status[-1].status[0].values
-    time.sleep(1.0)
+    assert wait_for(tripped, 30.0), status[-1].status[0].values  # once the supervisor's discovery sees it
+
+    def refused_writers() -> int:  # the sim's own count, in its diagnostics once a second
+        sim = [kv.value for a in list(diagnostics) for s in a.status if s.name.startswith("sim_robot")
+               for kv in s.values if kv.key == "refused_writers"]
+        return int(sim[-1]) if sim else 0
+
+    assert wait_for(lambda: refused_writers() > 0, 30.0), "the sim never reported the rogue writer"
+    time.sleep(1.0)  # the rogue keeps commanding: nothing moves
     reached = max(float(m.position[1]) for m in list(states)[-300:])
     assert reached < panda.default_positions[1] + 0.2, f"the rogue commands moved joint 2 to {reached:.2f} rad"
-    sim = [kv.value for a in list(diagnostics) for s in a.status if s.name.startswith("sim_robot")
-           for kv in s.values if kv.key == "refused_writers"]
-    assert sim and int(sim[-1]) > 0
     np.testing.assert_array_equal(np.isfinite(states[-1].position), True)

@@ -102,6 +102,8 @@ def test_a_demo_node_stopped_from_outside_fails_the_demo(tmp_path, probe):
 def test_a_demo_that_loses_its_robot_driver_writes_one_failure_bundle_before_it_ends(tmp_path, probe):
     """kill -9 of the simulated robot: the supervisor damps on the silence, and the demo keeps
     the rest of the graph up long enough for the failure collector to write that bundle."""
+    from diagnostic_msgs.msg import DiagnosticArray
+
     from sim2real.core.failure_bundle import list_bundles
 
     out = tmp_path / "bundles"
@@ -114,7 +116,14 @@ def test_a_demo_that_loses_its_robot_driver_writes_one_failure_bundle_before_it_
                    if b"sim_robot" in Path(f"/proc/{pid}/cmdline").read_bytes())
         assert wait_for(lambda: probe.node.count_publishers("/joint_states") >= 1
                         and probe.node.count_subscribers("/joint_states") >= 3, 30.0), "the graph never came up"
-        time.sleep(3.0)  # the collector has the robot's sensing in its buffers
+        # The collector has the robot's sensing in its buffers (its own count says so), and a
+        # few seconds of it.
+        diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
+        assert wait_for(lambda: any(kv.key == "received/joint_states" and int(kv.value) > 0
+                                    for array in list(diagnostics) for status in array.status
+                                    if status.name.startswith("failure_collector") for kv in status.values),
+                        30.0), "the failure collector never received /joint_states"
+        time.sleep(3.0)
         os.kill(sim, signal.SIGKILL)
         out_text, err = up.communicate(timeout=60.0)
     finally:

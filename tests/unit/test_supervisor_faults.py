@@ -270,6 +270,27 @@ def test_damp_and_reset_in_one_joy_message_stay_damped():
     assert any("pressed with a stop" in event for event in rig.core.events)
 
 
+def test_a_press_released_before_the_next_tick_is_obeyed_message_by_message():
+    """A tap shorter than a tick (a pad at 100 Hz+, or ticks held off by a slow policy) is two
+    /joy messages between ticks; each message's presses keep their own rules."""
+    rig = Rig(DAMP_AT_ONCE)  # reset at once: the descent's wait is tested apart
+    rig.engaged()
+    assert rig.core.joystick(pad("damp")) == {"damp"}
+    assert rig.core.joystick(pad()) == frozenset()
+    rig.inputs.joy_buttons, rig.inputs.joy_time = pad(), rig.now
+    assert rig.tick().mode == Mode.DAMPING
+    assert rig.tick(5).mode == Mode.DAMPING  # acted on once
+    # Reset, then engage in a later message, both before one tick: the reset alone is a reset,
+    # and the engage, a separate act, is judged by itself (refused: the robot has not stood up).
+    rig.core.joystick(pad("reset"))
+    rig.core.joystick(pad())
+    rig.core.joystick(pad("engage"))
+    rig.inputs.joy_buttons = pad("engage")
+    assert rig.tick().mode == Mode.STANDBY
+    assert not any("pressed with reset" in event for event in rig.core.events), rig.core.events
+    assert any(event.startswith("joystick engage: ") for event in rig.core.events), rig.core.events
+
+
 def test_a_takeover_during_the_stand_up_can_engage_once_the_hold_stands():
     rig = Rig()
     rig.tick(10)

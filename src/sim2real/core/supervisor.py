@@ -156,7 +156,8 @@ class SupervisorCore:
         self._mode_since = -math.inf  # when the current mode was entered
         self._blend_from: Optional[np.ndarray] = None
         self._blend_time = 0.0
-        self._previous_buttons: list[int] = []
+        self._previous_buttons: list[int] = []  # of the newest /joy message noted (joystick())
+        self._pending_presses: list[frozenset[str]] = []  # per /joy message, until the next tick
         # The newest /joint_states with every position finite, and when it came.
         self._valid_state: Optional[tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray],
                                           Optional[float]]] = None
@@ -371,10 +372,26 @@ class SupervisorCore:
                 return f"the policy is behind: its command was computed on data {lag * 1e3:.0f} ms old"
         return ""
 
+    # -- the joystick ----------------------------------------------------------------------------
+    def joystick(self, buttons: Sequence[int]) -> frozenset[str]:
+        """Note one /joy message: the operator actions whose buttons it presses anew, against the
+        message before it. The next tick acts on them, message by message, so a press released
+        before that tick is still obeyed (an edge test against the last tick's buttons misses it).
+        A caller that does not call this per message gets the test once a tick, on the inputs."""
+        pressed = frozenset(action for action in OPERATOR_BUTTONS
+                            if (index := self.config.buttons.get(action)) is not None
+                            and newly_pressed(index, self._previous_buttons, buttons))
+        self._previous_buttons = list(buttons)
+        if pressed:
+            self._pending_presses.append(pressed)
+        return pressed
+
     # -- the tick ------------------------------------------------------------------------------
     def tick(self, inputs: SupervisorInputs, now: float) -> Decision:
         self.events = []
         inputs = self._validated(inputs)
+        if inputs.joy_buttons is not None and list(inputs.joy_buttons) != self._previous_buttons:
+            self.joystick(inputs.joy_buttons)  # a message the caller did not note
         self._handle_buttons(inputs, now)
         if inputs.joint_position is None:
             # Nothing measured yet: no command can be safe. The driver's own start-up behaviour holds.
@@ -432,14 +449,15 @@ class SupervisorCore:
         self._segment_time = now
 
     def _handle_buttons(self, inputs: SupervisorInputs, now: float) -> None:
-        buttons = inputs.joy_buttons or []
-        previous, self._previous_buttons = self._previous_buttons, list(buttons)
+        pending, self._pending_presses = self._pending_presses, []
+        for pressed in pending:
+            self._handle_presses(pressed, inputs, now)
+
+    def _handle_presses(self, pressed: frozenset[str], inputs: SupervisorInputs, now: float) -> None:
+        """The presses of one /joy message: the rules hold for buttons pressed together."""
         was_reset = stopped = False
-        for action in ("estop", "damp", "reset", "takeover", "engage"):  # most severe first
-            index = self.config.buttons.get(action)
-            if index is None or index >= len(buttons):
-                continue
-            if not newly_pressed(index, previous, buttons):
+        for action in OPERATOR_BUTTONS:
+            if action not in pressed:
                 continue
             if was_reset and action in ("takeover", "engage"):
                 # A reset never restarts motion by itself (ISO 13850): motion is a later, separate act.
@@ -733,6 +751,10 @@ class SupervisorCore:
             if moved.any() else ""))
         self._velocity_acceleration = (limited - previous) / dt
         command.velocity = limited
+
+
+# The joystick's operator actions, most severe first: presses in one message are acted on in this order.
+OPERATOR_BUTTONS = ("estop", "damp", "reset", "takeover", "engage")
 
 
 def newly_pressed(index: int, before: Sequence[int], now: Sequence[int]) -> bool:

@@ -58,7 +58,6 @@ from sim2real.core.supervisor import (
     Mode,
     SupervisorCore,
     SupervisorInputs,
-    newly_pressed,
 )
 from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare, refuse_clock_change
@@ -285,19 +284,12 @@ class SafetySupervisorNode(Node):
         self.inputs.other_command_writers = others  # the sole_writer check trips on them
 
     def _on_joy(self, msg: Joy) -> None:
-        before = self.inputs.joy_buttons or []
         self.inputs.joy_buttons = list(msg.buttons)
         self.inputs.joy_time = self._now()
+        pressed = self.core.joystick(self.inputs.joy_buttons)  # acted on at the next tick, per message
         if self.sim_time:
             return  # lockstep: the sim's next state ticks, within one of its periods
-        mode = self.core.mode
-        for action, already in STOP_BUTTONS.items():
-            index = self.config.buttons.get(action)
-            if index is not None and mode not in already and newly_pressed(index, before, self.inputs.joy_buttons):
-                # Requested here, as a service call is: the core's own edge test compares with the
-                # buttons of its last tick, which may not have seen this press's release before.
-                self.core.request(action, self.inputs, self._now())
-        if self.core.mode != mode:
+        if any(action in pressed and self.core.mode not in modes for action, modes in STOP_BUTTONS.items()):
             # The stop goes out now, not at the next tick (a button that chatters ticks no more).
             self._tick_in_real_time(by_policy=False)
 

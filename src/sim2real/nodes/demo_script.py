@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
@@ -179,10 +180,10 @@ class DemoScriptNode(Node):
         super().destroy_node()
 
 
-def main(args=None) -> int:
-    return lifecycle.run("demo_script", DemoScriptNode, args, until=lambda node: node.done,
-                         executor=lifecycle.events_executor_unless_lockstep)
+def main(args=None) -> NoReturn:
+    lifecycle.exit_process(lifecycle.run("demo_script", DemoScriptNode, args, until=lambda node: node.done,
+                                         executor=lifecycle.events_executor_unless_lockstep))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -24,7 +24,7 @@ import importlib
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
@@ -332,9 +332,10 @@ def _maybe_json(text: str):
         return text
 
 
-def main(args=None) -> int:
-    return lifecycle.run("failure_collector", FailureCollectorNode, args, executor=lifecycle.events_executor)
+def main(args=None) -> NoReturn:
+    lifecycle.exit_process(lifecycle.run("failure_collector", FailureCollectorNode, args,
+                                         executor=lifecycle.events_executor))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -88,7 +88,28 @@ def events_executor_unless_lockstep(node: Node):
     return SingleThreadedExecutor() if node.get_parameter("use_sim_time").value else events_executor()
 
 
-def run(name: str, make_node: Callable[[], Node], args=None,
+def exit_process(code: int) -> NoReturn:
+    """End a node's process with ``code`` once :func:`run` has shut it down in order. Not through
+    the interpreter's finalization: that tears down DDS and ONNX Runtime objects in no set order
+    while their threads still run, and once turned a clean exit (code 2, after a refused
+    policy) into SIGSEGV, losing the code a launcher reports. Everything that must outlive
+    the node (bags, failure bundles, the audit log) is closed by then."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _destroy_half_built(node: Node) -> None:
+    """Destroy what exists of a node whose ``__init__`` raised: its rcl node and the entities it
+    created before the error. The base class's destroy only: a subclass's would stop workers
+    that were never started."""
+    try:
+        Node.destroy_node(node)
+    except AttributeError:  # the base class's __init__ never finished: no rcl node was made
+        pass
+
+
+def run(name: str, node_class: type[Node], args=None,
         until: Callable[[Node], bool] | None = None, executor: Callable[[Node], Any] | None = None) -> int:
     """Create the node and spin it until shutdown, or until ``until(node)`` is true.
 
@@ -112,13 +133,23 @@ def run(name: str, make_node: Callable[[], Node], args=None,
     stop_with_launcher(stop)
     node = spinner = None
     try:
+        # Held before __init__ runs: a node that refuses its configuration has its DDS participant
+        # and entities already, and must be destroyed like any other. Left to the interpreter's
+        # exit, they were torn down while DDS threads still delivered to them (seen: SIGSEGV).
+        node = node_class.__new__(node_class)
         try:
-            node = make_node()
+            node.__init__()
         except (ProfileError, ValueError) as exc:
             # Only here: a ValueError raised later, in a callback, is a bug to show with its
             # traceback, not a configuration error.
             print(f"[{name}] error: {exc}", flush=True)
+            _destroy_half_built(node)
+            node = None
             return CONFIG_ERROR_EXIT
+        except BaseException:
+            _destroy_half_built(node)
+            node = None
+            raise
         spinner = executor(node) if executor is not None else SingleThreadedExecutor()
         spinner.add_node(node)
         settle_garbage_collector()

@@ -54,6 +54,7 @@ import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import NoReturn
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -476,10 +477,10 @@ def make_executor(kind: str, context=None):
     return SingleThreadedExecutor(context=context)
 
 
-def main(args=None) -> int:
-    return lifecycle.run("policy_runtime", PolicyRuntimeNode, args,
-                         executor=lambda node: make_executor(node.executor_kind))
+def main(args=None) -> NoReturn:
+    lifecycle.exit_process(lifecycle.run("policy_runtime", PolicyRuntimeNode, args,
+                                            executor=lambda node: make_executor(node.executor_kind)))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 from rclpy.node import Node
@@ -100,9 +101,9 @@ class PoseCommanderNode(Node):
             self.report.save_series(path.with_suffix(".npz"), self.profile.joint_names)
 
 
-def main(args=None) -> int:
-    return lifecycle.run("pose_commander", PoseCommanderNode, args, until=lambda node: node.done)
+def main(args=None) -> NoReturn:
+    lifecycle.exit_process(lifecycle.run("pose_commander", PoseCommanderNode, args, until=lambda node: node.done))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -18,6 +18,8 @@ A controller whose joints are not exactly the profile's is refused before anythi
 """
 from __future__ import annotations
 
+from typing import NoReturn
+
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
@@ -89,9 +91,9 @@ class Ros2ControlBridgeNode(Node):
                        self.profile.name)
 
 
-def main(args=None) -> int:
-    return lifecycle.run("ros2_control_bridge", Ros2ControlBridgeNode, args)
+def main(args=None) -> NoReturn:
+    lifecycle.exit_process(lifecycle.run("ros2_control_bridge", Ros2ControlBridgeNode, args))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import NoReturn
 
 from builtin_interfaces.msg import Time as TimeMsg
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -275,9 +276,9 @@ class SimRobotNode(Node):
         self.world.close()
 
 
-def main(args=None) -> int:
-    return lifecycle.run("sim_robot", SimRobotNode, args)
+def main(args=None) -> NoReturn:
+    lifecycle.exit_process(lifecycle.run("sim_robot", SimRobotNode, args))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

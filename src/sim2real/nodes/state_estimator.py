@@ -42,6 +42,7 @@ the samples per step and the sample rate one core could sustain.
 from __future__ import annotations
 
 import time
+from typing import NoReturn
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
@@ -351,10 +352,10 @@ class StateEstimatorNode(Node):
         super().destroy_node()
 
 
-def main(args=None) -> int:
-    return lifecycle.run("state_estimator", StateEstimatorNode, args,
-                         executor=lifecycle.events_executor_unless_lockstep)
+def main(args=None) -> NoReturn:
+    lifecycle.exit_process(lifecycle.run("state_estimator", StateEstimatorNode, args,
+                                            executor=lifecycle.events_executor_unless_lockstep))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

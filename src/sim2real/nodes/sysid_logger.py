@@ -25,6 +25,7 @@ import importlib
 import json
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.clock import Clock, ClockType
@@ -290,7 +291,7 @@ def _message_class(msgtype: str):
                          "write 'topic:package/msg/Type' with an installed message package") from None
 
 
-def main(args=None) -> int:
+def main(args=None) -> NoReturn:
     code = {"value": 0}
 
     def finished(node) -> bool:
@@ -298,8 +299,8 @@ def main(args=None) -> int:
             code["value"] = 1
         return node.done
     result = lifecycle.run("sysid_logger", SysidLoggerNode, args, until=finished)
-    return result or code["value"]
+    lifecycle.exit_process(result or code["value"])
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

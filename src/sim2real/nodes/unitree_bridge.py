@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import NoReturn
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import Twist
@@ -216,9 +217,9 @@ class UnitreeBridgeNode(Node):
         publish_status(self, self._diag_pub, level, "Go2 low-level bridge", message, values, self.profile.name)
 
 
-def main(args=None) -> int:
-    return lifecycle.run("unitree_bridge", UnitreeBridgeNode, args)
+def main(args=None) -> NoReturn:
+    lifecycle.exit_process(lifecycle.run("unitree_bridge", UnitreeBridgeNode, args))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import JointState, Joy
+from std_srvs.srv import Trigger
 
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import load_safety_config
@@ -133,6 +134,15 @@ class Status:
         return None
 
 
+def bridge_values(diagnostics) -> dict:
+    """The bridge's newest diagnostics values (its gate's counts, state and failures)."""
+    for array in reversed(list(diagnostics)):
+        for status in array.status:
+            if "bridge" in status.name:
+                return {kv.key: kv.value for kv in status.values if not kv.key.startswith("temperature")}
+    return {}
+
+
 def test_the_supervisor_stands_the_go2_up_through_the_bridge(probe, start_graph, run_double):
     double = run_double()
     states = probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
@@ -140,13 +150,29 @@ def test_the_supervisor_stands_the_go2_up_through_the_bridge(probe, start_graph,
     graph = start_bridge(start_graph, double)
     assert wait_for(lambda: len(states) > 100, STARTUP_S), "no /joint_states from the bridge"
     assert wait_for(lambda: "preflight passed" in graph.log.text(), STARTUP_S), graph.log.text()[-2000:]
-    time.sleep(SAFETY.stand_duration + 1.5)
+    bridge = probe.record(DiagnosticArray, "/diagnostics", 10)
+
+    def stood() -> bool:  # from lying, sagging under its weight (the rear calves most, ~0.6 rad): enough to engage
+        return np.abs(np.array(states[-1].position) - GO2.default_positions).max() < ENGAGE_STAND_TOLERANCE
+
+    # The stand-up takes stand_duration once the supervisor's commands reach the bridge (DDS
+    # discovery decides when: the supervisor holds where the robot lies until then).
+    up = wait_for(stood, SAFETY.stand_duration + STARTUP_S)
+    if not up and int(bridge_values(bridge).get("timeouts", 0)) > 0:
+        # A command gap over the timeout (a loaded 2-core machine stalls a process ~0.1 s now
+        # and then) damped the robot mid stand-up, and the bridge takes only commands near it:
+        # the operator's reset stands it up again from where it lies.
+        reset = probe.node.create_client(Trigger, "/safety_supervisor/reset")
+        assert reset.wait_for_service(timeout_sec=10.0)
+        answer = reset.call_async(Trigger.Request())
+        assert wait_for(answer.done, 5.0) and answer.result().success, answer.result()
+        up = wait_for(stood, SAFETY.stand_duration + STARTUP_S)
+    assert up, f"{np.round(states[-1].position, 2)}; bridge: {bridge_values(bridge)}; double: {double.status()}"
+    time.sleep(1.5)  # and it stays up
     assert status.mode() == "STANDBY", status.value("last_trip")
     newest = states[-1]
     assert list(newest.name) == GO2.joint_names
-    standing = np.array(newest.position)
-    # stood up from lying, sagging under its weight (the rear calves most, ~0.6 rad): enough to engage
-    assert np.abs(standing - GO2.default_positions).max() < ENGAGE_STAND_TOLERANCE, standing
+    assert stood(), newest.position
     # the supervisor's targets reached each joint's own motor: the stand pose, by SDK slot
     applied = np.array(double.status()["applied_q"][:12])
     by_slot = np.empty(12)

@@ -86,6 +86,44 @@ def test_standby_stands_up_smoothly_from_where_the_robot_lies():
     np.testing.assert_allclose(final, GO2.default_positions, atol=1e-9)
 
 
+def test_a_reset_before_the_robot_stood_starts_the_stand_up_again_from_where_it_lies():
+    """A driver that damped on a command gap mid stand-up (the Go2 bridge then takes only
+    commands near the robot) leaves the robot lying: the operator's reset starts it again."""
+    rig = Rig()
+    lying = GO2.default_positions + np.where(np.arange(12) % 3 == 2, -0.8, 0.0)  # calves folded
+    rig.inputs.joint_position = lying.copy()
+    rig.tick(int(3.0 / PERIOD))  # the stand-up ran its course; the robot did not follow
+    blocked = rig.request("engage")
+    assert not blocked[0] and "did not reach its stand" in blocked[1] and "reset" in blocked[1]
+    accepted, message = rig.request("reset")
+    assert accepted and "standing up again" in message, message
+    # from where the robot lies: the targets come down to it (at the rate limits) within a few ticks
+    soon = [rig.tick().command.position for _ in range(int(0.2 / PERIOD))]
+    assert min(np.max(np.abs(command - lying)) for command in soon) < 0.02
+    final = rig.tick(int(2.0 / PERIOD) + 5).command.position
+    np.testing.assert_allclose(final, GO2.default_positions, atol=1e-9)
+    rig.inputs.joint_position = GO2.default_positions.copy()
+    rig.tick()
+    assert rig.request("reset") == (True, "nothing to reset in STANDBY")  # it stood: a reset changes nothing
+
+
+def test_the_stand_up_waits_where_the_robot_lies_until_its_commands_are_received():
+    """Begun before the driver listens, the first command the driver got would be from mid-way
+    through the stand-up: a jump from where the robot lies."""
+    rig = Rig()
+    lying = GO2.default_positions + np.where(np.arange(12) % 3 == 2, -0.8, 0.0)  # calves folded
+    rig.inputs.joint_position = lying.copy()
+    rig.inputs.commands_received = False
+    held = rig.tick(int(3.0 / PERIOD)).command.position
+    np.testing.assert_allclose(held, lying, atol=1e-9)
+    assert "standing up" in rig.request("engage")[1]
+    rig.inputs.commands_received = True
+    first = rig.tick().command.position
+    assert np.max(np.abs(first - lying)) < 0.01  # the stand-up starts now, from where the robot lies
+    final = rig.tick(int(2.0 / PERIOD) + 5).command.position
+    np.testing.assert_allclose(final, GO2.default_positions, atol=1e-9)
+
+
 def test_engage_needs_a_fresh_policy_and_then_follows_it_after_a_blend():
     rig = Rig()
     rig.fresh.discard("policy")

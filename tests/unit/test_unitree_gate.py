@@ -104,9 +104,15 @@ def test_a_command_is_resent_with_every_state_until_older_than_the_timeout_then_
     assert robot.gate.counts["timeouts"] == 1
 
 
-def test_the_first_command_after_arming_is_forwarded_wherever_it_starts():
-    robot = Robot().armed()  # the supervisor had no state before arming: its command is from one since
+def test_the_first_command_after_arming_is_forwarded_only_near_the_measured_joints():
+    """A supervisor whose commands reach the bridge late (DDS discovery) has moved on through its
+    stand-up meanwhile: forwarding its first command would start the robot with a jump."""
+    robot = Robot().armed()
     why, written = robot.command(robot.position + RESYNC_TOLERANCE + 0.1)
+    assert "from the measured joints" in why and written == []
+    why, written = robot.command(robot.position + 0.05)  # built on a published state: where the robot is
+    assert why == "" and not is_damping(written[0])
+    why, written = robot.command(robot.position + RESYNC_TOLERANCE + 0.1)  # then it follows the supervisor
     assert why == "" and not is_damping(written[0])
 
 

@@ -93,6 +93,10 @@ class SupervisorInputs:
     joy_time: Optional[float] = None
     estimator_diverged: bool = False
     other_command_writers: tuple[str, ...] = ()  # nodes besides this one publishing /joint_commands
+    # Whether anything receives /joint_commands yet (None: unknown). While nothing does, the
+    # stand-up waits where the robot is: begun earlier, its first command to reach the driver
+    # would be one from mid-way through it, a jump from where the robot lies.
+    commands_received: Optional[bool] = None
     # Lockstep: sim time stands still while the supervisor waits for the policy, so a dead
     # policy never looks stale by the clock; the node sets this after a wall-clock wait.
     policy_missed: bool = False
@@ -248,6 +252,8 @@ class SupervisorCore:
             self._enter(Mode.DAMPING, now, inputs, "operator: damp")
             return True, "DAMPING"
         if action == "reset":
+            if mode == Mode.STANDBY and not self._stood:
+                return self._restart_stand_up(inputs, now)
             if mode not in (Mode.ESTOP, Mode.DAMPING):
                 return True, f"nothing to reset in {mode.value}"
             if not self._fresh(inputs.joint_states_time, now, "joint_states_stale"):
@@ -320,6 +326,18 @@ class SupervisorCore:
         buttons = inputs.joy_buttons
         return index is not None and buttons is not None and index < len(buttons) and buttons[index] == 1
 
+    def _restart_stand_up(self, inputs: SupervisorInputs, now: float) -> tuple[bool, str]:
+        """A reset in STANDBY before the robot stood: the stand-up starts again from the measured
+        joints. A driver that damped on a command gap (the Go2 bridge does, then takes only
+        commands near the robot) takes the new stand-up's first command, and a robot that was
+        blocked is tried again from where it now lies."""
+        if not self._fresh(inputs.joint_states_time, now, "joint_states_stale") or inputs.joint_position is None:
+            return False, "refused: /joint_states are stale; the stand-up needs a live robot"
+        self._segment_start = np.array(inputs.joint_position, dtype=float)
+        self._segment_time = now
+        self.events.append("operator: reset: the stand-up starts again from where the robot is")
+        return True, "STANDBY (standing up again from where the robot is; engage once it stands)"
+
     def _stand_problem(self, inputs: SupervisorInputs, now: float) -> str:
         """Why the robot does not stand yet in STANDBY ("" once its stand-up finished and the
         measured joints reached the stand pose)."""
@@ -333,7 +351,7 @@ class SupervisorCore:
         if error[worst] > ENGAGE_STAND_TOLERANCE:
             return (f"{self.profile.joint_names[worst]} is {error[worst]:.2f} rad from its stand pose (max "
                     f"{ENGAGE_STAND_TOLERANCE} rad): the robot did not reach its stand; lift it or clear what "
-                    "blocks it, then reset")
+                    "blocks it, then reset (the stand-up starts again from where it is)")
         return ""
 
     def _deadman_held(self, inputs: SupervisorInputs, now: float, deadline: float) -> bool:
@@ -399,7 +417,9 @@ class SupervisorCore:
                        else f"waiting for a valid /joint_states ({self._refused_state})")
             return Decision(self.mode, None, [CheckResult("joint_states_stale", False, Response.NONE, waiting)],
                             self.events)
-        if self._segment_start is None:  # first state: the stand-up starts from where the robot is
+        if self._segment_start is None or (inputs.commands_received is False and self.mode == Mode.STANDBY
+                                           and not self._stood):
+            # The first state, or no driver listening yet: the stand-up starts from where the robot is.
             self._segment_start = np.array(inputs.joint_position, dtype=float)
             self._segment_time = now
         checks = self._evaluate(inputs, now)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from typing import NoReturn
 
 import numpy as np
 import rclpy.clock
@@ -80,6 +81,8 @@ TICK_BURST = 2.0
 # max(STREAM_GAP_S, STREAM_GAP_PERIODS command periods); the gaps are seen through this node's
 # own ticks, so a supervisor starved of the CPU delays the engage as well.
 ENGAGE_AFTER_STEADY_S = 1.0
+# Readers of /joint_commands that record rather than drive: the stand-up does not wait for them.
+COMMAND_OBSERVERS = frozenset({"failure_collector", "sysid_logger", "rosbag2_recorder"})
 STREAM_GAP_S = 0.05
 STREAM_GAP_PERIODS = 2.5
 
@@ -126,6 +129,7 @@ class SafetySupervisorNode(Node):
         self.sim_time = self.get_parameter("use_sim_time").value
 
         self._command_pub = self.create_publisher(JointState, "/joint_commands", qos.COMMAND)
+        self._driver_matched = False
         SolePublisherCheck(self, self._command_pub, "only the safety supervisor may command the robot",
                            on_check=self._on_command_writers)
         self._status_pub = self.create_publisher(DiagnosticArray, "/safety/status", 10)
@@ -407,6 +411,7 @@ class SafetySupervisorNode(Node):
         """The core's decision at ``now_ns`` out: the command to the robot and the status."""
         now = now_ns * 1e-9
         before = self.core.mode
+        self.inputs.commands_received = self._driver_listening() if before == Mode.STANDBY else None
         decision = self.core.tick(self.inputs, now)
         if decision.command is not None:
             self._start_teleop_session_on_takeover(before, decision.command.position)
@@ -452,14 +457,23 @@ class SafetySupervisorNode(Node):
         except Exception:
             time.sleep(0.1)
 
+    def _driver_listening(self) -> bool:
+        """Whether a reader of /joint_commands other than the observers has matched: the driver,
+        once DDS discovery has paired it with the supervisor (checked until it has; one graph
+        query per tick, in STANDBY only)."""
+        if not self._driver_matched and self._command_pub.get_subscription_count() > 0:
+            readers = self.get_subscriptions_info_by_topic(self._command_pub.topic_name)
+            self._driver_matched = any(reader.node_name not in COMMAND_OBSERVERS for reader in readers)
+        return self._driver_matched
+
     def destroy_node(self) -> None:
         self._sensor_subs.destroy()
         super().destroy_node()
 
 
-def main(args=None) -> int:
-    return lifecycle.run("safety_supervisor", SafetySupervisorNode, args)
+def main(args=None) -> NoReturn:
+    lifecycle.exit_process(lifecycle.run("safety_supervisor", SafetySupervisorNode, args))
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -7,10 +7,12 @@ Three states:
   must start from where the robot is when commands can flow, not from a pose a second old).
 - **armed**: preflight passed. Valid states are published; each command is forwarded and the
   newest frame is sent again with every LowState while it is younger than the command timeout,
-  the damping frame after that. After a timeout, a command is forwarded only when every target
-  is within ``RESYNC_TOLERANCE`` of the measured joints: a supervisor that stalled comes back
-  with targets the damped robot has left. (At arming no such check is needed: no state was
-  published before, so the supervisor's first command starts from a measurement.)
+  the damping frame after that. The first command after arming or a timeout is forwarded only
+  when every target is within ``RESYNC_TOLERANCE`` of the measured joints: a supervisor that
+  stalled comes back with targets the damped robot has left, and one whose commands reached
+  the bridge only seconds after its stand-up began (slow DDS discovery) would start the robot
+  mid-way through it, a jump. No state is published before arming, so a supervisor's first
+  command is built on a measurement and passes.
 - **latched**: something failed after arming (another rt/lowcmd writer, a second rt/lowstate
   writer, the robot's tick going back, shutdown). Damping frames only, no state published (the supervisor trips on stale
   /joint_states), until the bridge restarts: it never re-arms by itself.
@@ -141,8 +143,8 @@ class BridgeGate:
         self.failures = failures
         if not failures:
             # No state was published before this: the supervisor's first command is built on one
-            # published from now on, so it starts where the robot is.
-            self.state, self._synced = ARMED, True
+            # published from now on, so it starts where the robot is (checked all the same).
+            self.state, self._synced = ARMED, False
 
     def command(self, targets: JointTargets, now: float) -> str:
         """Write the frame for the supervisor's command; "" when written, else why not."""

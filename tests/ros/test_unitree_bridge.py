@@ -333,17 +333,17 @@ def armed_and_standing(probe, start_graph, run_double):
     return double, status, graph
 
 
-@pytest.mark.timing_sensitive(reason="about one run in five the bridge's process stalls ~1.0 s after the supervisor's "
-                                      "SIGKILL and damps late (suspect: Fast DDS shared-memory port health check; "
-                                      "docs/deploy_quadruped.md, known issue)")
 def test_a_dead_supervisor_leaves_the_robot_damped_within_the_command_timeout(probe, start_graph, run_double):
     double, _, graph = armed_and_standing(probe, start_graph, run_double)
+    killed = time.monotonic()  # CLOCK_MONOTONIC: the same clock in the double's process
     os.kill(graph.processes["safety_supervisor"].pid, signal.SIGKILL)
     assert wait_for(lambda: double.status()["last_kp_max"] == 0.0, 5.0)
     status = double.status()
     assert status["last_kd_max"] == pytest.approx(GO2.damping_kd)
-    # on the robot's own clock: the last new command it got, then damping one timeout later
-    assert GO2.command_timeout - 0.01 < status["driven_to_damping"] < GO2.command_timeout + 0.05, status
+    # On the robot's side, from the kill: the supervisor's last command left at most one of its
+    # periods (20 ms) before it, and the bridge damps one timeout after that. (Not timed from the
+    # last new frame the robot saw: a supervisor holding a pose sends the same frame for a while.)
+    assert GO2.command_timeout - 0.03 < status["damped_at"] - killed < GO2.command_timeout + 0.05, status
 
 
 def test_a_second_lowcmd_writer_after_arming_latches_the_bridge_on_damping(probe, start_graph, run_double):

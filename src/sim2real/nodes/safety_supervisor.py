@@ -81,8 +81,6 @@ TICK_BURST = 2.0
 # max(STREAM_GAP_S, STREAM_GAP_PERIODS command periods); the gaps are seen through this node's
 # own ticks, so a supervisor starved of the CPU delays the engage as well.
 ENGAGE_AFTER_STEADY_S = 1.0
-# Readers of /joint_commands that record rather than drive: the stand-up does not wait for them.
-COMMAND_OBSERVERS = frozenset({"failure_collector", "sysid_logger", "rosbag2_recorder"})
 STREAM_GAP_S = 0.05
 STREAM_GAP_PERIODS = 2.5
 
@@ -458,12 +456,11 @@ class SafetySupervisorNode(Node):
             time.sleep(0.1)
 
     def _driver_listening(self) -> bool:
-        """Whether a reader of /joint_commands other than the observers has matched: the driver,
-        once DDS discovery has paired it with the supervisor (checked until it has; one graph
-        query per tick, in STANDBY only)."""
-        if not self._driver_matched and self._command_pub.get_subscription_count() > 0:
-            readers = self.get_subscriptions_info_by_topic(self._command_pub.topic_name)
-            self._driver_matched = any(reader.node_name not in COMMAND_OBSERVERS for reader in readers)
+        """Whether anything reads /joint_commands yet: the driver once DDS has matched it with
+        the supervisor (a recorder or the failure collector counts too: a node's name comes later,
+        with the ROS graph, and the stand-up must not wait on that; the Go2 bridge takes a first
+        command only near the robot, and a reset starts the stand-up again)."""
+        self._driver_matched = self._driver_matched or self._command_pub.get_subscription_count() > 0
         return self._driver_matched
 
     def destroy_node(self) -> None:

@@ -72,8 +72,11 @@ class Go2Double:
         self.counts = {"applied": 0, "driven": 0, "bad_crc": 0, "states": 0, "foreign": 0, "skipped": 0}
         self.first_driven_gap: float | None = None  # rad, first driven frame's targets to the joints
         # s from the last new driven frame (a bridge resends the newest with every LowState) to the
-        # damping frame that followed it, on this process's clock
+        # damping frame that followed it, on this process's clock (a command repeated unchanged,
+        # such as a held pose, is not new: timed from its first frame); and when that damping
+        # frame came, on the machine's monotonic clock, which every process here shares
         self.driven_to_damping: float | None = None
+        self.damped_at: float | None = None
         self._last_driven: tuple[int, float] | None = None  # (crc, when first applied)
         self.tick = 0
         self.newest_applied = None  # the newest LowCmd applied (status reports its q and gains)
@@ -111,7 +114,8 @@ class Go2Double:
                     if driven and (self._last_driven is None or self._last_driven[0] != cmd.crc):
                         self._last_driven = (cmd.crc, time.monotonic())
                     elif not driven and self._last_driven is not None:
-                        self.driven_to_damping = time.monotonic() - self._last_driven[1]
+                        self.damped_at = time.monotonic()
+                        self.driven_to_damping = self.damped_at - self._last_driven[1]
                         self._last_driven = None
                     self.newest_applied = cmd
             self.world.step(self.substeps)
@@ -165,7 +169,7 @@ class Go2Double:
                 gains = self.low_level.joint_targets(frame)[3:] if frame else (np.zeros(1), np.zeros(1))
                 return json.dumps({**self.counts, "sport_mode": self.sport is not None,
                                    "first_driven_gap": self.first_driven_gap,
-                                   "driven_to_damping": self.driven_to_damping,
+                                   "driven_to_damping": self.driven_to_damping, "damped_at": self.damped_at,
                                    "last_kp_max": float(np.max(gains[0])), "last_kd_max": float(np.max(gains[1])),
                                    "base_position": [float(v) for v in position],
                                    "sim_time": float(self.world.time),

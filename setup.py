@@ -3,6 +3,7 @@
 pip:    pip install -e '.[ros,test]'   (ROS 2 from PyPI wheels; for machines without ROS)
 colcon: cd ros2_ws && colcon build --symlink-install   (on a robot computer with ROS)
 """
+
 from pathlib import Path
 
 from setuptools import find_packages, setup
@@ -96,10 +97,18 @@ setup(
         "reality": ["example-robot-data>=6"],
         # ruff (lint), import-linter (the layer contracts, also checked by a test), codespell and
         # mypy (the core and the sim, basic mode): `make lint`, which CI runs before the tests.
-        "test": ["pytest>=7", "pytest-rerunfailures>=12", "pytest-timeout>=2.3", "pytest-xdist>=3.5",
-                 "colcon-common-extensions>=0.3",
-                 # Pinned: a newer linter's new rules or words would fail CI with no change here.
-                 "ruff==0.17.6", "import-linter==2.17", "codespell==2.4.3", "mypy==2.4.1"],
+        "test": [
+            "pytest>=7",
+            "pytest-rerunfailures>=12",
+            "pytest-timeout>=2.3",
+            "pytest-xdist>=3.5",
+            "colcon-common-extensions>=0.3",
+            # Pinned: a newer linter's new rules or words would fail CI with no change here.
+            "ruff==0.17.6",
+            "import-linter==2.17",
+            "codespell==2.4.3",
+            "mypy==2.4.1",
+        ],
     },
     zip_safe=False,
     entry_points={

@@ -3,6 +3,7 @@
 Run as a helper process of a benchmark (``python benchmarks/_graph.py --serve-driver-double go2``);
 imported by the benchmarks beside it (they run with this folder first on ``sys.path``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,8 +46,10 @@ class Hogs:
         import multiprocessing
 
         self.stop = multiprocessing.Event()
-        self.processes = [multiprocessing.Process(target=hog, args=(duty, self.stop), daemon=True)
-                          for duty in ((1.0, 0.5) if self.enabled else ())]
+        self.processes = [
+            multiprocessing.Process(target=hog, args=(duty, self.stop), daemon=True)
+            for duty in ((1.0, 0.5) if self.enabled else ())
+        ]
         for process in self.processes:
             process.start()
         return self
@@ -116,8 +119,12 @@ class SensingFeed:
         from sensor_msgs.msg import Imu, JointState
 
         self.node, self.state_pub, self.imu_pub = node, state_pub, imu_pub
-        self.state = JointState(name=profile.joint_names, position=profile.default_positions.tolist(),
-                                velocity=[0.0] * profile.num_joints, effort=[0.0] * profile.num_joints)
+        self.state = JointState(
+            name=profile.joint_names,
+            position=profile.default_positions.tolist(),
+            velocity=[0.0] * profile.num_joints,
+            effort=[0.0] * profile.num_joints,
+        )
         self.imu = Imu()
         self.imu.orientation.w = 1.0
 
@@ -141,8 +148,12 @@ def serve_driver_double(robot: str) -> None:
     profile = load_profile(robot)
     rclpy.init()
     node = rclpy.create_node("driver_double")
-    sensing = SensingFeed(node, profile, node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH),
-                          node.create_publisher(Imu, "/imu/data", qos.SENSOR_PUBLISH))
+    sensing = SensingFeed(
+        node,
+        profile,
+        node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH),
+        node.create_publisher(Imu, "/imu/data", qos.SENSOR_PUBLISH),
+    )
 
     def on_command(msg):
         if len(msg.position) == profile.num_joints:

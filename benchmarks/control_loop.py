@@ -45,6 +45,7 @@ Examples:
     .venv/bin/python benchmarks/control_loop.py --executors single events --seconds 20 --json
     .venv/bin/python benchmarks/control_loop.py --only across --hardware topic --executors events --realtime --hog
 """
+
 from __future__ import annotations
 
 import argparse
@@ -105,16 +106,33 @@ def write_shipped_size_policy(folder: Path, profile) -> Path:
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, (torch.zeros(1, spec.size),), buffer, dynamo=False, opset_version=17,
-                          input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
-                          dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}})
+        torch.onnx.export(
+            model,
+            (torch.zeros(1, spec.size),),
+            buffer,
+            dynamo=False,
+            opset_version=17,
+            input_names=[INPUT_NAME],
+            output_names=[OUTPUT_NAME],
+            dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}},
+        )
     proto = onnx.load_from_string(buffer.getvalue())
     n = profile.num_joints
-    meta = PolicyMetadata(robot=profile.name, task="walk", joint_names=tuple(profile.joint_names),
-                          observation_spec=spec, action_scale=np.full(n, 0.25), action_offset=profile.default_positions,
-                          action_clip=100.0, default_joint_positions=profile.default_positions,
-                          control_period=profile.policy_period, kp=profile.kp, kd=profile.kd,
-                          source_commit="benchmark", task_config={"gait": task["gait"]})
+    meta = PolicyMetadata(
+        robot=profile.name,
+        task="walk",
+        joint_names=tuple(profile.joint_names),
+        observation_spec=spec,
+        action_scale=np.full(n, 0.25),
+        action_offset=profile.default_positions,
+        action_clip=100.0,
+        default_joint_positions=profile.default_positions,
+        control_period=profile.policy_period,
+        kp=profile.kp,
+        kd=profile.kd,
+        source_commit="benchmark",
+        task_config={"gait": task["gait"]},
+    )
     for key, value in meta.to_props().items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value
@@ -136,9 +154,16 @@ class Row:
         if ms.size == 0:
             return {"name": self.name, "n": 0, "note": self.note or "no samples"}
         p50, p99 = np.percentile(ms, (50, 99))
-        return {"name": self.name, "n": int(ms.size), "p50_ms": float(p50), "p99_ms": float(p99),
-                "max_ms": float(ms.max()), "target_p99_ms": self.target_ms,
-                "meets_target": None if self.target_ms is None else bool(p99 <= self.target_ms), "note": self.note}
+        return {
+            "name": self.name,
+            "n": int(ms.size),
+            "p50_ms": float(p50),
+            "p99_ms": float(p99),
+            "max_ms": float(ms.max()),
+            "target_p99_ms": self.target_ms,
+            "meets_target": None if self.target_ms is None else bool(p99 <= self.target_ms),
+            "note": self.note,
+        }
 
 
 def timed(function, repeats: int) -> np.ndarray:
@@ -174,8 +199,11 @@ def core_rows(path: Path, profile, repeats: int) -> list[Row]:
         inputs.set_imu((0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0))
         runtime.tick(i * 0.02, i * 20_000_000)
         samples[i] = time.perf_counter() - start
-    return [Row("onnxruntime session.run", raw), Row("PolicyFile.act", act),
-            Row("core tick (inputs -> targets)", samples, IN_PROCESS_TARGET_MS)]
+    return [
+        Row("onnxruntime session.run", raw),
+        Row("PolicyFile.act", act),
+        Row("core tick (inputs -> targets)", samples, IN_PROCESS_TARGET_MS),
+    ]
 
 
 # -- the node's callback, called directly -------------------------------------------------------------
@@ -191,12 +219,18 @@ def node_direct_rows(path: Path, profile, repeats: int) -> list[Row]:
 
     context = Context()
     rclpy.init(context=context)
-    node = PolicyRuntimeNode(context=context, parameter_overrides=[
-        Parameter("robot", value=profile.name), Parameter("policy_path", value=str(path))])
+    node = PolicyRuntimeNode(
+        context=context,
+        parameter_overrides=[Parameter("robot", value=profile.name), Parameter("policy_path", value=str(path))],
+    )
     # The node polls /imu/data at its tick (nothing arrives here): as if one level IMU sample had.
     node.inputs.set_imu((0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 0.0))
-    msg = JointState(name=profile.joint_names, position=profile.default_positions.tolist(),
-                     velocity=[0.0] * profile.num_joints, effort=[0.0] * profile.num_joints)
+    msg = JointState(
+        name=profile.joint_names,
+        position=profile.default_positions.tolist(),
+        velocity=[0.0] * profile.num_joints,
+        effort=[0.0] * profile.num_joints,
+    )
     samples = np.empty(repeats)
     for i in range(repeats + 200):
         msg.header.stamp = node.get_clock().now().to_msg()
@@ -208,8 +242,14 @@ def node_direct_rows(path: Path, profile, repeats: int) -> list[Row]:
     node.stop()
     node.destroy_node()
     rclpy.shutdown(context=context)
-    return [Row("node tick, callback called directly", samples, IN_PROCESS_TARGET_MS,
-                "JointState in -> command published; CPU cost without executor or scheduling")]
+    return [
+        Row(
+            "node tick, callback called directly",
+            samples,
+            IN_PROCESS_TARGET_MS,
+            "JointState in -> command published; CPU cost without executor or scheduling",
+        )
+    ]
 
 
 # -- one process, three participants --------------------------------------------------------------
@@ -226,8 +266,10 @@ def in_process_rows(path: Path, profile, kind: str, seconds: float) -> list[Row]
     runtime_context, io_context = Context(), Context()
     rclpy.init(context=runtime_context)
     rclpy.init(context=io_context)
-    node = PolicyRuntimeNode(context=runtime_context, parameter_overrides=[
-        Parameter("robot", value=profile.name), Parameter("policy_path", value=str(path))])
+    node = PolicyRuntimeNode(
+        context=runtime_context,
+        parameter_overrides=[Parameter("robot", value=profile.name), Parameter("policy_path", value=str(path))],
+    )
     executor = make_executor(kind, context=runtime_context)
     executor.add_node(node)
     io_node = rclpy.create_node("benchmark_io", context=io_context)
@@ -278,13 +320,16 @@ def in_process_rows(path: Path, profile, kind: str, seconds: float) -> list[Row]
     rclpy.shutdown(context=runtime_context)
     rclpy.shutdown(context=io_context)
     note = f"ticks {summary['ticks']}, stale inputs {summary['stale_observations']}, late {summary['ticks_late']}"
-    return [Row(f"in-process graph, {kind}: node tick", own, IN_PROCESS_TARGET_MS, note),
-            Row(f"in-process graph, {kind}: stamp -> received", np.array(latencies))]
+    return [
+        Row(f"in-process graph, {kind}: node tick", own, IN_PROCESS_TARGET_MS, note),
+        Row(f"in-process graph, {kind}: stamp -> received", np.array(latencies)),
+    ]
 
 
 # -- across processes ------------------------------------------------------------------------------
-def measure_graph(plan, helpers: dict[str, tuple[list[str], dict]], seconds: float, hogs: bool = False,
-                  realtime: bool = False) -> tuple[dict[str, np.ndarray], dict, dict]:
+def measure_graph(
+    plan, helpers: dict[str, tuple[list[str], dict]], seconds: float, hogs: bool = False, realtime: bool = False
+) -> tuple[dict[str, np.ndarray], dict, dict]:
     """Run ``plan`` plus helper processes (name -> (command, environment)), optionally beside two
     CPU hogs, and listen: ({"policy": state stamp -> /policy/joint_commands arrival, "driver":
     state stamp -> the next /joint_commands arrival after it (the supervisor's command, what the
@@ -315,8 +360,9 @@ def measure_graph(plan, helpers: dict[str, tuple[list[str], dict]], seconds: flo
         commands.append(time.time_ns())
 
     def on_diagnostics(msg):
-        diagnostics.extend({kv.key: kv.value for kv in s.values} for s in msg.status
-                           if s.name == "policy_runtime: policy")
+        diagnostics.extend(
+            {kv.key: kv.value for kv in s.values} for s in msg.status if s.name == "policy_runtime: policy"
+        )
 
     listener.create_subscription(JointState, "/policy/joint_commands", on_policy, qos.COMMAND)
     listener.create_subscription(JointState, "/joint_commands", on_command, qos.COMMAND, raw=True)
@@ -328,8 +374,9 @@ def measure_graph(plan, helpers: dict[str, tuple[list[str], dict]], seconds: flo
     try:
         with Hogs(hogs), GraphProcesses(plan, output=io.StringIO()) as graph:
             # In the graph's process table: stopped with it (SIGINT) and measured with it.
-            graph.processes.update({name: subprocess.Popen(command, env=env)
-                                    for name, (command, env) in helpers.items()})
+            graph.processes.update(
+                {name: subprocess.Popen(command, env=env) for name, (command, env) in helpers.items()}
+            )
             deadline = time.monotonic() + 30.0
             while not policy and time.monotonic() < deadline and not graph.exited():
                 time.sleep(0.1)
@@ -354,8 +401,10 @@ def measure_graph(plan, helpers: dict[str, tuple[list[str], dict]], seconds: flo
     stamp = np.array([state for _, state in taken], dtype=np.int64)
     following = np.searchsorted(arrivals, received) if len(arrivals) else np.zeros(0, dtype=int)
     answered = following < len(arrivals)
-    latencies = {"policy": (received - stamp) * 1e-9,
-                 "driver": (arrivals[following[answered]] - stamp[answered]) * 1e-9 if len(arrivals) else np.zeros(0)}
+    latencies = {
+        "policy": (received - stamp) * 1e-9,
+        "driver": (arrivals[following[answered]] - stamp[answered]) * 1e-9 if len(arrivals) else np.zeros(0),
+    }
     return latencies, cpu, last
 
 
@@ -363,43 +412,69 @@ def cpu_note(cpu: dict) -> str:
     return "CPU % of a core: " + ", ".join(f"{name} {share:.0f}" for name, share in cpu.items())
 
 
-def across_nodes_rows(path: Path, profile, kind: str, seconds: float, hardware: str = "sim",
-                      realtime: bool = False, hogs: bool = False) -> list[Row]:
+def across_nodes_rows(
+    path: Path, profile, kind: str, seconds: float, hardware: str = "sim", realtime: bool = False, hogs: bool = False
+) -> list[Row]:
     from sim2real.graph.plan import make_plan
 
-    plan = make_plan(robot=profile.name, policy=str(path), estimator="false", failure_collector="false",
-                     hardware=hardware, autoengage="true", realtime=realtime)
-    nodes = tuple(dataclasses.replace(n, parameters={**n.parameters, "executor": kind})
-                  if n.name == "policy_runtime" else n for n in plan.nodes)
+    plan = make_plan(
+        robot=profile.name,
+        policy=str(path),
+        estimator="false",
+        failure_collector="false",
+        hardware=hardware,
+        autoengage="true",
+        realtime=realtime,
+    )
+    nodes = tuple(
+        dataclasses.replace(n, parameters={**n.parameters, "executor": kind}) if n.name == "policy_runtime" else n
+        for n in plan.nodes
+    )
     plan = dataclasses.replace(plan, nodes=nodes)
     helpers = {}
     if hardware == "topic":
-        helpers["driver_double"] = (helper_command("--serve-driver-double", profile.name),
-                                    helper_environment("hardware", realtime))
+        helpers["driver_double"] = (
+            helper_command("--serve-driver-double", profile.name),
+            helper_environment("hardware", realtime),
+        )
     latencies, cpu, last = measure_graph(plan, helpers, seconds, hogs, realtime)
-    own = (f"runtime's own tick p50/p99/max {last.get('tick_latency_p50_ms', '?')}/"
-           f"{last.get('tick_latency_p99_ms', '?')}/{last.get('tick_latency_max_ms', '?')} ms, "
-           f"stale inputs in the window {last.get('stale_observations', '?')}; {cpu_note(cpu)}")
+    own = (
+        f"runtime's own tick p50/p99/max {last.get('tick_latency_p50_ms', '?')}/"
+        f"{last.get('tick_latency_p99_ms', '?')}/{last.get('tick_latency_max_ms', '?')} ms, "
+        f"stale inputs in the window {last.get('stale_observations', '?')}; {cpu_note(cpu)}"
+    )
     source = "sim" if hardware == "sim" else "driver"
-    return [Row(f"across nodes, {kind}: {source} stamp -> command received", latencies["policy"],
-                ACROSS_NODES_TARGET_MS, own),
-            Row(f"across nodes, {kind}: {source} stamp -> command at the driver", latencies["driver"])]
+    return [
+        Row(
+            f"across nodes, {kind}: {source} stamp -> command received",
+            latencies["policy"],
+            ACROSS_NODES_TARGET_MS,
+            own,
+        ),
+        Row(f"across nodes, {kind}: {source} stamp -> command at the driver", latencies["driver"]),
+    ]
 
 
 def relay_rows(profile, seconds: float, realtime: bool = False, hogs: bool = False) -> list[Row]:
     """Driver double -> relay -> listener, with the supervisor running as in the graph."""
     from sim2real.graph.plan import make_plan
 
-    plan = make_plan(robot=profile.name, estimator="false", failure_collector="false", hardware="topic",
-                     realtime=realtime)
-    helpers = {"driver_double": (helper_command("--serve-driver-double", profile.name),
-                                 helper_environment("hardware", realtime)),
-               "relay": ([sys.executable, __file__, "--serve-relay", profile.name],
-                         helper_environment("control", realtime))}
+    plan = make_plan(
+        robot=profile.name, estimator="false", failure_collector="false", hardware="topic", realtime=realtime
+    )
+    helpers = {
+        "driver_double": (
+            helper_command("--serve-driver-double", profile.name),
+            helper_environment("hardware", realtime),
+        ),
+        "relay": ([sys.executable, __file__, "--serve-relay", profile.name], helper_environment("control", realtime)),
+    }
     latencies, cpu, _ = measure_graph(plan, helpers, seconds, hogs, realtime)
     note = f"DDS floor: no policy, a relay in its place; {cpu_note(cpu)}"
-    return [Row("across nodes, relay: driver stamp -> forwarded", latencies["policy"], ACROSS_NODES_TARGET_MS, note),
-            Row("across nodes, relay: driver stamp -> command at the driver", latencies["driver"])]
+    return [
+        Row("across nodes, relay: driver stamp -> forwarded", latencies["policy"], ACROSS_NODES_TARGET_MS, note),
+        Row("across nodes, relay: driver stamp -> command at the driver", latencies["driver"]),
+    ]
 
 
 def serve_relay(robot: str) -> None:
@@ -447,8 +522,11 @@ def print_table(rows: list[dict]) -> None:
         if not row["n"]:
             print(f"{row['name']:48s} {'-':>6s}  {row['note']}")
             continue
-        target = "" if row["target_p99_ms"] is None else \
-            f"<= {row['target_p99_ms']:g} {'ok' if row['meets_target'] else 'MISSED'}"
+        target = (
+            ""
+            if row["target_p99_ms"] is None
+            else f"<= {row['target_p99_ms']:g} {'ok' if row['meets_target'] else 'MISSED'}"
+        )
         figures = f"{row['n']:6d} {row['p50_ms']:8.3f} {row['p99_ms']:8.3f} {row['max_ms']:8.3f}"
         print(f"{row['name']:48s} {figures}  {target}")
         if row["note"]:
@@ -457,20 +535,38 @@ def print_table(rows: list[dict]) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=("core", "in-process", "across"), action="append",
-                        help="run only these parts (repeatable); default: all")
-    parser.add_argument("--executors", nargs="+", choices=EXECUTORS, default=list(EXECUTORS),
-                        help="rclpy executors to compare for the runtime node (default: all)")
+    parser.add_argument(
+        "--only",
+        choices=("core", "in-process", "across"),
+        action="append",
+        help="run only these parts (repeatable); default: all",
+    )
+    parser.add_argument(
+        "--executors",
+        nargs="+",
+        choices=EXECUTORS,
+        default=list(EXECUTORS),
+        help="rclpy executors to compare for the runtime node (default: all)",
+    )
     parser.add_argument("--seconds", type=float, default=12.0, help="measured seconds per graph run (default 12)")
     parser.add_argument("--repeats", type=int, default=5000, help="calls per row without ROS (default 5000)")
-    parser.add_argument("--hardware", nargs="+", choices=("sim", "topic"), default=["sim", "topic"],
-                        help="what feeds the across-node graph: sim (sim_robot, PyBullet in real time) or "
-                             "topic (a driver double speaking the hardware contract, no physics); default both")
-    parser.add_argument("--realtime", action="store_true",
-                        help="across nodes: the graph with realtime:=true, the driver double and the relay at the "
-                             "priorities of the nodes they stand in for")
-    parser.add_argument("--hog", action="store_true",
-                        help="across nodes: two CPU hogs beside the graph (100 %% and 50 %% of a core)")
+    parser.add_argument(
+        "--hardware",
+        nargs="+",
+        choices=("sim", "topic"),
+        default=["sim", "topic"],
+        help="what feeds the across-node graph: sim (sim_robot, PyBullet in real time) or "
+        "topic (a driver double speaking the hardware contract, no physics); default both",
+    )
+    parser.add_argument(
+        "--realtime",
+        action="store_true",
+        help="across nodes: the graph with realtime:=true, the driver double and the relay at the "
+        "priorities of the nodes they stand in for",
+    )
+    parser.add_argument(
+        "--hog", action="store_true", help="across nodes: two CPU hogs beside the graph (100 %% and 50 %% of a core)"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     parser.add_argument("--serve-relay", metavar="ROBOT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -499,16 +595,31 @@ def main(argv=None) -> int:
     ratios = driver_ratios(figures)
     load = os.getloadavg()
     if args.json:
-        print(json.dumps({"policy": layers, "load_average": load, "cpus": os.cpu_count(),
-                          "realtime": args.realtime, "hog": args.hog, "rows": figures,
-                          "driver_p99_over_relay": ratios}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "policy": layers,
+                    "load_average": load,
+                    "cpus": os.cpu_count(),
+                    "realtime": args.realtime,
+                    "hog": args.hog,
+                    "rows": figures,
+                    "driver_p99_over_relay": ratios,
+                },
+                indent=2,
+            )
+        )
     else:
-        print(f"policy tick latency, go2 MLP {layers}, 50 Hz policy / 500 Hz sensing; {os.cpu_count()} CPUs, "
-              f"load average {load[0]:.1f}; realtime:={str(args.realtime).lower()}, hogs {'on' if args.hog else 'off'}")
+        print(
+            f"policy tick latency, go2 MLP {layers}, 50 Hz policy / 500 Hz sensing; {os.cpu_count()} CPUs, "
+            f"load average {load[0]:.1f}; realtime:={str(args.realtime).lower()}, hogs {'on' if args.hog else 'off'}"
+        )
         print_table(figures)
         for name, ratio in ratios.items():
-            print(f"runtime ({name} executor): p99 driver stamp -> command at the driver {ratio:.2f} x the "
-                  f"relay's (target <= {DRIVER_RATIO_TARGET:g})")
+            print(
+                f"runtime ({name} executor): p99 driver stamp -> command at the driver {ratio:.2f} x the "
+                f"relay's (target <= {DRIVER_RATIO_TARGET:g})"
+            )
     return 0
 
 
@@ -519,19 +630,25 @@ def listen_above_the_chain() -> None:
     threads and processes started from here on do not inherit it (SCHED_RESET_ON_FORK)."""
     try:
         for thread in map(int, os.listdir("/proc/self/task")):
-            os.sched_setscheduler(thread, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK,
-                                  os.sched_param(LISTENER_PRIORITY))
+            os.sched_setscheduler(thread, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(LISTENER_PRIORITY))
     except PermissionError:
-        print(f"warning: no SCHED_FIFO {LISTENER_PRIORITY} for the listener (needs CAP_SYS_NICE): its times include "
-              "its own wait for the CPU", flush=True)
+        print(
+            f"warning: no SCHED_FIFO {LISTENER_PRIORITY} for the listener (needs CAP_SYS_NICE): its times include "
+            "its own wait for the CPU",
+            flush=True,
+        )
 
 
 def driver_ratios(figures: list[dict]) -> dict[str, float]:
     """Per executor of the runtime: p99 driver stamp -> command at the driver over the relay's."""
-    rows = {f["name"].removeprefix("across nodes, ").removesuffix(DRIVER_ROW): f
-            for f in figures if f["n"] and f["name"].endswith(DRIVER_ROW)}
+    rows = {
+        f["name"].removeprefix("across nodes, ").removesuffix(DRIVER_ROW): f
+        for f in figures
+        if f["n"] and f["name"].endswith(DRIVER_ROW)
+    }
     relay = rows.pop("relay", None)
     return {} if relay is None else {kind: f["p99_ms"] / relay["p99_ms"] for kind, f in rows.items()}
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

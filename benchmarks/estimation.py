@@ -19,6 +19,7 @@ Examples:
     .venv/bin/python benchmarks/estimation.py                  # both, ~40 s
     .venv/bin/python benchmarks/estimation.py --only replay --seconds 20 --json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,15 +40,17 @@ def replay_rows(seconds: float, seed: int, batches=(1, 5)) -> dict[int, dict]:
     from sim2real.sim.world import SimWorld
 
     profile = load_profile("go2")
-    noise = PhysicalConditions(joint_position_noise=0.002, joint_velocity_noise=0.05, gyro_noise=0.01,
-                               accelerometer_noise=0.1)
+    noise = PhysicalConditions(
+        joint_position_noise=0.002, joint_velocity_noise=0.05, gyro_noise=0.01, accelerometer_noise=0.1
+    )
     with SimWorld(profile, noise, seed=seed) as world:
         recording = record_trot(world, seconds).arrays()
     rows = {}
     for batch in batches:
         estimator = LegKalmanFilter(profile, load_estimation_config("go2"))
-        result = replay_estimator(estimator, recording, gyro_bias=(0.002, -0.003, 0.002),
-                                  accel_bias=(0.05, -0.05, 0.08), batch=batch)
+        result = replay_estimator(
+            estimator, recording, gyro_bias=(0.002, -0.003, 0.002), accel_bias=(0.05, -0.05, 0.08), batch=batch
+        )
         metrics = result.metrics(recording)
         metrics["call_ms"] = result.seconds_per_step * 1e3  # per filter call: one sample or one batch
         metrics["per_sample_ms"] = result.seconds_per_step * 1e3 / batch
@@ -95,9 +98,15 @@ def node_row(seconds: float) -> dict:
         values = sorted(float(r[key]) for r in steady if key in r)
         return values[len(values) // 2] if values else float("nan")
 
-    return {"rate_hz": median("rate_hz"), "wall_rate_hz": median("wall_rate_hz"), "step_p50_ms": median("step_p50_ms"),
-            "step_p99_ms": median("step_p99_ms"), "capacity_hz": median("capacity_hz"),
-            "samples_per_step": median("samples_per_step"), "windows": len(steady)}
+    return {
+        "rate_hz": median("rate_hz"),
+        "wall_rate_hz": median("wall_rate_hz"),
+        "step_p50_ms": median("step_p50_ms"),
+        "step_p99_ms": median("step_p99_ms"),
+        "capacity_hz": median("capacity_hz"),
+        "samples_per_step": median("samples_per_step"),
+        "windows": len(steady),
+    }
 
 
 def main() -> int:
@@ -119,14 +128,17 @@ def main() -> int:
     if "replay" in out:
         rows = out["replay"]
         first = rows[1]
-        print(f"replay ({args.seconds:.0f} s trot, mean speed {first['mean_speed_mps']:.2f} m/s, "
-              f"{first['distance_m']:.2f} m); filter per IMU sample | per batch of 5 (filter_update:=batch)")
+        print(
+            f"replay ({args.seconds:.0f} s trot, mean speed {first['mean_speed_mps']:.2f} m/s, "
+            f"{first['distance_m']:.2f} m); filter per IMU sample | per batch of 5 (filter_update:=batch)"
+        )
         batched = rows[5]
         for label, key, scale, unit, target in (
-                ("base velocity RMSE", "velocity_rmse_mps", 1.0, "m/s", "target <= 0.05"),
-                ("position drift", "drift_percent", 1.0, "% of distance", "target <= 2 %"),
-                ("contact agreement", "contact_agreement", 100.0, "%", ""),
-                ("compute per IMU sample", "per_sample_ms", 1.0, "ms", "core filter, this process")):
+            ("base velocity RMSE", "velocity_rmse_mps", 1.0, "m/s", "target <= 0.05"),
+            ("position drift", "drift_percent", 1.0, "% of distance", "target <= 2 %"),
+            ("contact agreement", "contact_agreement", 100.0, "%", ""),
+            ("compute per IMU sample", "per_sample_ms", 1.0, "ms", "core filter, this process"),
+        ):
             a, b = first[key] * scale, batched[key] * scale
             print(f"  {label:24s} {a:8.4f} | {b:8.4f} {unit:14s} ratio {b / a if a else float('nan'):5.2f}  {target}")
         print(f"  divergence reported      {first['divergence_reported']} | {batched['divergence_reported']}")
@@ -136,10 +148,14 @@ def main() -> int:
             print(f"node: {n['error']}")
         else:
             print(f"node (sim_robot real time + state_estimator, {n['windows']} one-second windows, medians)")
-            print(f"  IMU samples filtered / s sensor time {n['rate_hz']:.0f} Hz, / s wall time "
-                  f"{n['wall_rate_hz']:.0f} Hz")
-            print(f"  filter step ({n['samples_per_step']:.1f} samples) p50 {n['step_p50_ms']:.3f} ms, p99 "
-                  f"{n['step_p99_ms']:.3f} ms -> capacity {n['capacity_hz']:.0f} samples/s (target >= 500)")
+            print(
+                f"  IMU samples filtered / s sensor time {n['rate_hz']:.0f} Hz, / s wall time "
+                f"{n['wall_rate_hz']:.0f} Hz"
+            )
+            print(
+                f"  filter step ({n['samples_per_step']:.1f} samples) p50 {n['step_p50_ms']:.3f} ms, p99 "
+                f"{n['step_p99_ms']:.3f} ms -> capacity {n['capacity_hz']:.0f} samples/s (target >= 500)"
+            )
     return 0
 
 

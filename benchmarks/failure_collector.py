@@ -23,6 +23,7 @@ of that commit too, alternating with the current one, --rounds times.
     .venv/bin/python benchmarks/failure_collector.py --seconds 20
     .venv/bin/python benchmarks/failure_collector.py --seconds 20 --against eadfc4e --rounds 2
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,7 +42,7 @@ from _graph import cpu_seconds  # benchmarks/_graph.py
 from sim2real.core.failure_bundle import list_bundles
 from sim2real.core.failure_config import load_failure_config
 
-FEEDER = textwrap.dedent('''
+FEEDER = textwrap.dedent("""
     import json, sys, time
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -97,9 +98,9 @@ FEEDER = textwrap.dedent('''
     print(json.dumps({"sent": sent, "elapsed": elapsed}), flush=True)
     node.destroy_node()
     rclpy.shutdown()
-''')
+""")
 
-LISTENER = textwrap.dedent('''
+LISTENER = textwrap.dedent("""
     import json, sys, time
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
@@ -129,14 +130,14 @@ LISTENER = textwrap.dedent('''
         print(json.dumps(latest))
     node.destroy_node()
     rclpy.shutdown()
-''')
+""")
 
 
 # The floor: a process that only subscribes, raw and with the collector's QoS, to the same
 # topics and never takes a message. What it costs is DDS receiving the stream (Fast DDS's
 # shared-memory listener thread wakes for every message), which any subscriber pays,
 # whatever language it is written in; the collector's own work is what it costs above this.
-FLOOR = textwrap.dedent('''
+FLOOR = textwrap.dedent("""
     import time
     import rclpy
     from sim2real.core.failure_config import load_failure_config
@@ -148,7 +149,7 @@ FLOOR = textwrap.dedent('''
                      for t in load_failure_config("default").topics]
     while rclpy.ok():  # rclpy turns SIGTERM into a shutdown of its context
         time.sleep(0.2)
-''')
+""")
 
 
 def measure(command: list[str], seconds: float, env: dict, config) -> dict:
@@ -156,31 +157,41 @@ def measure(command: list[str], seconds: float, env: dict, config) -> dict:
     with tempfile.TemporaryDirectory(prefix="failure-bench-") as tmp:
         out = Path(tmp) / "bundles"
         params = Path(tmp) / "params.yaml"
-        params.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"robot": "go2", "output_dir": str(out),
-                                                                      "conditions": "{}"}}}))
-        collector = subprocess.Popen(command + ["--ros-args", "-r", "__node:=failure_collector",
-                                                "--params-file", str(params)],
-                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        floor = subprocess.Popen([sys.executable, "-c", FLOOR], env=env, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.STDOUT)
+        params.write_text(
+            yaml.safe_dump({"/**": {"ros__parameters": {"robot": "go2", "output_dir": str(out), "conditions": "{}"}}})
+        )
+        collector = subprocess.Popen(
+            command + ["--ros-args", "-r", "__node:=failure_collector", "--params-file", str(params)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
+        floor = subprocess.Popen(
+            [sys.executable, "-c", FLOOR], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+        )
         try:
             time.sleep(3.0)
-            feeder = subprocess.Popen([sys.executable, "-c", FEEDER, str(seconds)], env=env,
-                                      stdout=subprocess.PIPE, text=True)
+            feeder = subprocess.Popen(
+                [sys.executable, "-c", FEEDER, str(seconds)], env=env, stdout=subprocess.PIPE, text=True
+            )
             assert feeder.stdout.readline().strip() == "matched", "the feeder never matched the collector"
             cpu0, floor0, wall0 = cpu_seconds(collector.pid), cpu_seconds(floor.pid), time.monotonic()
             # Mid-stream, with a full pre-event window: the bundle is written while sensing goes on.
             time.sleep(min(config.pre_event_s + 1.0, seconds / 2))
             cpu_buffering, wall_buffering = cpu_seconds(collector.pid) - cpu0, time.monotonic() - wall0
-            snapshotter = subprocess.Popen([sys.executable, "-c", LISTENER, "snapshot"], env=env,
-                                           stdout=subprocess.PIPE, text=True)
+            snapshotter = subprocess.Popen(
+                [sys.executable, "-c", LISTENER, "snapshot"], env=env, stdout=subprocess.PIPE, text=True
+            )
             result = json.loads(feeder.stdout.readline())
             cpu1, floor1, wall1 = cpu_seconds(collector.pid), cpu_seconds(floor.pid), time.monotonic()
             feeder.wait(timeout=10)
             snapshot = json.loads(snapshotter.communicate(timeout=60)[0])
             time.sleep(1.5)  # the collector's 1 Hz /diagnostics reports the final counts
-            received = json.loads(subprocess.run([sys.executable, "-c", LISTENER, "count"], env=env,
-                                                 capture_output=True, text=True, timeout=60).stdout)
+            received = json.loads(
+                subprocess.run(
+                    [sys.executable, "-c", LISTENER, "count"], env=env, capture_output=True, text=True, timeout=60
+                ).stdout
+            )
             called = snapshot["called_at"]
             bundle_s = None
             for bundle in list_bundles(out):
@@ -195,31 +206,42 @@ def measure(command: list[str], seconds: float, env: dict, config) -> dict:
     cpu_pct = 100.0 * (cpu1 - cpu0) / (wall1 - wall0)
     # /diagnostics also carries the collector's own status, which it records too: not a loss.
     lost = {t: max(0, n - int(received.get(f"received{t}", 0))) for t, n in result["sent"].items()}
-    return {"seconds": round(result["elapsed"], 2), "sent": result["sent"], "lost": lost,
-            "sensing_hz": round(result["sent"]["/joint_states"] / result["elapsed"], 1),
-            "collector_cpu_percent_of_one_core": round(cpu_pct, 2),
-            "buffering_cpu_percent_of_one_core": round(100.0 * cpu_buffering / wall_buffering, 2),
-            "dds_floor_cpu_percent_of_one_core": round(100.0 * (floor1 - floor0) / (wall1 - wall0), 2),
-            "snapshot_to_bundle_s": None if bundle_s is None else round(bundle_s, 3),
-            "write_s": None if bundle_s is None else round(bundle_s - config.post_event_s, 3),
-            "bundle_mb": None if bundle_s is None else round(size / 1e6, 2),
-            "load_average": [round(x, 2) for x in os.getloadavg()]}
+    return {
+        "seconds": round(result["elapsed"], 2),
+        "sent": result["sent"],
+        "lost": lost,
+        "sensing_hz": round(result["sent"]["/joint_states"] / result["elapsed"], 1),
+        "collector_cpu_percent_of_one_core": round(cpu_pct, 2),
+        "buffering_cpu_percent_of_one_core": round(100.0 * cpu_buffering / wall_buffering, 2),
+        "dds_floor_cpu_percent_of_one_core": round(100.0 * (floor1 - floor0) / (wall1 - wall0), 2),
+        "snapshot_to_bundle_s": None if bundle_s is None else round(bundle_s, 3),
+        "write_s": None if bundle_s is None else round(bundle_s - config.post_event_s, 3),
+        "bundle_mb": None if bundle_s is None else round(size / 1e6, 2),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=20.0, help="publishing time at 500 Hz")
-    parser.add_argument("--against", metavar="GIT_REF",
-                        help="also run the collector node as it is at this git commit, alternating with "
-                             "the current one (a before/after under the same load)")
+    parser.add_argument(
+        "--against",
+        metavar="GIT_REF",
+        help="also run the collector node as it is at this git commit, alternating with "
+        "the current one (a before/after under the same load)",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="runs of each collector")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--domain", type=int, default=77, help="ROS_DOMAIN_ID for the benchmark's processes")
     args = parser.parse_args()
     config = load_failure_config("default")
     # A domain of its own: other graphs on this machine (tests, demos) must not feed the collector.
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-           "ROS_DOMAIN_ID": str(args.domain)}
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
+        "ROS_DOMAIN_ID": str(args.domain),
+    }
     collectors = {"current": [sys.executable, "-m", "sim2real.nodes.failure_collector"]}
     with tempfile.TemporaryDirectory(prefix="failure-bench-ref-") as tmp:
         if args.against:
@@ -227,28 +249,46 @@ def main() -> int:
             # writer are the same): only the node's way of receiving differs.
             old = Path(tmp) / "failure_collector_ref.py"
             root = Path(__file__).resolve().parent.parent
-            source = subprocess.run(["git", "show", f"{args.against}:src/sim2real/nodes/failure_collector.py"],
-                                    cwd=root, capture_output=True, text=True, check=True).stdout
+            source = subprocess.run(
+                ["git", "show", f"{args.against}:src/sim2real/nodes/failure_collector.py"],
+                cwd=root,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             # The core module it imports has since been renamed.
             old.write_text(source.replace("sim2real.core.failure_collector", "sim2real.core.failure_capture"))
             collectors = {args.against: [sys.executable, str(old)], **collectors}
-        runs = [(name, measure(command, args.seconds, env, config))
-                for _ in range(args.rounds) for name, command in collectors.items()]
+        runs = [
+            (name, measure(command, args.seconds, env, config))
+            for _ in range(args.rounds)
+            for name, command in collectors.items()
+        ]
     if args.json:
         print(json.dumps([{"collector": name, **report} for name, report in runs], indent=2))
         return 0
     for name, report in runs:
         sent, lost = report["sent"], report["lost"]
-        print(f"[{name}] feeder: {report['seconds']} s at {report['sensing_hz']} Hz sensing (/joint_states, "
-              f"/imu/data), 50 Hz commands and status, 1 Hz diagnostics")
-        print(f"[{name}] collector CPU: {report['collector_cpu_percent_of_one_core']} % of one core (target < 5 %), "
-              f"{report['buffering_cpu_percent_of_one_core']} % while only buffering (before the snapshot's write)")
-        print(f"[{name}] DDS floor: {report['dds_floor_cpu_percent_of_one_core']} % of one core for a process that "
-              "only subscribes to the same topics (never takes a message); the collector's own work is the rest")
-        print(f"[{name}] messages lost (target none): {sum(lost.values())} of {sum(sent.values())}: "
-              + ", ".join(f"{t} {n} of {sent[t]}" for t, n in lost.items()))
-        print(f"[{name}] ~/snapshot -> bundle on disk: {report['snapshot_to_bundle_s']} s (post_event_s "
-              f"{config.post_event_s:g} s by design + {report['write_s']} s writing {report['bundle_mb']} MB)")
+        print(
+            f"[{name}] feeder: {report['seconds']} s at {report['sensing_hz']} Hz sensing (/joint_states, "
+            f"/imu/data), 50 Hz commands and status, 1 Hz diagnostics"
+        )
+        print(
+            f"[{name}] collector CPU: {report['collector_cpu_percent_of_one_core']} % of one core (target < 5 %), "
+            f"{report['buffering_cpu_percent_of_one_core']} % while only buffering (before the snapshot's write)"
+        )
+        print(
+            f"[{name}] DDS floor: {report['dds_floor_cpu_percent_of_one_core']} % of one core for a process that "
+            "only subscribes to the same topics (never takes a message); the collector's own work is the rest"
+        )
+        print(
+            f"[{name}] messages lost (target none): {sum(lost.values())} of {sum(sent.values())}: "
+            + ", ".join(f"{t} {n} of {sent[t]}" for t, n in lost.items())
+        )
+        print(
+            f"[{name}] ~/snapshot -> bundle on disk: {report['snapshot_to_bundle_s']} s (post_event_s "
+            f"{config.post_event_s:g} s by design + {report['write_s']} s writing {report['bundle_mb']} MB)"
+        )
         print(f"[{name}] load average {report['load_average']}")
     return 0
 

@@ -24,6 +24,7 @@ Examples:
     .venv/bin/python benchmarks/graph_cpu.py --seconds 20 --json
     .venv/bin/python benchmarks/graph_cpu.py --realtime        # the chain with realtime:=true
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,9 @@ class Operator(SpunNode):
         buttons[load_safety_config("go2").buttons["deadman"]] = 1
         joy, publisher = Joy(buttons=buttons), self.node.create_publisher(Joy, "/joy", qos.SENSOR_PUBLISH)
         self.node.create_timer(JOY_PERIOD_S, lambda: publisher.publish(joy))
-        self._services = {action: self.node.create_client(Trigger, f"/safety_supervisor/{action}")
-                          for action in ("reset", "engage")}
+        self._services = {
+            action: self.node.create_client(Trigger, f"/safety_supervisor/{action}") for action in ("reset", "engage")
+        }
         self.start()
 
     def engage(self) -> str:
@@ -95,23 +97,39 @@ class Operator(SpunNode):
 
 
 def measure(seconds: float, warmup: float, realtime: bool, floors: tuple[str, ...], out: Path) -> dict:
-    plan = make_plan(robot="go2", policy=str(share_dir() / "policies" / "go2_walk.onnx"), hardware="topic",
-                     demo=True, realtime=realtime, failures_dir=str(out / "failures"))
+    plan = make_plan(
+        robot="go2",
+        policy=str(share_dir() / "policies" / "go2_walk.onnx"),
+        hardware="topic",
+        demo=True,
+        realtime=realtime,
+        failures_dir=str(out / "failures"),
+    )
     # The script, then a zero command, for longer than the run: demo_script must not exit mid-window.
-    nodes = tuple(dataclasses.replace(n, parameters={**n.parameters, "duration": warmup + seconds + 60.0,
-                                                     "report_path": str(out / "demo.json")})
-                  if n.name == "demo_script" else n for n in plan.nodes)
+    nodes = tuple(
+        dataclasses.replace(
+            n, parameters={**n.parameters, "duration": warmup + seconds + 60.0, "report_path": str(out / "demo.json")}
+        )
+        if n.name == "demo_script"
+        else n
+        for n in plan.nodes
+    )
     plan = dataclasses.replace(plan, nodes=nodes)
     operator = Operator()
     log = open(out / "graph.log", "w")
     try:
         with GraphProcesses(plan, output=log, env=demo_environment()) as graph:
-            helpers = {"driver_double": helper_command("--serve-driver-double", "go2"),
-                       **{f"floor_{kind}": helper_command("--serve-floor", kind) for kind in floors}}
+            helpers = {
+                "driver_double": helper_command("--serve-driver-double", "go2"),
+                **{f"floor_{kind}": helper_command("--serve-floor", kind) for kind in floors},
+            }
             # In the graph's process table: stopped with it and measured with it.
-            graph.processes.update({name: subprocess.Popen(command, env=graph.env, stdout=subprocess.DEVNULL,
-                                                           stderr=subprocess.STDOUT)
-                                    for name, command in helpers.items()})
+            graph.processes.update(
+                {
+                    name: subprocess.Popen(command, env=graph.env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+                    for name, command in helpers.items()
+                }
+            )
             if graph.wait(duration=warmup / 2) == "exited":
                 raise RuntimeError(f"a process exited during the warm-up: {graph.exited()}")
             engaged = operator.engage()
@@ -131,24 +149,41 @@ def measure(seconds: float, warmup: float, realtime: bool, floors: tuple[str, ..
     total = round(sum(cpu[n] for n in graph_nodes), 1)
     subscribers = [n for n in graph_nodes if n in SENSING_SUBSCRIBERS]
     floor = cpu["floor_receive"]
-    return {"seconds": round(elapsed, 1), "realtime": realtime, "cpu_percent": cpu, "graph_nodes": graph_nodes,
-            "graph_total_percent": total, "target_percent": TARGET_PERCENT,
-            "sensing_subscribers": len(subscribers),
-            "graph_over_floor_of_its_subscribers": round(total / (floor * len(subscribers)), 2) if floor else None,
-            "engage": engaged, "modes_in_window": operator.modes[max(0, modes_before - 1):] or ["(no status)"],
-            "load_average": [round(x, 2) for x in os.getloadavg()]}
+    return {
+        "seconds": round(elapsed, 1),
+        "realtime": realtime,
+        "cpu_percent": cpu,
+        "graph_nodes": graph_nodes,
+        "graph_total_percent": total,
+        "target_percent": TARGET_PERCENT,
+        "sensing_subscribers": len(subscribers),
+        "graph_over_floor_of_its_subscribers": round(total / (floor * len(subscribers)), 2) if floor else None,
+        "engage": engaged,
+        "modes_in_window": operator.modes[max(0, modes_before - 1) :] or ["(no status)"],
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds (default 60)")
-    parser.add_argument("--warmup", type=float, default=12.0,
-                        help="seconds before measuring: discovery, engagement, the first policy ticks (default 12)")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=12.0,
+        help="seconds before measuring: discovery, engagement, the first policy ticks (default 12)",
+    )
     parser.add_argument("--realtime", action="store_true", help="bring the chain up with realtime:=true")
-    parser.add_argument("--callbacks-floor", action="store_true",
-                        help="also run the callbacks floor (its ~15 %% of a core adds to the machine's load)")
-    parser.add_argument("--out", default="", help="folder for the graph's log, failure bundles and demo report "
-                                                  "(default: a temporary one)")
+    parser.add_argument(
+        "--callbacks-floor",
+        action="store_true",
+        help="also run the callbacks floor (its ~15 %% of a core adds to the machine's load)",
+    )
+    parser.add_argument(
+        "--out",
+        default="",
+        help="folder for the graph's log, failure bundles and demo report (default: a temporary one)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     os.environ.update(demo_environment())  # the operator discovers on loopback like the graph
@@ -162,18 +197,22 @@ def main() -> int:
         return 0
     cpu, floor = result["cpu_percent"], result["cpu_percent"]["floor_receive"]
     load = result["load_average"]
-    print(f"{os.cpu_count()} CPUs, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
-          f"{result['seconds']:.0f} s measured; realtime:={str(result['realtime']).lower()}; "
-          f"supervisor modes in the window: {' -> '.join(result['modes_in_window'])}")
+    print(
+        f"{os.cpu_count()} CPUs, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
+        f"{result['seconds']:.0f} s measured; realtime:={str(result['realtime']).lower()}; "
+        f"supervisor modes in the window: {' -> '.join(result['modes_in_window'])}"
+    )
     print(f"{'process':22s} {'CPU % of a core':>16s} {'x receive floor':>16s}")
     for name in result["graph_nodes"] + [n for n in cpu if n not in result["graph_nodes"]]:
         ratio = f"{cpu[name] / floor:16.1f}" if floor else f"{'-':>16s}"
         print(f"{name:22s} {cpu[name]:16.1f} {ratio}")
     total = result["graph_total_percent"]
-    print(f"graph total (control + monitoring): {total:.1f} % of one core, target <= {TARGET_PERCENT:g} % "
-          f"({'ok' if total <= TARGET_PERCENT else 'MISSED'}); "
-          f"{result['graph_over_floor_of_its_subscribers']} x the receive floor of its "
-          f"{result['sensing_subscribers']} subscribing processes")
+    print(
+        f"graph total (control + monitoring): {total:.1f} % of one core, target <= {TARGET_PERCENT:g} % "
+        f"({'ok' if total <= TARGET_PERCENT else 'MISSED'}); "
+        f"{result['graph_over_floor_of_its_subscribers']} x the receive floor of its "
+        f"{result['sensing_subscribers']} subscribing processes"
+    )
     return 0
 
 

@@ -20,6 +20,7 @@ Run on a DDS domain of its own if anything else on the machine runs ROS 2 graphs
     ROS_DOMAIN_ID=57 .venv/bin/python benchmarks/latency.py
     ROS_DOMAIN_ID=57 .venv/bin/python benchmarks/latency.py --latencies 0.02 --duration 10 --json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,9 +55,12 @@ def offline_trial(latency: float, compensation: bool, duration: float) -> dict:
         while t < duration:
             state = world.joint_state()
             index, goal = segment_at(REACH_SCRIPT, t)
-            signals = RobotSignals(joint_position=state.position, joint_velocity=state.velocity,
-                                   goal_position=np.array(goal),
-                                   end_effector_position=kinematics.end_effector_position(state.position))
+            signals = RobotSignals(
+                joint_position=state.position,
+                joint_velocity=state.velocity,
+                goal_position=np.array(goal),
+                end_effector_position=kinematics.end_effector_position(state.position),
+            )
             if compensation:
                 signals = predictor.predict(signals, t, horizon, latency)
             targets = slot.tick(signals)
@@ -83,13 +87,19 @@ def main() -> int:
     if args.offline:
         for latency in args.latencies:
             for compensation in (False, True):
-                r = {"latency_ms": latency * 1e3, "compensation": compensation,
-                     **offline_trial(latency, compensation, args.duration)}
+                r = {
+                    "latency_ms": latency * 1e3,
+                    "compensation": compensation,
+                    **offline_trial(latency, compensation, args.duration),
+                }
                 rows.append(r)
                 if not args.json:
-                    print(f"{r['latency_ms']:5.0f} ms  compensation {'on ' if compensation else 'off'}  settled "
-                          f"{r['settled_error_m'] * 100:6.2f} cm  horizon {r['horizon_ms']:5.1f} ms  "
-                          f"top joint speed {r['top_speed_rps']:5.1f} rad/s", flush=True)
+                    print(
+                        f"{r['latency_ms']:5.0f} ms  compensation {'on ' if compensation else 'off'}  settled "
+                        f"{r['settled_error_m'] * 100:6.2f} cm  horizon {r['horizon_ms']:5.1f} ms  "
+                        f"top joint speed {r['top_speed_rps']:5.1f} rad/s",
+                        flush=True,
+                    )
         if args.json:
             print(json.dumps(rows))
         return 0
@@ -101,21 +111,31 @@ def main() -> int:
             report = reach_trial(latency, compensation, duration=args.duration, horizon=measured)
             summary, runtime = report["summary"], report.get("policy_runtime", {})
             trips = [e["last_trip"] for e in report.get("supervisor_modes", []) if e["mode"] == "DAMPING"]
-            rows.append({"latency_ms": latency * 1e3, "compensation": compensation,
-                         "settled_error_m": summary.get("reach_error_settled_mean_m"),
-                         "final_error_m": summary.get("reach_error_final_mean_m"),
-                         "measured_actuation_ms": runtime.get("actuation_p50_ms"),
-                         "measured_driver_ms": runtime.get("driver_actuation_p50_ms"),
-                         "horizon_ms": runtime.get("horizon_ms"), "damped": bool(trips), "wall_s": report["wall_s"]})
+            rows.append(
+                {
+                    "latency_ms": latency * 1e3,
+                    "compensation": compensation,
+                    "settled_error_m": summary.get("reach_error_settled_mean_m"),
+                    "final_error_m": summary.get("reach_error_final_mean_m"),
+                    "measured_actuation_ms": runtime.get("actuation_p50_ms"),
+                    "measured_driver_ms": runtime.get("driver_actuation_p50_ms"),
+                    "horizon_ms": runtime.get("horizon_ms"),
+                    "damped": bool(trips),
+                    "wall_s": report["wall_s"],
+                }
+            )
             if not compensation and runtime.get("driver_actuation_p50_ms"):
                 measured = float(runtime["driver_actuation_p50_ms"]) * 1e-3 + 0.5 * 0.02
             if not args.json:
                 r = rows[-1]
-                print(f"{r['latency_ms']:5.0f} ms  compensation {'on ' if compensation else 'off'}  "
-                      f"settled {r['settled_error_m'] * 100:6.2f} cm  final {r['final_error_m'] * 100:6.2f} cm  "
-                      f"measured: policy->motor {r['measured_actuation_ms']} ms, driver {r['measured_driver_ms']} ms  "
-                      f"horizon {r['horizon_ms']} ms"
-                      f"{'  (supervisor damped)' if r['damped'] else ''}", flush=True)
+                print(
+                    f"{r['latency_ms']:5.0f} ms  compensation {'on ' if compensation else 'off'}  "
+                    f"settled {r['settled_error_m'] * 100:6.2f} cm  final {r['final_error_m'] * 100:6.2f} cm  "
+                    f"measured: policy->motor {r['measured_actuation_ms']} ms, driver {r['measured_driver_ms']} ms  "
+                    f"horizon {r['horizon_ms']} ms"
+                    f"{'  (supervisor damped)' if r['damped'] else ''}",
+                    flush=True,
+                )
     if args.json:
         print(json.dumps(rows))
     return 0

@@ -12,6 +12,7 @@ compensation each step, which the floor leaves out).
 Example:
     .venv/bin/python benchmarks/mujoco_step.py --robots go2 panda --steps 2000 --rounds 7
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,11 @@ class WorldLoop:
 
 
 def measure(profile: RobotProfile, steps: int, rounds: int) -> dict[str, float]:
-    subjects = {FLOOR: RawMujocoLoop(profile), "MujocoWorld.step": WorldLoop(MujocoWorld(profile)),
-                "SimWorld.step (PyBullet)": WorldLoop(SimWorld(profile))}
+    subjects = {
+        FLOOR: RawMujocoLoop(profile),
+        "MujocoWorld.step": WorldLoop(MujocoWorld(profile)),
+        "SimWorld.step (PyBullet)": WorldLoop(SimWorld(profile)),
+    }
     times: dict[str, list[float]] = {name: [] for name in subjects}
     for subject in subjects.values():  # warm up
         subject.run(steps // 10)
@@ -81,8 +85,9 @@ def main() -> int:
     results = {}
     for robot in args.robots:
         rates = measure(load_profile(robot), args.steps, args.rounds)
-        results[robot] = {name: {"steps_per_s": rate, "ratio_to_floor": rate / rates[FLOOR]}
-                          for name, rate in rates.items()}
+        results[robot] = {
+            name: {"steps_per_s": rate, "ratio_to_floor": rate / rates[FLOOR]} for name, rate in rates.items()
+        }
     if args.json:
         print(json.dumps(results, indent=2))
         return 0

@@ -29,6 +29,7 @@ Examples:
     .venv/bin/python benchmarks/realtime_load.py --seconds 60 --json
     .venv/bin/python benchmarks/realtime_load.py --runs realtime+hog --realtime-cpus 1
 """
+
 from __future__ import annotations
 
 import argparse
@@ -101,12 +102,22 @@ def run_once(name: str, seconds: float, realtime_cpus: str, watch: Watch, out: P
     from sim2real.graph.processes import GraphProcesses
 
     realtime = name.startswith("realtime")
-    plan = make_plan(robot="go2", policy=str(share_dir() / "policies" / "go2_walk.onnx"), demo=True, autoengage=True,
-                     realtime=realtime, realtime_cpus=realtime_cpus if realtime else "",
-                     failures_dir=str(out / "failures"))
+    plan = make_plan(
+        robot="go2",
+        policy=str(share_dir() / "policies" / "go2_walk.onnx"),
+        demo=True,
+        autoengage=True,
+        realtime=realtime,
+        realtime_cpus=realtime_cpus if realtime else "",
+        failures_dir=str(out / "failures"),
+    )
     report = out / f"{name}.json"
-    nodes = tuple(dataclasses.replace(n, parameters={**n.parameters, "report_path": str(report), "duration": seconds})
-                  if n.name == "demo_script" else n for n in plan.nodes)
+    nodes = tuple(
+        dataclasses.replace(n, parameters={**n.parameters, "report_path": str(report), "duration": seconds})
+        if n.name == "demo_script"
+        else n
+        for n in plan.nodes
+    )
     plan = dataclasses.replace(plan, nodes=nodes)
     watch.reset()
     log = open(out / f"{name}.log", "w")
@@ -133,8 +144,12 @@ def run_once(name: str, seconds: float, realtime_cpus: str, watch: Watch, out: P
             ended = time.monotonic()
     finally:
         log.close()
-    result = {"run": name, "seconds": seconds, "cpu_percent": cpu,
-              "locked_mib": {n: round(v) for n, v in locked.items() if v}}
+    result = {
+        "run": name,
+        "seconds": seconds,
+        "cpu_percent": cpu,
+        "locked_mib": {n: round(v) for n, v in locked.items() if v},
+    }
     sim = statuses.get("sim_robot: sensing loop", [])
     if len(sim) >= 2:
         (t0, first), (t1, last) = sim[0], sim[-1]
@@ -142,8 +157,13 @@ def run_once(name: str, seconds: float, realtime_cpus: str, watch: Watch, out: P
         result["sim_missed_fraction"] = float(last["missed_fraction"])
     if first_state is not None:
         result["delivered"] = round(states / ((ended - first_state) * SENSING_HZ), 3)
-    supervisor = [values for key, entries in statuses.items() if key.startswith("safety_supervisor")
-                  for _, values in entries if "trips" in values]
+    supervisor = [
+        values
+        for key, entries in statuses.items()
+        if key.startswith("safety_supervisor")
+        for _, values in entries
+        if "trips" in values
+    ]
     if supervisor:
         result["trips"] = int(supervisor[-1]["trips"])
         result["last_trip"] = supervisor[-1].get("last_trip", "")
@@ -184,18 +204,31 @@ def main() -> int:
         print(json.dumps({"load_average": load, "cpus": os.cpu_count(), "results": results}, indent=2))
         return 0
     print(f"{os.cpu_count()} CPUs, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; logs in {out}")
-    print(f"{'run':14s} {'trips':>5s} {'sim rate':>8s} {'delivered':>9s} {'tick p99':>8s} {'max':>7s} "
-          f"{'skipped':>7s} {'fell':>5s}  cpu % (sim/sup/est/run/demo/fail)")
+    print(
+        f"{'run':14s} {'trips':>5s} {'sim rate':>8s} {'delivered':>9s} {'tick p99':>8s} {'max':>7s} "
+        f"{'skipped':>7s} {'fell':>5s}  cpu % (sim/sup/est/run/demo/fail)"
+    )
     for r in results:
         cpu = r["cpu_percent"]
-        shares = "/".join(f"{cpu.get(n, float('nan')):.0f}" for n in ("sim_robot", "safety_supervisor",
-                                                                      "state_estimator", "policy_runtime",
-                                                                      "demo_script", "failure_collector"))
-        print(f"{r['run']:14s} {r.get('trips', '?'):>5} {r.get('sim_rate', float('nan')):8.3f} "
-              f"{r.get('delivered', float('nan')):9.3f} {r.get('tick_latency_p99_ms', float('nan')):6.1f}ms "
-              f"{r.get('tick_latency_max_ms', float('nan')):5.0f}ms {r.get('ticks_skipped', float('nan')):7.0f} "
-              f"{str(r.get('fell', '?')):>5s}  {shares}" + (f"  {r['error']}" if "error" in r else "")
-              + (f"  last trip: {r['last_trip']}" if r.get("trips") else ""))
+        shares = "/".join(
+            f"{cpu.get(n, float('nan')):.0f}"
+            for n in (
+                "sim_robot",
+                "safety_supervisor",
+                "state_estimator",
+                "policy_runtime",
+                "demo_script",
+                "failure_collector",
+            )
+        )
+        print(
+            f"{r['run']:14s} {r.get('trips', '?'):>5} {r.get('sim_rate', float('nan')):8.3f} "
+            f"{r.get('delivered', float('nan')):9.3f} {r.get('tick_latency_p99_ms', float('nan')):6.1f}ms "
+            f"{r.get('tick_latency_max_ms', float('nan')):5.0f}ms {r.get('ticks_skipped', float('nan')):7.0f} "
+            f"{str(r.get('fell', '?')):>5s}  {shares}"
+            + (f"  {r['error']}" if "error" in r else "")
+            + (f"  last trip: {r['last_trip']}" if r.get("trips") else "")
+        )
         if r["locked_mib"]:
             print(f"{'':14s} locked memory MiB: {r['locked_mib']}")
     return 0

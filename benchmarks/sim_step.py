@@ -15,6 +15,7 @@ Second part: the sensing rate the ``sim_robot`` node sustains in real time (Go2 
 statistics (/diagnostics) and from the /joint_states a subscriber receives. Target:
 < 5 % missed periods on 2 cores.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,15 +46,23 @@ class RawPyBulletLoop:
         pb.setGravity(0, 0, -9.81, physicsClientId=c)
         pb.setPhysicsEngineParameter(fixedTimeStep=profile.physics_period, physicsClientId=c)
         pb.createMultiBody(0, pb.createCollisionShape(pb.GEOM_PLANE, physicsClientId=c), physicsClientId=c)
-        self.robot = pb.loadURDF(str(profile.urdf), (0, 0, profile.spawn_height), useFixedBase=profile.fixed_base,
-                                 flags=pb.URDF_USE_INERTIA_FROM_FILE, physicsClientId=c)
-        names = {pb.getJointInfo(self.robot, i, physicsClientId=c)[1].decode(): i
-                 for i in range(pb.getNumJoints(self.robot, physicsClientId=c))}
+        self.robot = pb.loadURDF(
+            str(profile.urdf),
+            (0, 0, profile.spawn_height),
+            useFixedBase=profile.fixed_base,
+            flags=pb.URDF_USE_INERTIA_FROM_FILE,
+            physicsClientId=c,
+        )
+        names = {
+            pb.getJointInfo(self.robot, i, physicsClientId=c)[1].decode(): i
+            for i in range(pb.getNumJoints(self.robot, physicsClientId=c))
+        }
         self.ids = [names[n] for n in profile.joint_names]
         for joint, angle in zip(self.ids, profile.default_positions):
             pb.resetJointState(self.robot, joint, float(angle), 0.0, physicsClientId=c)
-        pb.setJointMotorControlArray(self.robot, self.ids, pb.VELOCITY_CONTROL,
-                                     forces=[0.0] * len(self.ids), physicsClientId=c)
+        pb.setJointMotorControlArray(
+            self.robot, self.ids, pb.VELOCITY_CONTROL, forces=[0.0] * len(self.ids), physicsClientId=c
+        )
         self.target, self.kp, self.kd = profile.default_positions, profile.kp, profile.kd
         self.limit = profile.effort_limits
 
@@ -129,24 +138,35 @@ def benchmark_robot(robot: str, steps: int, rounds: int, subjects: list[str] | N
             subject.close()
     medians = {name: statistics.median(r) for name, r in rates.items()}
     return {
-        "robot": robot, "steps_per_round": steps, "rounds": rounds,
+        "robot": robot,
+        "steps_per_round": steps,
+        "rounds": rounds,
         "physics_period": profile.physics_period,
-        "subjects": {name: {"median_steps_per_s": medians[name],
-                            "min": min(rates[name]), "max": max(rates[name]),
-                            "ratio_to_baseline": medians[name] / medians[BASELINE],
-                            "real_time_factor": medians[name] * profile.physics_period}
-                     for name in chosen},
+        "subjects": {
+            name: {
+                "median_steps_per_s": medians[name],
+                "min": min(rates[name]),
+                "max": max(rates[name]),
+                "ratio_to_baseline": medians[name] / medians[BASELINE],
+                "real_time_factor": medians[name] * profile.physics_period,
+            }
+            for name in chosen
+        },
     }
 
 
 def print_report(result: dict, target: float) -> None:
-    print(f"\n{result['robot']}: {result['rounds']} rounds x {result['steps_per_round']} steps, "
-          f"physics period {result['physics_period'] * 1e3:g} ms")
+    print(
+        f"\n{result['robot']}: {result['rounds']} rounds x {result['steps_per_round']} steps, "
+        f"physics period {result['physics_period'] * 1e3:g} ms"
+    )
     print(f"  {'subject':<22}{'median steps/s':>15}{'min':>10}{'max':>10}{'ratio':>8}{'x real time':>13}")
     for name, row in result["subjects"].items():
         flag = "" if name == BASELINE or row["ratio_to_baseline"] >= target else f"  < {target} target"
-        print(f"  {name:<22}{row['median_steps_per_s']:>15,.0f}{row['min']:>10,.0f}{row['max']:>10,.0f}"
-              f"{row['ratio_to_baseline']:>8.2f}{row['real_time_factor']:>13.1f}{flag}")
+        print(
+            f"  {name:<22}{row['median_steps_per_s']:>15,.0f}{row['min']:>10,.0f}{row['max']:>10,.0f}"
+            f"{row['ratio_to_baseline']:>8.2f}{row['real_time_factor']:>13.1f}{flag}"
+        )
 
 
 def measure_sim_robot(robot: str, seconds: float) -> dict:
@@ -170,10 +190,17 @@ def measure_sim_robot(robot: str, seconds: float) -> dict:
     node = rclpy.create_node("sim_step_benchmark", context=context)
     stamps: list[float] = []
     diagnostics: list[dict[str, str]] = []
-    node.create_subscription(JointState, "/joint_states", lambda m: stamps.append(time.monotonic()),
-                             qos.SENSOR_SUBSCRIBE)
-    node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: diagnostics.extend(
-        {kv.key: kv.value for kv in s.values} for s in m.status if s.name.startswith("sim_robot")), 10)
+    node.create_subscription(
+        JointState, "/joint_states", lambda m: stamps.append(time.monotonic()), qos.SENSOR_SUBSCRIBE
+    )
+    node.create_subscription(
+        DiagnosticArray,
+        "/diagnostics",
+        lambda m: diagnostics.extend(
+            {kv.key: kv.value for kv in s.values} for s in m.status if s.name.startswith("sim_robot")
+        ),
+        10,
+    )
     executor = SingleThreadedExecutor(context=context)
     executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
@@ -197,7 +224,9 @@ def measure_sim_robot(robot: str, seconds: float) -> dict:
     last = diagnostics[-1]
     profile = load_profile(robot)
     return {
-        "robot": robot, "seconds": elapsed, "target_hz": 1 / profile.sensing_period,
+        "robot": robot,
+        "seconds": elapsed,
+        "target_hz": 1 / profile.sensing_period,
         "received_hz": received / elapsed,
         "loop_missed_fraction": float(last["missed_fraction"]),
         "loop_ticks": int(last["ticks"]),
@@ -212,8 +241,10 @@ def print_node_report(result: dict) -> None:
     print(f"\nsim_robot ({result['robot']}) real time, {result['seconds']:.1f} s at {result['target_hz']:.0f} Hz:")
     print(f"  /joint_states received       {result['received_hz']:8.1f} Hz")
     print(f"  missed periods (loop)        {100 * result['loop_missed_fraction']:8.2f} %   ({verdict})")
-    print(f"  lateness p50 / p99 / max     {result['lateness_p50_ms']:.3f} / {result['lateness_p99_ms']:.3f} / "
-          f"{result['lateness_max_ms']:.3f} ms")
+    print(
+        f"  lateness p50 / p99 / max     {result['lateness_p50_ms']:.3f} / {result['lateness_p99_ms']:.3f} / "
+        f"{result['lateness_max_ms']:.3f} ms"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,12 +255,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--robots", nargs="+", default=["go2", "panda"], help="robot profiles (default: go2 panda)")
     parser.add_argument("--steps", type=int, default=2000, help="physics steps per subject per round")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds; medians are reported")
-    parser.add_argument("--subjects", nargs="+", choices=list(SUBJECTS), default=None,
-                        help=f"what to time besides the baseline (default: all of {list(SUBJECTS)})")
+    parser.add_argument(
+        "--subjects",
+        nargs="+",
+        choices=list(SUBJECTS),
+        default=None,
+        help=f"what to time besides the baseline (default: all of {list(SUBJECTS)})",
+    )
     parser.add_argument("--target", type=float, default=0.8, help="ratio to flag below (default 0.8)")
     parser.add_argument("--node-robot", default="go2", help="robot for the sim_robot rate part (default go2)")
-    parser.add_argument("--node-seconds", type=float, default=10.0,
-                        help="seconds to run sim_robot in real time; 0 skips that part (default 10)")
+    parser.add_argument(
+        "--node-seconds",
+        type=float,
+        default=10.0,
+        help="seconds to run sim_robot in real time; 0 skips that part (default 10)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     args = parser.parse_args(argv)
     results = [benchmark_robot(robot, args.steps, args.rounds, args.subjects) for robot in args.robots]

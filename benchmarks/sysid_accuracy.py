@@ -20,6 +20,7 @@ Example:
     PYTHONPATH=src python benchmarks/sysid_accuracy.py --robot go2 --suspended
     PYTHONPATH=src python benchmarks/sysid_accuracy.py --robot go2 --sets 1
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,14 @@ from sim2real.sysid.excitation import excitation_defaults, make_excitation
 from sim2real.sysid.fit import FitError, FitOptions, fit_conditions
 from sim2real.sysid.sim_recording import record_in_sim
 
-RANGES = {"motor_strength": (0.8, 1.2), "mass_scale": (0.85, 1.2), "joint_friction": (0.1, 0.6),
-          "joint_damping": (0.05, 0.4), "latency": (0.0, 0.02), "armature": (0.005, 0.05)}
+RANGES = {
+    "motor_strength": (0.8, 1.2),
+    "mass_scale": (0.85, 1.2),
+    "joint_friction": (0.1, 0.6),
+    "joint_damping": (0.05, 0.4),
+    "latency": (0.0, 0.02),
+    "armature": (0.005, 0.05),
+}
 NOISE = {"joint_position_noise": 0.0005, "joint_velocity_noise": 0.01}
 RELATIVE = ("motor_strength", "mass_scale", "joint_friction", "joint_damping", "armature")
 
@@ -47,8 +54,11 @@ RELATIVE = ("motor_strength", "mass_scale", "joint_friction", "joint_damping", "
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--robot", default="panda")
-    parser.add_argument("--suspended", action="store_true",
-                        help="a quadruped recorded hanging on a stand (sysid record --suspended), as the fit replays it")
+    parser.add_argument(
+        "--suspended",
+        action="store_true",
+        help="a quadruped recorded hanging on a stand (sysid record --suspended), as the fit replays it",
+    )
     parser.add_argument("--sets", type=int, default=3, help="random hidden parameter sets")
     parser.add_argument("--duration", type=float, default=40.0, help="excitation seconds per set (<= 60)")
     parser.add_argument("--kind", default="multisine", choices=("fourier", "multisine", "chirp"))
@@ -65,18 +75,28 @@ def main() -> None:
     amplitude, legs = excitation_defaults(profile, args.suspended)
     amplitude = amplitude if args.amplitude is None else args.amplitude
     legs = legs if args.legs is None else args.legs
-    excitation = make_excitation(profile, args.kind, duration=args.duration, seed=args.seed, amplitude=amplitude,
-                                 legs=legs)
+    excitation = make_excitation(
+        profile, args.kind, duration=args.duration, seed=args.seed, amplitude=amplitude, legs=legs
+    )
     rows, refused = [], []
     with tempfile.TemporaryDirectory(prefix="sysid-bench-") as tmp:
         for k in range(args.sets):
             hidden = {name: float(rng.uniform(*bounds)) for name, bounds in RANGES.items()}
-            bag = record_in_sim(profile, excitation, Path(tmp) / f"set{k}", PhysicalConditions(**hidden, **NOISE),
-                                seed=args.seed + k, suspended=args.suspended)
+            bag = record_in_sim(
+                profile,
+                excitation,
+                Path(tmp) / f"set{k}",
+                PhysicalConditions(**hidden, **NOISE),
+                seed=args.seed + k,
+                suspended=args.suspended,
+            )
             started = time.monotonic()
             try:
-                result = fit_conditions(profile, read_bags([bag], profile),
-                                        FitOptions(workers=args.workers, train_seconds=args.train_seconds, seed=k))
+                result = fit_conditions(
+                    profile,
+                    read_bags([bag], profile),
+                    FitOptions(workers=args.workers, train_seconds=args.train_seconds, seed=k),
+                )
             except FitError as exc:  # e.g. a standing Go2 the excitation turned over
                 # On stderr: with --json, stdout carries the JSON alone; the sets refused are in it.
                 print(f"set {k}: refused after {time.monotonic() - started:.0f} s: {exc}", file=sys.stderr, flush=True)
@@ -85,33 +105,53 @@ def main() -> None:
             wall = time.monotonic() - started
             errors = {name: abs(result.values[name] - hidden[name]) / hidden[name] for name in RELATIVE}
             errors["latency_ms"] = abs(result.values["latency"] - hidden["latency"]) * 1e3
-            rows.append({"set": k, "hidden": hidden, "fitted": result.values, "errors": errors,
-                         "heldout_rmse_mrad": float(np.sqrt(np.mean(result.heldout_rmse_after ** 2)) * 1e3),
-                         "evaluations": result.evaluations, "fit_wall_s": wall})
+            rows.append(
+                {
+                    "set": k,
+                    "hidden": hidden,
+                    "fitted": result.values,
+                    "errors": errors,
+                    "heldout_rmse_mrad": float(np.sqrt(np.mean(result.heldout_rmse_after**2)) * 1e3),
+                    "evaluations": result.evaluations,
+                    "fit_wall_s": wall,
+                }
+            )
             if not args.json:
-                print(f"set {k}: " + "  ".join(f"{n} {hidden[n]:.4g}->{result.values[n]:.4g}" for n in RANGES)
-                      + f"  ({wall:.0f} s)", flush=True)
+                print(
+                    f"set {k}: "
+                    + "  ".join(f"{n} {hidden[n]:.4g}->{result.values[n]:.4g}" for n in RANGES)
+                    + f"  ({wall:.0f} s)",
+                    flush=True,
+                )
     if args.json:
         print(json.dumps({"fitted": rows, "refused": refused}, indent=2))
         return
     if not rows:
         print("no set was fitted (each refusal is printed above)")
         return
-    header = f"{'set':>3} {'strength %':>10} {'mass %':>7} {'friction %':>10} {'damping %':>9} {'armature %':>10} " \
-             f"{'latency ms':>10} {'held-out mrad':>13} {'fit s':>6}"
+    header = (
+        f"{'set':>3} {'strength %':>10} {'mass %':>7} {'friction %':>10} {'damping %':>9} {'armature %':>10} "
+        f"{'latency ms':>10} {'held-out mrad':>13} {'fit s':>6}"
+    )
     stand = " on a stand (suspended)" if args.suspended else ("" if profile.fixed_base else " standing")
-    print(f"\n{args.robot}{stand}, {args.duration:g} s {args.kind} excitation ({amplitude:g} rad, legs at a time "
-          f"{legs or 'all'}), noise {NOISE}\n{header}")
+    print(
+        f"\n{args.robot}{stand}, {args.duration:g} s {args.kind} excitation ({amplitude:g} rad, legs at a time "
+        f"{legs or 'all'}), noise {NOISE}\n{header}"
+    )
     for row in rows:
         e = row["errors"]
-        print(f"{row['set']:>3} {e['motor_strength'] * 100:>10.2f} {e['mass_scale'] * 100:>7.2f} "
-              f"{e['joint_friction'] * 100:>10.2f} {e['joint_damping'] * 100:>9.2f} {e['armature'] * 100:>10.2f} {e['latency_ms']:>10.2f} "
-              f"{row['heldout_rmse_mrad']:>13.2f} {row['fit_wall_s']:>6.0f}")
+        print(
+            f"{row['set']:>3} {e['motor_strength'] * 100:>10.2f} {e['mass_scale'] * 100:>7.2f} "
+            f"{e['joint_friction'] * 100:>10.2f} {e['joint_damping'] * 100:>9.2f} {e['armature'] * 100:>10.2f} {e['latency_ms']:>10.2f} "
+            f"{row['heldout_rmse_mrad']:>13.2f} {row['fit_wall_s']:>6.0f}"
+        )
     worst = {n: max(r["errors"][n] for r in rows) for n in (*RELATIVE, "latency_ms")}
-    print(f"worst of the {len(rows)} fitted of {args.sets} sets ({len(refused)} refused): strength {worst['motor_strength'] * 100:.2f} %, mass {worst['mass_scale'] * 100:.2f} %, "
-          f"friction {worst['joint_friction'] * 100:.2f} %, damping {worst['joint_damping'] * 100:.2f} %, "
-          f"armature {worst['armature'] * 100:.2f} %, "
-          f"latency {worst['latency_ms']:.2f} ms, fit wall time max {max(r['fit_wall_s'] for r in rows):.0f} s")
+    print(
+        f"worst of the {len(rows)} fitted of {args.sets} sets ({len(refused)} refused): strength {worst['motor_strength'] * 100:.2f} %, mass {worst['mass_scale'] * 100:.2f} %, "
+        f"friction {worst['joint_friction'] * 100:.2f} %, damping {worst['joint_damping'] * 100:.2f} %, "
+        f"armature {worst['armature'] * 100:.2f} %, "
+        f"latency {worst['latency_ms']:.2f} ms, fit wall time max {max(r['fit_wall_s'] for r in rows):.0f} s"
+    )
     print("targets: strength/mass/friction <= 5 %, latency <= 2 ms, fit <= 300 s on 2 cores")
 
 

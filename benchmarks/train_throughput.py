@@ -42,6 +42,7 @@ Example:
     .venv/bin/python benchmarks/train_throughput.py
     .venv/bin/python benchmarks/train_throughput.py --tasks panda:reach --randomization none --seconds 5 --json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,9 +72,15 @@ def _rate(run, chunk: int, seconds: float) -> float:
     return done / (time.perf_counter() - start)
 
 
-def raw_and_floor_rates(robot: str, decimation: int, action_targets: Callable[[np.ndarray], np.ndarray],
-                        robots_per_world: int, seconds: float, seed: int,
-                        rounds: int = 5) -> tuple[float, dict[int, float]]:
+def raw_and_floor_rates(
+    robot: str,
+    decimation: int,
+    action_targets: Callable[[np.ndarray], np.ndarray],
+    robots_per_world: int,
+    seconds: float,
+    seed: int,
+    rounds: int = 5,
+) -> tuple[float, dict[int, float]]:
     """(raw physics steps/s, {robots per world: floor policy steps/s per robot}), the subjects
     interleaved round after round and each one's median kept: a drift of the machine's speed
     during the run then moves numerator and denominator alike."""
@@ -95,8 +102,9 @@ def raw_and_floor_rates(robot: str, decimation: int, action_targets: Callable[[n
             floor.close()
 
 
-def single_env_rate(robot: str, task: str, randomization: str | None, seconds: float,
-                    seed: int) -> tuple[float, int, float]:
+def single_env_rate(
+    robot: str, task: str, randomization: str | None, seconds: float, seed: int
+) -> tuple[float, int, float]:
     """(policy steps/s, physics steps per policy step, share of the step time in stepSimulation)."""
     env = make_env(robot, task, seed=seed, randomization=randomization)
     rng = np.random.default_rng(seed)
@@ -130,19 +138,25 @@ class PythonFloor:
     minimal per-policy-step reads. A robot that fell (base below half its spawn height) or
     ran 1000 policy steps is put back, as an episode would end."""
 
-    def __init__(self, robot: str, robots: int, decimation: int,
-                 action_targets: Callable[[np.ndarray], np.ndarray], seed: int):
+    def __init__(
+        self, robot: str, robots: int, decimation: int, action_targets: Callable[[np.ndarray], np.ndarray], seed: int
+    ):
         profile = load_profile(robot)
         self.loop = RawPyBulletLoop(profile)  # the baseline's world, physics settings and first robot
         c = self.loop.client
         self.profile, self.decimation, self.action_targets = profile, decimation, action_targets
         self.bodies = [self.loop.robot]
         for k in range(1, robots):
-            body = pybullet.loadURDF(str(profile.urdf), (3.0 * k, 0.0, profile.spawn_height),
-                                     useFixedBase=profile.fixed_base, flags=pybullet.URDF_USE_INERTIA_FROM_FILE,
-                                     physicsClientId=c)
-            pybullet.setJointMotorControlArray(body, self.loop.ids, pybullet.VELOCITY_CONTROL,
-                                               forces=[0.0] * len(self.loop.ids), physicsClientId=c)
+            body = pybullet.loadURDF(
+                str(profile.urdf),
+                (3.0 * k, 0.0, profile.spawn_height),
+                useFixedBase=profile.fixed_base,
+                flags=pybullet.URDF_USE_INERTIA_FROM_FILE,
+                physicsClientId=c,
+            )
+            pybullet.setJointMotorControlArray(
+                body, self.loop.ids, pybullet.VELOCITY_CONTROL, forces=[0.0] * len(self.loop.ids), physicsClientId=c
+            )
             self.bodies.append(body)
         for k in range(robots):
             self._put_back(k)
@@ -151,8 +165,9 @@ class PythonFloor:
 
     def _put_back(self, k: int) -> None:
         c, body, profile = self.loop.client, self.bodies[k], self.profile
-        pybullet.resetBasePositionAndOrientation(body, (3.0 * k, 0.0, profile.spawn_height), (0, 0, 0, 1),
-                                                 physicsClientId=c)
+        pybullet.resetBasePositionAndOrientation(
+            body, (3.0 * k, 0.0, profile.spawn_height), (0, 0, 0, 1), physicsClientId=c
+        )
         pybullet.resetBaseVelocity(body, (0, 0, 0), (0, 0, 0), physicsClientId=c)
         for joint, angle in zip(self.loop.ids, profile.default_positions):
             pybullet.resetJointState(body, joint, float(angle), 0.0, physicsClientId=c)
@@ -172,8 +187,9 @@ class PythonFloor:
                     dq[k] = [s[1] for s in states]
                 tau = np.clip(kp * (target - q) - kd * dq, -limit, limit)
                 for k, body in enumerate(bodies):
-                    pybullet.setJointMotorControlArray(body, ids, pybullet.TORQUE_CONTROL, forces=tau[k].tolist(),
-                                                       physicsClientId=c)
+                    pybullet.setJointMotorControlArray(
+                        body, ids, pybullet.TORQUE_CONTROL, forces=tau[k].tolist(), physicsClientId=c
+                    )
                 pybullet.stepSimulation(physicsClientId=c)
             self.ages += 1
             for k, body in enumerate(bodies):
@@ -194,8 +210,9 @@ class PythonFloor:
         self.loop.close()
 
 
-def vec_env_rate(robot: str, task: str, randomization: str | None, num_envs: int, workers: int, seconds: float,
-                 seed: int) -> float:
+def vec_env_rate(
+    robot: str, task: str, randomization: str | None, num_envs: int, workers: int, seconds: float, seed: int
+) -> float:
     fns = [partial(make_env, robot, task, seed=seed + i, randomization=randomization) for i in range(num_envs)]
     rng = np.random.default_rng(seed)
     with ProcessVecEnv(fns, workers=workers) as vec:
@@ -210,17 +227,31 @@ def vec_env_rate(robot: str, task: str, randomization: str | None, num_envs: int
         return steps / (time.perf_counter() - start)
 
 
-def _row(robot: str, task: str, randomization: str | None, decimation: int, raw: float, single: float,
-         physics_share: float, vec: dict[int, float], first: float, num_envs: int,
-         floors: dict[int, float]) -> dict:
+def _row(
+    robot: str,
+    task: str,
+    randomization: str | None,
+    decimation: int,
+    raw: float,
+    single: float,
+    physics_share: float,
+    vec: dict[int, float],
+    first: float,
+    num_envs: int,
+    floors: dict[int, float],
+) -> dict:
     ceiling = raw / decimation
     return {
-        "task": f"{robot} {task}", "randomization": randomization or "none",
+        "task": f"{robot} {task}",
+        "randomization": randomization or "none",
         "physics_steps_per_policy_step": decimation,
-        "raw_physics_steps_per_s": raw, "raw_policy_step_ceiling_per_s": ceiling,
+        "raw_physics_steps_per_s": raw,
+        "raw_policy_step_ceiling_per_s": ceiling,
         "floor_policy_steps_per_s": {str(n): r for n, r in floors.items()},
         "floor_ratio": floors[1] / ceiling,
-        "single_env_steps_per_s": single, "single_env_physics_share": physics_share, "num_envs": num_envs,
+        "single_env_steps_per_s": single,
+        "single_env_physics_share": physics_share,
+        "num_envs": num_envs,
         "vec_env_steps_per_s": {str(w): r for w, r in vec.items()},
         "ratio_vec1_to_raw": first / ceiling,
         "scaling": {str(w): r / first for w, r in vec.items()},
@@ -229,17 +260,33 @@ def _row(robot: str, task: str, randomization: str | None, decimation: int, raw:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", nargs="+", default=["go2:walk", "panda:reach"], metavar="ROBOT:TASK",
-                        help="tasks to measure (default: go2:walk panda:reach)")
+    parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=["go2:walk", "panda:reach"],
+        metavar="ROBOT:TASK",
+        help="tasks to measure (default: go2:walk panda:reach)",
+    )
     parser.add_argument("--num-envs", type=int, default=16, help="envs in the vector env (default: 16)")
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2],
-                        help="worker process counts to compare (default: 1 2)")
-    parser.add_argument("--randomization", nargs="+", default=["none", "reference"], metavar="R",
-                        help="worlds: none (nominal), reference (<robot>_reference) or a randomization "
-                             "name/path (default: none reference)")
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[1, 2], help="worker process counts to compare (default: 1 2)"
+    )
+    parser.add_argument(
+        "--randomization",
+        nargs="+",
+        default=["none", "reference"],
+        metavar="R",
+        help="worlds: none (nominal), reference (<robot>_reference) or a randomization "
+        "name/path (default: none reference)",
+    )
     parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per subject (default: 3)")
-    parser.add_argument("--robots-per-world", type=int, default=8, metavar="N",
-                        help="robots in one world for the batched floor (default: 8)")
+    parser.add_argument(
+        "--robots-per-world",
+        type=int,
+        default=8,
+        metavar="N",
+        help="robots in one world for the batched floor (default: 8)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
@@ -249,42 +296,72 @@ def main() -> int:
         robot, _, task = spec.partition(":")
         probe = make_env(robot, task, seed=args.seed)  # the task's decimation and action mapping
         try:
-            raw, floors = raw_and_floor_rates(robot, probe.decimation, probe.action_targets, args.robots_per_world,
-                                              3 * args.seconds, args.seed)
+            raw, floors = raw_and_floor_rates(
+                robot, probe.decimation, probe.action_targets, args.robots_per_world, 3 * args.seconds, args.seed
+            )
         finally:
             probe.close()
         decimation = probe.decimation
         for world in args.randomization:
             randomization = None if world == "none" else f"{robot}_reference" if world == "reference" else world
             single, _, share = single_env_rate(robot, task, randomization, args.seconds, args.seed)
-            vec = {w: vec_env_rate(robot, task, randomization, args.num_envs, w, args.seconds, args.seed)
-                   for w in args.workers}
+            vec = {
+                w: vec_env_rate(robot, task, randomization, args.num_envs, w, args.seconds, args.seed)
+                for w in args.workers
+            }
             first = vec[args.workers[0]]
-            rows.append(_row(robot, task, randomization, decimation, raw, single, share, vec, first, args.num_envs,
-                             floors))
+            rows.append(
+                _row(robot, task, randomization, decimation, raw, single, share, vec, first, args.num_envs, floors)
+            )
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     workers = args.workers
     batched = str(args.robots_per_world)
-    header = ["task", "randomization", "phys/policy", "raw phys/s", "raw ceiling/s", "floor/s",
-              f"floor {batched}/world/s", "floor ratio", "1 env/s", "physics share",
-              *(f"vec {w}w/s" for w in workers), "ratio", *(f"x{w}w" for w in workers[1:])]
-    table = [[r["task"], r["randomization"], str(r["physics_steps_per_policy_step"]),
-              f"{r['raw_physics_steps_per_s']:.0f}", f"{r['raw_policy_step_ceiling_per_s']:.0f}",
-              f"{r['floor_policy_steps_per_s']['1']:.0f}", f"{r['floor_policy_steps_per_s'][batched]:.0f}",
-              f"{r['floor_ratio']:.2f}", f"{r['single_env_steps_per_s']:.0f}", f"{r['single_env_physics_share']:.2f}",
-              *(f"{r['vec_env_steps_per_s'][str(w)]:.0f}" for w in workers), f"{r['ratio_vec1_to_raw']:.2f}",
-              *(f"{r['scaling'][str(w)]:.2f}" for w in workers[1:])] for r in rows]
+    header = [
+        "task",
+        "randomization",
+        "phys/policy",
+        "raw phys/s",
+        "raw ceiling/s",
+        "floor/s",
+        f"floor {batched}/world/s",
+        "floor ratio",
+        "1 env/s",
+        "physics share",
+        *(f"vec {w}w/s" for w in workers),
+        "ratio",
+        *(f"x{w}w" for w in workers[1:]),
+    ]
+    table = [
+        [
+            r["task"],
+            r["randomization"],
+            str(r["physics_steps_per_policy_step"]),
+            f"{r['raw_physics_steps_per_s']:.0f}",
+            f"{r['raw_policy_step_ceiling_per_s']:.0f}",
+            f"{r['floor_policy_steps_per_s']['1']:.0f}",
+            f"{r['floor_policy_steps_per_s'][batched]:.0f}",
+            f"{r['floor_ratio']:.2f}",
+            f"{r['single_env_steps_per_s']:.0f}",
+            f"{r['single_env_physics_share']:.2f}",
+            *(f"{r['vec_env_steps_per_s'][str(w)]:.0f}" for w in workers),
+            f"{r['ratio_vec1_to_raw']:.2f}",
+            *(f"{r['scaling'][str(w)]:.2f}" for w in workers[1:]),
+        ]
+        for r in rows
+    ]
     widths = [max(len(line[i]) for line in [header, *table]) for i in range(len(header))]
     print(f"policy steps/s, {args.num_envs} envs in the vector env, {args.seconds:g} s per measurement")
     for line in [header, *table]:
         print("  ".join(cell.rjust(width) for cell, width in zip(line, widths)))
-    print("raw ceiling = raw PyBullet physics steps/s / physics steps per policy step (one process); "
-          "floor = a Python env before any task logic (raw PD toward the task's targets for random actions, "
-          "minimal reads), per robot; floor ratio = floor / raw ceiling; "
-          "ratio = vec env with 1 worker / raw ceiling; physics share = time in stepSimulation / "
-          "time of the single env's steps")
+    print(
+        "raw ceiling = raw PyBullet physics steps/s / physics steps per policy step (one process); "
+        "floor = a Python env before any task logic (raw PD toward the task's targets for random actions, "
+        "minimal reads), per robot; floor ratio = floor / raw ceiling; "
+        "ratio = vec env with 1 worker / raw ceiling; physics share = time in stepSimulation / "
+        "time of the single env's steps"
+    )
     return 0
 
 

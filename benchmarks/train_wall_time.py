@@ -20,6 +20,7 @@ Example:
     .venv/bin/python benchmarks/train_wall_time.py                      # panda, ~9 min in all
     .venv/bin/python benchmarks/train_wall_time.py --robot go2 --out runs/go2_wall   # ~29 min
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,10 +38,20 @@ ROOT = Path(__file__).resolve().parents[1]
 # Each stage: its config, run to the config's own end (a stage that stops part-way down a longer
 # learning-rate line says so with ppo.learning_rate_final_iteration).
 RECIPES = {
-    "panda": {"task": "reach", "stages": ["config/train/panda_reach.yaml"], "minutes": 10.0,
-              "randomization": "config/randomization/panda_reference.yaml", "episodes": 100},
-    "go2": {"task": "walk", "stages": ["config/train/go2_walk.yaml"],
-            "minutes": 60.0, "randomization": "config/randomization/go2_reference.yaml", "episodes": 50},
+    "panda": {
+        "task": "reach",
+        "stages": ["config/train/panda_reach.yaml"],
+        "minutes": 10.0,
+        "randomization": "config/randomization/panda_reference.yaml",
+        "episodes": 100,
+    },
+    "go2": {
+        "task": "walk",
+        "stages": ["config/train/go2_walk.yaml"],
+        "minutes": 60.0,
+        "randomization": "config/randomization/go2_reference.yaml",
+        "episodes": 50,
+    },
 }
 
 
@@ -51,24 +62,35 @@ def sim2real(*args: str) -> list[str]:
 def targets_met(robot: str, nominal: dict, randomized: dict) -> list[tuple[str, float, str, bool]]:
     """(what, measured, asked, met) per target of issue 3."""
     if robot == "panda":
-        return [("nominal success rate", nominal["success_rate"], ">= 0.95", nominal["success_rate"] >= 0.95),
-                ("DR success rate", randomized["success_rate"], ">= 0.90", randomized["success_rate"] >= 0.90)]
-    return [("nominal fall rate", nominal["metrics"]["fell"], "0", nominal["metrics"]["fell"] == 0.0),
-            ("nominal velocity error (m/s)", nominal["metrics"]["velocity_error"], "<= 0.1",
-             nominal["metrics"]["velocity_error"] <= 0.1),
-            ("DR success rate", randomized["success_rate"], ">= 0.90", randomized["success_rate"] >= 0.90)]
+        return [
+            ("nominal success rate", nominal["success_rate"], ">= 0.95", nominal["success_rate"] >= 0.95),
+            ("DR success rate", randomized["success_rate"], ">= 0.90", randomized["success_rate"] >= 0.90),
+        ]
+    return [
+        ("nominal fall rate", nominal["metrics"]["fell"], "0", nominal["metrics"]["fell"] == 0.0),
+        (
+            "nominal velocity error (m/s)",
+            nominal["metrics"]["velocity_error"],
+            "<= 0.1",
+            nominal["metrics"]["velocity_error"] <= 0.1,
+        ),
+        ("DR success rate", randomized["success_rate"], ">= 0.90", randomized["success_rate"] >= 0.90),
+    ]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--robot", choices=sorted(RECIPES), default="panda")
     parser.add_argument("--config", help="one training config in place of the robot's shipped recipe")
-    parser.add_argument("--out", type=Path, help="folder for the stages' runs (default: a temporary one, deleted after)")
-    parser.add_argument("--iterations", type=int,
-                        help="N iterations per stage, to check the plumbing (not a figure)")
-    parser.add_argument("--episodes", type=int,
-                        help="evaluation episodes per world set (default: as the model cards report, "
-                             "panda 100, go2 50)")
+    parser.add_argument(
+        "--out", type=Path, help="folder for the stages' runs (default: a temporary one, deleted after)"
+    )
+    parser.add_argument("--iterations", type=int, help="N iterations per stage, to check the plumbing (not a figure)")
+    parser.add_argument(
+        "--episodes",
+        type=int,
+        help="evaluation episodes per world set (default: as the model cards report, panda 100, go2 50)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="evaluation seed (default: 0, as the model cards)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
@@ -108,32 +130,58 @@ def main() -> int:
                 return failed(f"stage {number} (no checkpoint {last or 'in ' + str(out)})", run, text)
         minutes = (time.monotonic() - start) / 60.0
         policy = root / "policy.onnx"
-        export = subprocess.run(sim2real("export", str(last), "-o", str(policy)), cwd=ROOT, env=env,
-                                capture_output=True, text=True)
+        export = subprocess.run(
+            sim2real("export", str(last), "-o", str(policy)), cwd=ROOT, env=env, capture_output=True, text=True
+        )
         if export.returncode != 0:
             return failed("export", export, export.stdout + export.stderr)
         say(f"trained in {minutes:.1f} min; evaluating {episodes} episodes per world set ...")
-        evaluation = subprocess.run(sim2real("eval", str(policy), "--worlds", "nominal", recipe["randomization"],
-                                             "--episodes", str(episodes), "--seed", str(args.seed),
-                                             "--no-progress", "--no-plot", "--json"),
-                                    cwd=ROOT, env=env, capture_output=True, text=True)
+        evaluation = subprocess.run(
+            sim2real(
+                "eval",
+                str(policy),
+                "--worlds",
+                "nominal",
+                recipe["randomization"],
+                "--episodes",
+                str(episodes),
+                "--seed",
+                str(args.seed),
+                "--no-progress",
+                "--no-plot",
+                "--json",
+            ),
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if evaluation.returncode != 0:
             return failed("evaluation", evaluation, evaluation.stdout + evaluation.stderr)
         worlds = json.loads(evaluation.stdout)["worlds"]
 
     rows = targets_met(args.robot, worlds[0], worlds[1])
     in_time = minutes <= recipe["minutes"]
-    result = {"robot": args.robot, "config": config, "training_minutes": round(minutes, 2),
-              "checkpoint": last.name, "episodes": episodes,
-              "minutes_asked": recipe["minutes"], "targets": [
-                  {"what": what, "measured": measured, "asked": asked, "met": met} for what, measured, asked, met in rows],
-              "all_met_in_time": in_time and all(met for *_, met in rows)}
+    result = {
+        "robot": args.robot,
+        "config": config,
+        "training_minutes": round(minutes, 2),
+        "checkpoint": last.name,
+        "episodes": episodes,
+        "minutes_asked": recipe["minutes"],
+        "targets": [
+            {"what": what, "measured": measured, "asked": asked, "met": met} for what, measured, asked, met in rows
+        ],
+        "all_met_in_time": in_time and all(met for *_, met in rows),
+    }
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"\n{args.robot} {recipe['task']} ({config}): {last.name} in {minutes:.1f} min, "
-          f"asked <= {recipe['minutes']:.0f} min: "
-          f"{'met' if in_time else 'MISSED'}")
+    print(
+        f"\n{args.robot} {recipe['task']} ({config}): {last.name} in {minutes:.1f} min, "
+        f"asked <= {recipe['minutes']:.0f} min: "
+        f"{'met' if in_time else 'MISSED'}"
+    )
     for what, measured, asked, met in rows:
         print(f"  {what:30s} {measured:8.3f}  asked {asked:8s} {'met' if met else 'MISSED'}")
     print(f"  evaluation: {episodes} episodes per world set, seed {args.seed}")

@@ -13,6 +13,7 @@ relay so machine noise falls on both.
 
     ROS_DOMAIN_ID=57 .venv/bin/python benchmarks/unitree_bridge.py --seconds 5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,9 @@ def relay_main(domain: int) -> int:
     def states() -> None:
         while not stop.is_set():
             for sample in dds.take_states(0.1):
-                publisher.publish(JointState(name=profile.joint_names,
-                                             position=[sample.motor_state[s].q for s in slots]))
+                publisher.publish(
+                    JointState(name=profile.joint_names, position=[sample.motor_state[s].q for s in slots])
+                )
 
     threading.Thread(target=states, daemon=True).start()
     try:
@@ -85,8 +87,18 @@ def segment(kind: str, domain: int, seconds: float, node, state_times: list) -> 
     profile = load_profile("go2")
     slots = profile.unitree.slots(profile.joint_names)
     if kind == "bridge":
-        args = [sys.executable, "-m", "sim2real.nodes.unitree_bridge", "--ros-args", "-p", "network_interface:=lo",
-                "-p", f"unitree_domain:={domain}", "-p", "command_writer:=''"]
+        args = [
+            sys.executable,
+            "-m",
+            "sim2real.nodes.unitree_bridge",
+            "--ros-args",
+            "-p",
+            "network_interface:=lo",
+            "-p",
+            f"unitree_domain:={domain}",
+            "-p",
+            "command_writer:=''",
+        ]
     else:
         args = [sys.executable, __file__, "--relay", str(domain)]
     log = open(f"/tmp/unitree_bridge_benchmark_{kind}.log", "w")
@@ -161,22 +173,30 @@ def main() -> int:
     rclpy.init()
     node = rclpy.create_node("unitree_bridge_benchmark")
     arrivals: list = []
-    node.create_subscription(JointState, "/joint_states",
-                             lambda m: arrivals.append((time.perf_counter(), m.position[0])), qos.SENSOR_SUBSCRIBE)
+    node.create_subscription(
+        JointState,
+        "/joint_states",
+        lambda m: arrivals.append((time.perf_counter(), m.position[0])),
+        qos.SENSOR_SUBSCRIBE,
+    )
     threading.Thread(target=rclpy.spin, args=(node,), daemon=True).start()
     results = {"bridge": [], "relay": []}
     for kind in ("bridge", "relay", "bridge", "relay"):
         results[kind].append(segment(kind, domain, args.seconds, node, arrivals))
-        print(f"  {kind}: {len(results[kind][-1]['state'])} states, {len(results[kind][-1]['command'])} commands",
-              file=sys.stderr)
+        print(
+            f"  {kind}: {len(results[kind][-1]['state'])} states, {len(results[kind][-1]['command'])} commands",
+            file=sys.stderr,
+        )
     print(f"unitree_bridge vs a bare relay, {RATE_HZ:.0f} Hz LowState, 50 Hz commands, {2 * args.seconds:g} s each")
     print(f"{'path':10s} {'bridge p50/p99 ms':>18s} {'relay p50/p99 ms':>18s} {'added p50/p99 ms':>18s}")
     for path in ("state", "command"):
         b = np.concatenate([r[path] for r in results["bridge"]])
         r = np.concatenate([r[path] for r in results["relay"]])
         bp, rp = np.percentile(b, [50, 99]), np.percentile(r, [50, 99])
-        print(f"{path:10s} {bp[0]:8.3f} / {bp[1]:7.3f} {rp[0]:8.3f} / {rp[1]:7.3f} {bp[0] - rp[0]:8.3f} / "
-              f"{bp[1] - rp[1]:7.3f}")
+        print(
+            f"{path:10s} {bp[0]:8.3f} / {bp[1]:7.3f} {rp[0]:8.3f} / {rp[1]:7.3f} {bp[0] - rp[0]:8.3f} / "
+            f"{bp[1] - rp[1]:7.3f}"
+        )
     cpu_b = np.mean([r["cpu"] for r in results["bridge"]])
     cpu_r = np.mean([r["cpu"] for r in results["relay"]])
     print(f"CPU: bridge {cpu_b * 100:.0f} % of a core, relay {cpu_r * 100:.0f} % ({cpu_b / cpu_r:.2f}x)")

@@ -5,6 +5,7 @@ A thin renderer: the node plan comes from sim2real.graph.plan.make_plan, the sam
 OpaqueFunction, LaunchConfiguration, launch_ros.actions.Node), available on Humble,
 Jazzy and Kilted. `ros2 launch sim2real bringup.launch.py --show-args` lists the arguments.
 """
+
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
@@ -32,8 +33,12 @@ def _render(context, *args, **kwargs):
 
 def generate_launch_description():
     arguments = [
-        DeclareLaunchArgument(arg.name, default_value=arg.default, description=arg.description,
-                              **({"choices": list(arg.choices)} if arg.choices else {}))
+        DeclareLaunchArgument(
+            arg.name,
+            default_value=arg.default,
+            description=arg.description,
+            **({"choices": list(arg.choices)} if arg.choices else {}),
+        )
         for arg in LAUNCH_ARGUMENTS.values()
     ]
     return LaunchDescription([*arguments, OpaqueFunction(function=_render)])

@@ -6,6 +6,7 @@ plan bringup.launch.py runs; sysid_logger plays the excitation through the super
 writes the bag. The launch ends when the logger has written the bag.
 `ros2 launch sim2real sysid_record.launch.py --show-args` lists the arguments.
 """
+
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler
 from launch.event_handlers import OnProcessExit
@@ -21,19 +22,33 @@ def _render(context, *args, **kwargs):
     plan = make_sysid_plan(**values)
     actions = []
     for spec in plan.nodes:
-        node = Node(package="sim2real", executable=spec.executable, name=spec.name, parameters=[spec.parameters],
-                    remappings=list(spec.remappings), additional_env=spec.environment, output="screen")
+        node = Node(
+            package="sim2real",
+            executable=spec.executable,
+            name=spec.name,
+            parameters=[spec.parameters],
+            remappings=list(spec.remappings),
+            additional_env=spec.environment,
+            output="screen",
+        )
         actions.append(node)
         if spec.name == "sysid_logger":
-            actions.append(RegisterEventHandler(OnProcessExit(
-                target_action=node, on_exit=[EmitEvent(event=Shutdown(reason="sysid bag written"))])))
+            actions.append(
+                RegisterEventHandler(
+                    OnProcessExit(target_action=node, on_exit=[EmitEvent(event=Shutdown(reason="sysid bag written"))])
+                )
+            )
     return actions
 
 
 def generate_launch_description():
     arguments = [
-        DeclareLaunchArgument(arg.name, default_value=arg.default, description=arg.description,
-                              **({"choices": list(arg.choices)} if arg.choices else {}))
+        DeclareLaunchArgument(
+            arg.name,
+            default_value=arg.default,
+            description=arg.description,
+            **({"choices": list(arg.choices)} if arg.choices else {}),
+        )
         for arg in SYSID_ARGUMENTS.values()
     ]
     return LaunchDescription([*arguments, OpaqueFunction(function=_render)])

@@ -6,6 +6,7 @@ in the test session's ROS_DOMAIN_ID, and every later graph test shared its topic
 session of its own; on timeout the whole session gets Ctrl-C, then SIGKILL, and the test
 fails with the end of what the command printed, which says where it stood.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,14 +24,17 @@ TAIL_CHARS = 4000
 def run_cli(args: list[str], timeout: float, **popen_kwargs) -> subprocess.CompletedProcess:
     """``sim2real *args``; output captured as text, like subprocess.run(capture_output=True)."""
     command = [str(SIM2REAL), *args]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True, **popen_kwargs)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **popen_kwargs
+    )
     try:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         out, err = _stop_session(process)
-        pytest.fail(f"`sim2real {' '.join(args)}` ran past {timeout:.0f} s; the end of its output:\n"
-                    f"--- stdout ---\n{out[-TAIL_CHARS:]}\n--- stderr ---\n{err[-TAIL_CHARS:]}")
+        pytest.fail(
+            f"`sim2real {' '.join(args)}` ran past {timeout:.0f} s; the end of its output:\n"
+            f"--- stdout ---\n{out[-TAIL_CHARS:]}\n--- stderr ---\n{err[-TAIL_CHARS:]}"
+        )
     except BaseException:  # Ctrl-C, pytest-timeout: its own session does not get the terminal's signals
         _stop_session(process)
         raise

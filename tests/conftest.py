@@ -1,5 +1,6 @@
 """Test-wide settings: keep DDS traffic on this machine and away from other runs; a rerun
 only for a test marked timing_sensitive, with its reason."""
+
 import os
 import random
 import tempfile
@@ -49,6 +50,7 @@ def pytest_terminal_summary(terminalreporter):
         return
     terminalreporter.section(f"{len(_reruns)} rerun(s): why the earlier run failed")
     for report in _reruns:
-        terminalreporter.write_line(f"RERUN {report.nodeid} ({report.when}), marked timing_sensitive: "
-                                    f"{_reasons.get(report.nodeid, '')}")
+        terminalreporter.write_line(
+            f"RERUN {report.nodeid} ({report.when}), marked timing_sensitive: {_reasons.get(report.nodeid, '')}"
+        )
         terminalreporter.write_line(report.longreprtext[-4000:])

@@ -6,6 +6,7 @@ exporter (input ``obs``, output ``actions``), the sim2real metadata written with
 onnx package. The last layer's weights are zero, so the output is exactly its bias
 whatever the observation: a test states the joint targets it wants and gets them.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,12 +40,21 @@ def metadata(profile: RobotProfile, observation: Sequence[dict] | None = None, *
     n = profile.num_joints
     spec = ObservationSpec.from_config(observation or task_observation(profile), n)
     base = PolicyMetadata(
-        robot=profile.name, task=TASKS[profile.kind], joint_names=tuple(profile.joint_names), observation_spec=spec,
-        action_scale=np.full(n, 0.25), action_offset=profile.default_positions.copy(), action_clip=100.0,
-        default_joint_positions=profile.default_positions.copy(), control_period=profile.policy_period,
-        kp=profile.kp.copy(), kd=profile.kd.copy(), source_commit="test",
+        robot=profile.name,
+        task=TASKS[profile.kind],
+        joint_names=tuple(profile.joint_names),
+        observation_spec=spec,
+        action_scale=np.full(n, 0.25),
+        action_offset=profile.default_positions.copy(),
+        action_clip=100.0,
+        default_joint_positions=profile.default_positions.copy(),
+        control_period=profile.policy_period,
+        kp=profile.kp.copy(),
+        kd=profile.kd.copy(),
+        source_commit="test",
         # What the runtime reads from the task config: the gait clock's settings, if any.
-        task_config={k: v for k, v in task_config(profile).items() if k == "gait"})
+        task_config={k: v for k, v in task_config(profile).items() if k == "gait"},
+    )
     return dataclasses.replace(base, **changes)
 
 
@@ -53,9 +63,14 @@ def actions_for(meta: PolicyMetadata, targets: Sequence[float]) -> np.ndarray:
     return (np.asarray(targets, dtype=float) - meta.action_offset) / meta.action_scale
 
 
-def write_policy(path: str | Path, meta: PolicyMetadata, output: Sequence[float] | float,
-                 hidden: Sequence[int] = (32,), input_size: int | None = None,
-                 weight: np.ndarray | None = None) -> Path:
+def write_policy(
+    path: str | Path,
+    meta: PolicyMetadata,
+    output: Sequence[float] | float,
+    hidden: Sequence[int] = (32,),
+    input_size: int | None = None,
+    weight: np.ndarray | None = None,
+) -> Path:
     """A policy whose actions are always ``output`` (per joint, or one value for all; NaN and
     huge values allowed). ``input_size`` other than the metadata's makes a mislabelled graph.
     ``weight`` (actions x last hidden layer, or x observation with ``hidden=()``): the last
@@ -77,9 +92,16 @@ def write_policy(path: str | Path, meta: PolicyMetadata, output: Sequence[float]
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, (torch.zeros(1, n_in),), buffer, dynamo=False, opset_version=17,
-                          input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
-                          dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}})
+        torch.onnx.export(
+            model,
+            (torch.zeros(1, n_in),),
+            buffer,
+            dynamo=False,
+            opset_version=17,
+            input_names=[INPUT_NAME],
+            output_names=[OUTPUT_NAME],
+            dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}},
+        )
     proto = onnx.load_from_string(buffer.getvalue())
     for key, value in meta.to_props().items():
         entry = proto.metadata_props.add()

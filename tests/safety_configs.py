@@ -1,4 +1,5 @@
 """Safety configs for tests: a shipped one with some checks' settings changed, written as YAML."""
+
 from __future__ import annotations
 
 from pathlib import Path

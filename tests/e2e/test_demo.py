@@ -1,4 +1,5 @@
 """The README's main job, `sim2real demo`: without a policy (joint script) and with the shipped ones."""
+
 import json
 from pathlib import Path
 
@@ -17,8 +18,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.ros]
 # run (move RMS 1.14 rad).
 @pytest.mark.parametrize("robot, hold_error", [("go2", 0.08), ("panda", 0.02)])
 def test_joint_demo_moves_the_robot_through_the_supervisor_and_reports(tmp_path, robot, hold_error):
-    result = run_cli(["demo", "--robot", robot, "--no-policy", "--lockstep", "--timeout", "200", "--out", str(tmp_path)],
-                     timeout=240)
+    result = run_cli(
+        ["demo", "--robot", robot, "--no-policy", "--lockstep", "--timeout", "200", "--out", str(tmp_path)], timeout=240
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert f"=== sim2real demo: {robot} (joint script, no policy) ===" in result.stdout
     assert ("suspended as on a gantry" in result.stdout) == (robot == "go2")  # the plan
@@ -56,8 +58,7 @@ def test_policy_demo_runs_the_shipped_policy_through_the_whole_chain_in_lockstep
     the supervisor engages, the script plays to its end, and the report, plot and video are
     written. If the supervisor damps, it is for a velocity limit (the one check a reaching arm
     near its speed limits can trip), not for a stale or broken input."""
-    result = run_cli(["demo", "--robot", robot, "--lockstep", "--timeout", "360", "--out", str(tmp_path)],
-                     timeout=400)
+    result = run_cli(["demo", "--robot", robot, "--lockstep", "--timeout", "360", "--out", str(tmp_path)], timeout=400)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert f"=== sim2real demo: {robot} with {robot}_" in result.stdout
     report = json.loads((tmp_path / "report.json").read_text())
@@ -80,8 +81,9 @@ def test_go2_demo_walks_the_shipped_policy_through_the_whole_chain_in_lockstep(t
     commands (policies/go2_walk.md gives the shipped file's tracking error)."""
     from sim2real.core.command_script import WALK_DURATION, WALK_SCRIPT
 
-    result = run_cli(["demo", "--robot", "go2", "--lockstep", "--no-video", "--timeout", "360",
-                      "--out", str(tmp_path)], timeout=400)
+    result = run_cli(
+        ["demo", "--robot", "go2", "--lockstep", "--no-video", "--timeout", "360", "--out", str(tmp_path)], timeout=400
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "=== sim2real demo: go2 with go2_walk.onnx ===" in result.stdout
     report = json.loads((tmp_path / "report.json").read_text())
@@ -99,8 +101,10 @@ def test_a_node_that_dies_is_named_as_the_reason_the_demo_stopped(tmp_path):
     """A policy for another robot: policy_runtime exits with its reason, and the demo says that
     node stopped (rather than waiting and then blaming a missing report)."""
     panda_policy = Path(__file__).resolve().parents[2] / "policies" / "panda_reach.onnx"
-    result = run_cli(["demo", "--robot", "go2", "--policy", str(panda_policy), "--timeout", "200", "--out",
-                      str(tmp_path)], timeout=240)
+    result = run_cli(
+        ["demo", "--robot", "go2", "--policy", str(panda_policy), "--timeout", "200", "--out", str(tmp_path)],
+        timeout=240,
+    )
     assert result.returncode == 1
     assert "does not match robot profile 'go2'" in result.stdout
     assert "error: policy_runtime (exit code 2) stopped after" in result.stderr, result.stderr[-2000:]

@@ -3,6 +3,7 @@
 About a minute on 2 cores. The run is deterministic for its seed (synchronous rollouts,
 a single-threaded learner), so the margins below do not flake.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,9 @@ ITERATIONS = 60
 
 
 def test_short_ppo_run_on_panda_reach_improves_return(tmp_path, capsys):
-    config = load_train_config("panda", "reach", overrides={"iterations": ITERATIONS, "save_interval": 1,
-                                                                "num_envs": 16})  # half the shipped batch: minutes
+    config = load_train_config(
+        "panda", "reach", overrides={"iterations": ITERATIONS, "save_interval": 1, "num_envs": 16}
+    )  # half the shipped batch: minutes
     result = Trainer(config, tmp_path / "run", progress=False).run()
     assert result.iterations == ITERATIONS and result.checkpoint.name == f"model_{ITERATIONS}.pt"
 
@@ -35,8 +37,25 @@ def test_short_ppo_run_on_panda_reach_improves_return(tmp_path, capsys):
         policy = tmp_path / f"policy_{iteration}.onnx"
         assert main(["export", str(tmp_path / "run" / f"model_{iteration}.pt"), "-o", str(policy)]) == 0
         capsys.readouterr()
-        assert main(["eval", str(policy), "--worlds", "nominal", "dr", "--episodes", "8", "--difficulty",
-                     "0.3", "--json", "--no-progress", "--no-plot"]) == 0
+        assert (
+            main(
+                [
+                    "eval",
+                    str(policy),
+                    "--worlds",
+                    "nominal",
+                    "dr",
+                    "--episodes",
+                    "8",
+                    "--difficulty",
+                    "0.3",
+                    "--json",
+                    "--no-progress",
+                    "--no-plot",
+                ]
+            )
+            == 0
+        )
         report = json.loads(capsys.readouterr().out)
         returns[iteration] = report["worlds"][0]["mean_return"]
         success[iteration] = report["worlds"][0]["success_rate"]

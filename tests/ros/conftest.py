@@ -1,5 +1,6 @@
 """Fixtures for real ROS 2 graphs: nodes run as processes exactly as `sim2real up` runs them,
 and the test talks to them over DDS from a probe node spinning in a background thread."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -136,13 +137,23 @@ def start_graph(tmp_path_factory):
         if parameters:
             unknown = set(parameters) - {n.name for n in plan.nodes}
             assert not unknown, f"parameters for nodes the plan does not start: {sorted(unknown)}"
-            plan = dataclasses.replace(plan, nodes=tuple(
-                dataclasses.replace(n, parameters={**n.parameters, **parameters.get(n.name, {})})
-                for n in plan.nodes))
+            plan = dataclasses.replace(
+                plan,
+                nodes=tuple(
+                    dataclasses.replace(n, parameters={**n.parameters, **parameters.get(n.name, {})})
+                    for n in plan.nodes
+                ),
+            )
         if commander is not None:
-            plan = dataclasses.replace(plan, nodes=tuple(
-                dataclasses.replace(n, parameters={**n.parameters, "command_writer": commander})
-                if n.role == "hardware" else n for n in plan.nodes))
+            plan = dataclasses.replace(
+                plan,
+                nodes=tuple(
+                    dataclasses.replace(n, parameters={**n.parameters, "command_writer": commander})
+                    if n.role == "hardware"
+                    else n
+                    for n in plan.nodes
+                ),
+            )
         graph = GraphProcesses(plan, output=log)
         graph.log = log
         graph.start()
@@ -164,8 +175,12 @@ def make_any():
     nodes = []
 
     def make(node_class, **parameters):
-        node = node_class(context=context, parameter_overrides=[
-            Parameter(name, value=value) for name, value in {"robot": "panda", **parameters}.items()])
+        node = node_class(
+            context=context,
+            parameter_overrides=[
+                Parameter(name, value=value) for name, value in {"robot": "panda", **parameters}.items()
+            ],
+        )
         nodes.append(node)
         return node
 

@@ -1,5 +1,6 @@
 """demo_script's start: the script clock starts at the supervisor's first ACTIVE, or after
 start_timeout without one. Handlers are driven directly, with real messages, in one process."""
+
 from __future__ import annotations
 
 import pytest
@@ -36,7 +37,7 @@ def status(node, mode: str):
 def test_the_script_starts_at_the_first_active_not_at_the_first_state(make_node):
     node = make_node(duration=1.0)
     status(node, "STANDBY")
-    states(node, 3.0)                      # discovery and the policy's first answer took 3 s
+    states(node, 3.0)  # discovery and the policy's first answer took 3 s
     assert node.start_ns is None and node.t == 0.0 and not node.recorder.t  # nothing scored yet
     status(node, "ACTIVE")
     states(node, 0.5, start=3.0)

@@ -6,6 +6,7 @@ plays the policy), a policy pose that rolls the Go2 over (a fall), a frozen robo
 The bundle must hold the window around the event (pre_event_s before, post_event_s after)
 with the robot's topics, and failure.json must say why.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,15 +31,16 @@ from tests.ros.test_safety_supervisor import GO2, Operator
 pytestmark = pytest.mark.ros
 
 CONFIG = load_failure_config("default")
-WRITE_S = CONFIG.post_event_s + 15.0   # post window, then the write (a loaded 2-core machine)
+WRITE_S = CONFIG.post_event_s + 15.0  # post window, then the write (a loaded 2-core machine)
 NS = 10**9
 
 
 @pytest.fixture
 def go2_graph(probe, start_graph, tmp_path):
     out = tmp_path / "bundles"
-    graph = start_graph(robot="go2", only=["sim_robot", "safety_supervisor", "failure_collector"],
-                        failures_dir=str(out))
+    graph = start_graph(
+        robot="go2", only=["sim_robot", "safety_supervisor", "failure_collector"], failures_dir=str(out)
+    )
     operator = Operator(probe, GO2)
     operator.out = out
     operator.graph = graph
@@ -49,9 +51,13 @@ def go2_graph(probe, start_graph, tmp_path):
     diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
 
     def recording_states():
-        return any(kv.key == "received/joint_states" and int(kv.value) > 0
-                   for array in list(diagnostics) for status in array.status
-                   if status.name.startswith("failure_collector") for kv in status.values)
+        return any(
+            kv.key == "received/joint_states" and int(kv.value) > 0
+            for array in list(diagnostics)
+            for status in array.status
+            if status.name.startswith("failure_collector")
+            for kv in status.values
+        )
 
     assert wait_for(recording_states, 25.0), "the failure collector never received /joint_states"
     return operator
@@ -65,8 +71,11 @@ def wait_bundle(out, kind, timeout=WRITE_S, after_ns=0):
 
     def ready():
         # A loaded machine can stall the sim first (a stale_sensor event the fault then joins).
-        found[:] = [b for b in list_bundles(out) if kind in {t["kind"] for t in b.info.get("triggers", [])}
-                    and int(b.info.get("time_ns", 0)) >= after_ns]
+        found[:] = [
+            b
+            for b in list_bundles(out)
+            if kind in {t["kind"] for t in b.info.get("triggers", [])} and int(b.info.get("time_ns", 0)) >= after_ns
+        ]
         return bool(found)
 
     assert wait_for(ready, timeout, poll=0.2), f"no {kind} bundle in {out}: {[b.name for b in list_bundles(out)]}"
@@ -187,9 +196,14 @@ def test_in_lockstep_a_snapshot_bundle_is_on_the_sim_clock(probe, start_graph, t
 
     out = tmp_path / "bundles"
     # On a stand: the bundle must say so (the replay then hangs the robot too).
-    start_graph(robot="go2", only=["sim_robot", "failure_collector"], failures_dir=str(out), lockstep=True,
-                commander=probe.name,
-                suspended=True)
+    start_graph(
+        robot="go2",
+        only=["sim_robot", "failure_collector"],
+        failures_dir=str(out),
+        lockstep=True,
+        commander=probe.name,
+        suspended=True,
+    )
     clock = probe.record(Clock, "/clock", qos.CLOCK)
     publisher = probe.command_publisher()
     policy_ns = round(GO2.policy_period * NS)

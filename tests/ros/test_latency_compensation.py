@@ -1,5 +1,6 @@
 """Latency in a real rclpy graph: the runtime measures the injected actuation latency, and
 compensating it improves the shipped reach policy's tracking (lockstep: deterministic)."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,15 +26,19 @@ def trials(out) -> dict:
     # policy starts oscillating within a few seconds of engaging, and an oscillating arm under a
     # damping supervisor is no ground to fit a delay on.
     runtime = without["policy_runtime"]
-    measured = float(runtime["driver_actuation_p50_ms"]) * 1e-3 + 0.5 * 0.02  # + the supervisor's hop: half a period on average
+    measured = (
+        float(runtime["driver_actuation_p50_ms"]) * 1e-3 + 0.5 * 0.02
+    )  # + the supervisor's hop: half a period on average
     with_compensation = reach_trial(INJECTED_S, True, duration=DURATION_S, horizon=measured, out=out / "with")
     return {False: without, True: with_compensation}
 
 
-@pytest.mark.timing_sensitive(reason="one fresh-clone run in six: the compensated run's command held NaN at 6.7 s "
-                                      "(most likely the runtime's action guard withholding a target past a joint "
-                                      "limit) and the supervisor took over, so the arm stopped short of its goals; "
-                                      "not reproduced in five local runs (docs/estimation_latency.md)")
+@pytest.mark.timing_sensitive(
+    reason="one fresh-clone run in six: the compensated run's command held NaN at 6.7 s "
+    "(most likely the runtime's action guard withholding a target past a joint "
+    "limit) and the supervisor took over, so the arm stopped short of its goals; "
+    "not reproduced in five local runs (docs/estimation_latency.md)"
+)
 def test_the_runtime_measures_the_injected_latency_and_compensating_it_improves_tracking(tmp_path):
     """One test, so that a rerun runs both trials again."""
     runs = trials(tmp_path)
@@ -41,8 +46,14 @@ def test_the_runtime_measures_the_injected_latency_and_compensating_it_improves_
     # The sim injects its latency between /joint_commands and the motors: the driver's share.
     measured_ms = float(runtime["driver_actuation_p50_ms"])
     assert abs(measured_ms - INJECTED_S * 1e3) <= 2.0, runtime
-    for key in ("actuation_p50_ms", "actuation_p99_ms", "driver_actuation_p99_ms",
-                "sensor_to_command_p50_ms", "sensor_to_command_p99_ms", "sensor_to_command_max_ms"):
+    for key in (
+        "actuation_p50_ms",
+        "actuation_p99_ms",
+        "driver_actuation_p99_ms",
+        "sensor_to_command_p50_ms",
+        "sensor_to_command_p99_ms",
+        "sensor_to_command_max_ms",
+    ):
         assert key in runtime, runtime
 
     without = runs[False]["summary"]["reach_error_settled_mean_m"]
@@ -50,7 +61,14 @@ def test_the_runtime_measures_the_injected_latency_and_compensating_it_improves_
     assert runtime["compensation"] == "on"
     # Both runs score the same script from engagement on, however long start-up took.
     assert runs[False]["script_start"]["by"] == runs[True]["script_start"]["by"] == "active"
-    print(f"\nsettled reach error at {INJECTED_S * 1e3:.0f} ms injected: {without * 100:.1f} cm without "
-          f"compensation, {with_compensation * 100:.1f} cm with")
-    assert with_compensation < 0.8 * without, (with_compensation, without, runtime.get("action_guard_trips"),
-                                               runtime.get("last_action_guard"), runs[True].get("supervisor_modes"))
+    print(
+        f"\nsettled reach error at {INJECTED_S * 1e3:.0f} ms injected: {without * 100:.1f} cm without "
+        f"compensation, {with_compensation * 100:.1f} cm with"
+    )
+    assert with_compensation < 0.8 * without, (
+        with_compensation,
+        without,
+        runtime.get("action_guard_trips"),
+        runtime.get("last_action_guard"),
+        runs[True].get("supervisor_modes"),
+    )

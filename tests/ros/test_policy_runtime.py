@@ -1,6 +1,7 @@
 """The policy runtime in real graphs: sim_robot, safety_supervisor and policy_runtime as processes,
 test policies (tests/policy_models.py) whose joint targets the test chose, hot-swaps through the
 node's parameter exactly as `sim2real policy swap` sends them."""
+
 from __future__ import annotations
 
 import datetime
@@ -66,8 +67,14 @@ class Watcher:
     def __init__(self, probe, graph):
         self.probe, self.graph = probe, graph
         self.arrivals: list[tuple[float, int, np.ndarray]] = []  # (monotonic s, stamp ns, positions)
-        probe.record(JointState, "/policy/joint_commands", RECORD, lambda m: self.arrivals.append(
-            (time.monotonic(), m.header.stamp.sec * 10**9 + m.header.stamp.nanosec, np.array(m.position))))
+        probe.record(
+            JointState,
+            "/policy/joint_commands",
+            RECORD,
+            lambda m: self.arrivals.append(
+                (time.monotonic(), m.header.stamp.sec * 10**9 + m.header.stamp.nanosec, np.array(m.position))
+            ),
+        )
         self.commands = probe.record(JointState, "/joint_commands", RECORD)
         self.state_stamps: list[float] = []
         # Raw: at 500 Hz, deserializing every state cost the probe ~40 % of a core, which the
@@ -119,8 +126,9 @@ class Watcher:
     def active(self):
         """Wait for ACTIVE. The supervisor engages once the policy has streamed for 1 s (autoengage); a machine
         loaded at start-up can starve the graph into a trip, which an operator would reset."""
-        assert wait_for(lambda: self.mode() is not None and self.arrivals, STARTUP_S), \
+        assert wait_for(lambda: self.mode() is not None and self.arrivals, STARTUP_S), (
             f"no policy commands; runtime says {self.runtime()}"
+        )
         for attempt in range(4):
             if wait_for(lambda: self.mode() == "ACTIVE", 3.0):
                 time.sleep(load_safety_config("go2").blend_duration + 0.2)
@@ -137,8 +145,9 @@ class Watcher:
         """`ros2 param set /policy_runtime policy_path PATH`, from the probe's node."""
         assert self.parameters.wait_for_service(timeout_sec=10.0)
         value = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=str(path))
-        future = self.parameters.call_async(SetParameters.Request(parameters=[Parameter(name="policy_path",
-                                                                                          value=value)]))
+        future = self.parameters.call_async(
+            SetParameters.Request(parameters=[Parameter(name="policy_path", value=value)])
+        )
         assert wait_for(future.done, 15.0)
         return future.result().results[0]
 
@@ -166,8 +175,10 @@ def assert_no_gap(watch: "Watcher", arrivals, allowed: float | None = None) -> f
     if allowed is None:
         allowed = load_safety_config("go2").checks["policy_stale"]["deadline"]
     bound = max(allowed, state_gap + 2 * PERIOD)
-    assert gap < bound, (f"/policy/joint_commands stamps {gap * 1e3:.0f} ms apart while /joint_states were "
-                         f"at most {state_gap * 1e3:.0f} ms apart")
+    assert gap < bound, (
+        f"/policy/joint_commands stamps {gap * 1e3:.0f} ms apart while /joint_states were "
+        f"at most {state_gap * 1e3:.0f} ms apart"
+    )
     return gap
 
 
@@ -178,8 +189,12 @@ def assert_no_policy_trip(watch: "Watcher") -> None:
         assert not any(check in trip for check in ("policy_stale", "non_finite")), trip
 
 
-REACH = [{"name": "joint_pos_rel"}, {"name": "joint_vel", "scale": 0.5}, {"name": "goal_offset"},
-         {"name": "last_action"}]
+REACH = [
+    {"name": "joint_pos_rel"},
+    {"name": "joint_vel", "scale": 0.5},
+    {"name": "goal_offset"},
+    {"name": "last_action"},
+]
 ARM_TARGETS = PANDA.default_positions + np.array([0.3, -0.2, 0.2, -0.3, 0.2, 0.3, -0.3])
 
 
@@ -201,9 +216,9 @@ def test_constant_policy_drives_the_arm_through_the_chain(probe, start_graph, tm
     assert not watch.arrivals and watch.mode() != "ACTIVE"
     publish_goal(probe)
     watch.active()
-    assert wait_for(lambda: watch.states and np.allclose(np.asarray(watch.latest_state().position), ARM_TARGETS,
-                                                         atol=0.01), 15.0), \
-        f"joints {np.round(watch.latest_state().position, 3)} never reached {np.round(ARM_TARGETS, 3)}"
+    assert wait_for(
+        lambda: watch.states and np.allclose(np.asarray(watch.latest_state().position), ARM_TARGETS, atol=0.01), 15.0
+    ), f"joints {np.round(watch.latest_state().position, 3)} never reached {np.round(ARM_TARGETS, 3)}"
     np.testing.assert_allclose(watch.commands[-1].position, ARM_TARGETS, atol=1e-6)
     assert watch.runtime()["state"] == "running"
 
@@ -218,19 +233,24 @@ def test_in_lockstep_every_policy_period_of_sim_time_is_computed(probe, start_gr
     period_ns = round(PERIOD * 1e9)
     missed = periods_without_command(recent)  # also: never two commands for one period
     offsets = np.array([stamp % period_ns for _, stamp, _ in recent]) / 1e6
-    print(f"\nlockstep: {np.mean(offsets == 0):.0%} of 100 commands computed on the state stamped on the "
-          f"period boundary, offsets {np.unique(offsets, return_counts=True)} ms, {missed.sum()} periods missed")
+    print(
+        f"\nlockstep: {np.mean(offsets == 0):.0%} of 100 commands computed on the state stamped on the "
+        f"period boundary, offsets {np.unique(offsets, return_counts=True)} ms, {missed.sum()} periods missed"
+    )
     # The sim waits for the supervisor's command, not the policy's: a starved runtime falls behind
     # and its sensor queue drops states, so only "most periods" is guaranteed here.
     assert missed.sum() <= 10 and np.mean(offsets == 0) >= 0.5
 
 
-@pytest.mark.timing_sensitive(reason="asserts no gap in /policy/joint_commands across a swap in real time; "
-                                      "a 2-core machine that stalls a process for a period fails it")
+@pytest.mark.timing_sensitive(
+    reason="asserts no gap in /policy/joint_commands across a swap in real time; "
+    "a 2-core machine that stalls a process for a period fails it"
+)
 def test_hot_swap_of_a_good_model_has_no_gap_and_a_bounded_jump(probe, start_graph, go2_policies):
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
-    graph = start_graph(robot="go2", policy=str(go2_policies["stand"]), autoengage=True,
-                        policy_dirs=str(go2_policies["stand"].parent))
+    graph = start_graph(
+        robot="go2", policy=str(go2_policies["stand"]), autoengage=True, policy_dirs=str(go2_policies["stand"].parent)
+    )
     watch = Watcher(probe, graph)
     watch.active()
     time.sleep(1.0)  # the dry run gets a full second of real inputs
@@ -243,10 +263,12 @@ def test_hot_swap_of_a_good_model_has_no_gap_and_a_bounded_jump(probe, start_gra
     largest_gap = assert_no_gap(watch, window)
     arrival_gap = np.max(np.diff([t for t, _, _ in window]))
     assert wait_for(lambda: "largest step" in watch.runtime().get("last_swap", ""), 3.0)
-    print(f"\nswap: {watch.runtime()['last_swap']}\n/policy/joint_commands over the swap: {len(window)} commands, "
-          f"largest stamp gap {largest_gap * 1e3:.1f} ms (inter-arrival at the probe {arrival_gap * 1e3:.1f} ms), "
-          f"periods without a command {int(periods_without_command(window).sum())}, largest per-tick target "
-          f"step {steps.max():.4f} rad")
+    print(
+        f"\nswap: {watch.runtime()['last_swap']}\n/policy/joint_commands over the swap: {len(window)} commands, "
+        f"largest stamp gap {largest_gap * 1e3:.1f} ms (inter-arrival at the probe {arrival_gap * 1e3:.1f} ms), "
+        f"periods without a command {int(periods_without_command(window).sum())}, largest per-tick target "
+        f"step {steps.max():.4f} rad"
+    )
     assert steps.max() <= 0.2 / 10 + 1e-6  # 0.2 rad apart, cross-faded over 0.2 s = 10 ticks
     np.testing.assert_allclose(window[-1][2], LEAN, atol=1e-6)
     assert "gap 0.200 rad cross-faded over 10 ticks, largest step 0.020 rad" in watch.runtime()["last_swap"]
@@ -258,18 +280,25 @@ def test_hot_swap_of_a_good_model_has_no_gap_and_a_bounded_jump(probe, start_gra
     assert swapped and "stand.onnx sha256" in report and "cross-faded over 10 ticks" in report, report
     assert wait_for(lambda: watch.runtime().get("policy_path") == str(go2_policies["stand"]), 3.0)
     # Every start and swap request is in the audit log, with who asked (SIM2REAL_STATE_DIR: tests/conftest.py).
-    ours = [e for e in read_history(default_audit_log()).entries if e["file"] in
-            (str(go2_policies["stand"]), str(go2_policies["lean"])) and e["time"] >= started]
+    ours = [
+        e
+        for e in read_history(default_audit_log()).entries
+        if e["file"] in (str(go2_policies["stand"]), str(go2_policies["lean"])) and e["time"] >= started
+    ]
     assert [(Path(e["file"]).name, e["origin"].split(" ")[0], e["accepted"]) for e in ours] == [
-        ("stand.onnx", "start", True), ("lean.onnx", "parameter", True), ("stand.onnx", "cli", True)], ours
+        ("stand.onnx", "start", True),
+        ("lean.onnx", "parameter", True),
+        ("stand.onnx", "cli", True),
+    ], ours
     assert ours[1]["origin"] == "parameter service" and ours[0]["sha256"] == load_policy(go2_policies["stand"]).sha256
 
 
 def test_a_slow_load_happens_off_the_control_path(probe, start_graph, go2_policies):
     """The model arrives through a named pipe a second after the request (a slow disk, a network
     mount): the load blocks that long, without using the CPU, and the ticks must go on meanwhile."""
-    graph = start_graph(robot="go2", policy=str(go2_policies["stand"]), autoengage=True,
-                        policy_dirs=str(go2_policies["stand"].parent))
+    graph = start_graph(
+        robot="go2", policy=str(go2_policies["stand"]), autoengage=True, policy_dirs=str(go2_policies["stand"].parent)
+    )
     watch = Watcher(probe, graph)
     watch.active()
     time.sleep(1.0)
@@ -296,8 +325,10 @@ def test_a_slow_load_happens_off_the_control_path(probe, start_graph, go2_polici
     assert wait_for(lambda: (arrived := watch.since(start)) and np.allclose(arrived[-1][2], LEAN, atol=1e-6), 5.0)
     window = watch.since(start)
     largest_gap = assert_no_gap(watch, window)
-    print(f"\nslow load: answered after {took * 1e3:.0f} ms; the largest stamp gap in /policy/joint_commands "
-          f"meanwhile was {largest_gap * 1e3:.1f} ms")
+    print(
+        f"\nslow load: answered after {took * 1e3:.0f} ms; the largest stamp gap in /policy/joint_commands "
+        f"meanwhile was {largest_gap * 1e3:.1f} ms"
+    )
     assert took >= SLOW_LOAD_S  # ticking on the loading thread would have left a gap this long
     np.testing.assert_allclose(window[-1][2], LEAN, atol=1e-6)
     assert_no_policy_trip(watch)
@@ -315,8 +346,9 @@ REFUSALS = [
 
 
 def test_bad_models_are_refused_with_the_reason_and_the_old_policy_keeps_running(probe, start_graph, go2_policies):
-    graph = start_graph(robot="go2", policy=str(go2_policies["stand"]), autoengage=True,
-                        policy_dirs=str(go2_policies["stand"].parent))
+    graph = start_graph(
+        robot="go2", policy=str(go2_policies["stand"]), autoengage=True, policy_dirs=str(go2_policies["stand"].parent)
+    )
     watch = Watcher(probe, graph)
     watch.active()
     time.sleep(0.5)
@@ -346,17 +378,22 @@ def test_a_model_for_another_robot_stops_the_start_with_every_difference(start_g
     assert graph.wait(duration=STARTUP_S) == "exited"
     assert graph.exited() == {"policy_runtime": 2}
     log = graph.log.text()
-    for words in ("does not match robot profile 'go2'", "robot: trained for 'panda', running 'go2'",
-                  "joints: the policy has ['panda_joint1'", "robot 'go2' has ['FL_hip_joint'"):
+    for words in (
+        "does not match robot profile 'go2'",
+        "robot: trained for 'panda', running 'go2'",
+        "joints: the policy has ['panda_joint1'",
+        "robot 'go2' has ['FL_hip_joint'",
+    ):
         assert words in log
 
 
-@pytest.mark.timing_sensitive(reason="twice in CI runs the supervisor received nothing for ~1.0 s right after the "
-                                      "SIGKILL (no /joint_states for 1.02-1.04 s: DAMPING, not the hold) while the "
-                                      "machine was otherwise idle; suspected: Fast DDS's shared-memory transport "
-                                      "waiting out its 1 s port health check on the dead reader")
-def test_killing_the_runtime_makes_the_supervisor_hold_and_keep_commanding(probe, start_graph, go2_policies,
-                                                                          tmp_path):
+@pytest.mark.timing_sensitive(
+    reason="twice in CI runs the supervisor received nothing for ~1.0 s right after the "
+    "SIGKILL (no /joint_states for 1.02-1.04 s: DAMPING, not the hold) while the "
+    "machine was otherwise idle; suspected: Fast DDS's shared-memory transport "
+    "waiting out its 1 s port health check on the dead reader"
+)
+def test_killing_the_runtime_makes_the_supervisor_hold_and_keep_commanding(probe, start_graph, go2_policies, tmp_path):
     """With a config that holds a silent policy (the Go2's ships the category-1 stop instead:
     tests/ros/test_safety_supervisor.py)."""
     holding = shipped_with("go2", tmp_path, policy_stale={"response": "hold"})
@@ -375,7 +412,9 @@ def test_killing_the_runtime_makes_the_supervisor_hold_and_keep_commanding(probe
     assert config.hold_pose == "stand"  # from where the policy left it to the stand pose, smoothly
     np.testing.assert_allclose(held[0], LEAN, atol=1e-6)
     np.testing.assert_allclose(held[-1], GO2.default_positions, atol=1e-6)
-    assert np.abs(np.diff(held, axis=0)).max() < 0.2 * 3 * PERIOD / config.hold_duration  # 2x the smoothstep's peak rate
+    assert (
+        np.abs(np.diff(held, axis=0)).max() < 0.2 * 3 * PERIOD / config.hold_duration
+    )  # 2x the smoothstep's peak rate
 
 
 def test_a_driver_that_sends_effort_without_velocity_is_waited_on_not_crashed_on(probe, start_graph, go2_policies):
@@ -390,8 +429,9 @@ def test_a_driver_that_sends_effort_without_velocity_is_waited_on_not_crashed_on
     deadline = time.monotonic() + STARTUP_S
     while time.monotonic() < deadline and "velocity" not in watch.runtime().get("state", ""):
         stamp = probe.node.get_clock().now().to_msg()
-        message = JointState(name=list(GO2.joint_names), position=GO2.default_positions.tolist(),
-                             effort=[0.0] * GO2.num_joints)
+        message = JointState(
+            name=list(GO2.joint_names), position=GO2.default_positions.tolist(), effort=[0.0] * GO2.num_joints
+        )
         message.header.stamp = stamp
         states.publish(message)
         reading = Imu()

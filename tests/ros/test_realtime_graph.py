@@ -2,6 +2,7 @@
 role's priority with its memory locked (DDS and executor threads included, which start after
 the request), pinned where asked; monitoring nodes stay at normal priority on the other CPUs;
 and the graph does its job (the supervisor engages and commands the robot)."""
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,12 @@ from tests.ros.conftest import wait_for
 pytestmark = pytest.mark.ros
 
 ROOT = Path(__file__).resolve().parents[2]
-ROLES = {"sim_robot": "hardware", "safety_supervisor": "safety", "policy_runtime": "control",
-         "state_estimator": "estimation"}
+ROLES = {
+    "sim_robot": "hardware",
+    "safety_supervisor": "safety",
+    "policy_runtime": "control",
+    "state_estimator": "estimation",
+}
 
 
 def _node_name(pid: int) -> str:
@@ -44,26 +49,48 @@ def _scheduling(pid: int) -> dict[int, tuple[int, int, list[int]]]:
     found = {}
     for thread in map(int, os.listdir(f"/proc/{pid}/task")):
         try:
-            found[thread] = (os.sched_getscheduler(thread), os.sched_getparam(thread).sched_priority,
-                             sorted(os.sched_getaffinity(thread)))
+            found[thread] = (
+                os.sched_getscheduler(thread),
+                os.sched_getparam(thread).sched_priority,
+                sorted(os.sched_getaffinity(thread)),
+            )
         except (ProcessLookupError, FileNotFoundError):
             continue
     return found
 
 
 def _locked_kb(pid: int) -> int:
-    return next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                if line.startswith("VmLck:"))
+    return next(
+        int(line.split()[1])
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        if line.startswith("VmLck:")
+    )
 
 
 def test_the_chain_runs_at_its_priorities_on_its_cpus_and_monitoring_does_not(tmp_path, probe):
     cpus = available_cpus()
     chain_cpus, other_cpus = (cpus[-1:], cpus[:-1]) if len(cpus) > 1 else (cpus, cpus)
-    up = subprocess.Popen([str(SIM2REAL), "up", "--robot", "go2", "--policy", str(ROOT / "policies" / "go2_walk.onnx"),
-                           "--autoengage", "--realtime", "--realtime-cpus", str(chain_cpus[0]),
-                           "--failures-dir", str(tmp_path / "failures")],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
-                          start_new_session=True)
+    up = subprocess.Popen(
+        [
+            str(SIM2REAL),
+            "up",
+            "--robot",
+            "go2",
+            "--policy",
+            str(ROOT / "policies" / "go2_walk.onnx"),
+            "--autoengage",
+            "--realtime",
+            "--realtime-cpus",
+            str(chain_cpus[0]),
+            "--failures-dir",
+            str(tmp_path / "failures"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
     try:
         # By name: a child between fork and exec still shows `up`'s command line.
         nodes: dict[str, int] = {}
@@ -74,6 +101,7 @@ def test_the_chain_runs_at_its_priorities_on_its_cpus_and_monitoring_does_not(tm
             return set(nodes) == {*ROLES, "failure_collector"}
 
         assert wait_for(started, 30.0), f"the five nodes never started: {sorted(nodes)}"
+
         # A process exists before its node does: at the lowest priority of one shared CPU the
         # estimator may still be importing when the supervisor already commands the robot (3
         # threads, against ~19 once its node is up). Its DDS threads start with its node, after
@@ -84,8 +112,13 @@ def test_the_chain_runs_at_its_priorities_on_its_cpus_and_monitoring_does_not(tm
 
         assert wait_for(dds_up, 30.0), {name: len(_scheduling(pid)) for name, pid in nodes.items()}
         # Up and commanding: the supervisor's commands reach the robot.
-        assert wait_for(lambda: probe.node.count_publishers("/joint_commands") >= 1
-                        and probe.node.count_subscribers("/joint_commands") >= 1, 30.0)
+        assert wait_for(
+            lambda: (
+                probe.node.count_publishers("/joint_commands") >= 1
+                and probe.node.count_subscribers("/joint_commands") >= 1
+            ),
+            30.0,
+        )
         commands = probe.record(JointState, "/joint_commands", qos.COMMAND, raw=True)
         assert wait_for(lambda: len(commands) >= 50, 30.0), "no commands reached the robot"
         for name, role in ROLES.items():

@@ -6,6 +6,7 @@ joint_state_broadcaster and a forward_command_controller: it takes Float64MultiA
 commands on /<controller>/commands in the controller's joint order, mirrors them into
 its state, and publishes /joint_states in its own order with an extra gripper joint.
 """
+
 from __future__ import annotations
 
 import threading
@@ -51,8 +52,12 @@ class MockRos2ControlArm:
 
     def _publish(self) -> None:
         with self.lock:
-            msg = JointState(name=self.state_names, position=[self.position[n] for n in self.state_names],
-                             velocity=[0.0] * len(self.state_names), effort=[0.0] * len(self.state_names))
+            msg = JointState(
+                name=self.state_names,
+                position=[self.position[n] for n in self.state_names],
+                velocity=[0.0] * len(self.state_names),
+                effort=[0.0] * len(self.state_names),
+            )
         msg.header.stamp = self.clock.now().to_msg()
         self.publisher.publish(msg)
 
@@ -73,8 +78,14 @@ def test_supervisor_commands_reach_the_controller_in_its_joint_order(probe, star
     commands = probe.record(JointState, "/joint_commands", RECORD)
     status = probe.record(DiagnosticArray, "/safety/status", 10)
     diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
-    start_graph(robot="panda", hardware="ros2_control", controller="arm_controller",
-                controller_joints=",".join(controller_joints), demo="true", autoengage="true")
+    start_graph(
+        robot="panda",
+        hardware="ros2_control",
+        controller="arm_controller",
+        controller_joints=",".join(controller_joints),
+        demo="true",
+        autoengage="true",
+    )
 
     def mode():
         return status[-1].status[0].message if status else None
@@ -82,14 +93,20 @@ def test_supervisor_commands_reach_the_controller_in_its_joint_order(probe, star
     assert wait_for(lambda: mode() == "ACTIVE", STARTUP_S), f"supervisor mode {mode()}"
     # The pose commander's script moves the joints away from the default pose through the supervisor.
     default_in_controller_order = np.asarray(PANDA.default_positions)[
-        [PANDA.joint_names.index(j) for j in controller_joints]]
-    assert wait_for(lambda: len(arm.commands) > 50 and np.max(np.abs(
-        np.asarray(arm.commands[-1]) - default_in_controller_order)) > 0.05, 20.0), \
-        "the arm never moved off its default pose"
+        [PANDA.joint_names.index(j) for j in controller_joints]
+    ]
+    assert wait_for(
+        lambda: (
+            len(arm.commands) > 50 and np.max(np.abs(np.asarray(arm.commands[-1]) - default_in_controller_order)) > 0.05
+        ),
+        20.0,
+    ), "the arm never moved off its default pose"
 
     # Every controller command is a supervisor command, reordered by name.
-    supervisor = {tuple(np.round(np.asarray(m.position)[[PANDA.joint_names.index(j) for j in controller_joints]], 9))
-                  for m in list(commands)}
+    supervisor = {
+        tuple(np.round(np.asarray(m.position)[[PANDA.joint_names.index(j) for j in controller_joints]], 9))
+        for m in list(commands)
+    }
     sent = list(arm.commands)[-20:]
     assert all(len(c) == len(controller_joints) for c in sent)
     assert all(tuple(np.round(c, 9)) in supervisor for c in sent[:-2])
@@ -102,6 +119,7 @@ def test_supervisor_commands_reach_the_controller_in_its_joint_order(probe, star
 
 def test_a_controller_without_every_joint_is_refused_before_anything_starts(start_graph):
     from sim2real.graph.plan import PlanError
+
     with pytest.raises(PlanError, match="missing profile joints"):
         start_graph(robot="panda", hardware="ros2_control", controller_joints="panda_joint1")
 

@@ -1,5 +1,6 @@
 """Fault injection through a real graph: sim_robot and safety_supervisor in their own
 processes, the test's probe node playing the policy (and the operator)."""
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,10 @@ class Operator:
         self.stamp_offset = 0.0
         self.streaming = True
         self.timer = probe.node.create_timer(PERIOD, self._publish_policy)
-        self.clients = {a: probe.node.create_client(Trigger, f"/safety_supervisor/{a}")
-                        for a in ("engage", "takeover", "damp", "estop", "reset")}
+        self.clients = {
+            a: probe.node.create_client(Trigger, f"/safety_supervisor/{a}")
+            for a in ("engage", "takeover", "damp", "estop", "reset")
+        }
 
     def start(self):
         """Wait for the graph, then engage. A loaded machine can starve the sim at start-up,
@@ -98,8 +101,9 @@ class Operator:
 
     def time_to_mode(self, mode, timeout=5.0) -> float:
         start = time.monotonic()
-        assert self.wait_mode(mode, timeout), f"mode stayed {self.mode()} (wanted {mode}); " \
-                                              f"last trip: {self.status_value('last_trip')}"
+        assert self.wait_mode(mode, timeout), (
+            f"mode stayed {self.mode()} (wanted {mode}); last trip: {self.status_value('last_trip')}"
+        )
         return time.monotonic() - start
 
     def commands_keep_coming(self, seconds=0.5) -> np.ndarray:
@@ -198,8 +202,9 @@ def test_a_stop_from_the_joystick_or_the_service_goes_out_at_once_not_at_the_nex
                 active_go2.joy_pub.publish(press)
             else:
                 future = active_go2.clients["estop"].call_async(Trigger.Request())
-            assert wait_for(lambda mode=mode, sent=sent: first_stamp_in(active_go2, mode, sent), 2.0), \
+            assert wait_for(lambda mode=mode, sent=sent: first_stamp_in(active_go2, mode, sent), 2.0), (
                 f"no {mode} after the {stop}; mode {active_go2.mode()}"
+            )
             delays.append((stop, (first_stamp_in(active_go2, mode, sent) - sent) * 1e-9))
             if stop == "damp button":
                 active_go2.joy_pub.publish(Joy(buttons=[0] * 8))  # released
@@ -241,8 +246,9 @@ def test_limit_violation_is_clamped(probe, start_graph):
     joint = PANDA.joint_names.index("panda_joint4")
     lower = PANDA.lower_limits[joint]
     # The policy drifts slowly (0.5 rad/s) past the joint's lower limit.
-    ramp = probe.node.create_timer(PERIOD, lambda: operator.action.__setitem__(
-        joint, max(lower - 0.3, operator.action[joint] - 0.01)))
+    ramp = probe.node.create_timer(
+        PERIOD, lambda: operator.action.__setitem__(joint, max(lower - 0.3, operator.action[joint] - 0.01))
+    )
     assert wait_for(lambda: operator.action[joint] <= lower - 0.3, 10.0)
     time.sleep(0.5)
     ramp.cancel()
@@ -263,7 +269,7 @@ def test_tilt_damps(active_go2):
     roll = GO2.default_positions.copy()
     for leg, thigh, calf in (("FL", 0.3, -0.89), ("RL", 0.3, -0.89), ("FR", 1.5, -2.66), ("RR", 1.5, -2.66)):
         i = GO2.joint_names.index(f"{leg}_hip_joint")
-        roll[i:i + 3] = (-0.99, thigh, calf)
+        roll[i : i + 3] = (-0.99, thigh, calf)
     active_go2.action = roll
     assert active_go2.wait_mode("DAMPING", 8.0), f"last trip: {active_go2.status_value('last_trip')}"
     assert "base_tilt" in active_go2.status_value("last_trip")
@@ -284,7 +290,8 @@ def test_joystick_takeover_and_return_to_active(active_go2):
     assert active_go2.time_to_mode("TAKEOVER") < REACT_S
     teleop = GO2.default_positions + 0.1
     teleop_timer = active_go2.probe.node.create_timer(
-        PERIOD, lambda: active_go2.teleop_pub.publish(JointState(name=GO2.joint_names, position=teleop.tolist())))
+        PERIOD, lambda: active_go2.teleop_pub.publish(JointState(name=GO2.joint_names, position=teleop.tolist()))
+    )
     assert wait_for(lambda: np.allclose(active_go2.commands[-1].position, teleop, atol=1e-6), 2.0)
     teleop_timer.cancel()
     pad[buttons["takeover"]] = 0
@@ -360,14 +367,18 @@ def test_in_lockstep_a_re_announced_state_is_answered_again(probe, start_graph):
     commands = probe.record(JointState, "/joint_commands", RECORD)
     clock_pub = probe.node.create_publisher(Clock, "/clock", qos.CLOCK)
     state_pub = probe.node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
-    state = JointState(name=PANDA.joint_names, position=PANDA.default_positions.tolist(),
-                       velocity=[0.0] * PANDA.num_joints, effort=[0.0] * PANDA.num_joints)
+    state = JointState(
+        name=PANDA.joint_names,
+        position=PANDA.default_positions.tolist(),
+        velocity=[0.0] * PANDA.num_joints,
+        effort=[0.0] * PANDA.num_joints,
+    )
 
     def announce():  # as sim_robot does at sim time 0 while nothing answers (every 0.5 s)
         clock_pub.publish(Clock())
         state_pub.publish(state)
 
-    assert wait_for(lambda: (announce() or bool(commands)), STARTUP_S, poll=0.5), "no answer to the first state"
+    assert wait_for(lambda: announce() or bool(commands), STARTUP_S, poll=0.5), "no answer to the first state"
 
     def settled() -> bool:  # answers to announcements still in flight have landed
         count = len(commands)
@@ -379,7 +390,9 @@ def test_in_lockstep_a_re_announced_state_is_answered_again(probe, start_graph):
     for _ in range(3):
         answered = len(commands)
         announce()
-        assert wait_for(lambda answered=answered: len(commands) > answered, 5.0), "a re-announced state was not answered"
+        assert wait_for(lambda answered=answered: len(commands) > answered, 5.0), (
+            "a re-announced state was not answered"
+        )
         assert wait_for(settled, 10.0, poll=0.0)
         assert len(commands) == answered + 1, f"{len(commands) - answered} answers to one re-announcement"
     assert all(m.header.stamp.sec == 0 and m.header.stamp.nanosec == 0 for m in commands)
@@ -417,14 +430,23 @@ def test_in_lockstep_a_policy_command_before_the_first_state_does_not_use_up_its
     policy = JointState(name=PANDA.joint_names, position=PANDA.default_positions.tolist())  # stamped 0
     # The supervisor is up once it listens to the policy (in lockstep it reports only when it
     # ticks); then the policy speaks first, until it is surely heard.
-    assert wait_for(lambda: probe.node.count_subscribers("/policy/joint_commands") >= 1
-                    and probe.node.count_publishers("/joint_commands") >= 1, STARTUP_S), "no supervisor"
+    assert wait_for(
+        lambda: (
+            probe.node.count_subscribers("/policy/joint_commands") >= 1
+            and probe.node.count_publishers("/joint_commands") >= 1
+        ),
+        STARTUP_S,
+    ), "no supervisor"
     for _ in range(10):
         policy_pub.publish(policy)
         time.sleep(0.1)
     assert not commands
-    state = JointState(name=PANDA.joint_names, position=PANDA.default_positions.tolist(),
-                       velocity=[0.0] * PANDA.num_joints, effort=[0.0] * PANDA.num_joints)
+    state = JointState(
+        name=PANDA.joint_names,
+        position=PANDA.default_positions.tolist(),
+        velocity=[0.0] * PANDA.num_joints,
+        effort=[0.0] * PANDA.num_joints,
+    )
     assert wait_for(lambda: state_pub.get_subscription_count() >= 1, STARTUP_S)  # published once: heard
     clock_pub.publish(Clock())
     state_pub.publish(state)
@@ -447,8 +469,11 @@ def test_joint_states_are_matched_by_name_every_message_and_malformed_ones_ignor
     def stream(seconds, names, position, effort=None):
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            msg = JointState(name=names, position=[float(x) for x in position],
-                             effort=[0.0] * len(names) if effort is None else effort)
+            msg = JointState(
+                name=names,
+                position=[float(x) for x in position],
+                effort=[0.0] * len(names) if effort is None else effort,
+            )
             msg.header.stamp = probe.node.get_clock().now().to_msg()
             states.publish(msg)
             time.sleep(0.005)
@@ -464,8 +489,9 @@ def test_joint_states_are_matched_by_name_every_message_and_malformed_ones_ignor
     assert len(operator.commands) > before and not graph.exited(), graph.log.text()[-2000:]
     np.testing.assert_allclose(operator.commands[-1].position, q, atol=1e-12)  # the short ones were ignored
     # Through the supervisor's stdout and the test's reader of it: a moment after the stream.
-    assert wait_for(lambda: "ignoring /joint_states with 7 names, 7 positions, 0 velocities and 3 efforts"
-                    in graph.log.text(), 10.0), graph.log.text()[-2000:]
+    assert wait_for(
+        lambda: "ignoring /joint_states with 7 names, 7 positions, 0 velocities and 3 efforts" in graph.log.text(), 10.0
+    ), graph.log.text()[-2000:]
 
 
 def test_a_teleop_session_naming_some_joints_keeps_the_others_where_the_robot_holds(probe, start_graph):
@@ -490,8 +516,10 @@ def test_a_teleop_session_naming_some_joints_keeps_the_others_where_the_robot_ho
     teleop_until(lambda q: np.allclose(q, away, atol=1e-6), PANDA.joint_names, away)
     np.testing.assert_allclose(operator.commands[-1].position, away, atol=1e-6)
     # Teleop ended: the hold goes to the stand pose.
-    wait_for(lambda: np.allclose(operator.commands[-1].position, PANDA.default_positions, atol=1e-6),
-             load_safety_config("panda").stand_duration + 5.0)
+    wait_for(
+        lambda: np.allclose(operator.commands[-1].position, PANDA.default_positions, atol=1e-6),
+        load_safety_config("panda").stand_duration + 5.0,
+    )
     held = np.asarray(operator.commands[-1].position)
     np.testing.assert_allclose(held, PANDA.default_positions, atol=1e-6)
     teleop_until(lambda q: q[0] == pytest.approx(held[0] + 0.1), PANDA.joint_names[:1], [held[0] + 0.1])
@@ -511,8 +539,13 @@ def test_in_lockstep_after_a_sim_restart_the_tick_waits_for_the_policys_new_answ
     policy_pub = probe.node.create_publisher(JointState, "/policy/joint_commands", qos.COMMAND)
     clock_pub = probe.node.create_publisher(Clock, "/clock", qos.CLOCK)
     state_pub = probe.node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
-    assert wait_for(lambda: probe.node.count_subscribers("/policy/joint_commands") >= 1
-                    and probe.node.count_publishers("/joint_commands") >= 1, STARTUP_S), "no supervisor"
+    assert wait_for(
+        lambda: (
+            probe.node.count_subscribers("/policy/joint_commands") >= 1
+            and probe.node.count_publishers("/joint_commands") >= 1
+        ),
+        STARTUP_S,
+    ), "no supervisor"
     period_ns = round(PANDA.policy_period * 1e9)
 
     def stamped(msg, ns):
@@ -524,8 +557,17 @@ def test_in_lockstep_after_a_sim_restart_the_tick_waits_for_the_policys_new_answ
 
     def state(ns):
         clock_pub.publish(Clock(clock=stamped(JointState(), ns).header.stamp))
-        state_pub.publish(stamped(JointState(name=PANDA.joint_names, position=PANDA.default_positions.tolist(),
-                                             velocity=[0.0] * 7, effort=[0.0] * 7), ns))
+        state_pub.publish(
+            stamped(
+                JointState(
+                    name=PANDA.joint_names,
+                    position=PANDA.default_positions.tolist(),
+                    velocity=[0.0] * 7,
+                    effort=[0.0] * 7,
+                ),
+                ns,
+            )
+        )
 
     for k in range(6):  # the old time line: the policy answers each state, the supervisor each tick
         for _ in range(20):
@@ -557,8 +599,13 @@ def test_a_stopping_supervisor_sends_a_last_command_that_holds_the_joints_where_
     supervisor.wait(timeout=10.0)
 
     def stop_command_arrived():  # acknowledged by DDS is not yet handled by the probe's callback
-        return (arrivals and arrivals[-1] > sent and all(v == 0.0 for v in active_go2.commands[-1].velocity)
-                and np.max(np.abs(np.asarray(active_go2.commands[-1].position) - measured)) < 0.05)
+        return (
+            arrivals
+            and arrivals[-1] > sent
+            and all(v == 0.0 for v in active_go2.commands[-1].velocity)
+            and np.max(np.abs(np.asarray(active_go2.commands[-1].position) - measured)) < 0.05
+        )
+
     assert wait_for(stop_command_arrived, 3.0), "no holding command after the stop request"
     last = active_go2.commands[-1]
     assert all(v == 0.0 for v in last.velocity)
@@ -576,8 +623,11 @@ def test_sim2real_safety_asks_the_supervisor_and_says_its_answer(start_graph, ca
     assert "damp: accepted: DAMPING" in capsys.readouterr().out
     assert main(["safety", "reset", "--json"]) == 1  # nothing measured: a reset needs a live robot
     answer = json.loads([line for line in capsys.readouterr().out.splitlines() if line.startswith('{"action"')][-1])
-    assert answer == {"action": "reset", "accepted": False,
-                      "message": "refused: /joint_states are stale; reset needs a live robot"}
+    assert answer == {
+        "action": "reset",
+        "accepted": False,
+        "message": "refused: /joint_states are stale; reset needs a live robot",
+    }
     assert main(["safety", "engage", "--node", "/nobody", "--timeout", "1"]) == 1
     assert "no service /nobody/engage within 1 s" in capsys.readouterr().out
 
@@ -589,8 +639,12 @@ def test_a_takeover_starts_the_teleop_session_from_the_pose_it_holds(probe, star
     start_graph(robot="panda", only=["sim_robot", "safety_supervisor"])
     operator = Operator(probe, PANDA)
     operator.start()
-    stream = probe.node.create_timer(PERIOD, lambda: operator.teleop_pub.publish(
-        JointState(name=PANDA.joint_names[:1], position=[float(PANDA.default_positions[0] + 0.2)])))
+    stream = probe.node.create_timer(
+        PERIOD,
+        lambda: operator.teleop_pub.publish(
+            JointState(name=PANDA.joint_names[:1], position=[float(PANDA.default_positions[0] + 0.2)])
+        ),
+    )
     time.sleep(0.5)  # teleop streams while ACTIVE: the supervisor follows the policy
     operator.action = PANDA.default_positions + 0.1
     # The policy moved on (the step limit spreads the move over a few ticks).

@@ -1,4 +1,5 @@
 """sim_robot as ROS 2 hardware, tested through a real graph: its own process, real DDS."""
+
 from __future__ import annotations
 
 import math
@@ -39,8 +40,12 @@ def diagnostics_value(messages, key):
 
 
 def command(names, position, stamp=None, velocity=(), effort=()) -> JointState:
-    msg = JointState(name=list(names), position=[float(p) for p in position],
-                     velocity=[float(v) for v in velocity], effort=[float(e) for e in effort])
+    msg = JointState(
+        name=list(names),
+        position=[float(p) for p in position],
+        velocity=[float(v) for v in velocity],
+        effort=[float(e) for e in effort],
+    )
     if stamp is not None:
         msg.header.stamp = stamp
     return msg
@@ -87,8 +92,9 @@ def test_quadruped_publishes_imu_and_ground_truth_and_holds_its_pose_before_comm
 
 def test_mujoco_runs_another_robot_model_behind_the_same_topics(probe, start_graph, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    graph = start_graph(only=["sim_robot"], robot="go2", hardware="mujoco", model="example-robot-data:go2",
-                        commander=probe.name)
+    graph = start_graph(
+        only=["sim_robot"], robot="go2", hardware="mujoco", model="example-robot-data:go2", commander=probe.name
+    )
     states = probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
     truth = probe.record(Odometry, "/sim/ground_truth", qos.SENSOR_SUBSCRIBE)
     assert wait_for(lambda: len(states) > 10 and len(truth) > 10, STARTUP_S)
@@ -114,8 +120,9 @@ def test_command_timeout_damps_like_a_real_driver(probe, start_graph, hardware):
     stopped = time.monotonic()
     assert wait_for(lambda: diagnostics_value(diagnostics, "mode") == "DAMPING", 3.0)
     # Damped joints cannot carry the body: it sinks, as a real robot does when its controller dies.
-    assert wait_for(lambda: truth[-1].pose.pose.position.z < standing - 0.05, 3.0), \
+    assert wait_for(lambda: truth[-1].pose.pose.position.z < standing - 0.05, 3.0), (
         f"base stayed at {truth[-1].pose.pose.position.z:.3f} m (standing {standing:.3f} m)"
+    )
     assert time.monotonic() - stopped < 6.0
 
 
@@ -128,10 +135,10 @@ def test_malformed_commands_are_refused_and_the_last_good_command_holds(probe, s
     far = PANDA.default_positions - 0.5
     names = PANDA.joint_names
     bad_commands = [
-        command(names[:-1] + ["panda_joint99"], far),        # unknown joint
-        command(names, far[:-1]),                             # position shorter than names
-        command(names, far, velocity=[0.0, 1.0]),             # velocity of the wrong length
-        command(names, [math.nan] + list(far[1:])),           # non-finite target
+        command(names[:-1] + ["panda_joint99"], far),  # unknown joint
+        command(names, far[:-1]),  # position shorter than names
+        command(names, far, velocity=[0.0, 1.0]),  # velocity of the wrong length
+        command(names, [math.nan] + list(far[1:])),  # non-finite target
     ]
     publisher = probe.command_publisher()
     sent = {"n": 0}
@@ -193,8 +200,7 @@ def _lockstep_run(probe, start_graph, hardware: str) -> dict[int, tuple[float, .
     """One lockstep run of the Go2 answering every policy period with a command that depends on
     sim time only; the joint positions it reported at each stamp of its first 1.5 s. No sensor
     noise: a state re-announced after a lost message would draw noise once more."""
-    graph = start_graph(only=["sim_robot"], robot="go2", hardware=hardware, lockstep=True, seed=3,
-                        commander=probe.name)
+    graph = start_graph(only=["sim_robot"], robot="go2", hardware=hardware, lockstep=True, seed=3, commander=probe.name)
     publisher = probe.command_publisher()
     policy_ns = round(GO2.policy_period * 1e9)
     seen: dict[int, tuple[float, ...]] = {}
@@ -220,30 +226,40 @@ def _lockstep_run(probe, start_graph, hardware: str) -> dict[int, tuple[float, .
 
 
 @ENGINES
-@pytest.mark.timing_sensitive(reason="two graphs in turn: the second sim_robot sometimes never discovers the "
-                                     "probe's new /joint_commands publisher (DDS discovery), and waits at sim time 0")
+@pytest.mark.timing_sensitive(
+    reason="two graphs in turn: the second sim_robot sometimes never discovers the "
+    "probe's new /joint_commands publisher (DDS discovery), and waits at sim time 0"
+)
 def test_lockstep_runs_are_identical_for_the_same_seed_and_commands(probe, start_graph, hardware):
     first = _lockstep_run(probe, start_graph, hardware)
     second = _lockstep_run(probe, start_graph, hardware)
     assert len(first) == len(second) == 76, (len(first), len(second))  # 0 to 1.5 s every 20 ms
     common = sorted(set(first) & set(second))
     assert len(common) == 76
-    assert all(first[stamp] == second[stamp] for stamp in common), \
+    assert all(first[stamp] == second[stamp] for stamp in common), (
         "the same seed and commands gave different joint states"
+    )
 
 
 def run_node(*ros_args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sim2real.nodes.sim_robot", "--ros-args", *ros_args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "sim2real.nodes.sim_robot", "--ros-args", *ros_args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
-@pytest.mark.parametrize("ros_args, words", [
-    (["-p", "robot:=spot"], "no profile named 'spot'"),
-    (["-p", 'conditions:="{ground_fricton: 0.5}"'], "unknown names ['ground_fricton']"),
-    (["-p", 'conditions:="{ground_friction: -1.0}"'], "ground_friction"),
-    (["-p", "command_timeout:=-0.1"], "command_timeout:=-0.1 must be a finite number >= 0"),
-    (["-p", "command_timeout:=.nan"], "command_timeout:=nan must be a finite number"),
-])
+@pytest.mark.parametrize(
+    "ros_args, words",
+    [
+        (["-p", "robot:=spot"], "no profile named 'spot'"),
+        (["-p", 'conditions:="{ground_fricton: 0.5}"'], "unknown names ['ground_fricton']"),
+        (["-p", 'conditions:="{ground_friction: -1.0}"'], "ground_friction"),
+        (["-p", "command_timeout:=-0.1"], "command_timeout:=-0.1 must be a finite number >= 0"),
+        (["-p", "command_timeout:=.nan"], "command_timeout:=nan must be a finite number"),
+    ],
+)
 def test_bad_configuration_exits_with_a_clear_message(ros_args, words):
     result = run_node(*ros_args)
     assert result.returncode == 2

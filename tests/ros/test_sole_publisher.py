@@ -1,5 +1,6 @@
 """A second graph in the same ROS_DOMAIN_ID is named, not silently shared: the supervisor and
 the sim warn when /joint_commands or /joint_states has another publisher."""
+
 from __future__ import annotations
 
 import time
@@ -23,8 +24,13 @@ def test_another_commander_and_another_driver_are_named(start_graph, probe):
     probe_name = f"/{probe.node.get_name()}"
     commanders = ", ".join(sorted(["/safety_supervisor", probe_name]))
     drivers = ", ".join(sorted(["/sim_robot", probe_name]))
-    assert wait_for(lambda: f"2 publishers on /joint_commands ({commanders})" in graph.log.text()
-                    and f"2 publishers on /joint_states ({drivers})" in graph.log.text(), 15.0), graph.log.text()[-2000:]
+    assert wait_for(
+        lambda: (
+            f"2 publishers on /joint_commands ({commanders})" in graph.log.text()
+            and f"2 publishers on /joint_states ({drivers})" in graph.log.text()
+        ),
+        15.0,
+    ), graph.log.text()[-2000:]
     assert "only the safety supervisor may command the robot" in graph.log.text()
 
 
@@ -42,8 +48,9 @@ def test_a_lockstep_sim_names_a_second_driver_and_a_second_clock(start_graph, pr
     warnings = ("2 publishers on /joint_states", "2 publishers on /clock")
     # Discovery decides when the first comes; the second must not wait a throttle period behind it.
     assert wait_for(lambda: any(w in graph.log.text() for w in warnings), 30.0), graph.log.text()[-2000:]
-    assert wait_for(lambda: all(w in graph.log.text() for w in warnings), WARN_THROTTLE_S - 1.0), \
-        graph.log.text()[-2000:]
+    assert wait_for(lambda: all(w in graph.log.text() for w in warnings), WARN_THROTTLE_S - 1.0), graph.log.text()[
+        -2000:
+    ]
 
 
 def test_a_second_writer_on_joint_commands_moves_nothing_and_damps(start_graph, probe):
@@ -73,8 +80,14 @@ def test_a_second_writer_on_joint_commands_moves_nothing_and_damps(start_graph, 
     assert wait_for(tripped, 30.0), status[-1].status[0].values  # once the supervisor's discovery sees it
 
     def refused_writers() -> int:  # the sim's own count, in its diagnostics once a second
-        sim = [kv.value for a in list(diagnostics) for s in a.status if s.name.startswith("sim_robot")
-               for kv in s.values if kv.key == "refused_writers"]
+        sim = [
+            kv.value
+            for a in list(diagnostics)
+            for s in a.status
+            if s.name.startswith("sim_robot")
+            for kv in s.values
+            if kv.key == "refused_writers"
+        ]
         return int(sim[-1]) if sim else 0
 
     assert wait_for(lambda: refused_writers() > 0, 30.0), "the sim never reported the rogue writer"

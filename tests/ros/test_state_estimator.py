@@ -1,5 +1,6 @@
 """state_estimator in a real graph: sim_robot publishes; in lockstep the estimator follows at the
 IMU rate, in real time it filters every sample in batches and publishes the newest of each."""
+
 from __future__ import annotations
 
 import time
@@ -70,19 +71,24 @@ def test_go2_estimate_at_the_imu_rate_with_covariance_and_health(probe, start_gr
 
 @pytest.mark.timing_sensitive(reason="counts estimates per wall second from a real-time sim on a shared machine")
 @pytest.mark.parametrize("filter_update", ["batch", "sample"])
-def test_go2_in_real_time_filters_every_sample_and_publishes_the_newest_of_each_batch(probe, start_graph,
-                                                                                      filter_update):
-    start_graph(only=["sim_robot", "state_estimator"], robot="go2",
-                parameters={"state_estimator": {"filter_update": filter_update}})
+def test_go2_in_real_time_filters_every_sample_and_publishes_the_newest_of_each_batch(
+    probe, start_graph, filter_update
+):
+    start_graph(
+        only=["sim_robot", "state_estimator"],
+        robot="go2",
+        parameters={"state_estimator": {"filter_update": filter_update}},
+    )
     arrivals: list[float] = []
-    estimates = probe.record(Odometry, "/state_estimate", qos.SENSOR_SUBSCRIBE,
-                             callback=lambda _: arrivals.append(time.monotonic()))
+    estimates = probe.record(
+        Odometry, "/state_estimate", qos.SENSOR_SUBSCRIBE, callback=lambda _: arrivals.append(time.monotonic())
+    )
     diagnostics = probe.record(DiagnosticArray, "/diagnostics", 10)
     assert wait_for(lambda: len(estimates) > 50, STARTUP_S), "no /state_estimate from state_estimator"
     time.sleep(3.0)
     with probe.lock:
         recent = [t for t in arrivals if t > arrivals[-1] - 2.0]
-        stamps_s = [stamp_s(m) for m in estimates[-len(recent):]]
+        stamps_s = [stamp_s(m) for m in estimates[-len(recent) :]]
     # A batch every 10 ms: about 100 estimates a second (not the IMU's 500), each stamped with
     # the newest IMU sample of its batch (wall-clock stamps here), so consecutive stamps are
     # several samples apart.
@@ -129,8 +135,8 @@ def test_malformed_and_non_finite_joint_states_are_ignored_not_fatal(probe, star
 
     assert wait_for(lambda: publish(q, [0.0] * 7) or bool(estimates), 30.0, poll=0.01)
     for _ in range(20):
-        publish(q, [0.0] * 7, effort=[0.0] * 3)           # short effort array
-        publish([float("nan")] + q[1:], [0.0] * 7)       # a NaN position
+        publish(q, [0.0] * 7, effort=[0.0] * 3)  # short effort array
+        publish([float("nan")] + q[1:], [0.0] * 7)  # a NaN position
         time.sleep(0.005)
     before = len(estimates)
     assert wait_for(lambda: publish(q, [0.0] * 7) or len(estimates) > before + 5, 5.0, poll=0.01)
@@ -144,6 +150,7 @@ def test_malformed_and_non_finite_joint_states_are_ignored_not_fatal(probe, star
                     if kv.key == "samples_ignored":
                         return int(kv.value)
         return 0
+
     # Counted, not all 40: the subscription is best-effort (sensor-data QoS), and a loaded machine
     # may drop some. The node's survival and the finite estimates above are the point.
     assert wait_for(lambda: ignored() > 0, 5.0), ignored()

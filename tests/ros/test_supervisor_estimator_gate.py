@@ -1,5 +1,6 @@
 """The supervisor acts on estimator divergence only when the running policy reads the estimate
 (policy_runtime says so in its diagnostics); handlers driven directly, with real messages."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,13 +17,19 @@ def supervisor(make_any):
 
 
 def estimator(diverged: bool) -> DiagnosticStatus:
-    return DiagnosticStatus(name="state_estimator: divergence", message="diverged" if diverged else "no divergence",
-                            level=DiagnosticStatus.ERROR if diverged else DiagnosticStatus.OK)
+    return DiagnosticStatus(
+        name="state_estimator: divergence",
+        message="diverged" if diverged else "no divergence",
+        level=DiagnosticStatus.ERROR if diverged else DiagnosticStatus.OK,
+    )
 
 
 def runtime(reads_estimate: str) -> DiagnosticStatus:
-    return DiagnosticStatus(name="policy_runtime: policy", message="running",
-                            values=[KeyValue(key="observes_state_estimate", value=reads_estimate)])
+    return DiagnosticStatus(
+        name="policy_runtime: policy",
+        message="running",
+        values=[KeyValue(key="observes_state_estimate", value=reads_estimate)],
+    )
 
 
 def test_divergence_counts_until_the_runtime_says_its_policy_does_not_read_the_estimate(supervisor):

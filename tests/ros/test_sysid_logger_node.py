@@ -1,4 +1,5 @@
 """sysid_logger's refusals and its clock, driven in this process with real messages (no graph)."""
+
 from __future__ import annotations
 
 import pytest
@@ -25,14 +26,19 @@ def make_logger(make_any):
         logger.stop()
 
 
-@pytest.mark.parametrize("parameters, words", [
-    ({"extra_topics": "/low:unitree_go/msg/LowState"}, "not a message type the bag writer knows"),
-    ({"settle": float("nan")}, "parameter settle:=nan must be a finite number"),
-    ({"suspended": True}, "parameter suspended:=true: robot 'panda' has a fixed base"),
-    # Played on the simulated Go2 first: every joint at 0.6 rad tips a standing one over.
-    ({"robot": "go2", "kind": "multisine", "amplitude": 0.6, "legs": 0, "duration": 10.0},
-     "would not keep the standing go2 up in simulation"),
-])
+@pytest.mark.parametrize(
+    "parameters, words",
+    [
+        ({"extra_topics": "/low:unitree_go/msg/LowState"}, "not a message type the bag writer knows"),
+        ({"settle": float("nan")}, "parameter settle:=nan must be a finite number"),
+        ({"suspended": True}, "parameter suspended:=true: robot 'panda' has a fixed base"),
+        # Played on the simulated Go2 first: every joint at 0.6 rad tips a standing one over.
+        (
+            {"robot": "go2", "kind": "multisine", "amplitude": 0.6, "legs": 0, "duration": 10.0},
+            "would not keep the standing go2 up in simulation",
+        ),
+    ],
+)
 def test_a_refused_setting_leaves_no_bag_behind(make_logger, tmp_path, parameters, words):
     """Settings are checked before the bag is created: a bag left without metadata.yaml is
     unreadable and blocks the same path on the next try."""
@@ -67,6 +73,10 @@ def test_a_robot_on_a_stand_is_recorded_so(make_logger, tmp_path):
 
     make_logger(robot="go2", suspended=True, bag=str(tmp_path / "hanging")).stop()
     make_logger(robot="go2", bag=str(tmp_path / "standing")).stop()
-    custom = {name: yaml.safe_load((tmp_path / name / "metadata.yaml").read_text())
-              ["rosbag2_bagfile_information"]["custom_data"] for name in ("hanging", "standing")}
+    custom = {
+        name: yaml.safe_load((tmp_path / name / "metadata.yaml").read_text())["rosbag2_bagfile_information"][
+            "custom_data"
+        ]
+        for name in ("hanging", "standing")
+    }
     assert custom["hanging"]["suspended"] == "true" and custom["standing"]["suspended"] == "false"

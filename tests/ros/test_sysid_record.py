@@ -1,5 +1,6 @@
 """Round trip through a real graph: sim_robot (hidden conditions, sensor noise) + safety supervisor +
 sysid_logger record a bag, which opens with rosbags and mcap and is fitted back by `sim2real sysid fit`."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,15 @@ DURATION = 30.0
 
 def test_record_through_the_supervisor_then_fit(tmp_path):
     bag = tmp_path / "panda_sysid"
-    plan = make_sysid_plan(robot="panda", hardware="sim", lockstep="true", bag=str(bag), kind="multisine",
-                           duration=str(DURATION), conditions=yaml.safe_dump({**HIDDEN, **NOISE}, default_flow_style=True))
+    plan = make_sysid_plan(
+        robot="panda",
+        hardware="sim",
+        lockstep="true",
+        bag=str(bag),
+        kind="multisine",
+        duration=str(DURATION),
+        conditions=yaml.safe_dump({**HIDDEN, **NOISE}, default_flow_style=True),
+    )
     assert [n.name for n in plan.nodes] == ["sim_robot", "safety_supervisor", "sysid_logger"]
     log = GraphLog()
     # A domain of its own, outside the 20-99 the other test sessions draw from: this graph runs
@@ -56,8 +64,24 @@ def test_record_through_the_supervisor_then_fit(tmp_path):
     assert segment.duration > DURATION
 
     out = tmp_path / "panda.yaml"
-    assert main(["sysid", "fit", str(bag), "--robot", "panda", "-o", str(out), "--train-seconds", "8",
-                 "--no-plots", "--json"]) == 0
+    assert (
+        main(
+            [
+                "sysid",
+                "fit",
+                str(bag),
+                "--robot",
+                "panda",
+                "-o",
+                str(out),
+                "--train-seconds",
+                "8",
+                "--no-plots",
+                "--json",
+            ]
+        )
+        == 0
+    )
     fitted = yaml.safe_load(out.read_text())["simulator"]["parameters"]
     for name in ("motor_strength", "mass_scale", "joint_friction"):
         error = abs(fitted[name]["value"] - HIDDEN[name]) / HIDDEN[name]

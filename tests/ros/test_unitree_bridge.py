@@ -1,6 +1,7 @@
 """hardware:=unitree against a Go2 double that speaks the robot's own DDS protocol byte for byte
 (sim2real.sim.go2_double, in this process): the bridge and the supervisor run as processes,
 exactly as `sim2real up --hardware unitree` starts them."""
+
 import itertools
 import json
 import os
@@ -29,7 +30,8 @@ from tests.ros.conftest import wait_for
 # matches the bridge's publisher (the supervisor stays "waiting for the first /joint_states" while
 # this test's probe receives them), a DDS discovery failure not yet explained; a fresh graph works.
 pytestmark = pytest.mark.timing_sensitive(
-    reason="the supervisor sometimes never discovers the bridge's /joint_states publisher (DDS discovery)")
+    reason="the supervisor sometimes never discovers the bridge's /joint_states publisher (DDS discovery)"
+)
 
 GO2 = load_profile("go2")
 SAFETY = load_safety_config("go2")
@@ -56,9 +58,22 @@ class DoubleProcess:
     def __init__(self, *options: str, domain: int | None = None):
         self.domain = next_domain() if domain is None else domain
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "sim2real.sim.go2_double", "--domain", str(self.domain), "--interface", "lo",
-             *options],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+            [
+                sys.executable,
+                "-m",
+                "sim2real.sim.go2_double",
+                "--domain",
+                str(self.domain),
+                "--interface",
+                "lo",
+                *options,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+        )
         self.lines: list[str] = []
         self._replies: list[str] = []
         self._lock = threading.Lock()
@@ -76,7 +91,9 @@ class DoubleProcess:
             before = len(self._replies)
         self.process.stdin.write(command + "\n")
         self.process.stdin.flush()
-        assert wait_for(lambda: len(self._replies) > before, 10.0), f"the double did not answer {command!r}: {self.lines}"
+        assert wait_for(lambda: len(self._replies) > before, 10.0), (
+            f"the double did not answer {command!r}: {self.lines}"
+        )
         with self._lock:
             return self._replies[before].strip()
 
@@ -113,8 +130,14 @@ def run_double():
 
 
 def start_bridge(start_graph, double, only=("unitree_bridge", "safety_supervisor"), **arguments):
-    return start_graph(robot="go2", hardware="unitree", network_interface="lo", unitree_domain=str(double.domain),
-                       only=list(only), **arguments)
+    return start_graph(
+        robot="go2",
+        hardware="unitree",
+        network_interface="lo",
+        unitree_domain=str(double.domain),
+        only=list(only),
+        **arguments,
+    )
 
 
 class Status:
@@ -232,7 +255,10 @@ def test_the_remotes_estop_button_latches_estop(probe, start_graph, run_double):
     assert wait_for(lambda: status.mode() == "STANDBY", STARTUP_S)
     double.handle("remote select")  # the remote's e-stop (config/safety/go2.yaml remote:)
     assert wait_for(lambda: status.mode() == "ESTOP", 2.0), (
-        status.mode(), joy[-1].buttons if joy else None, {kv.key: kv.value for kv in status.messages[-1].status[0].values})
+        status.mode(),
+        joy[-1].buttons if joy else None,
+        {kv.key: kv.value for kv in status.messages[-1].status[0].values},
+    )
     double.handle("remote")
     time.sleep(0.5)
     assert status.mode() == "ESTOP"  # latched until a reset
@@ -249,8 +275,11 @@ def test_a_broken_lowstate_stream_damps_within_the_supervisors_deadline(probe, s
     states = probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
     double.handle(f"fault {fault} on")
     assert wait_for(lambda: status.mode() == "DAMPING", 2.0), (
-        status.mode(), len(states), {kv.key: kv.value for kv in status.messages[-1].status[0].values},
-        graph.log.text()[-1500:])
+        status.mode(),
+        len(states),
+        {kv.key: kv.value for kv in status.messages[-1].status[0].values},
+        graph.log.text()[-1500:],
+    )
     trip = status.value("last_trip")
     assert "joint_states_stale" in trip
     # the supervisor's own account: it tripped within two of its periods past the deadline in force
@@ -260,11 +289,14 @@ def test_a_broken_lowstate_stream_damps_within_the_supervisors_deadline(probe, s
     assert age <= deadline + 0.1, trip  # 0.1 s: the supervisor's timer on a loaded machine
 
 
-@pytest.mark.parametrize("options, fault, words", [
-    ((), "hot_motor", "preflight: motor FL_hip_joint at 95 C, need <= 70 C"),
-    ((), "low_battery", "preflight: battery 20.0 V, need >= 22.0 V"),
-    (("--sport-mode",), None, "preflight: rt/lowcmd has other writers"),
-])
+@pytest.mark.parametrize(
+    "options, fault, words",
+    [
+        ((), "hot_motor", "preflight: motor FL_hip_joint at 95 C, need <= 70 C"),
+        ((), "low_battery", "preflight: battery 20.0 V, need >= 22.0 V"),
+        (("--sport-mode",), None, "preflight: rt/lowcmd has other writers"),
+    ],
+)
 def test_preflight_refuses_to_command_until_the_fault_is_gone(probe, start_graph, run_double, options, fault, words):
     double = run_double(*options)
     if fault:
@@ -279,14 +311,30 @@ def test_preflight_refuses_to_command_until_the_fault_is_gone(probe, start_graph
     assert wait_for(lambda: double.counts["driven"] > 10, 5.0)  # the supervisor's stand-up
 
 
-@pytest.mark.parametrize("fault, code, words", [(None, 0, "all checks passed: "),
-                                                ("hot_motor", 1, "FAIL motor FL_hip_joint at 95 C")])
+@pytest.mark.parametrize(
+    "fault, code, words", [(None, 0, "all checks passed: "), ("hot_motor", 1, "FAIL motor FL_hip_joint at 95 C")]
+)
 def test_sim2real_preflight_reports_from_a_terminal(run_double, fault, code, words):
     double = run_double()
     if fault:
         double.handle(f"fault {fault} on")
-    result = subprocess.run([sys.executable, "-m", "sim2real.cli.main", "preflight", "--network-interface", "lo",
-                             "--domain", str(double.domain), "--window", "2"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sim2real.cli.main",
+            "preflight",
+            "--network-interface",
+            "lo",
+            "--domain",
+            str(double.domain),
+            "--window",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == code, result.stdout + result.stderr
     assert words in result.stdout
 
@@ -299,8 +347,25 @@ def test_sysid_record_through_the_bridge_writes_a_complete_bag(run_double, tmp_p
     double = run_double()
     double.handle("remote L1")  # the deadman (config/safety/go2.yaml remote:), held through the recording
     bag = tmp_path / "go2_sysid"
-    result = run_cli(["sysid", "record", "--robot", "go2", "--hardware", "unitree", "--network-interface", "lo",
-                      "--unitree-domain", str(double.domain), "--duration", "6", "-o", str(bag)], timeout=240)
+    result = run_cli(
+        [
+            "sysid",
+            "record",
+            "--robot",
+            "go2",
+            "--hardware",
+            "unitree",
+            "--network-interface",
+            "lo",
+            "--unitree-domain",
+            str(double.domain),
+            "--duration",
+            "6",
+            "-o",
+            str(bag),
+        ],
+        timeout=240,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "next: sim2real sysid fit" in result.stdout
     segment = read_bag(bag, GO2)
@@ -318,8 +383,23 @@ def test_sim2real_preflight_refuses_two_robots_on_one_domain(run_double):
     states, so preflight refuses and says how to part them."""
     first = run_double()
     run_double(domain=first.domain)
-    result = subprocess.run([sys.executable, "-m", "sim2real.cli", "preflight", "--network-interface", "lo",
-                             "--domain", str(first.domain), "--window", "2"], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sim2real.cli",
+            "preflight",
+            "--network-interface",
+            "lo",
+            "--domain",
+            str(first.domain),
+            "--window",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "FAIL rt/lowstate has 2 writers" in result.stdout and "unitree_domain:=" in result.stdout
 

@@ -5,6 +5,7 @@ and the format's page, and checks that the page is enough (tests/unit/test_polic
 Signals come in as a dict of SI arrays (joint arrays in the file's joint order, quaternions
 x, y, z, w, body frame x forward, z up).
 """
+
 from __future__ import annotations
 
 import json

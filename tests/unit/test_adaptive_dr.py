@@ -1,5 +1,6 @@
 """Adaptive domain randomization: the threshold rule's numbers, per-boundary ADR against
 synthetic successes, bounds, and checkpoint state (no ROS, no simulation)."""
+
 from __future__ import annotations
 
 import json
@@ -14,13 +15,19 @@ from sim2real.train.adaptive_dr import AdaptiveRandomization, BoundaryAdaptiveRa
 
 
 def make_dr() -> Randomization:
-    return Randomization.from_dict({"name": "test", "parameters": {
-        "ground_friction": {"uniform": [0.4, 1.0], "bounds": [0.1, 1.5]},
-        "latency": {"uniform": [0.01, 0.02], "bounds": [0.0, 0.03]},
-        "mass_scale": {"loguniform": [0.8, 1.25], "bounds": [0.5, 2.0]},
-        "motor_strength": {"normal": {"mean": 1.0, "std": 0.05}, "bounds": [0.7, 1.3]},
-        "gyro_noise": {"constant": 0.01},
-    }, "pushes": {"interval": [5, 10], "force": [50, 100], "duration": 0.15}})
+    return Randomization.from_dict(
+        {
+            "name": "test",
+            "parameters": {
+                "ground_friction": {"uniform": [0.4, 1.0], "bounds": [0.1, 1.5]},
+                "latency": {"uniform": [0.01, 0.02], "bounds": [0.0, 0.03]},
+                "mass_scale": {"loguniform": [0.8, 1.25], "bounds": [0.5, 2.0]},
+                "motor_strength": {"normal": {"mean": 1.0, "std": 0.05}, "bounds": [0.7, 1.3]},
+                "gyro_noise": {"constant": 0.01},
+            },
+            "pushes": {"interval": [5, 10], "force": [50, 100], "duration": 0.15},
+        }
+    )
 
 
 def assert_valid(randomization: Randomization) -> None:
@@ -64,11 +71,14 @@ def test_holds_between_the_thresholds_and_leaves_constants_and_pushes_alone():
     assert adr.randomization.pushes == dr.pushes
 
 
-@pytest.mark.parametrize("target, widen, hold, narrow", [
-    (-100.0, -89.0, -95.0, -121.0),  # 10 % of |target| above -100 is -90; 20 % below is -120
-    (100.0, 111.0, 85.0, 79.0),
-    (0.0, 0.5, 0.0, -0.5),
-])
+@pytest.mark.parametrize(
+    "target, widen, hold, narrow",
+    [
+        (-100.0, -89.0, -95.0, -121.0),  # 10 % of |target| above -100 is -90; 20 % below is -120
+        (100.0, 111.0, 85.0, 79.0),
+        (0.0, 0.5, 0.0, -0.5),
+    ],
+)
 def test_thresholds_use_the_absolute_target(target, widen, hold, narrow):
     adr = AdaptiveRandomization(make_dr(), target_return=target)
     assert [adr.decide(widen), adr.decide(hold), adr.decide(narrow)] == ["widen", "hold", "narrow"]
@@ -177,11 +187,14 @@ def test_boundary_moves_the_right_boundary_in_the_right_direction():
     assert friction() == pytest.approx((0.34, 1.06))
     feed(adr, ("ground_friction", "high"), 0.0, 5)
     assert friction() == pytest.approx((0.34, 1.0))  # fails at the edge: inward
-    feed(adr, ("ground_friction", "low"), 0.5, 5)     # between t_low and t_high: stays
+    feed(adr, ("ground_friction", "low"), 0.5, 5)  # between t_low and t_high: stays
     assert friction() == pytest.approx((0.34, 1.0))
     assert adr.randomization.ranges()["latency"] == (0.01, 0.02)
-    assert [(m["side"], m["direction"]) for m in adr.moves] == [("high", "outward"), ("low", "outward"),
-                                                               ("high", "inward")]
+    assert [(m["side"], m["direction"]) for m in adr.moves] == [
+        ("high", "outward"),
+        ("low", "outward"),
+        ("high", "inward"),
+    ]
 
 
 def test_boundary_respects_bounds_and_the_nominal_centre():
@@ -218,8 +231,9 @@ def test_boundary_sampling_probes_the_current_boundaries():
         assert conditions[name] == dr.parameters[name].range()[0 if side == "low" else 1]
         assert set(conditions) == set(dr.parameters)
         assert never.sample(rng)[1] is None
-    assert seen == {(n, s) for n in ("ground_friction", "latency", "mass_scale", "motor_strength")
-                    for s in ("low", "high")}  # never the constant
+    assert seen == {
+        (n, s) for n in ("ground_friction", "latency", "mass_scale", "motor_strength") for s in ("low", "high")
+    }  # never the constant
     half = BoundaryAdaptiveRandomization(dr, probe_probability=0.5)
     probes = sum(half.sample(rng)[1] is not None for _ in range(2000))
     assert 900 < probes < 1100
@@ -228,8 +242,9 @@ def test_boundary_sampling_probes_the_current_boundaries():
 def test_boundary_adr_finds_what_a_synthetic_policy_can_handle():
     """A 'policy' that succeeds iff friction >= 0.3 and latency <= 0.025 s: the friction
     low boundary settles near 0.3, the latency high one near 0.025, the others open up."""
-    adr = BoundaryAdaptiveRandomization(make_dr(), buffer_size=10, t_low=0.4, t_high=0.8,
-                                        parameters=["ground_friction", "latency"])
+    adr = BoundaryAdaptiveRandomization(
+        make_dr(), buffer_size=10, t_low=0.4, t_high=0.8, parameters=["ground_friction", "latency"]
+    )
     rng = np.random.default_rng(2)
     for _ in range(20000):
         conditions, probe = adr.sample(rng)

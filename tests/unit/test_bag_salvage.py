@@ -1,4 +1,5 @@
 """Reading what is left of a damaged MCAP: whole messages kept, in order, the loss counted."""
+
 import pytest
 from mcap.writer import CompressionType, Writer
 
@@ -29,7 +30,7 @@ def test_a_truncated_file_gives_back_its_whole_messages_in_order(tmp_path, compr
         part = salvage_bag(path)
         stamps = [m[2] for m in part.messages]
         assert stamps == list(range(len(stamps)))  # a prefix, none invented or reordered
-        assert part.messages == whole.messages[:len(stamps)]
+        assert part.messages == whole.messages[: len(stamps)]
         assert "cut short" in part.damage
         if compression == CompressionType.NONE:
             assert len(stamps) > cut / len(data) * 200 - 30  # an uncompressed chunk is read up to the cut
@@ -43,7 +44,8 @@ def test_the_loss_is_counted_from_the_bags_metadata(tmp_path):
     data = _mcap(bag / "bag_0.mcap", CompressionType.NONE)
     (bag / "metadata.yaml").write_text(
         "rosbag2_bagfile_information:\n  topics_with_message_count:\n"
-        "  - {message_count: 100, topic_metadata: {name: /a}}\n  - {message_count: 100, topic_metadata: {name: /b}}\n")
+        "  - {message_count: 100, topic_metadata: {name: /a}}\n  - {message_count: 100, topic_metadata: {name: /b}}\n"
+    )
     (bag / "bag_0.mcap").write_bytes(data[: len(data) // 2])
     part = salvage_bag(bag)
     read = part.counts()

@@ -1,4 +1,5 @@
 """The node plan: one source for the launch file and `sim2real up`."""
+
 import ast
 import configparser
 from pathlib import Path
@@ -28,16 +29,23 @@ def test_launch_strings_are_typed_like_python_values():
     assert from_launch == from_python
     assert from_launch.use_sim_time
     assert all(n.parameters["use_sim_time"] for n in from_launch.nodes)
-    assert [n.name for n in from_launch.nodes] == ["sim_robot", "safety_supervisor", "pose_commander",
-                                                   "failure_collector"]
+    assert [n.name for n in from_launch.nodes] == [
+        "sim_robot",
+        "safety_supervisor",
+        "pose_commander",
+        "failure_collector",
+    ]
     # The scripted commander stands in for a policy: it never reaches hardware directly.
     assert from_launch.node("pose_commander").remappings == ()  # it publishes /policy/joint_commands itself
 
 
 def rest(plan):
     """The plan's nodes but the hardware part, less the supervisor's `simulated` (which differs)."""
-    return [(n.name, {k: v for k, v in n.parameters.items() if k != "simulated"})
-            for n in plan.nodes if n.role != "hardware"]
+    return [
+        (n.name, {k: v for k, v in n.parameters.items() if k != "simulated"})
+        for n in plan.nodes
+        if n.role != "hardware"
+    ]
 
 
 def test_hardware_topic_changes_only_the_hardware_part():
@@ -51,29 +59,34 @@ def test_hardware_topic_changes_only_the_hardware_part():
     assert real.node("safety_supervisor").parameters["simulated"] is False
 
 
-@pytest.mark.parametrize("arguments, words", [
-    ({"hardware": "gazebo"}, "not one of ['sim', 'mujoco', 'topic', 'ros2_control', 'unitree']"),
-    ({"robot": "panda", "hardware": "unitree"}, "'panda' has none: use robot:=go2"),
-    ({"hardware": "unitree", "unitree_domain": "300"}, "unitree_domain:='300' must be a DDS domain id"),
-    ({"network_interface": "eth0"}, "network_interface, unitree_domain and remote_max_velocity are for hardware"),
-    ({"remote_max_velocity": "0.5,0.5,0.5"}, "remote_max_velocity are for hardware:=unitree"),
-    ({"hardware": "unitree", "remote_max_velocity": "0.5,0.5"}, "give three speeds >= 0, vx,vy,yaw"),
-    ({"hardware": "unitree", "remote_max_velocity": "fast"}, "remote_max_velocity:='fast'"),
-    ({"hardware": "unitree", "remote_max_velocity": "1,-1,1"}, "give three speeds >= 0"),
-    ({"robot": "panda", "hardware": "ros2_control", "controller_joints": "panda_joint1,panda_joint2"},
-     "missing profile joints ['panda_joint3'"),
-    ({"lockstep": "maybe"}, "must be true or false"),
-    ({"robot": "panda", "hardware": "ros2_control", "controller": ""}, "controller:='' names no controller"),
-    ({"seed": "x"}, "must be an integer"),
-    ({"robto": "go2"}, "unknown launch arguments ['robto']"),
-    ({"hardware": "topic", "lockstep": "true"}, "needs hardware:=sim"),
-    ({"conditions": "{ground_friction: -3}"}, "condition 'ground_friction': -3 is out of range"),
-    ({"conditions": "{grund_friction: 0.5}"}, "has unknown names ['grund_friction']"),
-    ({"conditions": "{ground_friction:"}, "is not valid YAML"),
-    ({"suspended": "yes"}, "is not one of ['auto', 'true', 'false']"),
-    ({"hardware": "topic", "suspended": "true"}, "suspended:=true needs hardware:=sim"),
-    ({"robot": "panda", "suspended": "true"}, "robot 'panda' has a fixed base"),
-])
+@pytest.mark.parametrize(
+    "arguments, words",
+    [
+        ({"hardware": "gazebo"}, "not one of ['sim', 'mujoco', 'topic', 'ros2_control', 'unitree']"),
+        ({"robot": "panda", "hardware": "unitree"}, "'panda' has none: use robot:=go2"),
+        ({"hardware": "unitree", "unitree_domain": "300"}, "unitree_domain:='300' must be a DDS domain id"),
+        ({"network_interface": "eth0"}, "network_interface, unitree_domain and remote_max_velocity are for hardware"),
+        ({"remote_max_velocity": "0.5,0.5,0.5"}, "remote_max_velocity are for hardware:=unitree"),
+        ({"hardware": "unitree", "remote_max_velocity": "0.5,0.5"}, "give three speeds >= 0, vx,vy,yaw"),
+        ({"hardware": "unitree", "remote_max_velocity": "fast"}, "remote_max_velocity:='fast'"),
+        ({"hardware": "unitree", "remote_max_velocity": "1,-1,1"}, "give three speeds >= 0"),
+        (
+            {"robot": "panda", "hardware": "ros2_control", "controller_joints": "panda_joint1,panda_joint2"},
+            "missing profile joints ['panda_joint3'",
+        ),
+        ({"lockstep": "maybe"}, "must be true or false"),
+        ({"robot": "panda", "hardware": "ros2_control", "controller": ""}, "controller:='' names no controller"),
+        ({"seed": "x"}, "must be an integer"),
+        ({"robto": "go2"}, "unknown launch arguments ['robto']"),
+        ({"hardware": "topic", "lockstep": "true"}, "needs hardware:=sim"),
+        ({"conditions": "{ground_friction: -3}"}, "condition 'ground_friction': -3 is out of range"),
+        ({"conditions": "{grund_friction: 0.5}"}, "has unknown names ['grund_friction']"),
+        ({"conditions": "{ground_friction:"}, "is not valid YAML"),
+        ({"suspended": "yes"}, "is not one of ['auto', 'true', 'false']"),
+        ({"hardware": "topic", "suspended": "true"}, "suspended:=true needs hardware:=sim"),
+        ({"robot": "panda", "suspended": "true"}, "robot 'panda' has a fixed base"),
+    ],
+)
 def test_bad_arguments_name_the_argument(arguments, words):
     with pytest.raises(PlanError) as info:
         make_plan(**arguments)
@@ -86,22 +99,46 @@ def test_unknown_robot_lists_the_profiles():
 
 
 def test_parse_arguments_fills_defaults():
-    assert parse_arguments({}) == {"robot": "go2", "hardware": "sim", "lockstep": False, "seed": 0,
-                                   "conditions": "{}", "suspended": "auto", "safety_config": "", "autoengage": False,
-                                   "demo": False, "policy": "", "controller": "forward_position_controller",
-                                   "controller_joints": "", "failure_collector": True, "failures_dir": "",
-                                   "estimator": "auto", "latency_compensation": False, "latency_log": "",
-                                   "policy_dirs": "", "trusted_keys": "", "network_interface": "",
-                                   "unitree_domain": "0", "remote_max_velocity": "1.0,0.5,1.0", "model": "",
-                                   "realtime": False, "realtime_cpus": ""}
+    assert parse_arguments({}) == {
+        "robot": "go2",
+        "hardware": "sim",
+        "lockstep": False,
+        "seed": 0,
+        "conditions": "{}",
+        "suspended": "auto",
+        "safety_config": "",
+        "autoengage": False,
+        "demo": False,
+        "policy": "",
+        "controller": "forward_position_controller",
+        "controller_joints": "",
+        "failure_collector": True,
+        "failures_dir": "",
+        "estimator": "auto",
+        "latency_compensation": False,
+        "latency_log": "",
+        "policy_dirs": "",
+        "trusted_keys": "",
+        "network_interface": "",
+        "unitree_domain": "0",
+        "remote_max_velocity": "1.0,0.5,1.0",
+        "model": "",
+        "realtime": False,
+        "realtime_cpus": "",
+    }
 
 
 def test_a_policy_adds_the_runtime_as_the_control_node_with_an_absolute_path(tmp_path, monkeypatch):
     (tmp_path / "walk.onnx").write_bytes(b"onnx")
     monkeypatch.chdir(tmp_path)
     plan = make_plan(robot="go2", policy="walk.onnx", lockstep="true")
-    assert [n.name for n in plan.nodes] == ["sim_robot", "safety_supervisor", "state_estimator", "policy_runtime",
-                                            "failure_collector"]
+    assert [n.name for n in plan.nodes] == [
+        "sim_robot",
+        "safety_supervisor",
+        "state_estimator",
+        "policy_runtime",
+        "failure_collector",
+    ]
     runtime = plan.node("policy_runtime")
     assert runtime.executable == "policy_runtime" and runtime.role == "control"
     assert runtime.parameters == {"robot": "go2", "policy_path": str(tmp_path / "walk.onnx"), "use_sim_time": True}
@@ -126,8 +163,14 @@ def test_bad_policy_argument_fails_before_any_process_starts():
 def test_demo_with_a_policy_is_driven_by_the_demo_script(tmp_path):
     (tmp_path / "walk.onnx").write_bytes(b"")
     plan = make_plan(policy=str(tmp_path / "walk.onnx"), demo=True, autoengage=True)
-    assert [n.name for n in plan.nodes] == ["sim_robot", "safety_supervisor", "state_estimator", "policy_runtime",
-                                            "demo_script", "failure_collector"]
+    assert [n.name for n in plan.nodes] == [
+        "sim_robot",
+        "safety_supervisor",
+        "state_estimator",
+        "policy_runtime",
+        "demo_script",
+        "failure_collector",
+    ]
     assert plan.node("demo_script").remappings == ()  # it speaks /cmd_vel, never joint commands
 
 
@@ -136,20 +179,36 @@ def test_launch_file_renders_the_plan_with_stable_launch_ros_api_only():
     launch file delegates to make_plan and uses only APIs present on Humble, Jazzy and Kilted."""
     source = (ROOT / "launch" / "bringup.launch.py").read_text()
     tree = ast.parse(source)
-    imported = {(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                for alias in node.names}
+    imported = {
+        (node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names
+    }
     assert imported == {
-        ("launch", "LaunchDescription"), ("launch.actions", "DeclareLaunchArgument"),
-        ("launch.actions", "OpaqueFunction"), ("launch.substitutions", "LaunchConfiguration"),
-        ("launch_ros.actions", "Node"), ("sim2real.graph.plan", "LAUNCH_ARGUMENTS"), ("sim2real.graph.plan", "make_plan"),
+        ("launch", "LaunchDescription"),
+        ("launch.actions", "DeclareLaunchArgument"),
+        ("launch.actions", "OpaqueFunction"),
+        ("launch.substitutions", "LaunchConfiguration"),
+        ("launch_ros.actions", "Node"),
+        ("sim2real.graph.plan", "LAUNCH_ARGUMENTS"),
+        ("sim2real.graph.plan", "make_plan"),
     }
     functions = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
     assert "generate_launch_description" in functions
-    node_calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Node"]
+    node_calls = [
+        node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Node"
+    ]
     assert len(node_calls) == 1
     # additional_env: ExecuteProcess's, which launch_ros.actions.Node passes on (Humble onwards).
-    assert {kw.arg for kw in node_calls[0].keywords} <= {"package", "executable", "name", "parameters", "remappings",
-                                                          "output", "arguments", "namespace", "additional_env"}
+    assert {kw.arg for kw in node_calls[0].keywords} <= {
+        "package",
+        "executable",
+        "name",
+        "parameters",
+        "remappings",
+        "output",
+        "arguments",
+        "namespace",
+        "additional_env",
+    }
 
 
 def test_every_planned_executable_is_installed_by_setup_py():
@@ -178,23 +237,31 @@ def test_launch_arguments_documented():
 def test_ros2_control_swaps_only_the_hardware_part_for_the_bridge():
     joints = ",".join(reversed(load_profile("panda").joint_names))
     sim = make_plan(robot="panda", hardware="sim", demo=True)
-    arm = make_plan(robot="panda", hardware="ros2_control", demo=True, controller="arm_controller",
-                    controller_joints=f"[{joints}]")
+    arm = make_plan(
+        robot="panda", hardware="ros2_control", demo=True, controller="arm_controller", controller_joints=f"[{joints}]"
+    )
     assert rest(sim) == rest(arm)
     bridge = arm.node("ros2_control_bridge")
     assert bridge.role == "hardware"
     assert bridge.parameters["controller"] == "arm_controller"
     assert bridge.parameters["controller_joints"] == joints.split(",")
     # No joints given: the node's default (the profile's order), not an untyped empty list.
-    assert "controller_joints" not in make_plan(robot="panda", hardware="ros2_control").node(
-        "ros2_control_bridge").parameters
+    assert (
+        "controller_joints"
+        not in make_plan(robot="panda", hardware="ros2_control").node("ros2_control_bridge").parameters
+    )
 
 
 def test_runtime_arguments_reach_policy_runtime_and_need_a_policy(tmp_path, monkeypatch):
     (tmp_path / "walk.onnx").write_bytes(b"onnx")
     monkeypatch.chdir(tmp_path)
-    runtime = make_plan(policy="walk.onnx", latency_log="lat.jsonl", policy_dirs="runs/a, runs/b",
-                        latency_compensation="true").node("policy_runtime").parameters
+    runtime = (
+        make_plan(
+            policy="walk.onnx", latency_log="lat.jsonl", policy_dirs="runs/a, runs/b", latency_compensation="true"
+        )
+        .node("policy_runtime")
+        .parameters
+    )
     assert runtime["latency_log"] == str(tmp_path / "lat.jsonl")
     assert runtime["latency_compensation"] is True
     # The shipped folder stays allowed: the node's default, which the list replaces.
@@ -209,17 +276,40 @@ def test_sim2real_up_takes_every_launch_argument(tmp_path, capsys):
 
     from sim2real.cli.main import build_parser, main
 
-    options = {o for action in build_parser()._subparsers._group_actions[0].choices["up"]._actions
-               for o in action.option_strings}
+    options = {
+        o
+        for action in build_parser()._subparsers._group_actions[0].choices["up"]._actions
+        for o in action.option_strings
+    }
     for arg in LAUNCH_ARGUMENTS.values():
         flag = arg.name.replace("_", "-")
         assert {f"--{flag}", f"--no-{flag}"} & options, f"sim2real up has no option for {arg.name}:="
     (tmp_path / "walk.onnx").write_bytes(b"onnx")
     joints = ",".join(load_profile("panda").joint_names)
-    assert main(["up", "--robot", "panda", "--hardware", "ros2_control", "--controller", "arm_controller",
-                 "--controller-joints", joints, "--no-failure-collector", "--estimator", "false",
-                 "--policy", str(tmp_path / "walk.onnx"), "--latency-log", str(tmp_path / "lat.jsonl"),
-                 "--print-plan"]) == 0
+    assert (
+        main(
+            [
+                "up",
+                "--robot",
+                "panda",
+                "--hardware",
+                "ros2_control",
+                "--controller",
+                "arm_controller",
+                "--controller-joints",
+                joints,
+                "--no-failure-collector",
+                "--estimator",
+                "false",
+                "--policy",
+                str(tmp_path / "walk.onnx"),
+                "--latency-log",
+                str(tmp_path / "lat.jsonl"),
+                "--print-plan",
+            ]
+        )
+        == 0
+    )
     plan = json.loads(capsys.readouterr().out)
     nodes = {n["name"]: n for n in plan["nodes"]}
     assert set(nodes) == {"ros2_control_bridge", "safety_supervisor", "policy_runtime"}

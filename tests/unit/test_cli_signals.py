@@ -1,5 +1,6 @@
 """SIGTERM in the command line: the Ctrl-C path in the command's own process, the default in
 a process forked from it (a multiprocessing pool ends its workers with SIGTERM)."""
+
 import multiprocessing
 import signal
 import time

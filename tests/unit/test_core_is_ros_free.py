@@ -1,6 +1,7 @@
 """The layers hold: the contracts in pyproject.toml (import-linter, a static check of every
 import, lazy ones included) and the command line importing on a machine without ROS (its ROS
 commands import the nodes only when they run)."""
+
 import shutil
 import subprocess
 import sys
@@ -42,15 +43,22 @@ def test_the_core_and_the_command_line_import_with_ros_blocked():
     """At run time too: a third-party package that imports ROS itself is not in the static
     graph. The core (what a robot computer runs) in full; the other ROS-free packages import
     torch, PyBullet and MuJoCo, and the static contracts cover them."""
-    result = subprocess.run([sys.executable, "-c", GUARD, "sim2real.core.*", "sim2real.cli.main", "sim2real.graph.*"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", GUARD, "sim2real.core.*", "sim2real.cli.main", "sim2real.graph.*"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert int(result.stdout.split()[0]) >= 30
 
 
 def test_no_rclpy_import_statement_outside_nodes():
     root = Path(sim2real.__file__).parent
-    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
-                 if "nodes" not in p.relative_to(root).parts
-                 and any(line.strip().startswith(("import rclpy", "from rclpy")) for line in p.read_text().splitlines())]
+    offenders = [
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if "nodes" not in p.relative_to(root).parts
+        and any(line.strip().startswith(("import rclpy", "from rclpy")) for line in p.read_text().splitlines())
+    ]
     assert offenders == []

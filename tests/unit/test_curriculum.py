@@ -1,4 +1,5 @@
 """Curricula: the schedules' numbers, the automatic rule, state and the config factory."""
+
 from __future__ import annotations
 
 import json
@@ -39,17 +40,17 @@ def test_automatic_raises_lowers_holds_and_clips():
     c = AutomaticCurriculum(0.0, 0.25, step=0.1, raise_above=0.8, lower_below=0.5)
     assert c.difficulty == 0.0
     assert c.update(0, 0.9) == pytest.approx(0.1)
-    assert c.update(1, 0.8) == pytest.approx(0.1)   # "above": the threshold itself holds
+    assert c.update(1, 0.8) == pytest.approx(0.1)  # "above": the threshold itself holds
     assert c.update(2, 0.6) == pytest.approx(0.1)
     assert c.update(3, None) == pytest.approx(0.1)  # no measurement: hold
     assert c.update(4, 0.85) == pytest.approx(0.2)
-    assert c.update(5, 1.0) == 0.25                 # clipped at d_max
+    assert c.update(5, 1.0) == 0.25  # clipped at d_max
     assert c.update(6, 1.0) == 0.25
     assert c.update(7, 0.4) == pytest.approx(0.15)
     assert c.update(8, 0.5) == pytest.approx(0.15)  # "below": the threshold itself holds
     for t in range(9, 15):
         c.update(t, 0.0)
-    assert c.difficulty == 0.0                      # clipped at d_min
+    assert c.difficulty == 0.0  # clipped at d_min
     assert AutomaticCurriculum(0.0, 1.0, 0.1, 0.8, 0.5, start=0.5).difficulty == 0.5
 
 
@@ -58,12 +59,15 @@ def test_constant():
     assert c.update(10, 0.0) == c.difficulty == 0.7
 
 
-@pytest.mark.parametrize("make, feed", [
-    (lambda: LinearCurriculum(0.0, 1.0, 100), [(10, None), (40, None)]),
-    (lambda: ReverseCurriculum(0.0, 1.0, 100, hard_fraction=0.2), [(10, None), (60, None)]),
-    (lambda: AutomaticCurriculum(0.0, 1.0, 0.1, 0.8, 0.5), [(0, 0.9), (1, 0.9), (2, 0.95)]),
-    (lambda: ConstantCurriculum(0.3), [(5, 1.0)]),
-])
+@pytest.mark.parametrize(
+    "make, feed",
+    [
+        (lambda: LinearCurriculum(0.0, 1.0, 100), [(10, None), (40, None)]),
+        (lambda: ReverseCurriculum(0.0, 1.0, 100, hard_fraction=0.2), [(10, None), (60, None)]),
+        (lambda: AutomaticCurriculum(0.0, 1.0, 0.1, 0.8, 0.5), [(0, 0.9), (1, 0.9), (2, 0.95)]),
+        (lambda: ConstantCurriculum(0.3), [(5, 1.0)]),
+    ],
+)
 def test_state_round_trip(make, feed):
     c = make()
     for iteration, success in feed:
@@ -115,19 +119,25 @@ def test_factory_takes_total_iterations_from_the_config_first():
     assert make_curriculum({"kind": "linear"}, total_iterations=1000).total_iterations == 1000
 
 
-@pytest.mark.parametrize("config, field, problem", [
-    ({"kind": "cosine"}, "curriculum.kind", "unknown kind 'cosine'"),
-    ({"d_max": 1.0}, "curriculum.kind", "missing 'kind'"),
-    ({"kind": "linear", "total_iterations": 10, "speed": 2}, "curriculum.speed", "unknown field"),
-    ({"kind": "none", "step": 0.1}, "curriculum.step", "unknown field"),
-    ({"kind": "linear"}, "curriculum.total_iterations", "missing"),
-    ({"kind": "automatic", "step": 0.1, "raise_above": 0.8}, "curriculum.lower_below", "missing"),
-    ({"kind": "automatic", "step": "big", "raise_above": 0.8, "lower_below": 0.5}, "curriculum.step",
-     "finite number"),
-    ({"kind": "linear", "total_iterations": 10, "d_min": 1.0, "d_max": 0.0}, "curriculum", "d_min <= d_max"),
-    ({"kind": "linear", "total_iterations": 10.5}, "curriculum", "total_iterations"),
-    (["linear"], "curriculum", "expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "config, field, problem",
+    [
+        ({"kind": "cosine"}, "curriculum.kind", "unknown kind 'cosine'"),
+        ({"d_max": 1.0}, "curriculum.kind", "missing 'kind'"),
+        ({"kind": "linear", "total_iterations": 10, "speed": 2}, "curriculum.speed", "unknown field"),
+        ({"kind": "none", "step": 0.1}, "curriculum.step", "unknown field"),
+        ({"kind": "linear"}, "curriculum.total_iterations", "missing"),
+        ({"kind": "automatic", "step": 0.1, "raise_above": 0.8}, "curriculum.lower_below", "missing"),
+        (
+            {"kind": "automatic", "step": "big", "raise_above": 0.8, "lower_below": 0.5},
+            "curriculum.step",
+            "finite number",
+        ),
+        ({"kind": "linear", "total_iterations": 10, "d_min": 1.0, "d_max": 0.0}, "curriculum", "d_min <= d_max"),
+        ({"kind": "linear", "total_iterations": 10.5}, "curriculum", "total_iterations"),
+        (["linear"], "curriculum", "expected a mapping"),
+    ],
+)
 def test_factory_errors_name_the_field_and_the_fix(config, field, problem):
     with pytest.raises(CurriculumError) as caught:
         make_curriculum(config, source="configs/go2_walk.yaml")

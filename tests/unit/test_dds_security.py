@@ -1,4 +1,5 @@
 """What the supervisor can tell at start about DDS security from the environment."""
+
 from sim2real.core.dds_security import security_state
 
 

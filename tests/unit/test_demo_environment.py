@@ -1,4 +1,5 @@
 """`sim2real demo` keeps its DDS traffic on this machine unless the user says otherwise."""
+
 from sim2real.graph.reported_run import DISCOVERY_RANGE, demo_environment
 
 

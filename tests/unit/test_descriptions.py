@@ -3,6 +3,7 @@
 Checked with the real libraries the project uses: PyBullet (simulation) and pinocchio
 (kinematics/dynamics). No ROS needed.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,6 +25,7 @@ MOVABLE = ("revolute", "continuous", "prismatic")
 
 
 # ----------------------------------------------------------------------------- helpers
+
 
 def profile_of(robot: str) -> RobotProfile:
     return load_profile(ROOT / "config" / "robots" / f"{robot}.yaml")
@@ -54,11 +56,15 @@ class Bullet:
         self.cid = p.connect(p.DIRECT)
         p.setGravity(0, 0, -9.81, physicsClientId=self.cid)
         self.plane = p.createMultiBody(
-            0, p.createCollisionShape(p.GEOM_PLANE, physicsClientId=self.cid), physicsClientId=self.cid)
-        self.body = p.loadURDF(str(profile.urdf), [0, 0, profile.spawn_height],
-                               useFixedBase=profile.fixed_base, physicsClientId=self.cid)
-        self.infos = [p.getJointInfo(self.body, i, physicsClientId=self.cid)
-                      for i in range(p.getNumJoints(self.body, physicsClientId=self.cid))]
+            0, p.createCollisionShape(p.GEOM_PLANE, physicsClientId=self.cid), physicsClientId=self.cid
+        )
+        self.body = p.loadURDF(
+            str(profile.urdf), [0, 0, profile.spawn_height], useFixedBase=profile.fixed_base, physicsClientId=self.cid
+        )
+        self.infos = [
+            p.getJointInfo(self.body, i, physicsClientId=self.cid)
+            for i in range(p.getNumJoints(self.body, physicsClientId=self.cid))
+        ]
         self.joint_index = {info[1].decode(): info[0] for info in self.infos}
         self.link_index = {info[12].decode(): info[0] for info in self.infos}
 
@@ -66,8 +72,7 @@ class Bullet:
         return [info[1].decode() for info in self.infos if info[2] != p.JOINT_FIXED]
 
     def total_mass(self) -> float:
-        return sum(p.getDynamicsInfo(self.body, i, physicsClientId=self.cid)[0]
-                   for i in range(-1, len(self.infos)))
+        return sum(p.getDynamicsInfo(self.body, i, physicsClientId=self.cid)[0] for i in range(-1, len(self.infos)))
 
     def set_default_pose(self) -> list[int]:
         ids = [self.joint_index[n] for n in self.profile.joint_names]
@@ -76,8 +81,9 @@ class Bullet:
         return ids
 
     def link_position(self, link: str) -> np.ndarray:
-        state = p.getLinkState(self.body, self.link_index[link], computeForwardKinematics=True,
-                               physicsClientId=self.cid)
+        state = p.getLinkState(
+            self.body, self.link_index[link], computeForwardKinematics=True, physicsClientId=self.cid
+        )
         return np.array(state[4])  # URDF link frame (not the inertial frame)
 
     def sphere_radius(self, link: str) -> float:
@@ -102,6 +108,7 @@ def bullet(robot):
 
 
 # ----------------------------------------------------------------------------- both robots
+
 
 def test_profile_loads_by_name_and_by_path(robot):
     by_path = profile_of(robot)
@@ -133,7 +140,8 @@ def test_total_mass_matches_spec(robot, bullet):
     bullet_mass = bullet.total_mass()
     for what, mass in (("pybullet", bullet_mass), ("pinocchio", pin_mass)):
         assert abs(mass - profile.spec_mass) <= 0.05 * profile.spec_mass, (
-            f"{robot}: {what} total mass {mass:.3f} kg vs spec_mass {profile.spec_mass} kg")
+            f"{robot}: {what} total mass {mass:.3f} kg vs spec_mass {profile.spec_mass} kg"
+        )
 
 
 def test_no_link_gets_pybullet_default_mass(robot):
@@ -149,9 +157,13 @@ def test_inertias_are_physical(robot):
     for link in root.findall("link"):
         inertia = link.find("inertial/inertia").attrib
         mass = float(link.find("inertial/mass").get("value"))
-        tensor = np.array([[float(inertia["ixx"]), float(inertia["ixy"]), float(inertia["ixz"])],
-                           [float(inertia["ixy"]), float(inertia["iyy"]), float(inertia["iyz"])],
-                           [float(inertia["ixz"]), float(inertia["iyz"]), float(inertia["izz"])]])
+        tensor = np.array(
+            [
+                [float(inertia["ixx"]), float(inertia["ixy"]), float(inertia["ixz"])],
+                [float(inertia["ixy"]), float(inertia["iyy"]), float(inertia["iyz"])],
+                [float(inertia["ixz"]), float(inertia["iyz"]), float(inertia["izz"])],
+            ]
+        )
         principal = np.linalg.eigvalsh(tensor)
         name = link.get("name")
         assert mass > 0, name
@@ -178,7 +190,8 @@ def test_limits_agree_between_urdf_and_profile(robot, bullet):
         assert model.velocityLimit[iv] == pytest.approx(spec.velocity_limit, abs=1e-6), spec.name
         info = bullet.infos[bullet.joint_index[spec.name]]
         assert (info[8], info[9], info[10], info[11]) == pytest.approx(
-            (spec.lower, spec.upper, spec.effort_limit, spec.velocity_limit), abs=1e-6), spec.name
+            (spec.lower, spec.upper, spec.effort_limit, spec.velocity_limit), abs=1e-6
+        ), spec.name
 
 
 def test_pybullet_and_pinocchio_kinematics_agree(robot, bullet):
@@ -201,6 +214,7 @@ def test_pybullet_and_pinocchio_kinematics_agree(robot, bullet):
 
 
 # ----------------------------------------------------------------------------- go2
+
 
 def test_go2_geometry_in_zero_pose():
     """Zero pose: legs straight down, feet at hip offset + thigh offset, 2 x 0.213 m below."""
@@ -236,8 +250,7 @@ def test_go2_default_pose_touches_ground_at_spawn_height():
             radius = sim.sphere_radius(foot)
             assert radius == pytest.approx(0.022, abs=0.005)
             z = sim.link_position(foot)[2]
-            assert radius - 0.005 <= z <= radius + 0.03, (
-                f"{foot}: centre at {z:.4f} m, ground contact at {radius} m")
+            assert radius - 0.005 <= z <= radius + 0.03, f"{foot}: centre at {z:.4f} m, ground contact at {radius} m"
     finally:
         sim.close()
 
@@ -273,6 +286,7 @@ def test_go2_stands_under_pd_control():
 
 # ----------------------------------------------------------------------------- panda
 
+
 def test_panda_flange_position_matches_published_dh():
     """Zero pose: flange at (a7, 0, d1 + d3 + d5 - d_flange) = (0.088, 0, 0.926) m."""
     profile = profile_of("panda")
@@ -300,6 +314,7 @@ def test_panda_ready_pose_hand_in_front_of_base():
 
 # ----------------------------------------------------------------------------- error messages
 
+
 def _write_go2_variant(tmp_path: Path, text: str) -> Path:
     """A profile under <tmp>/config/robots/ with the URDF copied to <tmp>/urdf/."""
     (tmp_path / "urdf").mkdir(exist_ok=True)
@@ -324,20 +339,31 @@ def _swap_lines(text: str, a: str, b: str) -> str:
 
 
 BAD_PROFILES = {
-    "unknown joint": (GO2_TEXT.replace("name: FL_hip_joint,", "name: FL_hipp_joint,"),
-                      "joints[0] (FL_hipp_joint).name", "FL_hipp_joint"),
-    "missing urdf": (GO2_TEXT.replace("urdf: urdf/go2.urdf", "urdf: urdf/go2_missing.urdf"),
-                     "urdf", "go2_missing.urdf"),
-    "joint count": (GO2_TEXT.replace(_joint_line("RR_calf_joint") + "\n", ""),
-                    "joints", "RR_calf_joint"),
-    "joint order": (_swap_lines(GO2_TEXT, "FL_hip_joint", "FL_thigh_joint"),
-                    "joints", "order"),
-    "default outside limits": (GO2_TEXT.replace(_joint_line("FL_calf_joint"),
-                                                _joint_line("FL_calf_joint").replace("default: -1.5", "default: 0.5")),
-                               "joints[2] (FL_calf_joint).default", "outside"),
+    "unknown joint": (
+        GO2_TEXT.replace("name: FL_hip_joint,", "name: FL_hipp_joint,"),
+        "joints[0] (FL_hipp_joint).name",
+        "FL_hipp_joint",
+    ),
+    "missing urdf": (
+        GO2_TEXT.replace("urdf: urdf/go2.urdf", "urdf: urdf/go2_missing.urdf"),
+        "urdf",
+        "go2_missing.urdf",
+    ),
+    "joint count": (GO2_TEXT.replace(_joint_line("RR_calf_joint") + "\n", ""), "joints", "RR_calf_joint"),
+    "joint order": (_swap_lines(GO2_TEXT, "FL_hip_joint", "FL_thigh_joint"), "joints", "order"),
+    "default outside limits": (
+        GO2_TEXT.replace(
+            _joint_line("FL_calf_joint"), _joint_line("FL_calf_joint").replace("default: -1.5", "default: 0.5")
+        ),
+        "joints[2] (FL_calf_joint).default",
+        "outside",
+    ),
     "bad yaml": (GO2_TEXT.replace("kind: quadruped", "kind: [quadruped"), "(file)", "YAML"),
-    "a required number written as null": (GO2_TEXT.replace("damping_kd: 1.0 ", "damping_kd: null "),
-                                           "damping_kd", "null"),
+    "a required number written as null": (
+        GO2_TEXT.replace("damping_kd: 1.0 ", "damping_kd: null "),
+        "damping_kd",
+        "null",
+    ),
 }
 
 

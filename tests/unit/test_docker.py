@@ -1,5 +1,6 @@
 """No Docker engine runs on our CI machines, so the image is checked for consistency only:
 everything it copies exists, what it runs is installed, and it uses the system ROS 2."""
+
 import os
 import re
 from pathlib import Path

@@ -1,4 +1,5 @@
 """Training environments: gymnasium contract, reproducibility, task behaviour (no ROS)."""
+
 from __future__ import annotations
 
 import math
@@ -99,6 +100,7 @@ def test_attributes_the_runner_and_exporter_read(robot, task, randomization):
     assert env.max_episode_steps == round(config["episode_length"] / env.policy_period)
     assert env.randomization.name == randomization
     import json
+
     assert json.loads(json.dumps(env.task_config)) == env.task_config
 
 
@@ -175,14 +177,19 @@ def vertex_under_base(env) -> tuple[int, int]:
 @pytest.mark.parametrize("patch,points", [(0.4, 5), (0.0, 1)])
 def test_go2_base_height_is_measured_over_the_ground_patch_under_it(patch, points):
     rough = Randomization.from_dict({"name": "rough", "parameters": {"terrain_roughness": {"constant": 0.15}}})
-    env = make_env("go2", "walk", seed=0, randomization=rough,
-                   config={"terrain_roughness_scale": 1.0, "termination": {"ground_patch": patch}})
+    env = make_env(
+        "go2",
+        "walk",
+        seed=0,
+        randomization=rough,
+        config={"terrain_roughness_scale": 1.0, "termination": {"ground_patch": patch}},
+    )
     env.reset(seed=4)
     env.step(np.zeros(12))
     heights = env.world.terrain_heights
     iy, ix = vertex_under_base(env)
     half = points // 2
-    ground = heights[iy - half:iy + half + 1, ix - half:ix + half + 1].mean()
+    ground = heights[iy - half : iy + half + 1, ix - half : ix + half + 1].mean()
     assert env._base_height == pytest.approx(env.world.base_pose()[0][2] - ground, abs=1e-9)
 
 
@@ -192,8 +199,13 @@ def test_go2_upright_over_one_bump_is_not_a_fall(patch, fall):
     patch-wide rise of the ground (or a real drop of the base) ends the episode. Measured
     over the one vertex (ground_patch 0, the old criterion) it counted as a fall."""
     rough = Randomization.from_dict({"name": "rough", "parameters": {"terrain_roughness": {"constant": 0.15}}})
-    env = make_env("go2", "walk", seed=0, randomization=rough,
-                   config={"terrain_roughness_scale": 1.0, "termination": {"ground_patch": patch}})
+    env = make_env(
+        "go2",
+        "walk",
+        seed=0,
+        randomization=rough,
+        config={"terrain_roughness_scale": 1.0, "termination": {"ground_patch": patch}},
+    )
     env.reset(seed=4)
     iy, ix = vertex_under_base(env)
     # One vertex 5 cm under the base. terrain_heights is a copy: edit the samples the env reads
@@ -203,7 +215,6 @@ def test_go2_upright_over_one_bump_is_not_a_fall(patch, fall):
     env._read_state()
     assert (env._base_height < env._min_height) == fall
     assert env._check_fall() == fall
-
 
 
 def test_episode_conditions_are_the_drawn_parameters_as_applied():
@@ -284,8 +295,9 @@ def test_go2_difficulty_widens_commands_and_roughens_terrain():
 
 
 def test_go2_fixed_eval_command_is_observed_and_kept():
-    env = make_env("go2", "walk", seed=0, config={"eval_command": [0.5, 0.0, 0.0],
-                                                  "commands": {"resample_interval": 0.1}})
+    env = make_env(
+        "go2", "walk", seed=0, config={"eval_command": [0.5, 0.0, 0.0], "commands": {"resample_interval": 0.1}}
+    )
     obs, _ = env.reset()
     command = env.observation_spec.slices()["velocity_command"]
     np.testing.assert_allclose(obs[command], [0.5, 0.0, 0.0])
@@ -307,15 +319,21 @@ def test_go2_standing_still_under_a_walk_command_is_no_success():
     assert episode["velocity_error"] == pytest.approx(0.5, abs=0.05)
 
 
-
-@pytest.mark.parametrize("phase,ground,expected", [
-    (0.75, None, 2 * 0.08 ** 2),     # FL and RR at mid-swing, on the ground: 8 cm short each
-    (0.25, None, 2 * 0.08 ** 2),     # FR and RL at mid-swing
-    (0.75, -0.05, 2 * 0.03 ** 2),    # the ground 5 cm lower: the same feet are 5 cm up, 3 cm short
-])
+@pytest.mark.parametrize(
+    "phase,ground,expected",
+    [
+        (0.75, None, 2 * 0.08**2),  # FL and RR at mid-swing, on the ground: 8 cm short each
+        (0.25, None, 2 * 0.08**2),  # FR and RL at mid-swing
+        (0.75, -0.05, 2 * 0.03**2),  # the ground 5 cm lower: the same feet are 5 cm up, 3 cm short
+    ],
+)
 def test_go2_feet_clearance_penalizes_swinging_feet_short_of_the_target(phase, ground, expected):
-    env = make_env("go2", "walk", seed=0, config={"eval_command": [0.5, 0.0, 0.0],
-                                                  "rewards": {"weights": {"feet_clearance": -30.0}}})
+    env = make_env(
+        "go2",
+        "walk",
+        seed=0,
+        config={"eval_command": [0.5, 0.0, 0.0], "rewards": {"weights": {"feet_clearance": -30.0}}},
+    )
     env.reset(seed=0)
     for _ in range(50):  # settle on the feet
         env.step(np.zeros(12))
@@ -328,11 +346,16 @@ def test_go2_feet_clearance_penalizes_swinging_feet_short_of_the_target(phase, g
 
 
 def test_go2_feet_clearance_is_off_when_told_to_stand():
-    env = make_env("go2", "walk", seed=0, config={"eval_command": [0.0, 0.0, 0.0],
-                                                  "rewards": {"weights": {"feet_clearance": -30.0}}})
+    env = make_env(
+        "go2",
+        "walk",
+        seed=0,
+        config={"eval_command": [0.0, 0.0, 0.0], "rewards": {"weights": {"feet_clearance": -30.0}}},
+    )
     env.reset(seed=0)
     _, _, _, _, info = env.step(np.zeros(12))
     assert info["reward_terms"]["feet_clearance"] == 0.0
+
 
 # ------------------------------------------------------------------ panda reach
 def test_reach_to_a_configuration_with_known_fk_succeeds():

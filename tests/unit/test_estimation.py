@@ -1,4 +1,5 @@
 """The state estimator against PyBullet ground truth, on recorded scripted-trot runs (no ROS)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -142,7 +143,9 @@ def test_divergence_on_a_hard_foot_slip_not_on_a_push(go2):
         world.apply_push((0.0, 100.0, 0.0), 0.2)
 
     pushed = replay(go2, record(go2, 4.5, {3.0: push}))
-    assert not pushed.diverged.any(), f"a push that the feet held is not divergence (peak NIS {pushed.window_nis.max():.2f})"
+    assert not pushed.diverged.any(), (
+        f"a push that the feet held is not divergence (peak NIS {pushed.window_nis.max():.2f})"
+    )
     slipped_recording = record(go2, 4.5, {3.0: slip})
     slipped = replay(go2, slipped_recording)
     assert slipped.diverged.any(), f"hard slip not detected (peak NIS {slipped.window_nis.max():.2f})"

@@ -1,5 +1,6 @@
 """The evaluation suite: scenario files, and the metrics on scripted policies built to pass
 and to fail, with the deployed stack (runtime, supervisor, estimator) around the world."""
+
 from __future__ import annotations
 
 import json
@@ -51,26 +52,39 @@ def test_the_shipped_suite_covers_the_command_space():
     suite = load_suite("go2_walk")
     commands = {s.name: s.command for s in suite.scenarios}
     assert commands["stand_still"] == (0.0, 0.0, 0.0)
-    assert {commands[n][0] for n in ("forward_0.3", "forward_0.5", "forward_0.8", "backward_0.3")} == \
-        {0.3, 0.5, 0.8, -0.3}
+    assert {commands[n][0] for n in ("forward_0.3", "forward_0.5", "forward_0.8", "backward_0.3")} == {
+        0.3,
+        0.5,
+        0.8,
+        -0.3,
+    }
     assert {commands["left_0.3"][1], commands["right_0.3"][1]} == {0.3, -0.3}
-    assert {commands[n][2] for n in ("turn_left_0.4", "turn_right_0.4", "turn_left_0.6", "turn_right_0.6")} == \
-        {0.4, -0.4, 0.6, -0.6}
+    assert {commands[n][2] for n in ("turn_left_0.4", "turn_right_0.4", "turn_left_0.6", "turn_right_0.6")} == {
+        0.4,
+        -0.4,
+        0.6,
+        -0.6,
+    }
     assert commands["forward_and_turn"][0] > 0 and commands["forward_and_turn"][2] != 0
     pushed = next(s for s in suite.scenarios if s.name == "pushed_while_walking")
     assert pushed.command[0] > 0 and len(pushed.pushes) == 3
     assert suite.targets["takeover_height"] == 0.18 and suite.targets["estimator_rmse"] == 0.05
 
 
-@pytest.mark.parametrize("text, words", [
-    ("robot: go2\nscenarios: []\n", "scenarios: no scenarios"),
-    ("robot: go2\nspeed: 1\nscenarios: [{name: a, command: [0, 0, 0]}]\n", "speed: unknown key"),
-    ("robot: go2\nscenarios: [{name: a, command: [0, 0]}]\n", "scenarios[0].command: expected [vx, vy, yaw_rate]"),
-    ("robot: go2\nscenarios: [{name: a, command: [0, 0, 0]}, {name: a, command: [1, 0, 0]}]\n", "names repeat"),
-    ("robot: go2\ntargets: {speed: 1}\nscenarios: [{name: a, command: [0, 0, 0]}]\n", "unknown targets ['speed']"),
-    ("robot: go2\nscenarios: [{name: a, command: [0, 0, 0], pushes: [{at: 1, force: 60}]}]\n",
-     "pushes[0]: expected {at: s, force: [fx, fy, fz], duration: s}"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("robot: go2\nscenarios: []\n", "scenarios: no scenarios"),
+        ("robot: go2\nspeed: 1\nscenarios: [{name: a, command: [0, 0, 0]}]\n", "speed: unknown key"),
+        ("robot: go2\nscenarios: [{name: a, command: [0, 0]}]\n", "scenarios[0].command: expected [vx, vy, yaw_rate]"),
+        ("robot: go2\nscenarios: [{name: a, command: [0, 0, 0]}, {name: a, command: [1, 0, 0]}]\n", "names repeat"),
+        ("robot: go2\ntargets: {speed: 1}\nscenarios: [{name: a, command: [0, 0, 0]}]\n", "unknown targets ['speed']"),
+        (
+            "robot: go2\nscenarios: [{name: a, command: [0, 0, 0], pushes: [{at: 1, force: 60}]}]\n",
+            "pushes[0]: expected {at: s, force: [fx, fy, fz], duration: s}",
+        ),
+    ],
+)
 def test_a_bad_suite_names_the_field_and_the_fix(tmp_path, text, words):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
@@ -114,8 +128,14 @@ def test_a_policy_that_folds_its_legs_fails_by_its_fall(tmp_path, short_suite):
 
 
 def test_world_sets_draw_the_same_robot_for_every_scenario_of_an_episode(holding_policy, short_suite):
-    report = evaluate_suite(holding_policy, short_suite, ["go2_takeover_stress", "go2_reference"], episodes=1,
-                            workers=2, scenarios=["stand_still", "forward_0.3"])
+    report = evaluate_suite(
+        holding_policy,
+        short_suite,
+        ["go2_takeover_stress", "go2_reference"],
+        episodes=1,
+        workers=2,
+        scenarios=["stand_still", "forward_0.3"],
+    )
     by_world = {}
     for result in report.results:
         by_world.setdefault(result.world, []).append(result.episodes[0].conditions)
@@ -127,8 +147,7 @@ def test_world_sets_draw_the_same_robot_for_every_scenario_of_an_episode(holding
 def test_a_robot_that_cannot_reach_its_stand_fails_by_the_refused_engage(holding_policy, short_suite):
     """The stress robot (heavier, weaker, late) sags more than the supervisor's 0.7 rad stand
     tolerance: an operator's engage would be refused too."""
-    report = evaluate_suite(holding_policy, short_suite, ["go2_takeover_stress"], workers=0,
-                            scenarios=["stand_still"])
+    report = evaluate_suite(holding_policy, short_suite, ["go2_takeover_stress"], workers=0, scenarios=["stand_still"])
     (result,) = report.results
     assert not result.episodes[0].engaged and "refused the engage" in result.episodes[0].reason
     assert result.failed_targets[0].startswith("engage refused in 1/1 (")
@@ -142,11 +161,27 @@ def test_the_suite_refuses_another_robots_policy_and_unknown_scenarios(tmp_path,
         evaluate_suite(holding_policy, short_suite, ["nominal"], workers=0, scenarios=["moonwalk"])
 
 
-def test_cli_prints_one_table_writes_json_and_plot_and_can_require_a_pass(holding_policy, short_suite, tmp_path,
-                                                                          capsys, monkeypatch):
+def test_cli_prints_one_table_writes_json_and_plot_and_can_require_a_pass(
+    holding_policy, short_suite, tmp_path, capsys, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
-    assert main(["eval", str(holding_policy), "--suite", str(short_suite), "--scenarios", "stand_still",
-                 "forward_0.3", "--workers", "0", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                str(holding_policy),
+                "--suite",
+                str(short_suite),
+                "--scenarios",
+                "stand_still",
+                "forward_0.3",
+                "--workers",
+                "0",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "suite go2_short on pybullet" in out and "1/2 scenario runs pass" in out
     assert "FAIL: velocity_error" in out
@@ -154,8 +189,24 @@ def test_cli_prints_one_table_writes_json_and_plot_and_can_require_a_pass(holdin
     data = json.loads(written.read_text())
     assert [r["passed"] for r in data["results"]] == [True, False]
     assert (tmp_path / data["plot"]).is_file()
-    assert main(["eval", str(holding_policy), "--suite", str(short_suite), "--scenarios", "forward_0.3",
-                 "--workers", "0", "--no-progress", "--no-plot", "--require-pass"]) == 1
+    assert (
+        main(
+            [
+                "eval",
+                str(holding_policy),
+                "--suite",
+                str(short_suite),
+                "--scenarios",
+                "forward_0.3",
+                "--workers",
+                "0",
+                "--no-progress",
+                "--no-plot",
+                "--require-pass",
+            ]
+        )
+        == 1
+    )
     capsys.readouterr()
     assert main(["eval", str(holding_policy), "--require-pass", "--no-progress"]) == 2
     assert "--scenarios and --require-pass belong to a suite" in capsys.readouterr().err

@@ -1,4 +1,5 @@
 """Evaluation: SR, returns, worst-5 %, domain gap on policies whose outcome is known exactly."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -49,8 +50,9 @@ def weak_motors(tmp_path):
 
 
 def test_success_rate_returns_and_gap_are_exact_on_a_known_policy(toy_policy, weak_motors):
-    report = evaluate_policy(toy_policy, ["nominal", weak_motors], episodes=10, seed=3, workers=0,
-                             make_env=make_toy_task, progress=False)
+    report = evaluate_policy(
+        toy_policy, ["nominal", weak_motors], episodes=10, seed=3, workers=0, make_env=make_toy_task, progress=False
+    )
     nominal, weak = report.worlds
     assert (nominal.name, weak.name) == ("nominal", "weak_motors") and weak.randomization == "weak_motors"
     assert nominal.success_rate == 1.0 and weak.success_rate == 0.0
@@ -69,24 +71,27 @@ def test_success_rate_returns_and_gap_are_exact_on_a_known_policy(toy_policy, we
 
 def test_dr_world_is_the_policys_training_randomization_and_runs_are_reproducible(toy_policy):
     # Trained on gain U(0.9, 1.1): success iff |1 - gain| < 0.05, about half of the episodes.
-    in_process = evaluate_policy(toy_policy, ["dr"], episodes=20, seed=7, workers=0, make_env=make_toy_task,
-                                 progress=False)
-    in_workers = evaluate_policy(toy_policy, ["dr"], episodes=20, seed=7, workers=2, make_env=make_toy_task,
-                                 progress=False)
+    in_process = evaluate_policy(
+        toy_policy, ["dr"], episodes=20, seed=7, workers=0, make_env=make_toy_task, progress=False
+    )
+    in_workers = evaluate_policy(
+        toy_policy, ["dr"], episodes=20, seed=7, workers=2, make_env=make_toy_task, progress=False
+    )
     (dr,) = in_process.worlds
     assert 0.0 < dr.success_rate < 1.0 and dr.randomization == "trained_on"
     assert in_workers.worlds[0].returns == dr.returns  # episode k always starts from seed + k
-    other_seed = evaluate_policy(toy_policy, ["dr"], episodes=20, seed=8, workers=0, make_env=make_toy_task,
-                                 progress=False)
+    other_seed = evaluate_policy(
+        toy_policy, ["dr"], episodes=20, seed=8, workers=0, make_env=make_toy_task, progress=False
+    )
     assert other_seed.worlds[0].returns != dr.returns
-
 
 
 def test_each_episode_reports_its_conditions_and_the_table_says_which_condition_fails(toy_policy, tmp_path):
     # Gain U(0.9, 1.0): the constant action ends at x = gain, a success iff gain > 0.95.
     sagging = write_toy_randomization(tmp_path / "sagging.yaml", 0.9, 1.0)
-    report = evaluate_policy(toy_policy, [sagging], episodes=20, seed=0, workers=2, make_env=make_toy_task,
-                             progress=False)
+    report = evaluate_policy(
+        toy_policy, [sagging], episodes=20, seed=0, workers=2, make_env=make_toy_task, progress=False
+    )
     (world,) = report.worlds
     details = world.episode_details
     assert [d["seed"] for d in details] == list(range(20))
@@ -105,16 +110,17 @@ def test_each_episode_reports_its_conditions_and_the_table_says_which_condition_
     assert data["episode_details"][3]["conditions"]["motor_strength"] == pytest.approx(gains[3])
     assert data["condition_effects"][0]["name"] == "motor_strength"
 
+
 def test_worst_five_percent_is_the_mean_of_the_lowest_returns(toy_policy):
-    report = evaluate_policy(toy_policy, ["dr"], episodes=40, seed=0, workers=0, make_env=make_toy_task,
-                             progress=False)
+    report = evaluate_policy(toy_policy, ["dr"], episodes=40, seed=0, workers=0, make_env=make_toy_task, progress=False)
     returns = sorted(report.worlds[0].returns)
     assert report.worlds[0].worst5_return == pytest.approx(np.mean(returns[:2]))  # ceil(0.05 * 40) = 2
 
 
 def test_json_and_plot(toy_policy, weak_motors, tmp_path):
-    report = evaluate_policy(toy_policy, ["nominal", weak_motors], episodes=4, workers=0, make_env=make_toy_task,
-                             progress=False)
+    report = evaluate_policy(
+        toy_policy, ["nominal", weak_motors], episodes=4, workers=0, make_env=make_toy_task, progress=False
+    )
     data = json.loads(report.to_json())
     assert [w["name"] for w in data["worlds"]] == ["nominal", "weak_motors"]
     assert data["worlds"][0]["success_rate"] == 1.0 and len(data["worlds"][1]["returns"]) == 4
@@ -139,9 +145,11 @@ def test_world_set_errors(toy_policy):
 def tiny_panda_checkpoint(tmp_path) -> dict:
     """A Panda reach checkpoint after one tiny PPO iteration (its actor is then made constant)."""
     config = tmp_path / "panda.yaml"
-    config.write_text("iterations: 1\nnum_envs: 2\nworkers: 1\nnum_steps_per_env: 4\nrandomization: null\n"
-                      "adr: {enabled: false}\nppo: {num_mini_batches: 2}\n"
-                      "policy: {actor_hidden_dims: [8], critic_hidden_dims: [8]}\n")
+    config.write_text(
+        "iterations: 1\nnum_envs: 2\nworkers: 1\nnum_steps_per_env: 4\nrandomization: null\n"
+        "adr: {enabled: false}\nppo: {num_mini_batches: 2}\n"
+        "policy: {actor_hidden_dims: [8], critic_hidden_dims: [8]}\n"
+    )
     trained = Trainer(load_train_config("panda", "reach", config), tmp_path / "run", progress=False).run()
     return load_checkpoint(trained.checkpoint)
 
@@ -155,16 +163,49 @@ def test_cli_eval_on_panda_reach_with_a_constant_policy(tmp_path, capsys, monkey
     capsys.readouterr()
 
     monkeypatch.chdir(tmp_path)  # the default plot goes to ./runs/eval/
-    assert main(["eval", str(policy), "--worlds", "nominal", "--episodes", "2", "--difficulty", "0",
-                 "--workers", "1", "--json", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                str(policy),
+                "--worlds",
+                "nominal",
+                "--episodes",
+                "2",
+                "--difficulty",
+                "0",
+                "--workers",
+                "1",
+                "--json",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     easy = json.loads(capsys.readouterr().out)
     assert easy["plot"] == "runs/eval/hold_returns.png" and (tmp_path / easy["plot"]).is_file()
     assert easy["robot"] == "panda" and easy["worlds"][0]["success_rate"] == 1.0
     assert easy["worlds"][0]["metrics"]["distance"] < 0.02
 
     plot = tmp_path / "hard.png"
-    assert main(["eval", str(policy), "--worlds", "nominal", "--episodes", "2", "--workers", "1",
-                 "--no-progress", "--plot", str(plot)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                str(policy),
+                "--worlds",
+                "nominal",
+                "--episodes",
+                "2",
+                "--workers",
+                "1",
+                "--no-progress",
+                "--plot",
+                str(plot),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "nominal    0.0%" in out and plot.is_file()
     assert main(["eval", str(policy), "--worlds", "dr", "--episodes", "1", "--no-plot"]) == 2
@@ -193,10 +234,27 @@ def test_select_exports_the_checkpoint_that_evaluates_best_not_the_last(tmp_path
     torch.save(set_constant_actor(dict(checkpoint), 0.0), run / "model_10.pt")
     torch.save(set_constant_actor(dict(checkpoint), 3.0), run / "model_20.pt")
     capsys.readouterr()
-    assert main(["select", str(run), "--worlds", "nominal", "--episodes", "2", "--difficulty", "0",
-                 "--workers", "0", "--no-progress", "--json"]) == 0
+    assert (
+        main(
+            [
+                "select",
+                str(run),
+                "--worlds",
+                "nominal",
+                "--episodes",
+                "2",
+                "--difficulty",
+                "0",
+                "--workers",
+                "0",
+                "--no-progress",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
-    result = json.loads(out[out.index("{"):])
+    result = json.loads(out[out.index("{") :])
     assert result["selected"] == str(run / "model_10.pt") and Path(result["output"]) == run / "policy.onnx"
     rates = {c["iteration"]: c["worlds"]["nominal"]["success_rate"] for c in result["candidates"]}
     assert rates == {10: 1.0, 20: 0.0}
@@ -208,14 +266,37 @@ def test_select_exports_the_checkpoint_that_evaluates_best_not_the_last(tmp_path
 @pytest.mark.slow
 def test_the_shipped_policies_run_on_the_second_engine_and_the_report_names_it(capsys):
     """sim2sim: the same episodes on MuJoCo, through the same command (about 10 s)."""
-    assert main(["eval", str(share_dir() / "policies" / "go2_walk.onnx"), "--engine", "mujoco",
-                 "--worlds", "nominal", "--episodes", "2", "--workers", "0", "--json", "--no-plot",
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                str(share_dir() / "policies" / "go2_walk.onnx"),
+                "--engine",
+                "mujoco",
+                "--worlds",
+                "nominal",
+                "--episodes",
+                "2",
+                "--workers",
+                "0",
+                "--json",
+                "--no-plot",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     walk = json.loads(capsys.readouterr().out)
     assert walk["engine"] == "mujoco"
     assert walk["worlds"][0]["success_rate"] == 1.0 and walk["worlds"][0]["metrics"]["fell"] == 0.0
-    reach = evaluate_policy(share_dir() / "policies" / "panda_reach.onnx", ["nominal"], episodes=3, workers=0,
-                            progress=False, engine="mujoco")
+    reach = evaluate_policy(
+        share_dir() / "policies" / "panda_reach.onnx",
+        ["nominal"],
+        episodes=3,
+        workers=0,
+        progress=False,
+        engine="mujoco",
+    )
     assert reach.engine == "mujoco" and "engine mujoco" in reach.table()
     assert reach.worlds[0].success_rate >= 2 / 3
 

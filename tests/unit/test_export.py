@@ -1,4 +1,5 @@
 """Export: one ONNX file, parity with torch, metadata round trip; load_policy refuses bad files."""
+
 from __future__ import annotations
 
 import json
@@ -136,8 +137,11 @@ def test_load_policy_refuses_bad_files_with_clear_messages(checkpoint_path, tmp_
     with pytest.raises(PolicyFileError, match=r"no_kp.onnx: missing metadata sim2real.kp\b"):
         load_policy(no_kp)
     future = _rewrite(good, tmp_path / "future.onnx", lambda p: p.update({"sim2real.format": "sim2real.policy/2"}))
-    with pytest.raises(PolicyFileError, match=r"'sim2real.policy/2' is not supported \(this code reads "
-                                              r"'sim2real.policy/1'\)"):
+    with pytest.raises(
+        PolicyFileError,
+        match=r"'sim2real.policy/2' is not supported \(this code reads "
+        r"'sim2real.policy/1'\)",
+    ):
         load_policy(future)
     plain = _rewrite(good, tmp_path / "plain.onnx", lambda p: p.clear())
     with pytest.raises(PolicyFileError, match="not a sim2real policy file"):
@@ -145,17 +149,26 @@ def test_load_policy_refuses_bad_files_with_clear_messages(checkpoint_path, tmp_
     wrong_kp = _rewrite(good, tmp_path / "wrong_kp.onnx", lambda p: p.update({"sim2real.kp": "[1, 2]"}))
     with pytest.raises(PolicyFileError, match=r"sim2real.kp must be 1 finite numbers"):
         load_policy(wrong_kp)
-    wrong_size = _rewrite(good, tmp_path / "wrong_size.onnx",
-                          lambda p: p.update({"sim2real.observation_terms": ObservationSpec.from_config(
-                              [{"name": "joint_pos"}, {"name": "joint_vel"}, {"name": "last_action"}], 1
-                          ).to_metadata(), "sim2real.observation_size": "3"}))
+    wrong_size = _rewrite(
+        good,
+        tmp_path / "wrong_size.onnx",
+        lambda p: p.update(
+            {
+                "sim2real.observation_terms": ObservationSpec.from_config(
+                    [{"name": "joint_pos"}, {"name": "joint_vel"}, {"name": "last_action"}], 1
+                ).to_metadata(),
+                "sim2real.observation_size": "3",
+            }
+        ),
+    )
     with pytest.raises(PolicyFileError, match=r"input 'obs' has shape \['batch', 2\], metadata says \[batch, 3\]"):
         load_policy(wrong_size)
 
     split = tmp_path / "split" / "policy.onnx"
     split.parent.mkdir()
-    onnx.save(onnx.load(str(good)), str(split), save_as_external_data=True, size_threshold=0,
-              location="policy.onnx.data")
+    onnx.save(
+        onnx.load(str(good)), str(split), save_as_external_data=True, size_threshold=0, location="policy.onnx.data"
+    )
     (split.parent / "policy.onnx.data").unlink()
     with pytest.raises(PolicyFileError, match=r"split/policy.onnx: weights are stored outside the file"):
         load_policy(split)

@@ -1,4 +1,5 @@
 """Failure collector core: ring bounds, triggers, atomic bundles, quota rotation, bag read-back."""
+
 from __future__ import annotations
 
 import json
@@ -37,16 +38,25 @@ def joint_state_cdr(t_ns: int, position) -> bytes:
     JointState = store.types["sensor_msgs/msg/JointState"]
     Header = store.types["std_msgs/msg/Header"]
     Time = store.types["builtin_interfaces/msg/Time"]
-    msg = JointState(header=Header(stamp=Time(sec=t_ns // NS_PER_S, nanosec=t_ns % NS_PER_S), frame_id=""),
-                     name=[f"j{i}" for i in range(len(position))], position=np.asarray(position, float),
-                     velocity=np.zeros(len(position)), effort=np.zeros(len(position)))
+    msg = JointState(
+        header=Header(stamp=Time(sec=t_ns // NS_PER_S, nanosec=t_ns % NS_PER_S), frame_id=""),
+        name=[f"j{i}" for i in range(len(position))],
+        position=np.asarray(position, float),
+        velocity=np.zeros(len(position)),
+        effort=np.zeros(len(position)),
+    )
     return bytes(store.serialize_cdr(msg, "sensor_msgs/msg/JointState"))
 
 
 def small_config(**changes):
-    data = {"pre_event_s": 1.0, "post_event_s": 0.5, "cooldown_s": 0.2, "quota_mb": 10,
-            "topics": {"/joint_states": {"type": "sensor_msgs/msg/JointState", "seconds": 3, "max_mb": 1}},
-            "triggers": {"stale_topics": ["/joint_states"]}}
+    data = {
+        "pre_event_s": 1.0,
+        "post_event_s": 0.5,
+        "cooldown_s": 0.2,
+        "quota_mb": 10,
+        "topics": {"/joint_states": {"type": "sensor_msgs/msg/JointState", "seconds": 3, "max_mb": 1}},
+        "triggers": {"stale_topics": ["/joint_states"]},
+    }
     data.update(changes)
     return parse_failure_config(data, "test")
 
@@ -62,15 +72,23 @@ def test_default_config_loads_and_bad_configs_name_the_fix():
     with pytest.raises(FailureConfigError, match="unknown setting"):
         small_config(pre_event=3)
     bad = {  # each silently switched a trigger off, lost every bundle, or used a default unseen
-        "saturation_streak: 0.7": ({"triggers": {"saturation_streak": 0.7, "stale_topics": []}},
-                                   "triggers.saturation_streak: expected a whole number"),
-        "non_finite_command: 'false'": ({"triggers": {"non_finite_command": "false", "stale_topics": []}},
-                                        "triggers.non_finite_command: expected true or false"),
+        "saturation_streak: 0.7": (
+            {"triggers": {"saturation_streak": 0.7, "stale_topics": []}},
+            "triggers.saturation_streak: expected a whole number",
+        ),
+        "non_finite_command: 'false'": (
+            {"triggers": {"non_finite_command": "false", "stale_topics": []}},
+            "triggers.non_finite_command: expected true or false",
+        ),
         "fall_tilt_deg: 720": ({"triggers": {"fall_tilt_deg": 720, "stale_topics": []}}, "can never be reached"),
-        "a typo in a topic": ({"topics": {"/joint_states": {"type": "sensor_msgs/msg/JointState", "second": 30}}},
-                              "topics./joint_states.second: unknown setting"),
-        "a type the writer lacks": ({"topics": {"/low": {"type": "unitree_go/msg/LowState"}},
-                                     "triggers": {"stale_topics": []}}, "not a message type the bag writer knows"),
+        "a typo in a topic": (
+            {"topics": {"/joint_states": {"type": "sensor_msgs/msg/JointState", "second": 30}}},
+            "topics./joint_states.second: unknown setting",
+        ),
+        "a type the writer lacks": (
+            {"topics": {"/low": {"type": "unitree_go/msg/LowState"}}, "triggers": {"stale_topics": []}},
+            "not a message type the bag writer knows",
+        ),
     }
     for changes, words in bad.values():
         with pytest.raises(FailureConfigError, match=words):
@@ -87,14 +105,19 @@ def test_ring_keeps_its_duration_and_byte_bounds():
     for k in range(300):
         tight.append(k * NS_PER_S // 100, b"x" * 100)
     assert tight.bytes <= 1000 and len(tight) == 10
-    assert [t for t, _ in ring.window(2 * NS_PER_S, int(2.5 * NS_PER_S))] == [k * NS_PER_S // 100 for k in range(200, 251)]
+    assert [t for t, _ in ring.window(2 * NS_PER_S, int(2.5 * NS_PER_S))] == [
+        k * NS_PER_S // 100 for k in range(200, 251)
+    ]
 
 
 def test_detector_triggers_on_each_failure_kind_once_per_episode():
     profile = load_profile("go2")
-    d = FailureDetector(TriggerConfig(saturation_streak=3, latency_p99_ms=10.0, stale_s=0.2,
-                                      stale_topics=("/joint_states",)),
-                        profile.joint_names, profile.lower_limits, profile.upper_limits)
+    d = FailureDetector(
+        TriggerConfig(saturation_streak=3, latency_p99_ms=10.0, stale_s=0.2, stale_topics=("/joint_states",)),
+        profile.joint_names,
+        profile.lower_limits,
+        profile.upper_limits,
+    )
     assert d.safety_status("ACTIVE", {}) is None
     fired = d.safety_status("DAMPING", {"last_trip": "base_tilt: base tilted 1.2 rad", "check/base_tilt": "FAIL"})
     assert fired.kind == "supervisor_damping" and "base_tilt" in fired.reason
@@ -186,8 +209,9 @@ def test_a_crash_while_writing_leaves_no_bundle_visible_and_the_next_start_clean
 def test_quota_rotates_the_oldest_bundles(tmp_path):
     data = b"\x00\x01\x00\x00" + b"\x00" * 100_000
     for k in range(5):
-        write_bundle(tmp_path, f"b{k}", {"/x": "std_msgs/msg/String"}, [("/x", k, data)] * 3,
-                     {"reason": "x", "time_ns": k})
+        write_bundle(
+            tmp_path, f"b{k}", {"/x": "std_msgs/msg/String"}, [("/x", k, data)] * 3, {"reason": "x", "time_ns": k}
+        )
     sizes = [b.size_bytes() for b in list_bundles(tmp_path)]
     deleted = rotate(tmp_path, quota_bytes=int(sum(sizes[:2]) + 1000))
     assert [p.name for p in deleted] == ["b0", "b1", "b2"]
@@ -220,10 +244,15 @@ def test_imu_orientation_is_read_in_place_from_the_cdr_bytes(frame_id):
     Header, Time = store.types["std_msgs/msg/Header"], store.types["builtin_interfaces/msg/Time"]
     Quaternion, Vector3 = store.types["geometry_msgs/msg/Quaternion"], store.types["geometry_msgs/msg/Vector3"]
     q = (0.1, -0.2, 0.3, math.sqrt(1 - 0.14))
-    msg = Imu(header=Header(stamp=Time(sec=3, nanosec=7), frame_id=frame_id),
-              orientation=Quaternion(x=q[0], y=q[1], z=q[2], w=q[3]), orientation_covariance=np.zeros(9),
-              angular_velocity=Vector3(x=1, y=2, z=3), angular_velocity_covariance=np.zeros(9),
-              linear_acceleration=Vector3(x=4, y=5, z=6), linear_acceleration_covariance=np.zeros(9))
+    msg = Imu(
+        header=Header(stamp=Time(sec=3, nanosec=7), frame_id=frame_id),
+        orientation=Quaternion(x=q[0], y=q[1], z=q[2], w=q[3]),
+        orientation_covariance=np.zeros(9),
+        angular_velocity=Vector3(x=1, y=2, z=3),
+        angular_velocity_covariance=np.zeros(9),
+        linear_acceleration=Vector3(x=4, y=5, z=6),
+        linear_acceleration_covariance=np.zeros(9),
+    )
     data = bytes(store.serialize_cdr(msg, "sensor_msgs/msg/Imu"))
     assert imu_orientation(data) == pytest.approx(q)
     assert imu_orientation(b"\x00\x00" + data[2:]) is None  # big-endian: the caller deserializes
@@ -233,7 +262,7 @@ def test_receive_times_map_onto_a_sim_clock_between_two_drains():
     # Sim time ran 0.5 s while 1 s of wall time passed between the drains.
     to_sim = wall_to_clock((10 * NS_PER_S, 100 * NS_PER_S), 11 * NS_PER_S, 100 * NS_PER_S + NS_PER_S // 2)
     assert to_sim(10 * NS_PER_S + NS_PER_S // 2) == 100 * NS_PER_S + NS_PER_S // 4
-    assert to_sim(9 * NS_PER_S) == 100 * NS_PER_S            # received before the previous drain
+    assert to_sim(9 * NS_PER_S) == 100 * NS_PER_S  # received before the previous drain
     assert to_sim(12 * NS_PER_S) == 100 * NS_PER_S + NS_PER_S // 2  # never past the clock's now
     assert wall_to_clock(None, 11 * NS_PER_S, 7)(10 * NS_PER_S) == 7  # first drain: the clock's now
 
@@ -244,24 +273,37 @@ def test_trigger_fields_are_read_in_place_from_the_cdr_bytes(frame_id):
     T = store.types
     header = T["std_msgs/msg/Header"](stamp=T["builtin_interfaces/msg/Time"](sec=3, nanosec=7), frame_id=frame_id)
     KeyValue, Status = T["diagnostic_msgs/msg/KeyValue"], T["diagnostic_msgs/msg/DiagnosticStatus"]
-    array = T["diagnostic_msgs/msg/DiagnosticArray"](header=header, status=[
-        Status(level=2, name="safety_supervisor: mode", message="DAMPING", hardware_id="go2",
-               values=[KeyValue(key="mode", value="DAMPING"), KeyValue(key="check/base_tilt", value="")]),
-        Status(level=0, name="x", message="", hardware_id="", values=[])])
+    array = T["diagnostic_msgs/msg/DiagnosticArray"](
+        header=header,
+        status=[
+            Status(
+                level=2,
+                name="safety_supervisor: mode",
+                message="DAMPING",
+                hardware_id="go2",
+                values=[KeyValue(key="mode", value="DAMPING"), KeyValue(key="check/base_tilt", value="")],
+            ),
+            Status(level=0, name="x", message="", hardware_id="", values=[]),
+        ],
+    )
     data = bytes(store.serialize_cdr(array, "diagnostic_msgs/msg/DiagnosticArray"))
-    assert diagnostic_statuses(data) == [("safety_supervisor: mode", "DAMPING",
-                                          {"mode": "DAMPING", "check/base_tilt": ""}), ("x", "", {})]
+    assert diagnostic_statuses(data) == [
+        ("safety_supervisor: mode", "DAMPING", {"mode": "DAMPING", "check/base_tilt": ""}),
+        ("x", "", {}),
+    ]
     assert diagnostic_statuses(data[:-3]) is None  # truncated: the caller deserializes
     position = [0.5, math.nan, -1.25]
-    state = T["sensor_msgs/msg/JointState"](header=header, name=["a", "bb", "ccc"], position=np.asarray(position),
-                                            velocity=np.zeros(3), effort=np.zeros(0))
+    state = T["sensor_msgs/msg/JointState"](
+        header=header, name=["a", "bb", "ccc"], position=np.asarray(position), velocity=np.zeros(3), effort=np.zeros(0)
+    )
     names, q = joint_state_positions(bytes(store.serialize_cdr(state, "sensor_msgs/msg/JointState")))
     assert names == list(state.name)
     np.testing.assert_array_equal(q, state.position)
 
 
-def test_a_disk_below_min_free_is_made_room_on_before_the_write_and_a_failed_write_leaves_nothing(tmp_path,
-                                                                                                monkeypatch):
+def test_a_disk_below_min_free_is_made_room_on_before_the_write_and_a_failed_write_leaves_nothing(
+    tmp_path, monkeypatch
+):
     """On a full disk rotation frees space before the write: were it to run only after a
     successful write, the old bundles would stay and every later bundle fail too."""
     import shutil as shutil_module
@@ -270,8 +312,13 @@ def test_a_disk_below_min_free_is_made_room_on_before_the_write_and_a_failed_wri
 
     data = b"\x00\x01\x00\x00" + b"\x00" * 100_000
     for k in range(3):
-        write_bundle(tmp_path, f"2026113{k}T000000.000Z_old", {"/x": "std_msgs/msg/String"}, [("/x", k, data)],
-                     {"reason": "x", "time_ns": k})
+        write_bundle(
+            tmp_path,
+            f"2026113{k}T000000.000Z_old",
+            {"/x": "std_msgs/msg/String"},
+            [("/x", k, data)],
+            {"reason": "x", "time_ns": k},
+        )
     collector = FailureCollector(small_config(min_free_mb=1), tmp_path)
     real_usage = shutil_module.disk_usage
     held = lambda: sum(b.size_bytes() for b in list_bundles(tmp_path))  # noqa: E731
@@ -312,8 +359,12 @@ def test_a_disk_below_min_free_is_made_room_on_before_the_write_and_a_failed_wri
 
 
 def test_a_malformed_policy_command_is_no_trigger_and_no_crash():
-    detector = FailureDetector(small_config(triggers={"saturation_streak": 3, "stale_topics": []}).triggers,
-                               ["a", "b"], np.array([-1.0, -2.0]), np.array([1.0, 2.0]))
+    detector = FailureDetector(
+        small_config(triggers={"saturation_streak": 3, "stale_topics": []}).triggers,
+        ["a", "b"],
+        np.array([-1.0, -2.0]),
+        np.array([1.0, 2.0]),
+    )
     detector.safety_status("ACTIVE", {"trips": "0"})  # engaged: saturation counts
     assert detector.policy_command(["a", "b"], [0.0]) is None
     # ... and the detector still works: three commands at a limit are a saturation streak, also
@@ -358,9 +409,11 @@ def test_a_fault_present_when_the_collector_starts_is_a_failure():
     """Discovery takes seconds: a supervisor already in DAMPING (or ESTOP, or a hold trip's
     TAKEOVER) in the first status seen is a failure, not the start of an edge."""
     profile = load_profile("go2")
-    for mode, last_trip in (("DAMPING", "STANDBY -> DAMPING: joint_states_stale: no /joint_states for 0.2 s"),
-                            ("ESTOP", "ACTIVE -> ESTOP: base_tilt: 61 deg"),
-                            ("TAKEOVER", "ACTIVE -> TAKEOVER: policy_stale: no /policy/joint_commands")):
+    for mode, last_trip in (
+        ("DAMPING", "STANDBY -> DAMPING: joint_states_stale: no /joint_states for 0.2 s"),
+        ("ESTOP", "ACTIVE -> ESTOP: base_tilt: 61 deg"),
+        ("TAKEOVER", "ACTIVE -> TAKEOVER: policy_stale: no /policy/joint_commands"),
+    ):
         d = FailureDetector(TriggerConfig(), profile.joint_names, profile.lower_limits, profile.upper_limits)
         fired = d.safety_status(mode, {"trips": "1", "last_trip": last_trip})
         assert fired is not None and fired.kind == f"supervisor_{mode.lower()}"

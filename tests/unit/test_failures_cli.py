@@ -1,4 +1,5 @@
 """`sim2real failures list|show|replay|export` on bundles written by the collector's writer."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,10 @@ def bundles(tmp_path):
 def test_list_show_and_export(bundles, tmp_path, capsys):
     assert main(["failures", "list", "--dir", str(bundles), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["name"] for r in rows] == ["20261130T000000.000Z_supervisor_damping",
-                                         "20261130T000100.000Z_supervisor_damping"]
+    assert [r["name"] for r in rows] == [
+        "20261130T000000.000Z_supervisor_damping",
+        "20261130T000100.000Z_supervisor_damping",
+    ]
     assert rows[0]["robot"] == "panda" and rows[0]["reason"] == "test failure"
     png = tmp_path / "show.png"
     assert main(["failures", "show", "20261130T0001", "--dir", str(bundles), "--plot", str(png)]) == 0
@@ -79,7 +82,9 @@ def test_a_bundle_recorded_on_a_suspended_robot_replays_it_suspended(tmp_path):
         write_arm_bundle(tmp_path / "failures", name, go2, policy, suspended=suspended)
         results[suspended] = replay_failure(find_bundle(tmp_path / "failures", name), policy)
     assert results[False].max_tilt_deg > 10
-    assert results[True].max_tilt_deg < 1 and "the robot hung in the air (suspended), as recorded" in results[True].notes
+    assert (
+        results[True].max_tilt_deg < 1 and "the robot hung in the air (suspended), as recorded" in results[True].notes
+    )
 
 
 def test_a_bundle_from_the_mujoco_robot_replays_on_mujoco(tmp_path):
@@ -89,13 +94,20 @@ def test_a_bundle_from_the_mujoco_robot_replays_on_mujoco(tmp_path):
         name = f"20261130T00000{len(results)}.000Z_supervisor_damping"
         write_arm_bundle(tmp_path / "failures", name, PANDA, policy, engine=engine)
         results[engine] = replay_failure(find_bundle(tmp_path / "failures", name), policy)
-    assert not results["mujoco"].failed and "replayed on mujoco, the engine it was recorded on" in results["mujoco"].notes
+    assert (
+        not results["mujoco"].failed and "replayed on mujoco, the engine it was recorded on" in results["mujoco"].notes
+    )
     assert "recorded on engine 'isaac', which this version lacks: replayed on pybullet" in results["isaac"].notes
     name = "20261130T000009.000Z_supervisor_damping"
     write_arm_bundle(tmp_path / "failures", name, PANDA, policy, engine="mujoco", model="example-robot-data:panda")
     elsewhere = replay_failure(find_bundle(tmp_path / "failures", name), policy)
-    assert any(note.startswith("recorded on robot model 'example-robot-data:panda', not available here")
-               for note in elsewhere.notes) and not elsewhere.failed
+    assert (
+        any(
+            note.startswith("recorded on robot model 'example-robot-data:panda', not available here")
+            for note in elsewhere.notes
+        )
+        and not elsewhere.failed
+    )
 
 
 def test_replay_without_the_recorded_policy_says_how_to_fix_it(bundles, capsys):
@@ -110,11 +122,20 @@ def test_replay_without_the_recorded_policy_says_how_to_fix_it(bundles, capsys):
 def test_list_is_oldest_first_by_wall_time_not_by_the_nodes_clock(bundles, capsys):
     """In lockstep time_ns is sim time, which restarts with every run: a later run's bundle
     has a smaller one."""
-    write_arm_bundle(bundles, "20261130T000200.000Z_supervisor_damping", PANDA, SHIPPED, event_s=1.0,
-                     wall_time="2026-11-30T00:02:00+00:00")
+    write_arm_bundle(
+        bundles,
+        "20261130T000200.000Z_supervisor_damping",
+        PANDA,
+        SHIPPED,
+        event_s=1.0,
+        wall_time="2026-11-30T00:02:00+00:00",
+    )
     assert main(["failures", "list", "--dir", str(bundles), "--json"]) == 0
     assert [r["name"][:15] for r in json.loads(capsys.readouterr().out)] == [
-        "20261130T000000", "20261130T000100", "20261130T000200"]
+        "20261130T000000",
+        "20261130T000100",
+        "20261130T000200",
+    ]
 
 
 def test_replay_all_skips_a_bundle_it_cannot_replay_and_replays_the_rest(bundles, capsys):

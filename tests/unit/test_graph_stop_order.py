@@ -1,5 +1,6 @@
 """`sim2real up` stops the hardware part last: the supervisor's last command, which holds the
 joints where they are, must find the driver (or the ros2_control bridge) still there."""
+
 import io
 import sys
 import time
@@ -23,9 +24,16 @@ while True:
 
 def test_the_hardware_part_is_stopped_after_the_others_have_exited(monkeypatch):
     monkeypatch.setattr(graph_processes, "node_command", lambda spec, params: [sys.executable, "-c", NODE])
-    plan = BringupPlan("go2", "ros2_control", False, (NodeSpec("ros2_control_bridge", "bridge", "hardware"),
-                                                      NodeSpec("safety_supervisor", "supervisor", "safety"),
-                                                      NodeSpec("policy_runtime", "runtime", "control")))
+    plan = BringupPlan(
+        "go2",
+        "ros2_control",
+        False,
+        (
+            NodeSpec("ros2_control_bridge", "bridge", "hardware"),
+            NodeSpec("safety_supervisor", "supervisor", "safety"),
+            NodeSpec("policy_runtime", "runtime", "control"),
+        ),
+    )
     output = io.StringIO()
     graph = graph_processes.GraphProcesses(plan, output=output)
     graph.start()
@@ -33,6 +41,7 @@ def test_the_hardware_part_is_stopped_after_the_others_have_exited(monkeypatch):
     while output.getvalue().count("ready") < 3 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert graph.stop() == {"bridge": 0, "supervisor": 0, "runtime": 0}
-    stopped = {line.split("]")[0][1:]: float(line.split()[-1]) for line in output.getvalue().splitlines()
-               if "stopped" in line}
+    stopped = {
+        line.split("]")[0][1:]: float(line.split()[-1]) for line in output.getvalue().splitlines() if "stopped" in line
+    }
     assert stopped["bridge"] > max(stopped["supervisor"], stopped["runtime"]) + 0.25, stopped

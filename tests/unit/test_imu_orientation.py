@@ -1,5 +1,6 @@
 """An IMU orientation is accepted or refused the same way by every node's core: the policy's
 inputs, the state estimator and (tests/unit/test_supervisor_faults.py) the supervisor."""
+
 import math
 
 import numpy as np

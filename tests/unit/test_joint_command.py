@@ -28,16 +28,19 @@ def test_partial_command_keeps_other_joints_and_zeroes_optional_fields():
     np.testing.assert_allclose(targets.effort, [5, 0, 5])
 
 
-@pytest.mark.parametrize("names, position, velocity, effort, words", [
-    (["a", "zzz"], [1, 2], [], [], "unknown joint names ['zzz']"),
-    ([], [], [], [], "names no joints"),
-    (["a", "a"], [1, 2], [], [], "repeated"),
-    (["a", "b"], [1], [], [], "position has 1 values for 2 names"),
-    (["a", "b"], [1, 2], [1], [], "velocity has 1 values"),
-    (["a", "b"], [1, 2], [], [1, 2, 3], "effort has 3 values"),
-    (["a", "b"], [1, math.nan], [], [], "non-finite"),
-    (["a"], [1], [math.inf], [], "velocity contains non-finite"),
-])
+@pytest.mark.parametrize(
+    "names, position, velocity, effort, words",
+    [
+        (["a", "zzz"], [1, 2], [], [], "unknown joint names ['zzz']"),
+        ([], [], [], [], "names no joints"),
+        (["a", "a"], [1, 2], [], [], "repeated"),
+        (["a", "b"], [1], [], [], "position has 1 values for 2 names"),
+        (["a", "b"], [1, 2], [1], [], "velocity has 1 values"),
+        (["a", "b"], [1, 2], [], [1, 2, 3], "effort has 3 values"),
+        (["a", "b"], [1, math.nan], [], [], "non-finite"),
+        (["a"], [1], [math.inf], [], "velocity contains non-finite"),
+    ],
+)
 def test_bad_commands_are_refused_whole_and_targets_keep(names, position, velocity, effort, words):
     m = mapper()
     before = m.targets.copy()

@@ -1,4 +1,5 @@
 """Latency measurement and compensation against the simulator's injected actuation latency (no ROS)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,8 +25,11 @@ def drive(latency: float, seconds: float = 3.0, seed: int = 0, on_state=None, on
         target = PANDA.default_positions.copy()
         t = 0.0
         for _ in range(int(seconds / PANDA.policy_period)):
-            target = np.clip(target + rng.normal(0, 0.03, PANDA.num_joints),
-                             PANDA.default_positions - 0.3, PANDA.default_positions + 0.3)
+            target = np.clip(
+                target + rng.normal(0, 0.03, PANDA.num_joints),
+                PANDA.default_positions - 0.3,
+                PANDA.default_positions + 0.3,
+            )
             world.command(target)
             if on_command:
                 on_command(t, target, world)
@@ -39,8 +43,11 @@ def drive(latency: float, seconds: float = 3.0, seed: int = 0, on_state=None, on
 @pytest.mark.parametrize("injected", [0.0, 0.010, 0.020, 0.040])
 def test_actuation_latency_recovered_within_2ms(injected):
     estimator = ActuationLatencyEstimator(PANDA)
-    drive(injected, on_state=lambda t, s: estimator.add_state(t, s.position, s.velocity, s.effort),
-          on_command=lambda t, target, world: estimator.add_command(t, target))
+    drive(
+        injected,
+        on_state=lambda t, s: estimator.add_state(t, s.position, s.velocity, s.effort),
+        on_command=lambda t, target, world: estimator.add_command(t, target),
+    )
     measured = estimator.estimate()
     assert measured is not None, "no estimate despite moving targets"
     assert abs(measured - injected) <= 0.002, f"injected {injected * 1e3:.0f} ms, measured {measured * 1e3:.1f} ms"
@@ -64,8 +71,13 @@ def test_prediction_brings_the_state_closer_to_when_the_command_acts():
         log[round(t, 6)] = (state.position.copy(), state.velocity.copy(), target.copy())
 
     truth = {}
-    drive(latency, seconds=2.0, seed=1, on_command=on_command,
-          on_state=lambda t, s: truth.__setitem__(round(t, 6), s.position.copy()))
+    drive(
+        latency,
+        seconds=2.0,
+        seed=1,
+        on_command=on_command,
+        on_state=lambda t, s: truth.__setitem__(round(t, 6), s.position.copy()),
+    )
     # Replay: at each command time, predict 20 ms ahead from that state with the commands known then.
     replay = StatePredictor(PANDA)
     raw, predicted = [], []
@@ -110,8 +122,13 @@ def test_dr_from_latency_command_writes_a_loadable_randomization(tmp_path, capsy
     from sim2real.sim.randomization import load_randomization
 
     log = tmp_path / "latency.jsonl"
-    log.write_text("".join(f'{{"t": {k}, "sensor_to_command_s": 0.001, "actuation_s": {0.018 + 0.0001 * k}, '
-                           f'"total_s": {0.019 + 0.0001 * k}}}\n' for k in range(30)))
+    log.write_text(
+        "".join(
+            f'{{"t": {k}, "sensor_to_command_s": 0.001, "actuation_s": {0.018 + 0.0001 * k}, '
+            f'"total_s": {0.019 + 0.0001 * k}}}\n'
+            for k in range(30)
+        )
+    )
     out = tmp_path / "robot_latency.yaml"
     assert main(["dr", "from-latency", str(log), "-o", str(out)]) == 0
     low, high = load_randomization(out).ranges()["latency"]

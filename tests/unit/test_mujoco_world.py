@@ -1,5 +1,6 @@
 """The MuJoCo world: SimWorld's interface on another engine, and the named conditions changing
 its behaviour the way they change PyBullet's."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -66,8 +67,9 @@ def test_same_seed_and_calls_give_bitwise_identical_runs():
         for k in range(50):
             world.command(GO2.default_positions + 0.2 * np.sin(0.1 * k))
             world.step(10)
-            readings.append(np.concatenate([world.joint_state().position, world.imu().angular_velocity,
-                                            world.base_pose()[0]]))
+            readings.append(
+                np.concatenate([world.joint_state().position, world.imu().angular_velocity, world.base_pose()[0]])
+            )
         return np.array(readings)
 
     assert np.array_equal(run(), run())
@@ -120,8 +122,9 @@ def test_latency_delays_a_command_by_its_value(engine):
 
 
 @BOTH
-@pytest.mark.parametrize("condition, value, step", [("joint_damping", 3.0, 0.3), ("joint_friction", 2.0, 0.3),
-                                                    ("armature", 0.1, 0.3)])
+@pytest.mark.parametrize(
+    "condition, value, step", [("joint_damping", 3.0, 0.3), ("joint_friction", 2.0, 0.3), ("armature", 0.1, 0.3)]
+)
 def test_joint_losses_and_armature_slow_a_joint_step_in_both_engines(engine, condition, value, step):
     def travel(conditions: PhysicalConditions) -> float:
         world = make_world(engine, GO2, conditions=conditions, suspended=True)
@@ -227,8 +230,10 @@ def test_a_model_that_does_not_load_is_refused_with_the_fix(tmp_path):
 
 def test_a_model_without_the_profiles_joints_is_refused_by_name(tmp_path):
     other = tmp_path / "other.xml"
-    other.write_text("<mujoco><worldbody><body name='base'><freejoint/><geom size='0.1'/>"
-                     "<body name='imu'/></body></worldbody></mujoco>")
+    other.write_text(
+        "<mujoco><worldbody><body name='base'><freejoint/><geom size='0.1'/>"
+        "<body name='imu'/></body></worldbody></mujoco>"
+    )
     with pytest.raises(ValueError, match=r"joints \['FL_hip_joint'.*not in the model"):
         MujocoWorld(GO2, model=other)
 
@@ -239,8 +244,13 @@ def test_a_condition_changed_mid_run_keeps_the_robot_where_it_is(engine):
     stand(world, 0.5)
     before = world.true_joint_state().position
     pose = world.base_pose()[0]
-    for name, value in (("battery_voltage", 24.0), ("mass_scale", 1.1), ("armature", 0.01),
-                        ("joint_friction", 0.1), ("latency", 0.01)):
+    for name, value in (
+        ("battery_voltage", 24.0),
+        ("mass_scale", 1.1),
+        ("armature", 0.01),
+        ("joint_friction", 0.1),
+        ("latency", 0.01),
+    ):
         world.set_condition(name, value)
         assert np.abs(world.true_joint_state().position - before).max() < 1e-9, name
         assert np.abs(world.base_pose()[0] - pose).max() < 1e-9, name
@@ -270,8 +280,9 @@ def test_the_height_field_is_where_the_heights_say_in_both_engines():
     geom = np.zeros(1, dtype=np.int32)
     for i, j in ((20, 31), (140, 9), (77, 120), (3, 150)):  # away from the robot at the centre
         x, y = (i - (n - 1) / 2) * TERRAIN_CELL, (j - (n - 1) / 2) * TERRAIN_CELL
-        distance = mujoco.mj_ray(theirs.model, theirs.data, np.array([x, y, 1.0]), np.array([0, 0, -1.0]), None, 1,
-                                 -1, geom)
+        distance = mujoco.mj_ray(
+            theirs.model, theirs.data, np.array([x, y, 1.0]), np.array([0, 0, -1.0]), None, 1, -1, geom
+        )
         hit = pb.rayTest([x, y, 1.0], [x, y, -1.0], physicsClientId=ours.client)[0][3]
         assert 1.0 - distance == pytest.approx(heights[j, i], abs=1e-4)
         assert hit[2] == pytest.approx(heights[j, i], abs=1e-4)
@@ -279,14 +290,20 @@ def test_the_height_field_is_where_the_heights_say_in_both_engines():
 
 def test_a_model_with_visual_geoms_and_its_own_losses_keeps_them(tmp_path):
     model = tmp_path / "arm.xml"
-    joints = "".join(f"<body name='l{k}' pos='0 0 0.1'><joint name='{name}' axis='0 0 1' armature='0.05' "
-                     f"damping='0.3'/><geom size='0.02' mass='1'/><geom size='0.3' contype='0' conaffinity='0'/>"
-                     for k, name in enumerate(PANDA.joint_names))
-    model.write_text(f"<mujoco><worldbody><body name='{PANDA.base_link}'><geom size='0.05' mass='1'/>{joints}"
-                     + "</body>" * len(PANDA.joint_names) + f"<body name='{PANDA.end_effector_link}'/>"
-                     "</body></worldbody></mujoco>")
-    world = MujocoWorld(PANDA, PhysicalConditions(armature=0.01, joint_damping=0.2), model=model,
-                        gravity_compensation=False)
+    joints = "".join(
+        f"<body name='l{k}' pos='0 0 0.1'><joint name='{name}' axis='0 0 1' armature='0.05' "
+        f"damping='0.3'/><geom size='0.02' mass='1'/><geom size='0.3' contype='0' conaffinity='0'/>"
+        for k, name in enumerate(PANDA.joint_names)
+    )
+    model.write_text(
+        f"<mujoco><worldbody><body name='{PANDA.base_link}'><geom size='0.05' mass='1'/>{joints}"
+        + "</body>" * len(PANDA.joint_names)
+        + f"<body name='{PANDA.end_effector_link}'/>"
+        "</body></worldbody></mujoco>"
+    )
+    world = MujocoWorld(
+        PANDA, PhysicalConditions(armature=0.01, joint_damping=0.2), model=model, gravity_compensation=False
+    )
     m = world.model
     dofs = [m.joint(name).dofadr[0] for name in PANDA.joint_names]
     assert m.dof_armature[dofs] == pytest.approx([0.06] * 7) and m.dof_damping[dofs] == pytest.approx([0.5] * 7)

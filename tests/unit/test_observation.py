@@ -1,4 +1,5 @@
 """The observation layout contract and the shared forward kinematics (no ROS)."""
+
 from __future__ import annotations
 
 import json
@@ -13,9 +14,14 @@ from sim2real.core.observation import VOCABULARY, ObservationSpec, ObservationTe
 from sim2real.core.robot_profile import load_profile
 from sim2real.sim.world import SimWorld
 
-GO2_LAYOUT = [{"name": "base_ang_vel", "scale": 0.25}, {"name": "projected_gravity", "scale": 1.0},
-              {"name": "velocity_command", "scale": 1.0}, {"name": "joint_pos_rel", "scale": 1.0},
-              {"name": "joint_vel", "scale": 0.05}, {"name": "last_action", "scale": 1.0}]
+GO2_LAYOUT = [
+    {"name": "base_ang_vel", "scale": 0.25},
+    {"name": "projected_gravity", "scale": 1.0},
+    {"name": "velocity_command", "scale": 1.0},
+    {"name": "joint_pos_rel", "scale": 1.0},
+    {"name": "joint_vel", "scale": 0.05},
+    {"name": "last_action", "scale": 1.0},
+]
 
 
 def go2_spec() -> ObservationSpec:
@@ -24,11 +30,19 @@ def go2_spec() -> ObservationSpec:
 
 def signals(n: int = 12, **overrides) -> RobotSignals:
     rng = np.random.default_rng(0)
-    values = dict(joint_position=rng.normal(size=n), joint_velocity=rng.normal(size=n),
-                  base_orientation=np.array([0.0, 0.0, 0.0, 1.0]), base_angular_velocity=np.array([0.4, -0.8, 1.2]),
-                  base_linear_velocity=np.array([0.5, 0.1, 0.0]), velocity_command=np.array([0.5, 0.0, 0.2]),
-                  goal_position=np.array([0.5, 0.1, 0.4]), end_effector_position=np.array([0.3, 0.0, 0.6]),
-                  last_action=rng.normal(size=n), default_joint_position=rng.normal(size=n), gait_phase=0.25)
+    values = dict(
+        joint_position=rng.normal(size=n),
+        joint_velocity=rng.normal(size=n),
+        base_orientation=np.array([0.0, 0.0, 0.0, 1.0]),
+        base_angular_velocity=np.array([0.4, -0.8, 1.2]),
+        base_linear_velocity=np.array([0.5, 0.1, 0.0]),
+        velocity_command=np.array([0.5, 0.0, 0.2]),
+        goal_position=np.array([0.5, 0.1, 0.4]),
+        end_effector_position=np.array([0.3, 0.0, 0.6]),
+        last_action=rng.normal(size=n),
+        default_joint_position=rng.normal(size=n),
+        gait_phase=0.25,
+    )
     values.update(overrides)
     return RobotSignals(**values)
 
@@ -62,11 +76,14 @@ def test_observe_returns_a_new_array_each_time():
     np.testing.assert_array_equal(first, kept)
 
 
-@pytest.mark.parametrize("quaternion", [
-    Rotation.from_euler("x", 30, degrees=True).as_quat(),
-    Rotation.from_euler("xyz", [20, -35, 70], degrees=True).as_quat(),
-    Rotation.random(random_state=3).as_quat(),
-])
+@pytest.mark.parametrize(
+    "quaternion",
+    [
+        Rotation.from_euler("x", 30, degrees=True).as_quat(),
+        Rotation.from_euler("xyz", [20, -35, 70], degrees=True).as_quat(),
+        Rotation.random(random_state=3).as_quat(),
+    ],
+)
 def test_projected_gravity_of_a_tilted_base(quaternion):
     spec = ObservationSpec([ObservationTerm("projected_gravity", 3, 1.0)])
     obs = spec.observe(RobotSignals(base_orientation=quaternion))
@@ -78,22 +95,31 @@ def test_projected_gravity_by_hand_for_a_roll():
     # Rolled 30 deg about x (left side up): gravity seen by the body gains a -y component.
     q = Rotation.from_euler("x", 30, degrees=True).as_quat()
     spec = ObservationSpec([ObservationTerm("projected_gravity", 3, 1.0)])
-    np.testing.assert_allclose(spec.observe(RobotSignals(base_orientation=q)),
-                               [0.0, -0.5, -np.sqrt(3) / 2], atol=1e-6)
+    np.testing.assert_allclose(spec.observe(RobotSignals(base_orientation=q)), [0.0, -0.5, -np.sqrt(3) / 2], atol=1e-6)
 
 
-@pytest.mark.parametrize("orientation", [(0.0, 0.0, 1.0), np.zeros(4), np.array([[0.0, 0.0, 0.0, 1.0]]),
-                                         (0.0, 0.0, 0.0, 1.0, 0.0)])
+@pytest.mark.parametrize(
+    "orientation", [(0.0, 0.0, 1.0), np.zeros(4), np.array([[0.0, 0.0, 0.0, 1.0]]), (0.0, 0.0, 0.0, 1.0, 0.0)]
+)
 def test_projected_gravity_refuses_what_is_not_a_quaternion_by_name(orientation):
     spec = ObservationSpec([ObservationTerm("projected_gravity", 3, 1.0)])
-    with pytest.raises(ValueError, match=r"observation term 'projected_gravity': base_orientation .* is not a "
-                                         r"quaternion \(x, y, z, w\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"observation term 'projected_gravity': base_orientation .* is not a "
+        r"quaternion \(x, y, z, w\)",
+    ):
         spec.observe(RobotSignals(base_orientation=orientation))
 
 
 def test_goal_offset_and_arm_terms():
-    spec = ObservationSpec.from_config([{"name": "ee_position", "scale": 1.0}, {"name": "goal_position", "scale": 2.0},
-                                        {"name": "goal_offset", "scale": 1.0}], num_joints=7)
+    spec = ObservationSpec.from_config(
+        [
+            {"name": "ee_position", "scale": 1.0},
+            {"name": "goal_position", "scale": 2.0},
+            {"name": "goal_offset", "scale": 1.0},
+        ],
+        num_joints=7,
+    )
     s = signals(7)
     obs = spec.observe(s)
     np.testing.assert_allclose(obs[6:9], s.goal_position - s.end_effector_position, rtol=1e-6)
@@ -185,8 +211,10 @@ def test_differences_report_order_size_scale_and_names():
 # ----------------------------------------------------------------- kinematics
 def _pybullet_positions_in_base(world: SimWorld, links: list[str]) -> np.ndarray:
     c, robot = world.client, world.robot
-    index = {pb.getJointInfo(robot, i, physicsClientId=c)[12].decode(): i
-             for i in range(pb.getNumJoints(robot, physicsClientId=c))}
+    index = {
+        pb.getJointInfo(robot, i, physicsClientId=c)[12].decode(): i
+        for i in range(pb.getNumJoints(robot, physicsClientId=c))
+    }
     base_position, base_orientation = world.base_pose()
     rotation = Rotation.from_quat(base_orientation)
     out = []
@@ -218,8 +246,11 @@ def test_fk_matches_pybullet_for_the_go2_feet_with_a_tilted_base():
         rng = np.random.default_rng(2)
         for q in [profile.default_positions, *_random_poses(profile, rng, 5)]:
             # The base pose must not matter: positions are in the base frame.
-            world.reset(joint_positions=q, base_position=(0.3, -0.2, 1.0),
-                        base_orientation=Rotation.random(random_state=rng).as_quat())
+            world.reset(
+                joint_positions=q,
+                base_position=(0.3, -0.2, 1.0),
+                base_orientation=Rotation.random(random_state=rng).as_quat(),
+            )
             expected = _pybullet_positions_in_base(world, list(profile.foot_links))
             np.testing.assert_allclose(kinematics.foot_positions(q), expected, atol=1e-6)
 

@@ -1,5 +1,6 @@
 """`sim2real pipeline`: adapting the randomization to failures, and refusing a candidate that
 does not pass validation (it never reaches the push)."""
+
 from __future__ import annotations
 
 import json
@@ -50,17 +51,50 @@ def test_a_candidate_that_fails_the_replays_is_refused_and_never_pushed(tmp_path
     out = tmp_path / "pipe"
     # A candidate whose output is NaN fails the replay (the supervisor holds); holding does not.
     candidate = write_policy(tmp_path / "candidate" / "nan.onnx", metadata(PANDA), np.nan)
-    args = ["pipeline", "validate", "--robot", "panda", "--policy", str(current), "--failures", str(failures),
-            "--out", str(out), "--candidate", str(candidate), "--episodes", "1", "--eval-workers", "0",
-            "--randomization", "panda_reference"]
+    args = [
+        "pipeline",
+        "validate",
+        "--robot",
+        "panda",
+        "--policy",
+        str(current),
+        "--failures",
+        str(failures),
+        "--out",
+        str(out),
+        "--candidate",
+        str(candidate),
+        "--episodes",
+        "1",
+        "--eval-workers",
+        "0",
+        "--randomization",
+        "panda_reference",
+    ]
     assert main(args) == 1
     printed = capsys.readouterr().out
     assert "current fails 0, candidate fails 1" in printed and "validation REFUSED" in printed
     assert "nominal" in printed and "SR cur" in printed
     result = json.loads((out / "validation.json").read_text())
     assert not result["passed"] and result["replay"]["candidate"]["failed"] == 1
-    push = ["pipeline", "push", "--robot", "panda", "--policy", str(current), "--failures", str(failures),
-            "--out", str(out), "--candidate", str(candidate), "--node", "/no_such_runtime", "--timeout", "1"]
+    push = [
+        "pipeline",
+        "push",
+        "--robot",
+        "panda",
+        "--policy",
+        str(current),
+        "--failures",
+        str(failures),
+        "--out",
+        str(out),
+        "--candidate",
+        str(candidate),
+        "--node",
+        "/no_such_runtime",
+        "--timeout",
+        "1",
+    ]
     assert main(push) == 1
     assert "[push] refused" in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "robot").iterdir()) == ["hold.onnx"]  # nothing copied
@@ -68,8 +102,25 @@ def test_a_candidate_that_fails_the_replays_is_refused_and_never_pushed(tmp_path
 
 def test_push_refuses_a_candidate_that_was_never_validated(tmp_path, capsys):
     current = write_target_policy(tmp_path / "hold.onnx", PANDA, PANDA.default_positions)
-    assert main(["pipeline", "push", "--robot", "panda", "--policy", str(current), "--out", str(tmp_path / "p"),
-                 "--candidate", str(current), "--failures", str(tmp_path)]) == 2
+    assert (
+        main(
+            [
+                "pipeline",
+                "push",
+                "--robot",
+                "panda",
+                "--policy",
+                str(current),
+                "--out",
+                str(tmp_path / "p"),
+                "--candidate",
+                str(current),
+                "--failures",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
     assert "an unvalidated policy is never pushed" in capsys.readouterr().err
 
 
@@ -77,8 +128,26 @@ def test_dry_run_writes_nothing(tmp_path, capsys):
     failures = tmp_path / "failures"
     write_arm_bundle(failures, "x", PANDA, SHIPPED, conditions={"latency": 0.03})
     out = tmp_path / "pipe"
-    assert main(["pipeline", "run", "--robot", "panda", "--policy", str(SHIPPED), "--failures", str(failures),
-                 "--out", str(out), "--checkpoint", "none.pt", "--dry-run"]) == 0
+    assert (
+        main(
+            [
+                "pipeline",
+                "run",
+                "--robot",
+                "panda",
+                "--policy",
+                str(SHIPPED),
+                "--failures",
+                str(failures),
+                "--out",
+                str(out),
+                "--checkpoint",
+                "none.pt",
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr()
     # The shipped policy's stored ranges (ADR moved them) widened to 0.03 s plus a 10 % margin.
     assert re.search(r"latency: \[0, [0-9.]+\] -> \[0, 0.033\]", printed.out), printed.out
@@ -96,14 +165,60 @@ def test_the_pipeline_runs_end_to_end_on_a_tiny_budget(tmp_path, capsys):
     failures = tmp_path / "failures"
     write_arm_bundle(failures, "x", PANDA, SHIPPED, conditions={"latency": 0.03})
     run = tmp_path / "run"
-    assert main(["train", "--robot", "panda", "--task", "reach", "--out", str(run), "--iterations", "2",
-                 "--num-envs", "2", "--workers", "1", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--robot",
+                "panda",
+                "--task",
+                "reach",
+                "--out",
+                str(run),
+                "--iterations",
+                "2",
+                "--num-envs",
+                "2",
+                "--workers",
+                "1",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert main(["export", str(run / "model_2.pt"), "-o", str(tmp_path / "current.onnx")]) == 0
     out = tmp_path / "pipe"
-    code = main(["pipeline", "run", "--robot", "panda", "--policy", str(tmp_path / "current.onnx"),
-                 "--failures", str(failures), "--out", str(out), "--checkpoint", str(run / "model_2.pt"),
-                 "--iterations", "2", "--num-envs", "2", "--workers", "1", "--episodes", "2", "--eval-workers", "0",
-                 "--no-progress", "--node", "/no_such_runtime", "--timeout", "1"])
+    code = main(
+        [
+            "pipeline",
+            "run",
+            "--robot",
+            "panda",
+            "--policy",
+            str(tmp_path / "current.onnx"),
+            "--failures",
+            str(failures),
+            "--out",
+            str(out),
+            "--checkpoint",
+            str(run / "model_2.pt"),
+            "--iterations",
+            "2",
+            "--num-envs",
+            "2",
+            "--workers",
+            "1",
+            "--episodes",
+            "2",
+            "--eval-workers",
+            "0",
+            "--no-progress",
+            "--node",
+            "/no_such_runtime",
+            "--timeout",
+            "1",
+        ]
+    )
     printed = capsys.readouterr().out
     state = json.loads((out / "pipeline.json").read_text())
     assert (out / "randomization.yaml").is_file() and (out / "train" / "model_4.pt").is_file()
@@ -114,12 +229,15 @@ def test_the_pipeline_runs_end_to_end_on_a_tiny_budget(tmp_path, capsys):
 
 def test_a_fine_tune_of_a_linear_recipe_goes_on_flat_at_its_final_rate():
     assert fine_tune_rate({"schedule": "fixed", "learning_rate": 3e-4}, 900) == {}
-    assert fine_tune_rate({"schedule": "linear", "learning_rate": 3e-4, "learning_rate_final": 3e-5}, 900) == \
-        {"ppo.learning_rate": 3e-5}
+    assert fine_tune_rate({"schedule": "linear", "learning_rate": 3e-4, "learning_rate_final": 3e-5}, 900) == {
+        "ppo.learning_rate": 3e-5
+    }
     # A recipe whose line ended at an iteration of its own run (here 2400, before the
     # fine-tune's start): the fine-tune's flat line ends with the fine-tune, else it is refused.
-    recipe = override_config(load_train_config("go2", "walk", "config/experiments/go2_walk/onehour.yaml"),
-                             {"ppo.learning_rate_final_iteration": 2400})
+    recipe = override_config(
+        load_train_config("go2", "walk", "config/experiments/go2_walk/onehour.yaml"),
+        {"ppo.learning_rate_final_iteration": 2400},
+    )
     overrides = fine_tune_rate(recipe["ppo"], 3300 + 200)
     assert overrides == {"ppo.learning_rate": 5e-5, "ppo.learning_rate_final_iteration": 3500}
     tuned = override_config(recipe, {"iterations": 3500, **overrides})
@@ -129,9 +247,27 @@ def test_a_fine_tune_of_a_linear_recipe_goes_on_flat_at_its_final_rate():
 @pytest.mark.slow
 def test_retrain_without_a_checkpoint_fine_tunes_the_policy_file_itself(tmp_path, capsys):
     out = tmp_path / "pipe"
-    common = ["pipeline", "retrain", "--robot", "panda", "--policy", str(SHIPPED), "--out", str(out),
-              "--adapted", "config/randomization/panda_reference.yaml", "--iterations", "3", "--critic-warmup", "2",
-              "--num-envs", "2", "--workers", "1", "--no-progress"]
+    common = [
+        "pipeline",
+        "retrain",
+        "--robot",
+        "panda",
+        "--policy",
+        str(SHIPPED),
+        "--out",
+        str(out),
+        "--adapted",
+        "config/randomization/panda_reference.yaml",
+        "--iterations",
+        "3",
+        "--critic-warmup",
+        "2",
+        "--num-envs",
+        "2",
+        "--workers",
+        "1",
+        "--no-progress",
+    ]
     assert main([*common, "--dry-run"]) == 0
     assert "a new critic trained alone for 2 iterations, action noise 0.3" in capsys.readouterr().out
     assert not out.exists()

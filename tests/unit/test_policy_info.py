@@ -1,4 +1,5 @@
 """`sim2real policy info`: a policy file identified from its own metadata."""
+
 import json
 
 from sim2real.cli.main import main
@@ -22,8 +23,10 @@ def test_info_prints_the_contract_and_the_provenance_of_the_shipped_go2_policy(c
     assert "trained under randomization go2_reference:" in text
     assert "ground_friction          uniform(0.3, 1.2)" in text
     assert "motor_strength           normal(mean 1, std 0.08)" in text
-    assert "commands (vx, vy, yaw rate): vx [-0.5, 1], vy [-0.3, 0.3], yaw_rate [-0.6, 0.6]; |(vx, vy)| under " \
-           "0.1 m/s is a stand" in text
+    assert (
+        "commands (vx, vy, yaw rate): vx [-0.5, 1], vy [-0.3, 0.3], yaw_rate [-0.6, 0.6]; |(vx, vy)| under "
+        "0.1 m/s is a stand" in text
+    )
     # Exported before the file carried its actuator model: said, not invented.
     assert "actuator model and nominal world: not recorded" in text
 
@@ -37,8 +40,11 @@ def test_info_json_matches_the_metadata(capsys):
     assert [j["kp"] for j in info["joints"]] == policy.metadata.kp.tolist()
     assert sum(t["size"] for t in info["observation"]) == info["observation_size"] == policy.metadata.observation_size
     assert info["randomization"] == policy.metadata.randomization
-    assert info["commands"] == {"order": ["vx", "vy", "yaw_rate"], "standing_below": 0.1,
-                                "ranges": policy.metadata.task_config["commands"]["ranges_hardest"]}
+    assert info["commands"] == {
+        "order": ["vx", "vy", "yaw_rate"],
+        "standing_below": 0.1,
+        "ranges": policy.metadata.task_config["commands"]["ranges_hardest"],
+    }
     assert info["actuator"] is None and info["robot_model"] is None
 
 

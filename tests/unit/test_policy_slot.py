@@ -1,4 +1,5 @@
 """The policy runtime without ROS: inputs -> signals, validation, dry run, swap with cross-fade."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -88,16 +89,22 @@ def test_joint_states_without_a_profile_joint_are_refused_and_the_last_state_kep
 
 
 def test_missing_inputs_name_the_term_and_the_topic():
-    spec = ObservationSpec.from_config([{"name": "base_lin_vel"}, {"name": "projected_gravity"},
-                                        {"name": "joint_vel"}, {"name": "last_action"}], GO2.num_joints)
+    spec = ObservationSpec.from_config(
+        [{"name": "base_lin_vel"}, {"name": "projected_gravity"}, {"name": "joint_vel"}, {"name": "last_action"}],
+        GO2.num_joints,
+    )
     inputs = RobotInputs(GO2)
-    assert inputs.missing(spec, 0.0) == ["policy needs base_lin_vel: no /state_estimate received",
-                                         "policy needs projected_gravity: no /imu/data received",
-                                         "policy needs joint_vel: no /joint_states velocity received"]
+    assert inputs.missing(spec, 0.0) == [
+        "policy needs base_lin_vel: no /state_estimate received",
+        "policy needs projected_gravity: no /imu/data received",
+        "policy needs joint_vel: no /joint_states velocity received",
+    ]
     inputs.set_joint_states(GO2.joint_names, GO2.default_positions, (), 0)  # a driver without velocities
     inputs.set_imu(LEVEL, (0.0, 0.0, 0.0))
-    assert inputs.missing(spec, 0.0) == ["policy needs base_lin_vel: no /state_estimate received",
-                                         "policy needs joint_vel: no /joint_states velocity received"]
+    assert inputs.missing(spec, 0.0) == [
+        "policy needs base_lin_vel: no /state_estimate received",
+        "policy needs joint_vel: no /joint_states velocity received",
+    ]
     feed(inputs, 1)
     inputs.set_state_estimate((0.5, 0.0, 0.0))
     assert inputs.missing(spec, 0.0) == []
@@ -129,7 +136,8 @@ def test_goal_only_in_the_base_frame_and_the_end_effector_from_forward_kinematic
 def test_terms_a_robot_can_never_supply_are_named():
     arm_on_go2 = ObservationSpec.from_config([{"name": "ee_position"}], GO2.num_joints)
     assert unbuildable_terms(arm_on_go2, GO2) == [
-        "observation term 'ee_position' cannot be built: robot 'go2' has no end_effector_link for forward kinematics"]
+        "observation term 'ee_position' cannot be built: robot 'go2' has no end_effector_link for forward kinematics"
+    ]
     legged_on_panda = ObservationSpec.from_config([{"name": "projected_gravity"}, {"name": "joint_vel"}], 12)
     problems = unbuildable_terms(legged_on_panda, PANDA)
     assert "'projected_gravity' cannot be built: robot 'panda' has a fixed base" in problems[0]
@@ -172,8 +180,9 @@ def test_metadata_differences_from_the_profile_are_all_listed(policies):
     root, _ = policies
     kp, kd = GO2.kp.copy(), GO2.kd.copy()
     kp[1], kd[11] = 25.0, 0.8
-    path = write_policy(root / "other_robot.onnx", metadata(GO2, robot="go2_clone", control_period=0.01,
-                                                             kp=kp, kd=kd), 0.0)
+    path = write_policy(
+        root / "other_robot.onnx", metadata(GO2, robot="go2_clone", control_period=0.01, kp=kp, kd=kd), 0.0
+    )
     with pytest.raises(PolicyRefused) as info:
         PolicySlot(GO2, [root]).validate(path)
     reason = info.value.reason
@@ -205,18 +214,24 @@ def test_start_refuses_a_mismatched_model_as_a_configuration_error(policies):
     panda_policy = write_policy(root / "panda.onnx", metadata(PANDA), 0.0)
     with pytest.raises(ValueError) as info:  # PolicyRefused: the node exits with status 2
         PolicySlot(GO2, [root]).start(panda_policy)
-    for words in ("robot: trained for 'panda'", "joints: the policy has ['panda_joint1'",
-                  "robot 'go2' has ['FL_hip_joint'"):
+    for words in (
+        "robot: trained for 'panda'",
+        "joints: the policy has ['panda_joint1'",
+        "robot 'go2' has ['FL_hip_joint'",
+    ):
         assert words in str(info.value)
 
 
 # -- dry run -------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name, words", [
-    ("nan", "dry run: non-finite actions for ['FL_hip_joint'"),
-    ("huge", "dry run: action 1e+06 on FL_hip_joint exceeds its action_clip 100"),
-    ("unclipped_huge", "exceeds the action bound (parameter action_bound) 100"),
-    ("far", "dry run: joint targets would jump 0.800 rad on FL_hip_joint (max_jump 0.5 rad)"),
-])
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("nan", "dry run: non-finite actions for ['FL_hip_joint'"),
+        ("huge", "dry run: action 1e+06 on FL_hip_joint exceeds its action_clip 100"),
+        ("unclipped_huge", "exceeds the action bound (parameter action_bound) 100"),
+        ("far", "dry run: joint targets would jump 0.800 rad on FL_hip_joint (max_jump 0.5 rad)"),
+    ],
+)
 def test_dry_run_refuses_unsafe_outputs_and_the_running_policy_is_untouched(policies, name, words):
     root, files = policies
     slot, inputs, runtime = running_slot(root, files["stand"])

@@ -1,5 +1,6 @@
 """Which policies may run: signatures against trusted keys, the file size limit, the policy
 directories, the action guard, the trained command ranges and the audit log."""
+
 from __future__ import annotations
 
 import json
@@ -78,8 +79,9 @@ def test_an_unsigned_policy_runs_without_trusted_keys_and_is_refused_with_them(k
 def test_a_tampered_swap_is_refused_and_the_signed_policy_runs_on(keys, policy_dir):
     for name in ("stand", "lean"):
         sign_policy(policy_dir / f"{name}.onnx", keys["release"])
-    slot, inputs, runtime = running_slot(policy_dir, policy_dir / "stand.onnx",
-                                         trusted_keys=TrustedKeys(keys["trusted"]))
+    slot, inputs, runtime = running_slot(
+        policy_dir, policy_dir / "stand.onnx", trusted_keys=TrustedKeys(keys["trusted"])
+    )
     assert slot.active.policy.signer.signer == "lab-release"
     lean = policy_dir / "lean.onnx"
     data = bytearray(lean.read_bytes())
@@ -145,6 +147,7 @@ def test_targets_past_the_joint_limits_are_withheld_and_a_candidate_doing_so_is_
 
     slot, inputs, runtime = running_slot(policy_dir, policy_dir / "thrown.onnx", ticks=0)
     from tests.unit.test_policy_slot import feed
+
     stamp = feed(inputs, 0)
     tick = runtime.tick(stamp * 1e-9, stamp)
     assert np.all(np.isnan(tick.targets)), "the supervisor must see a fault and hold"
@@ -165,6 +168,7 @@ def test_a_command_beyond_the_trained_ranges_is_clamped_for_the_policy():
 def test_the_running_policy_sees_the_clamped_command(policy_dir, tmp_path):
     slot, inputs, runtime = running_slot(SHIPPED_GO2.parent, SHIPPED_GO2, ticks=0)
     from tests.unit.test_policy_slot import feed
+
     for tick in range(3):
         stamp = feed(inputs, tick)
         inputs.set_velocity_command(100.0, 0.0, 0.0, now=stamp * 1e-9)
@@ -175,12 +179,20 @@ def test_the_running_policy_sees_the_clamped_command(policy_dir, tmp_path):
 # -- the audit log -------------------------------------------------------------------------------
 def test_the_audit_log_keeps_every_record_and_names_a_damaged_line(tmp_path, capsys):
     log = AuditLog(tmp_path / "state" / "policy_audit.jsonl")
-    log.record(robot="go2", file="a.onnx", sha256="ab" * 32, signer="lab-release", origin="start", accepted=True,
-               reason="")
+    log.record(
+        robot="go2", file="a.onnx", sha256="ab" * 32, signer="lab-release", origin="start", accepted=True, reason=""
+    )
     with open(log.path, "a") as out:
         out.write('{"time": "2026-12-02T08:00:00", "file": "cut sh')  # a crash mid-line
-    log.record(robot="go2", file="b.onnx", sha256="", signer=None, origin="cli (op@robot, pid 7)", accepted=False,
-               reason="b.onnx is not signed")
+    log.record(
+        robot="go2",
+        file="b.onnx",
+        sha256="",
+        signer=None,
+        origin="cli (op@robot, pid 7)",
+        accepted=False,
+        reason="b.onnx is not signed",
+    )
     history = read_history(log.path)
     assert len(log.path.read_text().splitlines()) == 3, "one line per record, the cut one alone"
     assert [e["file"] for e in history.entries] == ["a.onnx", "b.onnx"] and history.damaged_lines == [2]
@@ -213,6 +225,7 @@ def test_a_withheld_tick_is_not_fed_back_as_last_action(policy_dir):
     write_target_policy(policy_dir / "thrown.onnx", GO2, beyond)
     slot, inputs, runtime = running_slot(policy_dir, policy_dir / "thrown.onnx", ticks=0)
     from tests.unit.test_policy_slot import feed
+
     before = slot.active.last_action.copy()
     stamp = feed(inputs, 0)
     assert np.all(np.isnan(runtime.tick(stamp * 1e-9, stamp).targets))
@@ -226,8 +239,15 @@ def test_a_swap_that_cannot_be_recorded_is_refused(policy_dir):
     log = AuditLog(blocked / "state" / "policy_audit.jsonl")
 
     def record(event):
-        log.record(robot="go2", file=str(event.path), sha256=event.sha256_new, signer=event.signer, origin="test",
-                   accepted=True, reason="")
+        log.record(
+            robot="go2",
+            file=str(event.path),
+            sha256=event.sha256_new,
+            signer=event.signer,
+            origin="test",
+            accepted=True,
+            reason="",
+        )
 
     event = slot.propose(policy_dir / "lean.onnx", record)
     assert not event.accepted and "could not be recorded" in event.reason

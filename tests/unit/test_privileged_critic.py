@@ -3,6 +3,7 @@
 The critic may see simulator truth (``critic_observation: privileged``) while the actor,
 and so the deployed observation contract, stays as it was; a run can start from a shipped
 ``.onnx`` (its actor exactly, a fresh critic trained alone first)."""
+
 from __future__ import annotations
 
 from functools import partial
@@ -45,10 +46,11 @@ def test_the_critic_reads_the_privileged_group_and_the_actor_does_not(toy_config
     assert rsl_rl_config(toy_config)["obs_groups"] == {"actor": ["policy"], "critic": ["policy"]}
     config = override_config(toy_config, {"critic_observation": "privileged"})
     assert rsl_rl_config(config)["obs_groups"] == {"actor": ["policy"], "critic": ["policy", "privileged"]}
-    checkpoint = load_checkpoint(Trainer(config, tmp_path / "run", make_env=make_toy_task, progress=False)
-                                 .run().checkpoint)
-    assert checkpoint["actor_state_dict"]["mlp.0.weight"].shape[1] == 2           # x, goal - x
-    assert checkpoint["critic_state_dict"]["mlp.0.weight"].shape[1] == 3          # + motor_strength
+    checkpoint = load_checkpoint(
+        Trainer(config, tmp_path / "run", make_env=make_toy_task, progress=False).run().checkpoint
+    )
+    assert checkpoint["actor_state_dict"]["mlp.0.weight"].shape[1] == 2  # x, goal - x
+    assert checkpoint["critic_state_dict"]["mlp.0.weight"].shape[1] == 3  # + motor_strength
     policy = export_policy(tmp_path / "run" / "model_3.pt", tmp_path / "policy.onnx").policy
     assert policy.metadata.observation_size == 2  # the deployed contract is the actor's alone
 
@@ -63,7 +65,9 @@ def test_the_vector_env_gathers_privileged_observations_aligned_with_auto_reset(
         for _ in range(3):  # the third step ends every episode: the privileged values are the next episode's
             out = vec.step(np.zeros((3, 1), np.float32))
         assert out.dones.all() and out.privileged is vec.privileged_obs
-        assert np.allclose(out.privileged[:, 0], vec.run(_gain, [()] * 3)) and not np.allclose(out.privileged[:, 0], gains)
+        assert np.allclose(out.privileged[:, 0], vec.run(_gain, [()] * 3)) and not np.allclose(
+            out.privileged[:, 0], gains
+        )
     with ProcessVecEnv(fns[:1], workers=1) as plain:
         plain.reset(seed=0)
         assert plain.privileged_obs is None and plain.step(np.zeros((1, 1), np.float32)).privileged is None
@@ -79,11 +83,17 @@ def _gain(env):
     return env.gain
 
 
-def test_a_policy_file_warm_start_keeps_the_actor_exactly_through_the_critic_warm_up(toy_config, toy_policy,
-                                                                                       tmp_path):
-    config = override_config(toy_config, {"iterations": 7, "critic_observation": "privileged",
-                                          "critic_warmup.iterations": 2, "critic_warmup.learning_rate": 1e-2,
-                                          "policy.init_noise_std": 0.3})
+def test_a_policy_file_warm_start_keeps_the_actor_exactly_through_the_critic_warm_up(toy_config, toy_policy, tmp_path):
+    config = override_config(
+        toy_config,
+        {
+            "iterations": 7,
+            "critic_observation": "privileged",
+            "critic_warmup.iterations": 2,
+            "critic_warmup.learning_rate": 1e-2,
+            "policy.init_noise_std": 0.3,
+        },
+    )
     warm = warm_start_from_policy(toy_policy, config)
     assert warm["iteration"] == 3 and warm["critic_state_dict"] is None and warm["optimizer_state_dict"] is None
     assert warm["warm_start"]["policy_sha256"] == load_policy(toy_policy).sha256
@@ -94,8 +104,10 @@ def test_a_policy_file_warm_start_keeps_the_actor_exactly_through_the_critic_war
     after_warm_up = export_policy(tmp_path / "ft" / "model_5.pt", tmp_path / "ft5.onnx").path
     assert np.array_equal(_actions(after_warm_up, obs), _actions(toy_policy, obs))  # frozen, normalizer too
     tuned = load_checkpoint(tmp_path / "ft" / "model_7.pt")
-    assert not np.allclose(_actions(export_policy(tmp_path / "ft" / "model_7.pt", tmp_path / "ft7.onnx").path, obs),
-                           _actions(toy_policy, obs))  # then PPO moves it
+    assert not np.allclose(
+        _actions(export_policy(tmp_path / "ft" / "model_7.pt", tmp_path / "ft7.onnx").path, obs),
+        _actions(toy_policy, obs),
+    )  # then PPO moves it
     assert tuned["optimizer_state_dict"]["param_groups"][0]["lr"] == toy_config["ppo"]["learning_rate"]
     assert tuned["warm_start"]["iteration"] == 3
     assert load_checkpoint(tmp_path / "ft" / "model_4.pt")["optimizer_state_dict"]["param_groups"][0]["lr"] == 1e-2
@@ -114,8 +126,11 @@ def test_the_actor_read_from_a_policy_file_is_the_checkpoint_actor(toy_policy, t
 
 def test_a_policy_file_warm_start_refuses_what_it_cannot_continue(toy_config, toy_policy, tmp_path):
     other_sizes = override_config(toy_config, {"policy.actor_hidden_dims": [32]})
-    with pytest.raises(CheckpointError, match=r"its actor is \[16, 16\] elu and the config asks \[32\].*"
-                                              r"Fix: set policy.actor_hidden_dims: \[16, 16\]"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"its actor is \[16, 16\] elu and the config asks \[32\].*"
+        r"Fix: set policy.actor_hidden_dims: \[16, 16\]",
+    ):
         warm_start_from_policy(toy_policy, other_sizes)
     panda = load_train_config("panda", "reach")
     with pytest.raises(CheckpointError, match="it is a toy reach policy and the config trains panda reach"):
@@ -131,15 +146,17 @@ def test_a_policy_file_warm_start_refuses_what_it_cannot_continue(toy_config, to
 
 
 def test_a_checkpoint_warm_start_into_another_critic_input_keeps_only_the_actor(toy_config, tmp_path):
-    first = load_checkpoint(Trainer(toy_config, tmp_path / "run", make_env=make_toy_task, progress=False)
-                            .run().checkpoint)
+    first = load_checkpoint(
+        Trainer(toy_config, tmp_path / "run", make_env=make_toy_task, progress=False).run().checkpoint
+    )
     privileged = override_config(toy_config, {"iterations": 5, "critic_observation": "privileged"})
     warm = warm_start(first, privileged)
     assert warm["critic_state_dict"] is None and warm["optimizer_state_dict"] is None
     assert warm_start(first, override_config(toy_config, {"iterations": 5}))["critic_state_dict"] is not None
     path = save_checkpoint(tmp_path / "ft" / "warm_start.pt", warm)
-    tuned = load_checkpoint(Trainer(privileged, tmp_path / "ft", resume=path, make_env=make_toy_task,
-                                    progress=False).run().checkpoint)
+    tuned = load_checkpoint(
+        Trainer(privileged, tmp_path / "ft", resume=path, make_env=make_toy_task, progress=False).run().checkpoint
+    )
     assert tuned["critic_state_dict"]["mlp.0.weight"].shape[1] == 3
 
 

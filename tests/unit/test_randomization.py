@@ -1,5 +1,6 @@
 """Domain randomization configs: samplers against their distributions, validity in a real
 world, reproducibility, the reference YAMLs, serialisation and config errors (no ROS)."""
+
 from __future__ import annotations
 
 import json
@@ -131,8 +132,9 @@ def test_a_real_world_accepts_sampled_conditions(robot, name):
 
 
 def test_default_bounds_are_the_physically_valid_range():
-    dr = Randomization.from_dict({"parameters": {"mass_scale": {"uniform": [0.9, 1.1]},
-                                                 "latency": {"uniform": [0.0, 0.01]}}})
+    dr = Randomization.from_dict(
+        {"parameters": {"mass_scale": {"uniform": [0.9, 1.1]}, "latency": {"uniform": [0.0, 0.01]}}}
+    )
     assert dr.parameters["latency"].bounds == (0.0, math.inf)
     low, high = dr.parameters["mass_scale"].bounds  # valid range (0, inf): open at 0
     assert 0.0 < low < 1e-300 and high == math.inf
@@ -223,10 +225,9 @@ def test_normal_range_is_clipped_to_bounds():
 
 
 def test_with_ranges_returns_a_new_clipped_randomization(go2_dr):
-    moved = go2_dr.with_ranges({"ground_friction": (0.1, 5.0), "motor_strength": (0.9, 1.3),
-                                "mass_scale": (0.9, 1.1)})
+    moved = go2_dr.with_ranges({"ground_friction": (0.1, 5.0), "motor_strength": (0.9, 1.3), "mass_scale": (0.9, 1.1)})
     assert go2_dr.ranges()["ground_friction"] == (0.3, 1.2)  # the original is untouched
-    assert moved.ranges()["ground_friction"] == (0.1, 2.0)   # clipped to bounds [0.05, 2.0]
+    assert moved.ranges()["ground_friction"] == (0.1, 2.0)  # clipped to bounds [0.05, 2.0]
     normal = moved.parameters["motor_strength"]
     assert (normal.kind, normal.mean, normal.std) == ("normal", pytest.approx(1.1), pytest.approx(0.1))
     assert moved.parameters["mass_scale"].kind == "loguniform"
@@ -266,49 +267,97 @@ def test_adapted_ranges_and_unbounded_parameters_round_trip(go2_dr):
 
 # ------------------------------------------------------------------- errors
 BAD = {
-    "unknown parameter": ({"parameters": {"gravity": {"uniform": [0, 1]}}},
-                          "parameters.gravity", "unknown physical condition"),
-    "low above high": ({"parameters": {"latency": {"uniform": [0.02, 0.01]}}},
-                       "parameters.latency.uniform", "above high"),
-    "bad kind": ({"parameters": {"latency": {"gaussian": [0.0, 0.01]}}},
-                 "parameters.latency.gaussian", "unknown field"),
-    "no distribution": ({"parameters": {"latency": {"bounds": [0.0, 0.1]}}},
-                        "parameters.latency", "no distribution"),
-    "two distributions": ({"parameters": {"latency": {"uniform": [0, 0.1], "constant": 0.0}}},
-                          "parameters.latency", "several distributions"),
-    "range outside bounds": ({"parameters": {"ground_friction": {"uniform": [0.3, 1.2], "bounds": [0.5, 2.0]}}},
-                             "parameters.ground_friction.uniform", "outside the bounds"),
-    "range outside valid range": ({"parameters": {"latency": {"uniform": [-0.01, 0.01]}}},
-                                  "parameters.latency.uniform", "outside the bounds"),
-    "bounds outside valid range": ({"parameters": {"mass_scale": {"uniform": [0.9, 1.1], "bounds": [0.0, 2.0]}}},
-                                   "parameters.mass_scale.bounds", "physically valid range"),
-    "bounds reversed": ({"parameters": {"latency": {"uniform": [0.0, 0.01], "bounds": [0.1, 0.0]}}},
-                        "parameters.latency.bounds", "above max"),
-    "normal mean outside bounds": ({"parameters": {"motor_strength": {"normal": {"mean": 2.0, "std": 0.1},
-                                                                      "bounds": [0.5, 1.5]}}},
-                                   "parameters.motor_strength.normal.mean", "outside the bounds"),
-    "normal std negative": ({"parameters": {"motor_strength": {"normal": {"mean": 1.0, "std": -0.1}}}},
-                            "parameters.motor_strength.normal.std", "must be >= 0"),
-    "normal missing std": ({"parameters": {"motor_strength": {"normal": {"mean": 1.0}}}},
-                           "parameters.motor_strength.normal.std", "missing"),
-    "loguniform from zero": ({"parameters": {"latency": {"loguniform": [0.0, 0.01]}}},
-                             "parameters.latency.loguniform", "low must be > 0"),
-    "not a number": ({"parameters": {"latency": {"uniform": ["a", 0.01]}}},
-                     "parameters.latency.uniform", "finite number"),
-    "not a pair": ({"parameters": {"latency": {"uniform": [0.01]}}},
-                   "parameters.latency.uniform", "expected [low, high]"),
+    "unknown parameter": (
+        {"parameters": {"gravity": {"uniform": [0, 1]}}},
+        "parameters.gravity",
+        "unknown physical condition",
+    ),
+    "low above high": (
+        {"parameters": {"latency": {"uniform": [0.02, 0.01]}}},
+        "parameters.latency.uniform",
+        "above high",
+    ),
+    "bad kind": (
+        {"parameters": {"latency": {"gaussian": [0.0, 0.01]}}},
+        "parameters.latency.gaussian",
+        "unknown field",
+    ),
+    "no distribution": ({"parameters": {"latency": {"bounds": [0.0, 0.1]}}}, "parameters.latency", "no distribution"),
+    "two distributions": (
+        {"parameters": {"latency": {"uniform": [0, 0.1], "constant": 0.0}}},
+        "parameters.latency",
+        "several distributions",
+    ),
+    "range outside bounds": (
+        {"parameters": {"ground_friction": {"uniform": [0.3, 1.2], "bounds": [0.5, 2.0]}}},
+        "parameters.ground_friction.uniform",
+        "outside the bounds",
+    ),
+    "range outside valid range": (
+        {"parameters": {"latency": {"uniform": [-0.01, 0.01]}}},
+        "parameters.latency.uniform",
+        "outside the bounds",
+    ),
+    "bounds outside valid range": (
+        {"parameters": {"mass_scale": {"uniform": [0.9, 1.1], "bounds": [0.0, 2.0]}}},
+        "parameters.mass_scale.bounds",
+        "physically valid range",
+    ),
+    "bounds reversed": (
+        {"parameters": {"latency": {"uniform": [0.0, 0.01], "bounds": [0.1, 0.0]}}},
+        "parameters.latency.bounds",
+        "above max",
+    ),
+    "normal mean outside bounds": (
+        {"parameters": {"motor_strength": {"normal": {"mean": 2.0, "std": 0.1}, "bounds": [0.5, 1.5]}}},
+        "parameters.motor_strength.normal.mean",
+        "outside the bounds",
+    ),
+    "normal std negative": (
+        {"parameters": {"motor_strength": {"normal": {"mean": 1.0, "std": -0.1}}}},
+        "parameters.motor_strength.normal.std",
+        "must be >= 0",
+    ),
+    "normal missing std": (
+        {"parameters": {"motor_strength": {"normal": {"mean": 1.0}}}},
+        "parameters.motor_strength.normal.std",
+        "missing",
+    ),
+    "loguniform from zero": (
+        {"parameters": {"latency": {"loguniform": [0.0, 0.01]}}},
+        "parameters.latency.loguniform",
+        "low must be > 0",
+    ),
+    "not a number": (
+        {"parameters": {"latency": {"uniform": ["a", 0.01]}}},
+        "parameters.latency.uniform",
+        "finite number",
+    ),
+    "not a pair": (
+        {"parameters": {"latency": {"uniform": [0.01]}}},
+        "parameters.latency.uniform",
+        "expected [low, high]",
+    ),
     "parameter not a mapping": ({"parameters": {"latency": 0.01}}, "parameters.latency", "expected a mapping"),
     "parameters not a mapping": ({"parameters": ["latency"]}, "parameters", "expected a mapping"),
     "file not a mapping": (["parameters"], "(file)", "expected a mapping"),
     "unknown top-level field": ({"parameters": {}, "pusehs": None}, "pusehs", "unknown field"),
-    "unknown push field": ({"pushes": {"interval": [5, 10], "force": [50, 100], "duration": 0.1, "torque": 1}},
-                           "pushes.torque", "unknown field"),
-    "push missing duration": ({"pushes": {"interval": [5, 10], "force": [50, 100]}},
-                              "pushes.duration", "missing"),
-    "push interval zero": ({"pushes": {"interval": [0, 10], "force": [50, 100], "duration": 0.1}},
-                           "pushes.interval", "must be > 0"),
-    "push force reversed": ({"pushes": {"interval": [5, 10], "force": [100, 50], "duration": 0.1}},
-                            "pushes.force", "above high"),
+    "unknown push field": (
+        {"pushes": {"interval": [5, 10], "force": [50, 100], "duration": 0.1, "torque": 1}},
+        "pushes.torque",
+        "unknown field",
+    ),
+    "push missing duration": ({"pushes": {"interval": [5, 10], "force": [50, 100]}}, "pushes.duration", "missing"),
+    "push interval zero": (
+        {"pushes": {"interval": [0, 10], "force": [50, 100], "duration": 0.1}},
+        "pushes.interval",
+        "must be > 0",
+    ),
+    "push force reversed": (
+        {"pushes": {"interval": [5, 10], "force": [100, 50], "duration": 0.1}},
+        "pushes.force",
+        "above high",
+    ),
 }
 
 

@@ -1,4 +1,5 @@
 """Reality sets: robots drawn from a secret seed that no training or fitting code can read."""
+
 from __future__ import annotations
 
 import ast
@@ -16,21 +17,35 @@ from sim2real.evaluate.reality import RealityError, load_reality
 SRC = Path(__file__).resolve().parents[2] / "src" / "sim2real"
 GO2_POLICY = share_dir() / "policies" / "go2_walk.onnx"
 # Code that trains, identifies, randomizes or simulates: it must not be able to make the draws.
-BLIND = [*(SRC / "train").rglob("*.py"), *(SRC / "sysid").rglob("*.py"), *(SRC / "sim").rglob("*.py"),
-         *(SRC / "core").rglob("*.py"), SRC / "cli" / "pipeline.py", SRC / "cli" / "sysid.py",
-         SRC / "graph" / "sysid_recording.py"]
+BLIND = [
+    *(SRC / "train").rglob("*.py"),
+    *(SRC / "sysid").rglob("*.py"),
+    *(SRC / "sim").rglob("*.py"),
+    *(SRC / "core").rglob("*.py"),
+    SRC / "cli" / "pipeline.py",
+    SRC / "cli" / "sysid.py",
+    SRC / "graph" / "sysid_recording.py",
+]
 
 
 def test_no_training_or_fitting_code_imports_the_reality_sets_or_names_their_seeds():
     offenders = []
     for path in BLIND:
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             if any("reality" in name for name in names):
                 offenders.append(f"{path.relative_to(SRC)}: imports {names}")
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
-                    node.value.endswith(".seed") or "reality/" in node.value or node.value in ("reality", "reality:")):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and (node.value.endswith(".seed") or "reality/" in node.value or node.value in ("reality", "reality:"))
+            ):
                 offenders.append(f"{path.relative_to(SRC)}: names {node.value!r}")
     assert BLIND and not offenders
 
@@ -67,8 +82,7 @@ def test_a_reality_set_without_its_seed_or_for_another_robot_is_refused(tmp_path
 
 
 def test_eval_runs_the_reality_on_its_own_engine_and_model_beside_the_sim_and_hides_the_draws():
-    report = evaluate_policy(GO2_POLICY, ["nominal", "reality:go2_independent"], episodes=1, workers=0,
-                             progress=False)
+    report = evaluate_policy(GO2_POLICY, ["nominal", "reality:go2_independent"], episodes=1, workers=0, progress=False)
     sim, reality = report.worlds
     assert sim.engine is None and (reality.engine, reality.model) == ("mujoco", "example-robot-data:go2")
     assert reality.episode_details[0]["conditions"] == {} and not reality.condition_effects

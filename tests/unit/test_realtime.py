@@ -5,6 +5,7 @@ The requests are applied in child processes (this test process keeps its own sch
 as this machine's user (root here, so SCHED_FIFO and mlockall are granted) and as an
 unprivileged user with no rtprio or memlock allowance (refused). The machines that run these
 tests run them as root, as CI does."""
+
 from __future__ import annotations
 
 import ctypes
@@ -48,8 +49,14 @@ def _as_a_plain_user() -> None:
 
 def _probe(request: RealtimeRequest, unprivileged: bool = False) -> dict:
     env = {**os.environ, REALTIME_ENV: request.encode()}
-    done = subprocess.run([sys.executable, "-c", PROBE], env=env, preexec_fn=_as_a_plain_user if unprivileged else None,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        env=env,
+        preexec_fn=_as_a_plain_user if unprivileged else None,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -62,8 +69,13 @@ def _request(plan, name: str) -> RealtimeRequest | None:
 def test_the_chain_is_ordered_hardware_supervisor_runtime_estimator_and_monitoring_stays_normal():
     plan = make_plan(robot="go2", policy=POLICY, demo=True, realtime=True)
     priority = {n.name: _request(plan, n.name).priority if _request(plan, n.name) else 0 for n in plan.nodes}
-    assert priority["sim_robot"] > priority["safety_supervisor"] > priority["policy_runtime"] \
-        > priority["state_estimator"] > 0
+    assert (
+        priority["sim_robot"]
+        > priority["safety_supervisor"]
+        > priority["policy_runtime"]
+        > priority["state_estimator"]
+        > 0
+    )
     assert priority["demo_script"] == priority["failure_collector"] == 0
     for name in ("sim_robot", "safety_supervisor", "policy_runtime", "state_estimator"):
         assert _request(plan, name).lock_memory
@@ -92,13 +104,16 @@ def test_pinning_puts_the_chain_on_its_cpus_and_everything_else_on_the_rest():
     assert not everything.node("failure_collector").environment
 
 
-@pytest.mark.parametrize("arguments, words", [
-    ({"realtime_cpus": "1"}, ["realtime:=true"]),
-    ({"realtime": True, "realtime_cpus": "one"}, ["CPU numbers"]),
-    ({"realtime": True, "realtime_cpus": "4096"}, ["no CPU [4096]", "offers"]),
-    ({"realtime": "sometimes"}, ["realtime", "true or false"]),
-    ({"realtime": True, "lockstep": True}, ["lockstep", "starve"]),
-])
+@pytest.mark.parametrize(
+    "arguments, words",
+    [
+        ({"realtime_cpus": "1"}, ["realtime:=true"]),
+        ({"realtime": True, "realtime_cpus": "one"}, ["CPU numbers"]),
+        ({"realtime": True, "realtime_cpus": "4096"}, ["no CPU [4096]", "offers"]),
+        ({"realtime": "sometimes"}, ["realtime", "true or false"]),
+        ({"realtime": True, "lockstep": True}, ["lockstep", "starve"]),
+    ],
+)
 def test_bad_realtime_arguments_name_the_argument_and_the_fix(arguments, words):
     with pytest.raises(PlanError) as error:
         make_plan(robot="go2", **arguments)
@@ -123,10 +138,14 @@ def test_a_granted_request_is_what_the_kernel_then_reports():
 
 
 def test_a_worker_thread_steps_one_priority_below_its_real_time_process():
-    code = PROBE.replace("outcome = realtime.apply_encoded", "import threading\noutcome = realtime.apply_encoded") \
-        .replace("print(json.dumps({", "got = []\n"
-                 "def worker():\n    realtime.below_own_priority(); got.append(os.sched_getparam(0).sched_priority)\n"
-                 "t = threading.Thread(target=worker); t.start(); t.join()\nprint(json.dumps({'worker': got[0], ")
+    code = PROBE.replace(
+        "outcome = realtime.apply_encoded", "import threading\noutcome = realtime.apply_encoded"
+    ).replace(
+        "print(json.dumps({",
+        "got = []\n"
+        "def worker():\n    realtime.below_own_priority(); got.append(os.sched_getparam(0).sched_priority)\n"
+        "t = threading.Thread(target=worker); t.start(); t.join()\nprint(json.dumps({'worker': got[0], ",
+    )
     env = {**os.environ, REALTIME_ENV: RealtimeRequest(priority=60).encode()}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

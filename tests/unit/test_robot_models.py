@@ -1,4 +1,5 @@
 """Other robot models for the MuJoCo world: an independently written Go2, files, and refusals."""
+
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
@@ -47,8 +48,9 @@ def test_the_independent_go2_is_another_robot_that_stands_on_the_profiles_gains(
 def test_a_model_is_for_mujoco_only_and_a_bad_name_says_what_exists():
     with pytest.raises(ValueError, match="is for the mujoco engine"):
         make_world("pybullet", GO2, model=INDEPENDENT)
-    with pytest.raises(ModelError, match="unknown model 'example-robot-data:spot'; packaged models: "
-                                         "example-robot-data:go2"):
+    with pytest.raises(
+        ModelError, match="unknown model 'example-robot-data:spot'; packaged models: example-robot-data:go2"
+    ):
         resolve_model("example-robot-data:spot")
     with pytest.raises(ModelError, match="no such file"):
         resolve_model("nowhere/go2.xml")
@@ -66,8 +68,7 @@ def test_the_model_reaches_sim_robot_only_on_hardware_mujoco():
 
 def test_a_profile_can_name_its_mujoco_model(tmp_path):
     text = GO2.source.read_text().replace("name: go2 ", "mujoco_model: example-robot-data:go2\nname: go2 ", 1)
-    (tmp_path / "go2_independent.yaml").write_text(text.replace("urdf: urdf/go2.urdf",
-                                                                f"urdf: {GO2.urdf}"))
+    (tmp_path / "go2_independent.yaml").write_text(text.replace("urdf: urdf/go2.urdf", f"urdf: {GO2.urdf}"))
     profile = load_profile(tmp_path / "go2_independent.yaml")
     assert profile.mujoco_model == INDEPENDENT
     assert MujocoWorld(profile).total_mass() == pytest.approx(16.085, abs=0.01)

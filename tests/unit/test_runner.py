@@ -1,4 +1,5 @@
 """The PPO runner on the toy task: checkpoints, resume, curriculum/ADR state, the rsl_rl contract."""
+
 from __future__ import annotations
 
 import contextlib
@@ -29,17 +30,18 @@ from tests.unit.toy_env import TOY_TRAIN_CONFIG, make_toy, make_toy_task, write_
 def toy_config(tmp_path):
     randomization = write_toy_randomization(tmp_path / "toy_dr.yaml", 0.9, 1.1)
     path = tmp_path / "toy_reach.yaml"
-    path.write_text(TOY_TRAIN_CONFIG + f"randomization: {randomization}\n"
-                    "adr: {enabled: true, target_return: -100.0, rate: 0.1}\n"
-                    "curriculum: {kind: linear, d_min: 0.5, d_max: 1.0, total_iterations: 2}\n")
+    path.write_text(
+        TOY_TRAIN_CONFIG + f"randomization: {randomization}\n"
+        "adr: {enabled: true, target_return: -100.0, rate: 0.1}\n"
+        "curriculum: {kind: linear, d_min: 0.5, d_max: 1.0, total_iterations: 2}\n"
+    )
     return load_train_config("toy", "reach", path)
 
 
 def test_run_writes_checkpoints_with_everything_export_and_resume_need(toy_config, tmp_path):
     result = Trainer(toy_config, tmp_path / "run", make_env=make_toy_task, progress=False).run()
     assert result.iterations == 3 and not result.interrupted
-    assert sorted(p.name for p in (tmp_path / "run").glob("model_*.pt")) == ["model_1.pt", "model_2.pt",
-                                                                             "model_3.pt"]
+    assert sorted(p.name for p in (tmp_path / "run").glob("model_*.pt")) == ["model_1.pt", "model_2.pt", "model_3.pt"]
     assert list((tmp_path / "run").glob("events.out.tfevents.*"))
     checkpoint = load_checkpoint(result.checkpoint)
     assert checkpoint["format"] == FORMAT and checkpoint["iteration"] == checkpoint["iter"] == 3
@@ -62,8 +64,9 @@ def test_run_writes_checkpoints_with_everything_export_and_resume_need(toy_confi
 
 def test_adr_holds_until_the_curriculum_is_at_its_hardest(toy_config, tmp_path):
     toy_config["curriculum"]["total_iterations"] = 10
-    checkpoint = load_checkpoint(Trainer(toy_config, tmp_path / "run", make_env=make_toy_task,
-                                         progress=False).run().checkpoint)
+    checkpoint = load_checkpoint(
+        Trainer(toy_config, tmp_path / "run", make_env=make_toy_task, progress=False).run().checkpoint
+    )
     assert checkpoint["adr"]["decisions"] == []
     assert checkpoint["randomization"]["parameters"]["motor_strength"]["uniform"] == [0.9, 1.1]
 
@@ -71,14 +74,18 @@ def test_adr_holds_until_the_curriculum_is_at_its_hardest(toy_config, tmp_path):
 def test_adr_acts_at_the_end_of_a_line_that_rounds_below_d_max(toy_config, tmp_path):
     """0.2 + 1.0 * (0.9 - 0.2) is 0.8999999999999999: ADR must still see the hardest difficulty."""
     toy_config["curriculum"].update(d_min=0.2, d_max=0.9)
-    checkpoint = load_checkpoint(Trainer(toy_config, tmp_path / "run", make_env=make_toy_task,
-                                         progress=False).run().checkpoint)
+    checkpoint = load_checkpoint(
+        Trainer(toy_config, tmp_path / "run", make_env=make_toy_task, progress=False).run().checkpoint
+    )
     assert checkpoint["adr"]["decisions"] == ["widen"]
 
 
 def test_adr_with_a_linear_curriculum_that_ends_with_the_run_is_refused(toy_config):
-    with pytest.raises(TrainConfigError, match=r"curriculum.total_iterations: .*ADR \(which waits for d_max\) "
-                                               r"would never act.*Fix: set curriculum.total_iterations below"):
+    with pytest.raises(
+        TrainConfigError,
+        match=r"curriculum.total_iterations: .*ADR \(which waits for d_max\) "
+        r"would never act.*Fix: set curriculum.total_iterations below",
+    ):
         override_config(toy_config, {"curriculum": {"kind": "linear", "d_min": 0.5, "d_max": 1.0}})
 
 
@@ -93,10 +100,12 @@ def test_a_resume_into_another_runs_folder_is_refused(toy_config, tmp_path):
     Trainer(toy_config, tmp_path / "a", make_env=make_toy_task, progress=False).run()
     Trainer(toy_config, tmp_path / "b", make_env=make_toy_task, progress=False).run()
     with pytest.raises(TrainingError, match="holds another training run .*would mix the two runs"):
-        Trainer(toy_config, tmp_path / "b", resume=tmp_path / "a" / "model_3.pt", make_env=make_toy_task,
-                progress=False).check_out()
-    Trainer(toy_config, tmp_path / "a", resume=tmp_path / "a" / "model_3.pt", make_env=make_toy_task,
-            progress=False).check_out()  # its own folder: fine
+        Trainer(
+            toy_config, tmp_path / "b", resume=tmp_path / "a" / "model_3.pt", make_env=make_toy_task, progress=False
+        ).check_out()
+    Trainer(
+        toy_config, tmp_path / "a", resume=tmp_path / "a" / "model_3.pt", make_env=make_toy_task, progress=False
+    ).check_out()  # its own folder: fine
 
 
 def test_resume_continues_the_run_and_its_state(toy_config, tmp_path):
@@ -118,9 +127,12 @@ def test_warm_start_fine_tunes_under_a_new_config_and_counts_on(toy_config, tmp_
     Trainer(toy_config, tmp_path / "run", make_env=make_toy_task, progress=False).run()
     first = load_checkpoint(tmp_path / "run" / "model_3.pt")
     wider = write_toy_randomization(tmp_path / "wider.yaml", 0.5, 1.5)
-    config = override_config(toy_config, {"iterations": 5, "randomization": str(wider), "adr.enabled": False,
-                                          "ppo.learning_rate": 1e-4})
-    warm = save_checkpoint(tmp_path / "ft" / "warm_start.pt", warm_start(first, config, tmp_path / "run" / "model_3.pt"))
+    config = override_config(
+        toy_config, {"iterations": 5, "randomization": str(wider), "adr.enabled": False, "ppo.learning_rate": 1e-4}
+    )
+    warm = save_checkpoint(
+        tmp_path / "ft" / "warm_start.pt", warm_start(first, config, tmp_path / "run" / "model_3.pt")
+    )
     result = Trainer(config, tmp_path / "ft", resume=warm, make_env=make_toy_task, progress=False).run()
     assert (result.start_iteration, result.iterations) == (3, 5)
     tuned = load_checkpoint(tmp_path / "ft" / "model_5.pt")
@@ -144,8 +156,10 @@ def test_warm_start_keeps_only_an_automatic_curriculum_clamped_to_the_new_range(
     assert first["curriculum"]["kind"] == "linear"
     assert warm_start(first, toy_config)["curriculum"] is None  # a schedule starts afresh
     first["curriculum"] = {"kind": "automatic", "difficulty": 0.9}
-    automatic = override_config(toy_config, {"curriculum": {"kind": "automatic", "d_max": 0.6, "step": 0.1,
-                                                            "raise_above": 0.8, "lower_below": 0.2}})
+    automatic = override_config(
+        toy_config,
+        {"curriculum": {"kind": "automatic", "d_max": 0.6, "step": 0.1, "raise_above": 0.8, "lower_below": 0.2}},
+    )
     warm = warm_start(first, automatic)
     assert warm["curriculum"] == {"kind": "automatic", "difficulty": 0.9} and warm["torch_rng"] is None
     from sim2real.train.curriculum import make_curriculum
@@ -182,8 +196,9 @@ def test_a_linear_schedule_decays_the_rate_toward_its_final_value_at_the_run_end
     toy_config["ppo"].update(schedule="linear", learning_rate_final=1e-4)
     assert rsl_rl_config(toy_config)["algorithm"]["schedule"] == "fixed"  # rsl_rl must not move it too
     assert "learning_rate_final" not in rsl_rl_config(toy_config)["algorithm"]
-    checkpoint = load_checkpoint(Trainer(toy_config, tmp_path / "run", make_env=make_toy_task,
-                                         progress=False).run().checkpoint)
+    checkpoint = load_checkpoint(
+        Trainer(toy_config, tmp_path / "run", make_env=make_toy_task, progress=False).run().checkpoint
+    )
     # The rate the last of the 3 iterations trained with: 2/3 of the way down.
     assert checkpoint["optimizer_state_dict"]["param_groups"][0]["lr"] == pytest.approx(3e-4 - 2 / 3 * 2e-4)
     older = {**toy_config, "ppo": {k: v for k, v in toy_config["ppo"].items() if k != "learning_rate_final"}}
@@ -198,12 +213,16 @@ def test_a_linear_schedule_keeps_its_line_across_a_resume_and_starts_after_a_war
     more = override_config(load_checkpoint(run / "model_3.pt")["training_config"], {"iterations": 6})
     Trainer(more, run, resume=run / "model_3.pt", make_env=make_toy_task, progress=False).run()
     # Iteration 5 of a 6-iteration line that starts at 0 (not at the resume's 3).
-    assert load_checkpoint(run / "model_6.pt")["optimizer_state_dict"]["param_groups"][0]["lr"] == \
-        pytest.approx(linear_rate(toy_config["ppo"], 5, 0, 6)) == pytest.approx(3e-4 - 5 / 6 * 2e-4)
+    assert (
+        load_checkpoint(run / "model_6.pt")["optimizer_state_dict"]["param_groups"][0]["lr"]
+        == pytest.approx(linear_rate(toy_config["ppo"], 5, 0, 6))
+        == pytest.approx(3e-4 - 5 / 6 * 2e-4)
+    )
     # A warm start from iteration 6 with a 2-iteration critic warm-up: the line starts at 8.
     tuned = override_config(more, {"iterations": 10, "critic_warmup.iterations": 2})
-    warm = save_checkpoint(tmp_path / "ft" / "warm_start.pt", warm_start(load_checkpoint(run / "model_6.pt"), tuned,
-                                                                         run / "model_6.pt"))
+    warm = save_checkpoint(
+        tmp_path / "ft" / "warm_start.pt", warm_start(load_checkpoint(run / "model_6.pt"), tuned, run / "model_6.pt")
+    )
     Trainer(tuned, tmp_path / "ft", resume=warm, make_env=make_toy_task, progress=False).run()
     rate = load_checkpoint(tmp_path / "ft" / "model_10.pt")["optimizer_state_dict"]["param_groups"][0]["lr"]
     assert rate == pytest.approx(linear_rate(toy_config["ppo"], 9, 8, 10)) == pytest.approx(2e-4)
@@ -223,21 +242,28 @@ def test_a_final_iteration_past_the_end_stops_a_run_part_way_down_the_longer_lin
     assert linear_rate(toy_config["ppo"], 8, 0, 6) == pytest.approx(1e-4)
     # A warm start at iteration 3 whose line would end at 3: refused before any worker starts.
     tuned = override_config(part, {"iterations": 5, "ppo.learning_rate_final_iteration": 3})
-    warm = save_checkpoint(tmp_path / "ft" / "warm_start.pt", warm_start(short, tuned, tmp_path / "part" / "model_3.pt"))
-    with pytest.raises(TrainingError, match=r"learning_rate_final_iteration is 3, but the linear schedule starts at "
-                                            r"iteration 3.*Fix: set it above 3"):
+    warm = save_checkpoint(
+        tmp_path / "ft" / "warm_start.pt", warm_start(short, tuned, tmp_path / "part" / "model_3.pt")
+    )
+    with pytest.raises(
+        TrainingError,
+        match=r"learning_rate_final_iteration is 3, but the linear schedule starts at "
+        r"iteration 3.*Fix: set it above 3",
+    ):
         Trainer(tuned, tmp_path / "ft", resume=warm, make_env=make_toy_task, progress=False).run()
 
 
 def test_a_line_that_ends_before_the_run_holds_its_final_rate(toy_config, tmp_path):
     toy_config["ppo"].update(schedule="linear", learning_rate_final=1e-4, learning_rate_final_iteration=2)
-    checkpoint = load_checkpoint(Trainer(toy_config, tmp_path / "run", make_env=make_toy_task,
-                                         progress=False).run().checkpoint)
+    checkpoint = load_checkpoint(
+        Trainer(toy_config, tmp_path / "run", make_env=make_toy_task, progress=False).run().checkpoint
+    )
     assert checkpoint["optimizer_state_dict"]["param_groups"][0]["lr"] == pytest.approx(1e-4)  # iteration 2 of 3
 
 
-def test_the_update_on_the_idle_workers_cores_gives_bitwise_the_weights_of_one_thread(toy_config, tmp_path,
-                                                                                      monkeypatch):
+def test_the_update_on_the_idle_workers_cores_gives_bitwise_the_weights_of_one_thread(
+    toy_config, tmp_path, monkeypatch
+):
     # The learner's core and each worker's: all free while the workers wait for the update.
     assert update_threads(1) == min(2, len(os.sched_getaffinity(0)))
     # The shipped recipes' networks, a recipe-sized minibatch (256 samples) so torch splits the
@@ -258,10 +284,12 @@ def test_the_update_on_the_idle_workers_cores_gives_bitwise_the_weights_of_one_t
     weights = []
     for threads in (1, 2):
         monkeypatch.setattr("sim2real.train.runner.update_threads", lambda workers, n=threads: n)
-        checkpoint = load_checkpoint(Trainer(toy_config, tmp_path / f"run{threads}", make_env=make_toy_task,
-                                             progress=False).run().checkpoint)
-        weights.append({**checkpoint["actor_state_dict"], **{f"critic.{k}": v for k, v in
-                                                             checkpoint["critic_state_dict"].items()}})
+        checkpoint = load_checkpoint(
+            Trainer(toy_config, tmp_path / f"run{threads}", make_env=make_toy_task, progress=False).run().checkpoint
+        )
+        weights.append(
+            {**checkpoint["actor_state_dict"], **{f"critic.{k}": v for k, v in checkpoint["critic_state_dict"].items()}}
+        )
     assert seen == [1, 1, 2, 2]  # each run's two updates, on the threads asked
     assert torch.get_num_threads() == 1  # and the learner back on one thread after them
     assert weights[0].keys() == weights[1].keys()
@@ -270,24 +298,43 @@ def test_the_update_on_the_idle_workers_cores_gives_bitwise_the_weights_of_one_t
     assert not torch.equal(first, weights[1]["mlp.0.weight"])  # the second update moved them
 
 
-@pytest.mark.parametrize("text, error", [
-    ("ppo: {learning_rat: 0.001}", r"ppo.learning_rat: unknown field"),
-    ("ppo: {schedule: linear}", r"ppo.learning_rate_final: the linear schedule needs a final rate"),
-    ("ppo: {schedule: linear, learning_rate: 1.0e-4, learning_rate_final: 3.0e-4}",
-     r"needs a final rate in \(0, learning_rate\], got 0.0003"),
-    ("ppo: {learning_rate_final: 1.0e-5}", r"only the linear schedule uses a final rate"),
-    ("ppo: {learning_rate_final_iteration: 900}", r"only the linear schedule has a final iteration"),
-    ("ppo: {schedule: linear, learning_rate_final: 1.0e-5, learning_rate_final_iteration: 9.5}",
-     r"ppo.learning_rate_final_iteration: expected an iteration \(a whole number >= 1\), got 9.5"),
-    ("num_envs: 0", r"num_envs: expected an integer >= 1"),
-    ("robot: go2", "the file is for robot 'go2'"),
-    ("adr: {enabled: true}", "adaptive DR needs a randomization"),
-    ("symmetry: {augmentation: 1}", r"symmetry.augmentation: expected true or false, got 1"),
-    ("symmetry: {mirror_loss_coef: -0.1}", r"symmetry.mirror_loss_coef: expected a number >= 0, got -0.1"),
-    ("symmetry: {mirror: true}", r"symmetry.mirror: unknown field"),
-], ids=["unknown-field", "linear-without-final", "final-above-start", "final-without-linear",
-        "final-iteration-without-linear", "fractional-final-iteration", "zero-envs", "other-robot",
-        "adr-without-ranges", "symmetry-not-a-bool", "negative-mirror-loss", "symmetry-unknown-key"])
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        ("ppo: {learning_rat: 0.001}", r"ppo.learning_rat: unknown field"),
+        ("ppo: {schedule: linear}", r"ppo.learning_rate_final: the linear schedule needs a final rate"),
+        (
+            "ppo: {schedule: linear, learning_rate: 1.0e-4, learning_rate_final: 3.0e-4}",
+            r"needs a final rate in \(0, learning_rate\], got 0.0003",
+        ),
+        ("ppo: {learning_rate_final: 1.0e-5}", r"only the linear schedule uses a final rate"),
+        ("ppo: {learning_rate_final_iteration: 900}", r"only the linear schedule has a final iteration"),
+        (
+            "ppo: {schedule: linear, learning_rate_final: 1.0e-5, learning_rate_final_iteration: 9.5}",
+            r"ppo.learning_rate_final_iteration: expected an iteration \(a whole number >= 1\), got 9.5",
+        ),
+        ("num_envs: 0", r"num_envs: expected an integer >= 1"),
+        ("robot: go2", "the file is for robot 'go2'"),
+        ("adr: {enabled: true}", "adaptive DR needs a randomization"),
+        ("symmetry: {augmentation: 1}", r"symmetry.augmentation: expected true or false, got 1"),
+        ("symmetry: {mirror_loss_coef: -0.1}", r"symmetry.mirror_loss_coef: expected a number >= 0, got -0.1"),
+        ("symmetry: {mirror: true}", r"symmetry.mirror: unknown field"),
+    ],
+    ids=[
+        "unknown-field",
+        "linear-without-final",
+        "final-above-start",
+        "final-without-linear",
+        "final-iteration-without-linear",
+        "fractional-final-iteration",
+        "zero-envs",
+        "other-robot",
+        "adr-without-ranges",
+        "symmetry-not-a-bool",
+        "negative-mirror-loss",
+        "symmetry-unknown-key",
+    ],
+)
 def test_config_errors_name_the_field(tmp_path, text, error):
     bad = tmp_path / "bad.yaml"
     bad.write_text(text + "\n")
@@ -302,8 +349,11 @@ def test_shipped_configs_load(robot, task):
     assert config["ppo"]["learning_rate"] == 3e-4 and config["policy"]["obs_normalization"] is True
 
 
-@pytest.mark.parametrize("path", sorted([*Path("config/train").glob("*.yaml"), *Path("config/experiments").rglob("*.yaml")]),
-                         ids=lambda p: str(p.relative_to("config")))
+@pytest.mark.parametrize(
+    "path",
+    sorted([*Path("config/train").glob("*.yaml"), *Path("config/experiments").rglob("*.yaml")]),
+    ids=lambda p: str(p.relative_to("config")),
+)
 def test_every_training_config_in_the_repository_loads(path):
     config = load_train_config(None, None, path)  # each file names its robot and task (or extends one that does)
     assert config["iterations"] > 0
@@ -370,8 +420,25 @@ def test_cli_train_takes_robot_and_task_from_the_config(tmp_path, capsys):
 
     config = tmp_path / "my_panda_reach.yaml"
     config.write_text("robot: panda\ntask: reach\nrandomization: panda_reference\n")
-    assert main(["train", "--config", str(config), "--out", str(tmp_path / "run"), "--iterations", "1",
-                 "--num-envs", "2", "--workers", "1", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--config",
+                str(config),
+                "--out",
+                str(tmp_path / "run"),
+                "--iterations",
+                "1",
+                "--num-envs",
+                "2",
+                "--workers",
+                "1",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     run = load_checkpoint(tmp_path / "run" / "model_1.pt")
     assert (run["robot"], run["task"]) == ("panda", "reach")
     assert run["training_config"]["randomization"] == "panda_reference"
@@ -382,16 +449,47 @@ def test_cli_fine_tune_from_a_panda_checkpoint(tmp_path, capsys):
     from sim2real.cli.main import main
 
     small = ["--num-envs", "2", "--workers", "1", "--no-progress"]
-    assert main(["train", "--robot", "panda", "--task", "reach", "--out", str(tmp_path / "run"), "--iterations", "2",
-                 *small]) == 0
-    fine_tune = ["train", "--init-from", str(tmp_path / "run" / "model_2.pt"), "--out", str(tmp_path / "ft"),
-                 "--iterations", "3", *small]
+    assert (
+        main(
+            [
+                "train",
+                "--robot",
+                "panda",
+                "--task",
+                "reach",
+                "--out",
+                str(tmp_path / "run"),
+                "--iterations",
+                "2",
+                *small,
+            ]
+        )
+        == 0
+    )
+    fine_tune = [
+        "train",
+        "--init-from",
+        str(tmp_path / "run" / "model_2.pt"),
+        "--out",
+        str(tmp_path / "ft"),
+        "--iterations",
+        "3",
+        *small,
+    ]
     assert main(fine_tune) == 0
     assert "warm start from" in capsys.readouterr().out
     tuned = load_checkpoint(tmp_path / "ft" / "model_3.pt")
     assert tuned["warm_start"]["iteration"] == 2 and tuned["robot"] == "panda"
-    short = ["train", "--init-from", str(tmp_path / "run" / "model_2.pt"), "--out", str(tmp_path / "ft2"),
-             "--iterations", "2", *small]
+    short = [
+        "train",
+        "--init-from",
+        str(tmp_path / "run" / "model_2.pt"),
+        "--out",
+        str(tmp_path / "ft2"),
+        "--iterations",
+        "2",
+        *small,
+    ]
     assert main(short) == 2
     assert "has already run 2 iterations" in capsys.readouterr().err
     assert not (tmp_path / "ft2" / "warm_start.pt").exists()

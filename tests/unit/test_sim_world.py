@@ -1,4 +1,5 @@
 """SimWorld, Actuator and PhysicalConditions against real PyBullet physics (no ROS)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -178,18 +179,19 @@ def mass_matrix_in_motion(profile, **conditions) -> np.ndarray:
             pb.setGravity(0, 0, 0, physicsClientId=client)
             if not profile.fixed_base:
                 position = pb.getBasePositionAndOrientation(robot, physicsClientId=client)[0]
-                pb.createConstraint(robot, -1, -1, -1, pb.JOINT_FIXED, [0, 0, 0], [0, 0, 0], position,
-                                    physicsClientId=client)
+                pb.createConstraint(
+                    robot, -1, -1, -1, pb.JOINT_FIXED, [0, 0, 0], [0, 0, 0], position, physicsClientId=client
+                )
             joints = world._joint_ids
             for joint, q in zip(joints, profile.default_positions):
                 pb.resetJointState(robot, joint, float(q), 0.0, physicsClientId=client)
             torque = np.zeros(profile.num_joints)
             torque[k] = 0.1
-            pb.setJointMotorControlArray(robot, joints, pb.TORQUE_CONTROL, forces=torque.tolist(),
-                                         physicsClientId=client)
+            pb.setJointMotorControlArray(
+                robot, joints, pb.TORQUE_CONTROL, forces=torque.tolist(), physicsClientId=client
+            )
             pb.stepSimulation(physicsClientId=client)
-            columns.append([s[1] / world._dt / 0.1
-                            for s in pb.getJointStates(robot, joints, physicsClientId=client)])
+            columns.append([s[1] / world._dt / 0.1 for s in pb.getJointStates(robot, joints, physicsClientId=client)])
     return np.linalg.inv(np.array(columns).T)
 
 
@@ -229,8 +231,10 @@ def test_terrain_roughness_builds_a_height_field_the_go2_spawns_above(go2):
         heights = np.array([[ground_height(world, x, y) for x in grid] for y in grid])
         assert heights.std() > 0.01
         assert np.all(np.abs(heights) <= 0.04 + 1e-6)
-        lowest_robot_point = min(pb.getAABB(world.robot, link, physicsClientId=world.client)[0][2]
-                                 for link in range(-1, pb.getNumJoints(world.robot, physicsClientId=world.client)))
+        lowest_robot_point = min(
+            pb.getAABB(world.robot, link, physicsClientId=world.client)[0][2]
+            for link in range(-1, pb.getNumJoints(world.robot, physicsClientId=world.client))
+        )
         assert lowest_robot_point > heights.max()
         world.step(500)
         position = world.base_pose()[0]
@@ -439,8 +443,16 @@ def test_unknown_condition_name_lists_the_valid_names(go2):
             world.set_condition("gravity", 1.0)
 
 
-@pytest.mark.parametrize("name, value", [("ground_friction", -0.1), ("mass_scale", 0.0), ("latency", float("nan")),
-                                         ("battery_voltage", -3.0), ("joint_damping", "a lot")])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("ground_friction", -0.1),
+        ("mass_scale", 0.0),
+        ("latency", float("nan")),
+        ("battery_voltage", -3.0),
+        ("joint_damping", "a lot"),
+    ],
+)
 def test_out_of_range_condition_names_the_condition_and_range(go2, name, value):
     with pytest.raises(ValueError, match=rf"condition '{name}'.*valid range"):
         PhysicalConditions(**{name: value}).validate()
@@ -469,6 +481,17 @@ def test_wrong_length_command_names_the_argument(go2):
 
 def test_condition_names_are_the_contract():
     assert PhysicalConditions.names() == (
-        "ground_friction", "mass_scale", "motor_strength", "latency", "terrain_roughness", "battery_voltage",
-        "joint_friction", "joint_damping", "armature", "joint_position_noise", "joint_velocity_noise", "gyro_noise",
-        "accelerometer_noise")
+        "ground_friction",
+        "mass_scale",
+        "motor_strength",
+        "latency",
+        "terrain_roughness",
+        "battery_voltage",
+        "joint_friction",
+        "joint_damping",
+        "armature",
+        "joint_position_noise",
+        "joint_velocity_noise",
+        "gyro_noise",
+        "accelerometer_noise",
+    )

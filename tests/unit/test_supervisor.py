@@ -1,4 +1,5 @@
 """The supervisor's logic without ROS: modes, every check, responses and the command it sends."""
+
 import dataclasses
 import math
 
@@ -33,8 +34,12 @@ class Rig:
         self.core = SupervisorCore(profile, config or load_safety_config("go2"), period, simulated=simulated)
         self.now = 0.0
         n = profile.num_joints
-        self.inputs = SupervisorInputs(joint_position=profile.default_positions.copy(), joint_velocity=np.zeros(n),
-                                       joint_effort=np.zeros(n), base_orientation=np.array([0, 0, 0, 1.0]))
+        self.inputs = SupervisorInputs(
+            joint_position=profile.default_positions.copy(),
+            joint_velocity=np.zeros(n),
+            joint_effort=np.zeros(n),
+            base_orientation=np.array([0, 0, 0, 1.0]),
+        )
         self.policy = profile.default_positions + 0.05
         self.policy_velocity = np.zeros(n)  # the policy's velocity targets
         self.fresh = {"joint_states", "imu", "policy"}
@@ -302,9 +307,13 @@ def test_tick_overrun_holds():
 
 def test_deadman_must_be_held_when_enabled():
     config = load_safety_config("go2")
-    data = {"checks": {"deadman": {"deadline": 0.5, "response": "hold"},
-                       "policy_stale": {"deadline": 0.1, "response": "hold"}},
-            "joystick": dict(config.buttons)}
+    data = {
+        "checks": {
+            "deadman": {"deadline": 0.5, "response": "hold"},
+            "policy_stale": {"deadline": 0.1, "response": "hold"},
+        },
+        "joystick": dict(config.buttons),
+    }
     rig = Rig(parse_safety_config(data))
     rig.inputs.joy_buttons = [0] * 8
     rig.inputs.joy_buttons[config.buttons["deadman"]] = 1
@@ -399,20 +408,25 @@ def test_reset_refused_while_a_sensor_is_silent(stream, reason):
     assert not accepted and reason in message
 
 
-@pytest.mark.parametrize("data, words", [
-    ({"checks": {"tilt": {"response": "damp"}}}, "checks.tilt: unknown check"),
-    ({"checks": {"base_tilt": {"response": "explode"}}}, "unknown response 'explode'"),
-    ({"checks": {"base_tilt": {"response": "damp", "max_angel": 1}}}, "unknown settings ['max_angel']"),
-    ({"checks": {"base_tilt": {"response": "damp", "max_angle": -1}}}, "checks.base_tilt.max_angle"),
-    ({"checks": {"target_step": {"response": "estop"}}}, "use response: clamp"),
-    ({"joystick": {"jump": 1}}, "joystick.jump: unknown action"),
-    ({"speed": 1}, "unknown fields"),
-    ({"checks": {"policy_stale": {"response": "hold", "deadline": math.nan}}}, "checks.policy_stale.deadline: "
-                                                                                "expected a finite number"),
-    ({"checks": {"target_step": {"response": "clamp", "max_step": math.inf}}}, "checks.target_step.max_step"),
-    ({"checks": {"policy_stale": "hold"}}, "checks.policy_stale: expected a mapping of settings, got 'hold'"),
-    ({"joystick": {"estop": 6, "reset": 6}}, "buttons shared by several actions: {6: ['estop', 'reset']}"),
-])
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        ({"checks": {"tilt": {"response": "damp"}}}, "checks.tilt: unknown check"),
+        ({"checks": {"base_tilt": {"response": "explode"}}}, "unknown response 'explode'"),
+        ({"checks": {"base_tilt": {"response": "damp", "max_angel": 1}}}, "unknown settings ['max_angel']"),
+        ({"checks": {"base_tilt": {"response": "damp", "max_angle": -1}}}, "checks.base_tilt.max_angle"),
+        ({"checks": {"target_step": {"response": "estop"}}}, "use response: clamp"),
+        ({"joystick": {"jump": 1}}, "joystick.jump: unknown action"),
+        ({"speed": 1}, "unknown fields"),
+        (
+            {"checks": {"policy_stale": {"response": "hold", "deadline": math.nan}}},
+            "checks.policy_stale.deadline: expected a finite number",
+        ),
+        ({"checks": {"target_step": {"response": "clamp", "max_step": math.inf}}}, "checks.target_step.max_step"),
+        ({"checks": {"policy_stale": "hold"}}, "checks.policy_stale: expected a mapping of settings, got 'hold'"),
+        ({"joystick": {"estop": 6, "reset": 6}}, "buttons shared by several actions: {6: ['estop', 'reset']}"),
+    ],
+)
 def test_bad_safety_config_names_the_field_and_fix(data, words):
     with pytest.raises(SafetyConfigError) as info:
         parse_safety_config(data, "x.yaml")

@@ -1,6 +1,7 @@
 """The safety issue's fault matrix, where the answer is the supervisor's logic (no ROS needed):
 command limits, IMU orientations, the joystick's e-stop and reset, engaging a robot that
 does not stand, the deadman on hardware, configs weaker than a robot needs, deadlines in STANDBY."""
+
 import math
 
 import numpy as np
@@ -80,8 +81,14 @@ def test_a_nearly_unit_quaternion_is_normalised_and_accepted():
 
 
 def test_refused_orientations_go_stale_when_the_tilt_check_is_off():
-    config = parse_safety_config({"checks": {"imu_stale": {"deadline": 0.05, "response": "damp"},
-                                             "policy_stale": {"deadline": 0.1, "response": "hold"}}})
+    config = parse_safety_config(
+        {
+            "checks": {
+                "imu_stale": {"deadline": 0.05, "response": "damp"},
+                "policy_stale": {"deadline": 0.1, "response": "hold"},
+            }
+        }
+    )
     rig = Rig(config)
     rig.engaged()
     rig.inputs.base_orientation = np.zeros(4)
@@ -209,11 +216,14 @@ def test_an_empty_checks_section_is_refused_on_hardware_and_allowed_in_simulatio
     assert any("base_tilt" in w for w in core.weakenings)
 
 
-@pytest.mark.parametrize("change, match", [
-    ({"base_tilt": {"max_angle": 3.0, "response": "damp"}}, r"base_tilt\.max_angle: 3 is looser than 1\.2"),
-    ({"base_tilt": {"max_angle": 1.0, "response": "hold"}}, r"base_tilt\.response: hold is milder than damp"),
-    ({"deadman": {"deadline": 0.5, "response": "hold", "enabled": False}}, r"deadman\.enabled: false"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"base_tilt": {"max_angle": 3.0, "response": "damp"}}, r"base_tilt\.max_angle: 3 is looser than 1\.2"),
+        ({"base_tilt": {"max_angle": 1.0, "response": "hold"}}, r"base_tilt\.response: hold is milder than damp"),
+        ({"deadman": {"deadline": 0.5, "response": "hold", "enabled": False}}, r"deadman\.enabled: false"),
+    ],
+)
 def test_a_weakened_check_is_refused_on_hardware(change, match):
     data = shipped_go2_yaml()
     data["checks"].update(change)
@@ -312,7 +322,6 @@ def test_on_hardware_a_config_without_a_deadman_button_is_refused():
     rig.tick(150)
     accepted, message = rig.request("engage")  # the check with no button: never held, fail closed
     assert not accepted and "no joystick button" in message
-
 
 
 # -- the Go2's category-1 stop: no restart, no jump, no reset before it ends ------------------

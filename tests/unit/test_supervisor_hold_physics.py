@@ -8,6 +8,7 @@ keeps the trot at 0.5 m/s, stopped at these phases of the stride, from rolling o
 ends within the base_tilt limit, at which the supervisor would damp instead, and the base off
 the ground).
 """
+
 import pytest
 
 from sim2real.core.safety_config import load_safety_config
@@ -21,8 +22,9 @@ def holding(**changes):
     return silent_policy_held(SHIPPED, **changes)
 
 
-@pytest.mark.parametrize("seed, walk_steps, command", [(2, 114, (0.5, 0.0, 0.0)), (3, 121, (1.0, 0.0, 0.0)),
-                                                       (4, 128, (1.0, 0.0, 0.0))])
+@pytest.mark.parametrize(
+    "seed, walk_steps, command", [(2, 114, (0.5, 0.0, 0.0)), (3, 121, (1.0, 0.0, 0.0)), (4, 128, (1.0, 0.0, 0.0))]
+)
 def test_a_go2_whose_policy_goes_silent_mid_trot_lies_down_upright(seed, walk_steps, command):
     """Held instead, the trot stopped at 1.0 m/s pitched over in 20 of 20 stops
     (benchmarks/supervisor_hold.py); the category-1 stop lays it down upright and slowly."""
@@ -51,8 +53,10 @@ def test_a_last_targets_hold_that_lets_the_trunk_past_the_tilt_limit_is_damped(s
 
 
 @pytest.mark.parametrize("stop", ["damp", "estop"])
-@pytest.mark.parametrize("seed, walk_steps, command", [(2, 114, (0.5, 0.0, 0.0)), (3, 121, (1.0, 0.0, 0.0)),
-                                                       (4, 128, (-0.5, 0.0, 0.0)), (5, 135, (0.5, 0.0, 0.6))])
+@pytest.mark.parametrize(
+    "seed, walk_steps, command",
+    [(2, 114, (0.5, 0.0, 0.0)), (3, 121, (1.0, 0.0, 0.0)), (4, 128, (-0.5, 0.0, 0.0)), (5, 135, (0.5, 0.0, 0.6))],
+)
 def test_a_go2_damped_mid_trot_lies_down_instead_of_dropping(stop, seed, walk_steps, command):
     """Damped at once (targets = measured positions), the trot dropped onto its belly at 1.3 m/s;
     the category-1 stop lowers it to damp_pose first, upright."""

@@ -1,6 +1,7 @@
 """Left-right mirrors: the signed permutations, the profile's twins, and the one claim that
 matters for training, checked on real physics: the mirror image of a Go2 episode, driven
 by the mirrored actions, observes the mirrored observations."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -22,8 +23,9 @@ def test_a_signed_permutation_maps_and_is_checked():
     assert p(np.arange(6.0).reshape(2, 3)).tolist() == [[1, 0, -2], [4, 3, -5]]
     assert p.is_involution()
     assert not SignedPermutation([1, 2, 0], [1, 1, 1]).is_involution()
-    assert SignedPermutation.concatenate([p, SignedPermutation.of_vector("axial")]) == \
-        SignedPermutation([1, 0, 2, 3, 4, 5], [1, 1, -1, -1, 1, -1])
+    assert SignedPermutation.concatenate([p, SignedPermutation.of_vector("axial")]) == SignedPermutation(
+        [1, 0, 2, 3, 4, 5], [1, 1, -1, -1, 1, -1]
+    )
     with pytest.raises(ValueError, match="not a permutation"):
         SignedPermutation([0, 0], [1, 1])
     with pytest.raises(ValueError, match="signs must be"):
@@ -52,28 +54,39 @@ def _profile_with(tmp_path, edit):
     return path
 
 
-@pytest.mark.parametrize("edit, field, words", [
-    (lambda d: d["mirror"]["joints"].pop(), "mirror.joints", "without a twin: ['RL_calf_joint', 'RR_calf_joint']"),
-    (lambda d: d["mirror"]["joints"][0].__setitem__(2, 1), "mirror.joints[0]", "mirror image of FL_hip_joint"),
-    (lambda d: d["mirror"]["joints"][0].__setitem__(2, 0), "mirror.joints[0]", "sign +1 or -1"),
-    (lambda d: d["mirror"]["joints"][1].__setitem__(1, "FL_hip_joint"), "mirror.joints[1]", "in two pairs"),
-    (lambda d: d["mirror"]["joints"][1].__setitem__(1, "FR_knee"), "mirror.joints[1]", "not a joint"),
-    (lambda d: d["joints"][4].__setitem__("kp", 25.0), "mirror.joints[1]", "FR_thigh_joint's kp is 25.0"),
-    (lambda d: d["mirror"]["feet"].pop(), "mirror.feet", "without a twin: ['RL_foot', 'RR_foot']"),
-    (lambda d: d["mirror"]["feet"].append(["FL_foot", "RR_foot"]), "mirror.feet[2]", "repeats a foot"),
-])
+@pytest.mark.parametrize(
+    "edit, field, words",
+    [
+        (lambda d: d["mirror"]["joints"].pop(), "mirror.joints", "without a twin: ['RL_calf_joint', 'RR_calf_joint']"),
+        (lambda d: d["mirror"]["joints"][0].__setitem__(2, 1), "mirror.joints[0]", "mirror image of FL_hip_joint"),
+        (lambda d: d["mirror"]["joints"][0].__setitem__(2, 0), "mirror.joints[0]", "sign +1 or -1"),
+        (lambda d: d["mirror"]["joints"][1].__setitem__(1, "FL_hip_joint"), "mirror.joints[1]", "in two pairs"),
+        (lambda d: d["mirror"]["joints"][1].__setitem__(1, "FR_knee"), "mirror.joints[1]", "not a joint"),
+        (lambda d: d["joints"][4].__setitem__("kp", 25.0), "mirror.joints[1]", "FR_thigh_joint's kp is 25.0"),
+        (lambda d: d["mirror"]["feet"].pop(), "mirror.feet", "without a twin: ['RL_foot', 'RR_foot']"),
+        (lambda d: d["mirror"]["feet"].append(["FL_foot", "RR_foot"]), "mirror.feet[2]", "repeats a foot"),
+    ],
+)
 def test_a_profile_whose_twins_are_not_mirror_images_is_refused_by_field(tmp_path, edit, field, words):
     with pytest.raises(ProfileError) as error:
         load_profile(_profile_with(tmp_path, edit))
     assert field in str(error.value) and words in str(error.value)
 
 
-@pytest.mark.parametrize("robot, task, config, words", [
-    ("panda", "reach", None, "no left-right twins: add a mirror: section"),
-    # Twin feet a third of a cycle apart: the mirror image of this gait is another gait.
-    ("go2", "walk", {"gait": {"frequency": 2.0, "offsets": [0.0, 0.3, 0.5, 0.8], "stance": 0.5}},
-     "not all the same phase apart"),
-], ids=["robot-without-twins", "asymmetric-gait"])
+@pytest.mark.parametrize(
+    "robot, task, config, words",
+    [
+        ("panda", "reach", None, "no left-right twins: add a mirror: section"),
+        # Twin feet a third of a cycle apart: the mirror image of this gait is another gait.
+        (
+            "go2",
+            "walk",
+            {"gait": {"frequency": 2.0, "offsets": [0.0, 0.3, 0.5, 0.8], "stance": 0.5}},
+            "not all the same phase apart",
+        ),
+    ],
+    ids=["robot-without-twins", "asymmetric-gait"],
+)
 def test_a_task_that_has_no_mirror_image_says_why(robot, task, config, words):
     env = make_env(robot, task, config=config)
     try:
@@ -131,8 +144,12 @@ def test_the_mirror_image_of_a_go2_episode_observes_the_mirrored_observations():
             obs_a, *_ = a.step(action)
             obs_b, *_ = b.step(joints(action).astype(np.float32))
             worst = max(worst, float(np.abs(obs_b - mirrors["policy"](obs_a)).max()))
-            np.testing.assert_allclose(b.privileged_observation(), mirrors["privileged"](a.privileged_observation()),
-                                       atol=1e-3, err_msg=f"privileged, step {step}")
+            np.testing.assert_allclose(
+                b.privileged_observation(),
+                mirrors["privileged"](a.privileged_observation()),
+                atol=1e-3,
+                err_msg=f"privileged, step {step}",
+            )
         assert worst < 1e-3, worst  # measured: 3e-5 after 50 steps (float32 observations)
     finally:
         a.close()
@@ -145,11 +162,16 @@ def test_the_augmentation_appends_the_mirror_images_of_observations_and_actions(
 
     from sim2real.train.symmetry import MirrorAugmentation
 
-    mirrors = {"policy": SignedPermutation([1, 0, 2], [1, 1, -1]), "privileged": SignedPermutation([0], [-1]),
-               "action": SignedPermutation([1, 0], [-1, -1])}
+    mirrors = {
+        "policy": SignedPermutation([1, 0, 2], [1, 1, -1]),
+        "privileged": SignedPermutation([0], [-1]),
+        "action": SignedPermutation([1, 0], [-1, -1]),
+    }
     augment = MirrorAugmentation(mirrors)
-    obs = TensorDict({"policy": torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]),
-                      "privileged": torch.tensor([[7.0], [8.0]])}, batch_size=[2])
+    obs = TensorDict(
+        {"policy": torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]), "privileged": torch.tensor([[7.0], [8.0]])},
+        batch_size=[2],
+    )
     actions = torch.tensor([[0.1, 0.2], [0.3, 0.4]])
     both, both_actions = augment(env=None, obs=obs, actions=actions)
     assert both.batch_size[0] == 4
@@ -166,15 +188,19 @@ def _short_go2_config(tmp_path, symmetry: str, robot: str = "go2", task: str = "
     from sim2real.train.train_config import load_train_config
 
     path = tmp_path / "config.yaml"
-    path.write_text(f"iterations: 2\nnum_envs: 4\nnum_steps_per_env: 8\nsave_interval: 1\n"
-                    f"critic_observation: privileged\nsymmetry: {symmetry}\n"
-                    "policy: {actor_hidden_dims: [32], critic_hidden_dims: [32]}\n")
+    path.write_text(
+        f"iterations: 2\nnum_envs: 4\nnum_steps_per_env: 8\nsave_interval: 1\n"
+        f"critic_observation: privileged\nsymmetry: {symmetry}\n"
+        "policy: {actor_hidden_dims: [32], critic_hidden_dims: [32]}\n"
+    )
     return load_train_config(robot, task, path)
 
 
-@pytest.mark.parametrize("symmetry, mirror_loss", [("{augmentation: true}", False),
-                                                    ("{augmentation: true, mirror_loss_coef: 1.0}", True)],
-                         ids=["augmentation (the shipped recipe)", "augmentation and mirror loss"])
+@pytest.mark.parametrize(
+    "symmetry, mirror_loss",
+    [("{augmentation: true}", False), ("{augmentation: true, mirror_loss_coef: 1.0}", True)],
+    ids=["augmentation (the shipped recipe)", "augmentation and mirror loss"],
+)
 def test_go2_trains_on_its_mirror_images_too(tmp_path, symmetry, mirror_loss):
     """A real Go2 run, privileged critic included: rsl_rl takes the task's mirrors and logs
     the mirror loss every iteration."""
@@ -191,7 +217,10 @@ def test_go2_trains_on_its_mirror_images_too(tmp_path, symmetry, mirror_loss):
     # The checkpoint stays plain data (it loads weights-only): the settings, not the function.
     checkpoint = load_checkpoint(result.checkpoint)
     assert checkpoint["rsl_rl_config"]["algorithm"]["symmetry_cfg"] == {
-        "use_data_augmentation": True, "use_mirror_loss": mirror_loss, "mirror_loss_coeff": float(mirror_loss)}
+        "use_data_augmentation": True,
+        "use_mirror_loss": mirror_loss,
+        "mirror_loss_coeff": float(mirror_loss),
+    }
 
 
 def test_a_mirror_loss_only_logged_is_computed_without_gradients():
@@ -224,6 +253,8 @@ def test_symmetry_on_a_robot_without_twins_stops_the_run_with_the_fix(tmp_path):
 
     config = _short_go2_config(tmp_path, "{augmentation: true}", robot="panda", task="reach")
     config["critic_observation"] = "policy"
-    with pytest.raises(TrainingError, match="cannot mirror this task: panda has no left-right twins: add a mirror: "
-                                            "section to .*panda.yaml"):
+    with pytest.raises(
+        TrainingError,
+        match="cannot mirror this task: panda has no left-right twins: add a mirror: section to .*panda.yaml",
+    ):
         Trainer(config, tmp_path / "run", progress=False).run()

@@ -1,5 +1,6 @@
 """Sysid bags: written as standard rosbag2 + MCAP (rosbags and mcap readers open them), read
 back into time-aligned arrays, and bad bags refused with a message naming the problem."""
+
 import json
 import shutil
 
@@ -24,8 +25,9 @@ def panda():
 @pytest.fixture(scope="module")
 def sim_bag(tmp_path_factory, panda):
     excitation = make_excitation(panda, "chirp", duration=5.0, ramp=1.0)
-    return record_in_sim(panda, excitation, tmp_path_factory.mktemp("bags") / "sim",
-                         PhysicalConditions(joint_position_noise=0.001))
+    return record_in_sim(
+        panda, excitation, tmp_path_factory.mktemp("bags") / "sim", PhysicalConditions(joint_position_noise=0.001)
+    )
 
 
 def test_sim_bag_reads_into_aligned_arrays_with_metadata(sim_bag, panda):
@@ -81,11 +83,17 @@ def _bag(path, panda, states=50, commands=5, names=None, topics=(STATES, COMMAND
             position = panda.default_positions.copy()
             if k in nan_states:
                 position[2] = np.nan
-            bag.write(STATES, k * 2_000_000, joint_state_message(names, k * 2_000_000, position,
-                                                                 np.zeros(len(names)), np.zeros(len(names))))
+            bag.write(
+                STATES,
+                k * 2_000_000,
+                joint_state_message(names, k * 2_000_000, position, np.zeros(len(names)), np.zeros(len(names))),
+            )
         for k in range(commands if COMMANDS in topics else 0):  # moving: an excitation, however small
-            bag.write(COMMANDS, k * 20_000_000, joint_state_message(names, k * 20_000_000,
-                                                                    panda.default_positions + 0.05 * np.sin(k)))
+            bag.write(
+                COMMANDS,
+                k * 20_000_000,
+                joint_state_message(names, k * 20_000_000, panda.default_positions + 0.05 * np.sin(k)),
+            )
     return path
 
 
@@ -130,8 +138,11 @@ def test_a_driver_that_does_not_stamp_its_states_is_told_so(tmp_path, panda):
         for topic in (STATES, COMMANDS):
             bag.add_topic(topic, JOINT_STATE_TYPE)
         for k in range(100):  # received at 500 Hz, every header.stamp zero
-            bag.write(STATES, k * 2_000_000, joint_state_message(panda.joint_names, 0, panda.default_positions,
-                                                                 np.zeros(7), np.zeros(7)))
+            bag.write(
+                STATES,
+                k * 2_000_000,
+                joint_state_message(panda.joint_names, 0, panda.default_positions, np.zeros(7), np.zeros(7)),
+            )
         bag.write(COMMANDS, 0, joint_state_message(panda.joint_names, 0, panda.default_positions))
     with pytest.raises(BagError, match="100 of 100 /joint_states messages carry a zero header.stamp"):
         read_bag(path, panda)
@@ -144,8 +155,11 @@ def test_states_and_commands_on_different_clocks_are_told_so(tmp_path, panda):
             bag.add_topic(topic, JOINT_STATE_TYPE)
         for k in range(100):  # the driver's clock: 100 s since boot; the supervisor's: the epoch
             t_state, t_command = 100 * 10**9 + k * 2_000_000, 1_700_000_000 * 10**9 + k * 2_000_000
-            bag.write(STATES, k, joint_state_message(panda.joint_names, t_state, panda.default_positions,
-                                                     np.zeros(7), np.zeros(7)))
+            bag.write(
+                STATES,
+                k,
+                joint_state_message(panda.joint_names, t_state, panda.default_positions, np.zeros(7), np.zeros(7)),
+            )
             bag.write(COMMANDS, k, joint_state_message(panda.joint_names, t_command, panda.default_positions))
     with pytest.raises(BagError, match="do not overlap: the driver and the computer running the supervisor"):
         read_bag(path, panda)
@@ -162,8 +176,8 @@ def test_a_truncated_bag_is_read_as_far_as_it_goes_and_says_what_it_lost(tmp_pat
     with pytest.warns(BagSalvagedWarning, match=r"messages lost \(/joint_commands \d+, /joint_states \d+"):
         part = read_bag(copy, panda)
     assert 0.3 * len(whole.t) < len(part.t) < 0.7 * len(whole.t)
-    np.testing.assert_array_equal(part.q, whole.q[:len(part.t)])  # the same messages, in order
-    assert part.metadata["excitation"]["kind"] == "chirp"          # custom data from metadata.yaml
+    np.testing.assert_array_equal(part.q, whole.q[: len(part.t)])  # the same messages, in order
+    assert part.metadata["excitation"]["kind"] == "chirp"  # custom data from metadata.yaml
     data.write_bytes(data.read_bytes()[:100])
     with pytest.raises(BagError, match="nothing could be recovered"):
         read_bag(copy, panda)
@@ -194,12 +208,19 @@ def _as_other_recorder(source, path, command_type, zero_state_stamps=False):
     from rosbags.highlevel import AnyReader
 
     types = TYPESTORE.types
-    topic = {"Float64MultiArray": "/forward_position_controller/commands",
-             "JointTrajectory": "/joint_trajectory_controller/joint_trajectory"}[command_type]
+    topic = {
+        "Float64MultiArray": "/forward_position_controller/commands",
+        "JointTrajectory": "/joint_trajectory_controller/joint_trajectory",
+    }[command_type]
     with AnyReader([source]) as reader, BagWriter(path, {"robot": "panda"}) as bag:
         bag.add_topic(STATES, JOINT_STATE_TYPE)
-        bag.add_topic(topic, {"Float64MultiArray": "std_msgs/msg/Float64MultiArray",
-                              "JointTrajectory": "trajectory_msgs/msg/JointTrajectory"}[command_type])
+        bag.add_topic(
+            topic,
+            {
+                "Float64MultiArray": "std_msgs/msg/Float64MultiArray",
+                "JointTrajectory": "trajectory_msgs/msg/JointTrajectory",
+            }[command_type],
+        )
         for connection, t, raw in reader.messages():
             msg = reader.deserialize(raw, connection.msgtype)
             if connection.topic == STATES:
@@ -211,10 +232,19 @@ def _as_other_recorder(source, path, command_type, zero_state_stamps=False):
                 bag.write(topic, t, types["std_msgs/msg/Float64MultiArray"](layout=layout, data=msg.position))
             elif connection.topic == COMMANDS:
                 point = types["trajectory_msgs/msg/JointTrajectoryPoint"](
-                    positions=msg.position, velocities=msg.velocity, accelerations=np.zeros(0), effort=np.zeros(0),
-                    time_from_start=types["builtin_interfaces/msg/Duration"](sec=0, nanosec=0))
-                bag.write(topic, t, types["trajectory_msgs/msg/JointTrajectory"](
-                    header=msg.header, joint_names=list(msg.name), points=[point]))
+                    positions=msg.position,
+                    velocities=msg.velocity,
+                    accelerations=np.zeros(0),
+                    effort=np.zeros(0),
+                    time_from_start=types["builtin_interfaces/msg/Duration"](sec=0, nanosec=0),
+                )
+                bag.write(
+                    topic,
+                    t,
+                    types["trajectory_msgs/msg/JointTrajectory"](
+                        header=msg.header, joint_names=list(msg.name), points=[point]
+                    ),
+                )
     return path, topic
 
 
@@ -248,10 +278,16 @@ def test_a_bag_without_excitation_is_refused(tmp_path, panda):
         bag.add_topic(STATES, JOINT_STATE_TYPE)
         bag.add_topic(COMMANDS, JOINT_STATE_TYPE)
         for k in range(100):
-            bag.write(STATES, k * 2_000_000, joint_state_message(panda.joint_names, k * 2_000_000,
-                                                                 panda.default_positions, np.zeros(7), np.zeros(7)))
-            bag.write(COMMANDS, k * 2_000_000, joint_state_message(panda.joint_names, k * 2_000_000,
-                                                                   panda.default_positions))
+            bag.write(
+                STATES,
+                k * 2_000_000,
+                joint_state_message(
+                    panda.joint_names, k * 2_000_000, panda.default_positions, np.zeros(7), np.zeros(7)
+                ),
+            )
+            bag.write(
+                COMMANDS, k * 2_000_000, joint_state_message(panda.joint_names, k * 2_000_000, panda.default_positions)
+            )
     with pytest.raises(BagError, match="never move .* holds no excitation"):
         read_bag(path, panda)
 

@@ -1,5 +1,6 @@
 """`dr from-sysid`: ranges centred on identified values, width from uncertainty (friction wide,
 mass narrow), loadable as a training randomization; bad identified files refused."""
+
 import pytest
 import yaml
 
@@ -57,8 +58,9 @@ def test_bad_identified_files_are_refused(tmp_path):
     with pytest.raises(IdentifiedError, match="no such file"):
         read_identified(tmp_path / "absent.yaml")
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({"robot": "panda", "simulator": {"parameters": {"mass_scale": {"value": -1,
-                                                                                               "std": 0.1}}}}))
+    bad.write_text(
+        yaml.safe_dump({"robot": "panda", "simulator": {"parameters": {"mass_scale": {"value": -1, "std": 0.1}}}})
+    )
     with pytest.raises(IdentifiedError, match="mass_scale"):
         read_identified(bad)
     bad.write_text(yaml.safe_dump({"robot": "panda"}))

@@ -1,12 +1,14 @@
 """The sysid recorder's start-up decisions: engage once up, reset one trip, give up with the reason."""
+
 import pytest
 
 from sim2real.sysid.engage_startup import EngageStartup, SupervisorView
 
 
 def view(mode, trips=0, last_trip="none", **checks):
-    return SupervisorView.from_values({"mode": mode, "trips": str(trips), "last_trip": last_trip,
-                                       **{f"check/{k}": v for k, v in checks.items()}})
+    return SupervisorView.from_values(
+        {"mode": mode, "trips": str(trips), "last_trip": last_trip, **{f"check/{k}": v for k, v in checks.items()}}
+    )
 
 
 def test_it_engages_once_states_arrive_and_the_robot_stood():

@@ -1,4 +1,5 @@
 """Excitation trajectories: inside the profile's limits, starting and ending at rest at the default pose."""
+
 import numpy as np
 import pytest
 
@@ -99,8 +100,12 @@ def test_bad_arguments_name_the_problem():
         make_excitation(profile, kind="square")
     with pytest.raises(ExcitationError, match="twice the ramp"):
         make_excitation(profile, duration=3.0, ramp=2.0)
-    for name, value in (("amplitude", float("nan")), ("f_max", float("inf")), ("amplitude", 0.0),
-                        ("duration", float("inf"))):  # NaN targets, or a message that blames something else
+    for name, value in (
+        ("amplitude", float("nan")),
+        ("f_max", float("inf")),
+        ("amplitude", 0.0),
+        ("duration", float("inf")),
+    ):  # NaN targets, or a message that blames something else
         with pytest.raises(ExcitationError, match=f"{name} must be a finite number > 0"):
             make_excitation(profile, **{name: value})
 

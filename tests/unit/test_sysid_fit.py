@@ -1,6 +1,7 @@
 """The simulator fit, ROS-free: a bag written by the rosbags-based recorder from a SimWorld with
 known non-default parameters (plus sensor noise) is fitted back within the issue's targets;
 a fit that cannot converge says so and writes no YAML."""
+
 import os
 
 import numpy as np
@@ -15,8 +16,14 @@ from sim2real.sysid.excitation import make_excitation
 from sim2real.sysid.fit import FitError, FitOptions, _Pool, fit_conditions, walk_latency_profile
 from sim2real.sysid.sim_recording import record_in_sim
 
-HIDDEN = {"motor_strength": 0.9, "mass_scale": 1.1, "joint_friction": 0.3, "joint_damping": 0.2, "latency": 0.01,
-          "armature": 0.02}
+HIDDEN = {
+    "motor_strength": 0.9,
+    "mass_scale": 1.1,
+    "joint_friction": 0.3,
+    "joint_damping": 0.2,
+    "latency": 0.01,
+    "armature": 0.02,
+}
 NOISE = {"joint_position_noise": 0.0005, "joint_velocity_noise": 0.01}
 
 
@@ -59,11 +66,11 @@ def test_a_quadruped_recorded_on_a_stand_is_fitted_back(tmp_path):
     not fitted."""
     go2 = load_profile("go2")
     excitation = make_excitation(go2, "multisine", duration=40.0)
-    bag = record_in_sim(go2, excitation, tmp_path / "bag", PhysicalConditions(**HIDDEN, **NOISE), seed=1,
-                        suspended=True)
+    bag = record_in_sim(
+        go2, excitation, tmp_path / "bag", PhysicalConditions(**HIDDEN, **NOISE), seed=1, suspended=True
+    )
     out = tmp_path / "go2.yaml"
-    assert main(["sysid", "fit", str(bag), "--robot", "go2", "-o", str(out), "--train-seconds", "8",
-                 "--no-plots"]) == 0
+    assert main(["sysid", "fit", str(bag), "--robot", "go2", "-o", str(out), "--train-seconds", "8", "--no-plots"]) == 0
     document = yaml.safe_load(out.read_text())
     assert "warnings" not in document  # no "recorded standing: approximate" warning
     fitted = document["simulator"]["parameters"]
@@ -79,8 +86,23 @@ def test_a_quadruped_recorded_standing_is_warned_approximate(tmp_path, capsys):
     a train fraction that cannot work)."""
     go2 = load_profile("go2")
     bag = record_in_sim(go2, make_excitation(go2, "chirp", duration=3.0, ramp=1.0), tmp_path / "bag")
-    assert main(["sysid", "fit", str(bag), "--robot", "go2", "-o", str(tmp_path / "go2.yaml"),
-                 "--train-fraction", "1.0", "--no-plots"]) != 0
+    assert (
+        main(
+            [
+                "sysid",
+                "fit",
+                str(bag),
+                "--robot",
+                "go2",
+                "-o",
+                str(tmp_path / "go2.yaml"),
+                "--train-fraction",
+                "1.0",
+                "--no-plots",
+            ]
+        )
+        != 0
+    )
     assert "floating base recorded standing" in capsys.readouterr().out
     assert not (tmp_path / "go2.yaml").exists()
 
@@ -108,12 +130,32 @@ def test_fit_that_does_not_converge_says_so_and_writes_nothing(tmp_path, panda, 
     excitation = make_excitation(panda, "chirp", duration=10.0, ramp=1.0)
     bag = record_in_sim(panda, excitation, tmp_path / "bag", PhysicalConditions(**HIDDEN, **NOISE))
     with pytest.raises(FitError, match="did not converge"):
-        fit_conditions(panda, read_bags([bag], panda),
-                       FitOptions(workers=1, train_seconds=2, heldout_seconds=2, popsize=4, cma_iterations=1,
-                                  max_iterations=1))
+        fit_conditions(
+            panda,
+            read_bags([bag], panda),
+            FitOptions(workers=1, train_seconds=2, heldout_seconds=2, popsize=4, cma_iterations=1, max_iterations=1),
+        )
     out = tmp_path / "panda.yaml"
-    code = main(["sysid", "fit", str(bag), "--robot", "panda", "-o", str(out), "--workers", "1",
-                 "--train-seconds", "2", "--cma-iterations", "1", "--max-iterations", "1", "--no-plots"])
+    code = main(
+        [
+            "sysid",
+            "fit",
+            str(bag),
+            "--robot",
+            "panda",
+            "-o",
+            str(out),
+            "--workers",
+            "1",
+            "--train-seconds",
+            "2",
+            "--cma-iterations",
+            "1",
+            "--max-iterations",
+            "1",
+            "--no-plots",
+        ]
+    )
     assert code == 1 and not out.exists()
     assert "no identified parameters were written" in capsys.readouterr().err
 
@@ -125,8 +167,10 @@ def test_too_short_a_recording_is_refused(tmp_path, panda):
         fit_conditions(panda, read_bags([bag], panda), FitOptions(workers=1, window=2.0))
     # Options that cannot work are named before any replay (a traceback after the whole CMA-ES
     # run, or "record at least 20 s" for a train fraction of 1).
-    for options, words in ((FitOptions(workers=1, train_fraction=1.0), "train fraction 1.0 must lie strictly"),
-                           (FitOptions(workers=1, max_iterations=0), "max-iterations must be a whole number")):
+    for options, words in (
+        (FitOptions(workers=1, train_fraction=1.0), "train fraction 1.0 must lie strictly"),
+        (FitOptions(workers=1, max_iterations=0), "max-iterations must be a whole number"),
+    ):
         with pytest.raises(FitError, match=words):
             fit_conditions(panda, read_bags([bag], panda), options)
 

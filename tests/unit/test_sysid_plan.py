@@ -1,5 +1,6 @@
 """The sysid recording plan: bringup's hardware + supervisor part, plus sysid_logger; the launch
 file and `sim2real sysid record` render it."""
+
 import ast
 from pathlib import Path
 
@@ -13,10 +14,23 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_sim_plan_is_bringups_hardware_part_plus_the_logger(tmp_path):
-    plan = make_sysid_plan(robot="panda", hardware="sim", lockstep="true", bag=str(tmp_path / "b"),
-                           conditions="{latency: 0.01}", duration="12", kind="chirp")
-    bringup = make_plan(robot="panda", hardware="sim", lockstep=True, conditions="{latency: 0.01}",
-                        estimator=False, failure_collector=False)
+    plan = make_sysid_plan(
+        robot="panda",
+        hardware="sim",
+        lockstep="true",
+        bag=str(tmp_path / "b"),
+        conditions="{latency: 0.01}",
+        duration="12",
+        kind="chirp",
+    )
+    bringup = make_plan(
+        robot="panda",
+        hardware="sim",
+        lockstep=True,
+        conditions="{latency: 0.01}",
+        estimator=False,
+        failure_collector=False,
+    )
     assert [n.name for n in plan.nodes] == [n.name for n in bringup.nodes] + ["sysid_logger"]
     assert plan.node("sim_robot") == bringup.node("sim_robot")
     logger = plan.node("sysid_logger").parameters
@@ -33,28 +47,78 @@ def test_topic_hardware_runs_no_simulator(tmp_path):
 def test_a_go2_is_recorded_through_its_own_interface_and_an_arm_through_ros2_control(tmp_path):
     """`sysid record --hardware unitree|ros2_control`: the bridge of bringup's plan, given the
     command's interface, domain and controller, in place of a driver."""
-    go2 = build_parser().parse_args(["sysid", "record", "--robot", "go2", "--hardware", "unitree",
-                                     "--network-interface", "eth1", "--unitree-domain", "3", "--suspended",
-                                     "-o", str(tmp_path / "go2")])
+    go2 = build_parser().parse_args(
+        [
+            "sysid",
+            "record",
+            "--robot",
+            "go2",
+            "--hardware",
+            "unitree",
+            "--network-interface",
+            "eth1",
+            "--unitree-domain",
+            "3",
+            "--suspended",
+            "-o",
+            str(tmp_path / "go2"),
+        ]
+    )
     plan = sysid_plan_from_args(go2)
     assert [n.name for n in plan.nodes] == ["unitree_bridge", "safety_supervisor", "sysid_logger"]
     assert plan.node("unitree_bridge").parameters["network_interface"] == "eth1"
     assert plan.node("unitree_bridge").parameters["unitree_domain"] == 3
     assert plan.node("sysid_logger").parameters["hardware"] == "unitree"
     assert plan.node("sysid_logger").parameters["suspended"] is True
-    arm = build_parser().parse_args(["sysid", "record", "--robot", "panda", "--hardware", "ros2_control",
-                                     "--controller", "my_forward_controller", "-o", str(tmp_path / "panda")])
+    arm = build_parser().parse_args(
+        [
+            "sysid",
+            "record",
+            "--robot",
+            "panda",
+            "--hardware",
+            "ros2_control",
+            "--controller",
+            "my_forward_controller",
+            "-o",
+            str(tmp_path / "panda"),
+        ]
+    )
     plan = sysid_plan_from_args(arm)
     assert [n.name for n in plan.nodes] == ["ros2_control_bridge", "safety_supervisor", "sysid_logger"]
     assert plan.node("ros2_control_bridge").parameters["controller"] == "my_forward_controller"
     # the Go2's interface means nothing to an arm's recording
-    wrong = build_parser().parse_args(["sysid", "record", "--robot", "panda", "--hardware", "topic",
-                                       "--network-interface", "eth0", "-o", str(tmp_path / "x")])
+    wrong = build_parser().parse_args(
+        [
+            "sysid",
+            "record",
+            "--robot",
+            "panda",
+            "--hardware",
+            "topic",
+            "--network-interface",
+            "eth0",
+            "-o",
+            str(tmp_path / "x"),
+        ]
+    )
     with pytest.raises(PlanError, match="network_interface"):
         sysid_plan_from_args(wrong)
     # nor a controller to a Go2's
-    wrong = build_parser().parse_args(["sysid", "record", "--robot", "go2", "--hardware", "unitree",
-                                       "--controller", "my_forward_controller", "-o", str(tmp_path / "y")])
+    wrong = build_parser().parse_args(
+        [
+            "sysid",
+            "record",
+            "--robot",
+            "go2",
+            "--hardware",
+            "unitree",
+            "--controller",
+            "my_forward_controller",
+            "-o",
+            str(tmp_path / "y"),
+        ]
+    )
     with pytest.raises(PlanError, match="controller"):
         sysid_plan_from_args(wrong)
 
@@ -101,7 +165,9 @@ def test_launch_file_renders_the_plan_and_declares_every_argument():
     assert all(arg.description for arg in SYSID_ARGUMENTS.values())
 
 
-@pytest.mark.parametrize("command", [["sysid", "fit"], ["sysid", "record"], ["sysid", "simulate"], ["dr", "from-sysid"]])
+@pytest.mark.parametrize(
+    "command", [["sysid", "fit"], ["sysid", "record"], ["sysid", "simulate"], ["dr", "from-sysid"]]
+)
 def test_every_command_has_help_with_an_example(command, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args([*command, "--help"])

@@ -2,6 +2,7 @@
 parameters, armature and friction, over the product's Fourier excitation: the reported
 parameters are physically consistent on clean and noisy data, armature is recovered where it
 is separable, and the constraint costs no held-out accuracy against unconstrained OLS."""
+
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -33,8 +34,11 @@ def recording(panda, model, q_noise, tau_noise, seed=0, duration=40.0):
     hidden = pin.Model(model.model)
     for i in range(1, hidden.njoints):
         inertia = hidden.inertias[i]
-        hidden.inertias[i] = pin.Inertia(inertia.mass * rng.uniform(0.85, 1.2), inertia.lever + rng.normal(0, 0.01, 3),
-                                         inertia.inertia * rng.uniform(0.8, 1.25))
+        hidden.inertias[i] = pin.Inertia(
+            inertia.mass * rng.uniform(0.85, 1.2),
+            inertia.lever + rng.normal(0, 0.01, 3),
+            inertia.inertia * rng.uniform(0.8, 1.25),
+        )
     data = hidden.createData()
     excitation = make_excitation(panda, "fourier", duration=duration, seed=seed)
     t = np.arange(0.0, duration, panda.sensing_period)
@@ -80,4 +84,5 @@ def test_yaml_section_has_armature_and_consistency(panda, model):
     assert set(document["torque_rmse_heldout_ols"]) == set(panda.joint_names)
     assert all(link["mass"] > 0 for link in document["links"].values())
     import yaml
+
     assert yaml.safe_load(yaml.safe_dump(document)) == document  # plain types only

@@ -1,5 +1,6 @@
 """Velocity targets rate-limited to the profile's acceleration and jerk limits (target_rate), as
 libfranka's rate limiter does: the write path of the safety issue's case 1, second order."""
+
 import math
 
 import numpy as np
@@ -69,7 +70,7 @@ def test_at_1_khz_the_acceleration_of_the_velocity_targets_changes_within_the_je
     assert np.abs(jerk).max() > 0.5 * PANDA.jerk_limits.min()  # the jerk limit was what bound
     np.testing.assert_allclose(sent[-1], 1.0)
     # Past the target by at most the discrete steps' rounding, j dt^2 / 8 (under 0.001 rad/s here).
-    assert np.all(sent - 1.0 <= PANDA.jerk_limits * rig.period ** 2 / 8 + 1e-9)
+    assert np.all(sent - 1.0 <= PANDA.jerk_limits * rig.period**2 / 8 + 1e-9)
 
 
 def test_back_to_zero_is_limited_too():

@@ -1,5 +1,6 @@
 """One recipe per shipped policy: `sim2real train --robot R --task T` runs the recipe that made
 policies/R_T.onnx, and a variant extends a recipe instead of copying it."""
+
 import re
 from pathlib import Path
 
@@ -27,15 +28,19 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_a_variant_extends_a_recipe_and_gives_only_what_differs(tmp_path):
-    variant = write(tmp_path / "variant.yaml", "extends: go2_walk\nseed: 7\nppo: {entropy_coef: 0.001}\n"
-                                                "task_config: {rewards: {weights: {feet_clearance: -10.0}}}\n")
+    variant = write(
+        tmp_path / "variant.yaml",
+        "extends: go2_walk\nseed: 7\nppo: {entropy_coef: 0.001}\n"
+        "task_config: {rewards: {weights: {feet_clearance: -10.0}}}\n",
+    )
     base, config = load_train_config("go2", "walk"), load_train_config(None, None, variant)
     assert config["seed"] == 7 and config["ppo"]["entropy_coef"] == 0.001
     assert config["ppo"]["learning_rate_final"] == base["ppo"]["learning_rate_final"]  # merged, not replaced
     weights = config["task_config"]["rewards"]["weights"]
     assert weights["feet_clearance"] == -10.0 and weights["base_height"] == -200.0  # free-form sections merge too
-    assert {k: v for k, v in config.items() if k not in ("seed", "ppo", "task_config")} == \
-        {k: v for k, v in base.items() if k not in ("seed", "ppo", "task_config")}
+    assert {k: v for k, v in config.items() if k not in ("seed", "ppo", "task_config")} == {
+        k: v for k, v in base.items() if k not in ("seed", "ppo", "task_config")
+    }
 
 
 def test_a_section_of_another_kind_replaces_the_parents(tmp_path):
@@ -51,11 +56,14 @@ def test_extends_chains_through_relative_paths(tmp_path):
     assert (config["seed"], config["iterations"]) == (3, 10)
 
 
-@pytest.mark.parametrize("text, words", [
-    ("extends: no_such_recipe\n", "extends: .*no_such_recipe.yaml not found. Fix: name a file in config/train"),
-    ("extends: [go2_walk]\n", "extends: expected a file, got \\['go2_walk'\\]"),
-    ("extends: cycle.yaml\n", "extends: a cycle"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("extends: no_such_recipe\n", "extends: .*no_such_recipe.yaml not found. Fix: name a file in config/train"),
+        ("extends: [go2_walk]\n", "extends: expected a file, got \\['go2_walk'\\]"),
+        ("extends: cycle.yaml\n", "extends: a cycle"),
+    ],
+)
 def test_a_bad_extends_names_the_file_and_the_fix(tmp_path, text, words):
     bad = write(tmp_path / "cycle.yaml", text)
     with pytest.raises(TrainConfigError, match=words):

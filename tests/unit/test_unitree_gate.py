@@ -1,5 +1,6 @@
 """When the Go2 bridge may command, and what it writes (sim2real.core.unitree.gate), without DDS:
 the gate writes every frame itself, into a list here."""
+
 import numpy as np
 import pytest
 
@@ -99,8 +100,8 @@ def test_a_command_is_resent_with_every_state_until_older_than_the_timeout_then_
     command_frame = written[0]
     frames = [w[0] for _, w in robot.run(GO2.command_timeout + 0.02)]
     on_time = round(GO2.command_timeout / PERIOD)
-    assert all(f is command_frame for f in frames[:on_time - 1])
-    assert all(is_damping(f) for f in frames[on_time + 1:])
+    assert all(f is command_frame for f in frames[: on_time - 1])
+    assert all(is_damping(f) for f in frames[on_time + 1 :])
     assert robot.gate.counts["timeouts"] == 1
 
 
@@ -169,9 +170,11 @@ def test_shutdown_after_arming_leaves_damping_frames_and_before_it_nothing():
     assert waiting.gate.state == STOPPED and waiting.sent == []
 
 
-@pytest.mark.parametrize("tick, published, state", [(50_000, False, ARMED), (49_990, False, ARMED),
-                                                    (5, False, LATCHED)],
-                         ids=["repeated", "back 10 ms", "back far: restarted or a second source"])
+@pytest.mark.parametrize(
+    "tick, published, state",
+    [(50_000, False, ARMED), (49_990, False, ARMED), (5, False, LATCHED)],
+    ids=["repeated", "back 10 ms", "back far: restarted or a second source"],
+)
 def test_a_tick_that_goes_back_is_dropped_and_far_back_latches(tick, published, state):
     robot = Robot().armed()
     robot.gate.lowstate(robot.state(tick=50_000), robot.now)

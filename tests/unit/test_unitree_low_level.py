@@ -1,5 +1,6 @@
 """The Go2 bridge's decisions without DDS: joints by name into motor slots, the damping frame,
 the IMU reordered, the remote onto the supervisor's joystick, and each preflight failure."""
+
 import numpy as np
 import pytest
 
@@ -14,9 +15,20 @@ from sim2real.core.unitree.remote import encode_remote, joy_buttons
 
 GO2 = load_profile("go2")
 LOW = Go2LowLevel(GO2)
-SDK_SLOT = {"FR_hip_joint": 0, "FR_thigh_joint": 1, "FR_calf_joint": 2, "FL_hip_joint": 3, "FL_thigh_joint": 4,
-            "FL_calf_joint": 5, "RR_hip_joint": 6, "RR_thigh_joint": 7, "RR_calf_joint": 8, "RL_hip_joint": 9,
-            "RL_thigh_joint": 10, "RL_calf_joint": 11}  # unitree_sdk2's Go2 motor order
+SDK_SLOT = {
+    "FR_hip_joint": 0,
+    "FR_thigh_joint": 1,
+    "FR_calf_joint": 2,
+    "FL_hip_joint": 3,
+    "FL_thigh_joint": 4,
+    "FL_calf_joint": 5,
+    "RR_hip_joint": 6,
+    "RR_thigh_joint": 7,
+    "RR_calf_joint": 8,
+    "RL_hip_joint": 9,
+    "RL_thigh_joint": 10,
+    "RL_calf_joint": 11,
+}  # unitree_sdk2's Go2 motor order
 
 
 def state(**changes) -> LowState_:
@@ -93,6 +105,7 @@ def _set(path, value):
             target[path[-1]] = value
         else:
             setattr(target, path[-1], value)
+
     return change
 
 
@@ -110,23 +123,33 @@ def window_with(change=None, sealed_change=None, n=500, period=0.002, tick_step=
     return window
 
 
-@pytest.mark.parametrize("window, writers, words", [
-    (window_with(n=250, period=0.004), [], "lowstate: 250 Hz over 1 s, need >= 450 Hz"),
-    (window_with(tick_step=0), [], "lowstate tick: 499 of 499 samples did not advance"),
-    (window_with(sealed_change=_set(("crc",), 12345)), [], "lowstate CRC: 500 of 500 samples invalid"),
-    (window_with(_set(("imu_state", "quaternion"), [0.5, 0.0, 0.0, 0.0])), [], "IMU quaternion norm 0.500"),
-    (window_with(_set(("motor_state", SDK_SLOT["FL_calf_joint"], "q"), -0.5)), [],
-     "joint FL_calf_joint at -0.500 rad, outside its limits"),
-    (window_with(_set(("power_v",), 20.0)), [], "battery 20.0 V, need >= 22.0 V"),
-    (window_with(_set(("motor_state", SDK_SLOT["FR_hip_joint"], "temperature"), 95)), [],
-     "motor FR_hip_joint at 95 C, need <= 70 C"),
-    (window_with(), ["sport"], "rt/lowcmd has other writers (sport): the robot's sport mode"),
-], ids=["slow", "frozen", "crc", "quaternion", "joint", "battery", "hot", "writer"])
+@pytest.mark.parametrize(
+    "window, writers, words",
+    [
+        (window_with(n=250, period=0.004), [], "lowstate: 250 Hz over 1 s, need >= 450 Hz"),
+        (window_with(tick_step=0), [], "lowstate tick: 499 of 499 samples did not advance"),
+        (window_with(sealed_change=_set(("crc",), 12345)), [], "lowstate CRC: 500 of 500 samples invalid"),
+        (window_with(_set(("imu_state", "quaternion"), [0.5, 0.0, 0.0, 0.0])), [], "IMU quaternion norm 0.500"),
+        (
+            window_with(_set(("motor_state", SDK_SLOT["FL_calf_joint"], "q"), -0.5)),
+            [],
+            "joint FL_calf_joint at -0.500 rad, outside its limits",
+        ),
+        (window_with(_set(("power_v",), 20.0)), [], "battery 20.0 V, need >= 22.0 V"),
+        (
+            window_with(_set(("motor_state", SDK_SLOT["FR_hip_joint"], "temperature"), 95)),
+            [],
+            "motor FR_hip_joint at 95 C, need <= 70 C",
+        ),
+        (window_with(), ["sport"], "rt/lowcmd has other writers (sport): the robot's sport mode"),
+    ],
+    ids=["slow", "frozen", "crc", "quaternion", "joint", "battery", "hot", "writer"],
+)
 def test_each_preflight_failure_is_one_line_with_value_limit_and_fix(window, writers, words):
     failures = preflight(window, 1.0, GO2, writers)
     assert len(failures) == 1, failures
     assert failures[0].startswith(words)
-    assert ": " in failures[0][len(words):], failures[0]  # the fix follows the value and the limit
+    assert ": " in failures[0][len(words) :], failures[0]  # the fix follows the value and the limit
 
 
 def test_a_profile_without_a_unitree_section_is_refused():

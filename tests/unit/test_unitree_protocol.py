@@ -3,6 +3,7 @@
 Each is checked against a second, independent computation: the CRC against the catalogue's
 check value and a bit-by-bit loop over uint32 words; the C layout against ctypes' own layout
 of the same structs; the DDS types against a real cyclonedds serialization round trip."""
+
 import ctypes
 import os
 import random
@@ -44,53 +45,95 @@ def _array(kind, n):
 
 
 class CMotorCmd(ctypes.Structure):
-    _fields_ = [("mode", ctypes.c_uint8), ("q", ctypes.c_float), ("dq", ctypes.c_float), ("tau", ctypes.c_float),
-                ("kp", ctypes.c_float), ("kd", ctypes.c_float), ("reserve", _array(ctypes.c_uint32, 3))]
+    _fields_ = [
+        ("mode", ctypes.c_uint8),
+        ("q", ctypes.c_float),
+        ("dq", ctypes.c_float),
+        ("tau", ctypes.c_float),
+        ("kp", ctypes.c_float),
+        ("kd", ctypes.c_float),
+        ("reserve", _array(ctypes.c_uint32, 3)),
+    ]
 
 
 class CBmsCmd(ctypes.Structure):
     _fields_ = [("off", ctypes.c_uint8), ("reserve", _array(ctypes.c_uint8, 3))]
 
 
-_HEAD = [("head", _array(ctypes.c_uint8, 2)), ("level_flag", ctypes.c_uint8), ("frame_reserve", ctypes.c_uint8),
-         ("sn", _array(ctypes.c_uint32, 2)), ("version", _array(ctypes.c_uint32, 2)), ("bandwidth", ctypes.c_uint16)]
+_HEAD = [
+    ("head", _array(ctypes.c_uint8, 2)),
+    ("level_flag", ctypes.c_uint8),
+    ("frame_reserve", ctypes.c_uint8),
+    ("sn", _array(ctypes.c_uint32, 2)),
+    ("version", _array(ctypes.c_uint32, 2)),
+    ("bandwidth", ctypes.c_uint16),
+]
 
 
 class CLowCmd(ctypes.Structure):
-    _fields_ = _HEAD + [("motor_cmd", _array(CMotorCmd, 20)), ("bms_cmd", CBmsCmd),
-                        ("wireless_remote", _array(ctypes.c_uint8, 40)), ("led", _array(ctypes.c_uint8, 12)),
-                        ("fan", _array(ctypes.c_uint8, 2)), ("gpio", ctypes.c_uint8), ("reserve", ctypes.c_uint32),
-                        ("crc", ctypes.c_uint32)]
+    _fields_ = _HEAD + [
+        ("motor_cmd", _array(CMotorCmd, 20)),
+        ("bms_cmd", CBmsCmd),
+        ("wireless_remote", _array(ctypes.c_uint8, 40)),
+        ("led", _array(ctypes.c_uint8, 12)),
+        ("fan", _array(ctypes.c_uint8, 2)),
+        ("gpio", ctypes.c_uint8),
+        ("reserve", ctypes.c_uint32),
+        ("crc", ctypes.c_uint32),
+    ]
 
 
 class CIMUState(ctypes.Structure):
-    _fields_ = [("quaternion", _array(ctypes.c_float, 4)), ("gyroscope", _array(ctypes.c_float, 3)),
-                ("accelerometer", _array(ctypes.c_float, 3)), ("rpy", _array(ctypes.c_float, 3)),
-                ("temperature", ctypes.c_uint8)]
+    _fields_ = [
+        ("quaternion", _array(ctypes.c_float, 4)),
+        ("gyroscope", _array(ctypes.c_float, 3)),
+        ("accelerometer", _array(ctypes.c_float, 3)),
+        ("rpy", _array(ctypes.c_float, 3)),
+        ("temperature", ctypes.c_uint8),
+    ]
 
 
 class CMotorState(ctypes.Structure):
-    _fields_ = [("mode", ctypes.c_uint8)] + [(n, ctypes.c_float) for n in
-                                             ("q", "dq", "ddq", "tau_est", "q_raw", "dq_raw", "ddq_raw")] + \
-               [("temperature", ctypes.c_uint8), ("lost", ctypes.c_uint32), ("reserve", _array(ctypes.c_uint32, 2))]
+    _fields_ = (
+        [("mode", ctypes.c_uint8)]
+        + [(n, ctypes.c_float) for n in ("q", "dq", "ddq", "tau_est", "q_raw", "dq_raw", "ddq_raw")]
+        + [("temperature", ctypes.c_uint8), ("lost", ctypes.c_uint32), ("reserve", _array(ctypes.c_uint32, 2))]
+    )
 
 
 class CBmsState(ctypes.Structure):
-    _fields_ = [("version_high", ctypes.c_uint8), ("version_low", ctypes.c_uint8), ("status", ctypes.c_uint8),
-                ("soc", ctypes.c_uint8), ("current", ctypes.c_int32), ("cycle", ctypes.c_uint16),
-                ("bq_ntc", _array(ctypes.c_uint8, 2)), ("mcu_ntc", _array(ctypes.c_uint8, 2)),
-                ("cell_vol", _array(ctypes.c_uint16, 15))]
+    _fields_ = [
+        ("version_high", ctypes.c_uint8),
+        ("version_low", ctypes.c_uint8),
+        ("status", ctypes.c_uint8),
+        ("soc", ctypes.c_uint8),
+        ("current", ctypes.c_int32),
+        ("cycle", ctypes.c_uint16),
+        ("bq_ntc", _array(ctypes.c_uint8, 2)),
+        ("mcu_ntc", _array(ctypes.c_uint8, 2)),
+        ("cell_vol", _array(ctypes.c_uint16, 15)),
+    ]
 
 
 class CLowState(ctypes.Structure):
-    _fields_ = _HEAD + [("imu_state", CIMUState), ("motor_state", _array(CMotorState, 20)), ("bms_state", CBmsState),
-                        ("foot_force", _array(ctypes.c_int16, 4)), ("foot_force_est", _array(ctypes.c_int16, 4)),
-                        ("tick", ctypes.c_uint32), ("wireless_remote", _array(ctypes.c_uint8, 40)),
-                        ("bit_flag", ctypes.c_uint8), ("adc_reel", ctypes.c_float),
-                        ("temperature_ntc1", ctypes.c_uint8), ("temperature_ntc2", ctypes.c_uint8),
-                        ("power_v", ctypes.c_float), ("power_a", ctypes.c_float),
-                        ("fan_frequency", _array(ctypes.c_uint16, 4)), ("reserve", ctypes.c_uint32),
-                        ("crc", ctypes.c_uint32)]
+    _fields_ = _HEAD + [
+        ("imu_state", CIMUState),
+        ("motor_state", _array(CMotorState, 20)),
+        ("bms_state", CBmsState),
+        ("foot_force", _array(ctypes.c_int16, 4)),
+        ("foot_force_est", _array(ctypes.c_int16, 4)),
+        ("tick", ctypes.c_uint32),
+        ("wireless_remote", _array(ctypes.c_uint8, 40)),
+        ("bit_flag", ctypes.c_uint8),
+        ("adc_reel", ctypes.c_float),
+        ("temperature_ntc1", ctypes.c_uint8),
+        ("temperature_ntc2", ctypes.c_uint8),
+        ("power_v", ctypes.c_float),
+        ("power_a", ctypes.c_float),
+        ("fan_frequency", _array(ctypes.c_uint16, 4)),
+        ("reserve", ctypes.c_uint32),
+        ("crc", ctypes.c_uint32),
+    ]
 
 
 def randomised(msg, c_struct, rng):
@@ -135,8 +178,9 @@ def test_the_frame_crc_equals_a_bit_by_bit_computation_over_the_words(seed):
         assert frame_crc(frame) == crc_bit_by_bit(frame)
 
 
-@pytest.mark.parametrize("message, c_type, pack, size", [(LowCmd_, CLowCmd, pack_lowcmd, 812),
-                                                         (LowState_, CLowState, pack_lowstate, 1180)])
+@pytest.mark.parametrize(
+    "message, c_type, pack, size", [(LowCmd_, CLowCmd, pack_lowcmd, 812), (LowState_, CLowState, pack_lowstate, 1180)]
+)
 def test_the_packed_layout_is_the_c_structs_byte_for_byte(message, c_type, pack, size):
     assert ctypes.sizeof(c_type) == size
     c_struct = c_type()
@@ -144,8 +188,9 @@ def test_the_packed_layout_is_the_c_structs_byte_for_byte(message, c_type, pack,
     assert pack(msg) == bytes(c_struct)
 
 
-@pytest.mark.parametrize("message, c_type, pack", [(LowCmd_, CLowCmd, pack_lowcmd),
-                                                   (LowState_, CLowState, pack_lowstate)])
+@pytest.mark.parametrize(
+    "message, c_type, pack", [(LowCmd_, CLowCmd, pack_lowcmd), (LowState_, CLowState, pack_lowstate)]
+)
 def test_the_wire_bytes_are_cyclonedds_own_and_round_trip(message, c_type, pack):
     msg = randomised(message(), c_type(), random.Random(3))
     wire = msg.serialize()
@@ -214,18 +259,22 @@ def test_a_sealed_command_carries_its_crc_and_any_change_breaks_it():
 
 def test_motors_map_to_joints_by_name_in_the_sdks_order():
     slots = dict(zip(GO2.joint_names, GO2.unitree.slots(GO2.joint_names)))
-    assert [slots[f"{leg}_{part}_joint"] for leg in ("FR", "FL", "RR", "RL")
-            for part in ("hip", "thigh", "calf")] == list(range(12))
+    assert [
+        slots[f"{leg}_{part}_joint"] for leg in ("FR", "FL", "RR", "RL") for part in ("hip", "thigh", "calf")
+    ] == list(range(12))
     assert GO2.unitree.head == (0xFE, 0xEF) and GO2.unitree.level_flag == 0xFF
     assert load_profile("panda").unitree is None
 
 
-@pytest.mark.parametrize("change, match", [
-    (lambda m: m.pop("FL_hip_joint"), r"joints without a motor: \['FL_hip_joint'\]"),
-    (lambda m: m.update(FL_hip_joint=0), r"motor indices given to several joints: \[0\]"),
-    (lambda m: m.update(FL_hip_joint=20), r"unitree.motors.FL_hip_joint: .*0..19"),
-    (lambda m: m.update(tail_joint=12), r"names that are no joint: \['tail_joint'\]"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda m: m.pop("FL_hip_joint"), r"joints without a motor: \['FL_hip_joint'\]"),
+        (lambda m: m.update(FL_hip_joint=0), r"motor indices given to several joints: \[0\]"),
+        (lambda m: m.update(FL_hip_joint=20), r"unitree.motors.FL_hip_joint: .*0..19"),
+        (lambda m: m.update(tail_joint=12), r"names that are no joint: \['tail_joint'\]"),
+    ],
+)
 def test_a_bad_motor_table_is_refused_with_its_field(tmp_path, change, match):
     data = yaml.safe_load(profile_path("go2").read_text())
     change(data["unitree"]["motors"])

@@ -1,4 +1,5 @@
 """ProcessVecEnv: stacked steps, auto-reset, seeding, broadcast, worker errors, shutdown."""
+
 from __future__ import annotations
 
 import os
@@ -145,8 +146,13 @@ def test_workers_die_with_the_parent():
             print(" ".join(str(p.pid) for p in vec._processes), flush=True)
             time.sleep(60)
     """)
-    parent = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}"})
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}"},
+    )
     pids = [int(p) for p in parent.stdout.readline().split()]
     assert len(pids) == 2
     parent.send_signal(signal.SIGKILL)
@@ -155,4 +161,3 @@ def test_workers_die_with_the_parent():
     while time.monotonic() < deadline and any(process_alive(pid) for pid in pids):
         time.sleep(0.05)
     assert not any(process_alive(pid) for pid in pids)
-

@@ -9,6 +9,7 @@ distance is below ``tolerance``. ``gain`` is the one physical condition: the
 randomization's ``motor_strength``, sampled at reset (1 without randomization).
 Setting ``fail_at_step`` makes ``step`` raise there (to test error propagation).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -42,12 +43,20 @@ def toy_randomization(low: float, high: float) -> Randomization:
 class ToyReach(gym.Env):
     STEP = 0.1
 
-    def __init__(self, goal: float = 1.0, max_episode_steps: int = 20, tolerance: float = 0.05,
-                 randomization: Randomization | None = None, fail_at_step: int | None = None, obs_noise: float = 0.0):
+    def __init__(
+        self,
+        goal: float = 1.0,
+        max_episode_steps: int = 20,
+        tolerance: float = 0.05,
+        randomization: Randomization | None = None,
+        fail_at_step: int | None = None,
+        obs_noise: float = 0.0,
+    ):
         self.profile = ToyProfile()
         # Layout labels only: the toy's values are (x, goal - x).
-        self.observation_spec = ObservationSpec([ObservationTerm("joint_pos", 1, 1.0),
-                                                 ObservationTerm("joint_vel", 1, 1.0)])
+        self.observation_spec = ObservationSpec(
+            [ObservationTerm("joint_pos", 1, 1.0), ObservationTerm("joint_vel", 1, 1.0)]
+        )
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
         self.action_scale = np.array([self.STEP])
@@ -102,7 +111,6 @@ class ToyReach(gym.Env):
             info["episode"] = {"success": float(not terminated and error < self.tolerance), "final_error": error}
         return self._obs(), reward, terminated, truncated, info
 
-
     def privileged_observation(self) -> np.ndarray:
         """The toy's one hidden condition, for a privileged critic."""
         return np.array([self.gain], dtype=np.float32)
@@ -116,8 +124,14 @@ def make_toy(**kwargs) -> ToyReach:
     return ToyReach(**kwargs)
 
 
-def make_toy_task(robot: str, task: str, seed: int = 0, randomization: Randomization | None = None,
-                  config: dict | None = None, engine: str = "pybullet") -> ToyReach:
+def make_toy_task(
+    robot: str,
+    task: str,
+    seed: int = 0,
+    randomization: Randomization | None = None,
+    config: dict | None = None,
+    engine: str = "pybullet",
+) -> ToyReach:
     """``make_env``'s signature over the toy: ``config`` holds ToyReach keyword arguments
     (its ``task_config``: goal, tolerance, max_episode_steps); ``engine`` is ignored (the
     toy has no physics engine)."""
@@ -147,8 +161,7 @@ def set_constant_actor(checkpoint: dict, value: float) -> dict:
     """Make the checkpoint's actor output ``value`` for every observation: zero weights
     and ``value`` as the bias of its last layer."""
     state = checkpoint["actor_state_dict"]
-    last = max((k for k in state if k.startswith("mlp.") and k.endswith(".weight")),
-               key=lambda k: int(k.split(".")[1]))
+    last = max((k for k in state if k.startswith("mlp.") and k.endswith(".weight")), key=lambda k: int(k.split(".")[1]))
     state[last].zero_()
     state[last.replace("weight", "bias")].fill_(value)
     return checkpoint

@@ -1,4 +1,5 @@
 """`python -m sim2real.cli` runs the `sim2real` command."""
+
 import sys
 
 from sim2real.cli.main import main

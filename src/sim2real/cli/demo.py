@@ -6,6 +6,7 @@ prints distance, velocity or reach error, supervisor events and the runtime's ti
 latency, and writes a plot and a GIF. Without a policy: pose_commander holds and
 moves the joints through the same supervisor and reports tracking.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -45,7 +46,9 @@ def run_policy_demo(plan: BringupPlan, out: Path, timeout: float, video: bool = 
         return 1
     series = out / "report.npz"
     png = plot_demo(series, out / "motion.png", profile.kind)
-    print(f"\n=== sim2real demo: {profile.name} with {Path(plan.node('policy_runtime').parameters['policy_path']).name} ===")
+    print(
+        f"\n=== sim2real demo: {profile.name} with {Path(plan.node('policy_runtime').parameters['policy_path']).name} ==="
+    )
     _print_rows({**report["summary"], "wall time [s]": wall})
     runtime = report.get("policy_runtime", {})
     latency = {k: v for k, v in runtime.items() if "latency" in k or "inference" in k or "swap" in k or "late" in k}
@@ -55,14 +58,21 @@ def run_policy_demo(plan: BringupPlan, out: Path, timeout: float, video: bool = 
             print(f"    {key:38s} {value}")
     print("  supervisor modes:")
     for event in report.get("supervisor_modes", []):
-        trip = f"  ({event['last_trip']})" if event["last_trip"] not in ("", "none") and event["mode"] != "ACTIVE" else ""
+        trip = (
+            f"  ({event['last_trip']})" if event["last_trip"] not in ("", "none") and event["mode"] != "ACTIVE" else ""
+        )
         print(f"    t={event['t']:6.2f} s  {event['mode']}{trip}")
     print(f"  plot: {png}")
     if video:
         data = np.load(series)
-        gif = render_gif(profile, data["t"], data["joint_positions"], out / "demo.gif",
-                         data["base_positions"] if "base_positions" in data else None,
-                         data["base_orientations"] if "base_orientations" in data else None)
+        gif = render_gif(
+            profile,
+            data["t"],
+            data["joint_positions"],
+            out / "demo.gif",
+            data["base_positions"] if "base_positions" in data else None,
+            data["base_orientations"] if "base_orientations" in data else None,
+        )
         print(f"  video: {gif}")
     print(f"  report: {out / 'report.json'}")
     return 0

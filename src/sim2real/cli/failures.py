@@ -3,6 +3,7 @@
 Bundles are what ``failure_collector`` writes (see :mod:`sim2real.core.failure_bundle`):
 a rosbag2 directory (metadata.yaml + MCAP) with ``failure.json`` beside it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,10 +37,16 @@ def bundle_row(bundle: Bundle) -> dict[str, Any]:
     info = bundle.info
     policy = info.get("policy") or {}
     sha = policy.get("sha256") or next((s.get("sha256") for s in (info.get("policy_runtime") or {}).values()), "")
-    return {"name": bundle.name, "kind": info.get("kind", "?"), "reason": info.get("reason", ""),
-            "robot": info.get("robot", "?"), "time": info.get("wall_time", ""),
-            "policy_sha256": sha or "", "size_mb": round(bundle.size_bytes() / 1e6, 2),
-            "path": str(bundle.path)}
+    return {
+        "name": bundle.name,
+        "kind": info.get("kind", "?"),
+        "reason": info.get("reason", ""),
+        "robot": info.get("robot", "?"),
+        "time": info.get("wall_time", ""),
+        "policy_sha256": sha or "",
+        "size_mb": round(bundle.size_bytes() / 1e6, 2),
+        "path": str(bundle.path),
+    }
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -62,8 +69,18 @@ def cmd_list(args: argparse.Namespace) -> int:
 def bundle_series(bundle: Bundle) -> dict[str, Any]:
     """Time series around the event (seconds relative to it): joints, tilt, commands, modes."""
     event = int(bundle.info.get("time_ns", 0))
-    series: dict[str, list] = {"q_t": [], "q": [], "tilt_t": [], "tilt": [], "policy_t": [], "policy": [],
-                               "cmd_t": [], "cmd": [], "mode_t": [], "mode": []}
+    series: dict[str, list] = {
+        "q_t": [],
+        "q": [],
+        "tilt_t": [],
+        "tilt": [],
+        "policy_t": [],
+        "policy": [],
+        "cmd_t": [],
+        "cmd": [],
+        "mode_t": [],
+        "mode": [],
+    }
     names = None
     for topic, t, msg in read_bag(bundle.path):
         rel = (t - event) / NS_PER_S
@@ -152,8 +169,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"  conditions {json.dumps(info.get('conditions', 'unknown'))}")
     sup = info.get("supervisor") or {}
     failing = {k: v for k, v in (sup.get("checks") or {}).items() if v != "ok"}
-    print(f"  supervisor {sup.get('mode', '?')} (last trip: {sup.get('last_trip') or 'none'}); "
-          f"failing checks: {failing or 'none'}")
+    print(
+        f"  supervisor {sup.get('mode', '?')} (last trip: {sup.get('last_trip') or 'none'}); "
+        f"failing checks: {failing or 'none'}"
+    )
     for node, stats in (info.get("latency") or {}).items():
         print(f"  latency  {node}: " + ", ".join(f"{k} {v}" for k, v in stats.items()))
     w = info.get("window", {})
@@ -185,15 +204,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
     for reason in skipped:
         print(f"skipped {reason}", file=sys.stderr)
     if every and not results:
-        raise ReplayError(f"none of the {len(bundles)} bundles in {root} could be replayed (reasons above)"
-                          if bundles else f"no failure bundles in {root}")
+        raise ReplayError(
+            f"none of the {len(bundles)} bundles in {root} could be replayed (reasons above)"
+            if bundles
+            else f"no failure bundles in {root}"
+        )
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=2))
     else:
         for r in results:
             verdict = "FAILS AGAIN" if r.failed else "no failure"
-            print(f"{r.bundle} seed {r.seed}: {verdict} after {r.survived_s:.2f} of {r.duration_s:.2f} s "
-                  f"({r.reason}); policy {Path(r.policy).name}; max tilt {r.max_tilt_deg} deg")
+            print(
+                f"{r.bundle} seed {r.seed}: {verdict} after {r.survived_s:.2f} of {r.duration_s:.2f} s "
+                f"({r.reason}); policy {Path(r.policy).name}; max tilt {r.max_tilt_deg} deg"
+            )
             for note in r.notes:
                 print(f"    note: {note}")
         again = sum(r.failed for r in results)
@@ -234,62 +258,86 @@ def cmd_export(args: argparse.Namespace) -> int:
 def add_parser(sub, fmt: type[argparse.HelpFormatter] = argparse.RawDescriptionHelpFormatter) -> None:
     """The `failures` command and its actions, on the main parser's subparsers."""
     failures = sub.add_parser(
-        "failures", formatter_class=fmt, help="list, plot, replay and export failure bundles from the robot",
+        "failures",
+        formatter_class=fmt,
+        help="list, plot, replay and export failure bundles from the robot",
         description="The failure_collector node keeps the last seconds of the robot's topics in memory and, when\n"
-                    "the supervisor damps or e-stops, the robot falls, the policy outputs NaN or saturates, its\n"
-                    "latency overruns, a sensor goes silent or an operator calls ~/snapshot, writes a bundle:\n"
-                    "a rosbag2 directory (metadata.yaml + MCAP, `ros2 bag info` reads it) with failure.json\n"
-                    "(reason, robot, policy sha256 and metadata, conditions, supervisor checks, latency).",
+        "the supervisor damps or e-stops, the robot falls, the policy outputs NaN or saturates, its\n"
+        "latency overruns, a sensor goes silent or an operator calls ~/snapshot, writes a bundle:\n"
+        "a rosbag2 directory (metadata.yaml + MCAP, `ros2 bag info` reads it) with failure.json\n"
+        "(reason, robot, policy sha256 and metadata, conditions, supervisor checks, latency).",
         epilog="examples:\n  sim2real failures list\n  sim2real failures show 20261130T0418  # a unique prefix is enough\n"
-               "  sim2real failures replay all --policy runs/reach/policy.onnx\n"
-               "  sim2real failures export all -o failures.tar.gz\n"
-               "then: sim2real pipeline run --robot panda --policy policies/panda_reach.onnx --dry-run\n"
-               "      # failures -> adapted randomization -> retrained, validated, hot-swapped policy\n")
+        "  sim2real failures replay all --policy runs/reach/policy.onnx\n"
+        "  sim2real failures export all -o failures.tar.gz\n"
+        "then: sim2real pipeline run --robot panda --policy policies/panda_reach.onnx --dry-run\n"
+        "      # failures -> adapted randomization -> retrained, validated, hot-swapped policy\n",
+    )
     actions = failures.add_subparsers(dest="failures_command", required=True, metavar="ACTION")
 
     def action(name, help_text, description, epilog, func):
         p = actions.add_parser(name, formatter_class=fmt, help=help_text, description=description, epilog=epilog)
-        p.add_argument("--dir", help=f"bundle folder (default: output_dir of config/failures/default.yaml, "
-                                     f"{default_dir()})")
+        p.add_argument(
+            "--dir", help=f"bundle folder (default: output_dir of config/failures/default.yaml, {default_dir()})"
+        )
         p.set_defaults(func=func)
         return p
 
-    p = action("list", "a table of the bundles, oldest first", "One line per bundle: name (UTC time and kind), "
-               "robot, policy sha256, size, reason.", "example:\n  sim2real failures list --dir /data/failures",
-               cmd_list)
+    p = action(
+        "list",
+        "a table of the bundles, oldest first",
+        "One line per bundle: name (UTC time and kind), robot, policy sha256, size, reason.",
+        "example:\n  sim2real failures list --dir /data/failures",
+        cmd_list,
+    )
     p.add_argument("--json", action="store_true", help="print the table as JSON")
-    p = action("show", "what failed, with a plot of the window",
-               "Print failure.json in words and plot joint positions, policy targets and supervisor commands,\n"
-               "and base tilt, against time from the event (red line); dashed lines are supervisor mode changes.",
-               "example:\n  sim2real failures show 20261130T041815 --plot fall.png", cmd_show)
+    p = action(
+        "show",
+        "what failed, with a plot of the window",
+        "Print failure.json in words and plot joint positions, policy targets and supervisor commands,\n"
+        "and base tilt, against time from the event (red line); dashed lines are supervisor mode changes.",
+        "example:\n  sim2real failures show 20261130T041815 --plot fall.png",
+        cmd_show,
+    )
     p.add_argument("bundle", help="bundle name, unique name prefix or path")
     p.add_argument("--plot", help="PNG to write (default: <bundle>.png beside the bundle)")
     p.add_argument("--no-plot", action="store_true", help="no plot")
     p.add_argument("--json", action="store_true", help="print failure.json (and the plot's path) as JSON")
-    p = action("replay", "re-run the event in simulation; does the policy fail again?",
-               "Start the simulated robot in the recorded state LEAD seconds before the event, under the recorded\n"
-               "conditions, with the recorded goal or velocity command, and run the policy through the same\n"
-               "policy slot and safety supervisor as on the robot. It fails again if the supervisor trips, the\n"
-               "output is not finite or the base falls. Exit status 1 if any replay failed again.",
-               "examples:\n  sim2real failures replay 20261130T041815\n"
-               "  sim2real failures replay all --policy runs/reach/policy.onnx --runs 3 --json", cmd_replay)
+    p = action(
+        "replay",
+        "re-run the event in simulation; does the policy fail again?",
+        "Start the simulated robot in the recorded state LEAD seconds before the event, under the recorded\n"
+        "conditions, with the recorded goal or velocity command, and run the policy through the same\n"
+        "policy slot and safety supervisor as on the robot. It fails again if the supervisor trips, the\n"
+        "output is not finite or the base falls. Exit status 1 if any replay failed again.",
+        "examples:\n  sim2real failures replay 20261130T041815\n"
+        "  sim2real failures replay all --policy runs/reach/policy.onnx --runs 3 --json",
+        cmd_replay,
+    )
     p.add_argument("bundle", help="bundle name, unique prefix, path, or 'all'")
     p.add_argument("--policy", help="policy to replay with (default: the one recorded in failure.json)")
     p.add_argument("--lead", type=float, default=1.0, help="seconds before the event to start from")
     p.add_argument("--runs", type=int, default=1, help="replays per bundle (seeds 0..N-1: sensor noise)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
-    p = actions.add_parser("snapshot", formatter_class=fmt, help="ask the running collector for a bundle now",
-                           description="The operator's ~/snapshot of the running failure_collector: it writes a "
-                                       "bundle of the last seconds\nas for a failure (`ros2 service call "
-                                       "/failure_collector/snapshot std_srvs/srv/Trigger`, without ros2).",
-                           epilog="example:\n  sim2real failures snapshot\nthen: sim2real failures list\n")
+    p = actions.add_parser(
+        "snapshot",
+        formatter_class=fmt,
+        help="ask the running collector for a bundle now",
+        description="The operator's ~/snapshot of the running failure_collector: it writes a "
+        "bundle of the last seconds\nas for a failure (`ros2 service call "
+        "/failure_collector/snapshot std_srvs/srv/Trigger`, without ros2).",
+        epilog="example:\n  sim2real failures snapshot\nthen: sim2real failures list\n",
+    )
     p.add_argument("--node", default="/failure_collector", help="the failure_collector node")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for its answer")
     p.set_defaults(func=cmd_snapshot)
-    p = action("export", "copy bundles to a folder or a .tar.gz, for a workstation",
-               "Copy whole bundles (bag + failure.json) to a folder, or pack them into one .tar.gz when OUTPUT\n"
-               "ends in .tar.gz or .tgz. Bundles already in the folder are left alone.",
-               "examples:\n  sim2real failures export all -o robot1_failures.tar.gz\n"
-               "  sim2real failures export 20261130T041815 -o /mnt/usb/failures/", cmd_export)
+    p = action(
+        "export",
+        "copy bundles to a folder or a .tar.gz, for a workstation",
+        "Copy whole bundles (bag + failure.json) to a folder, or pack them into one .tar.gz when OUTPUT\n"
+        "ends in .tar.gz or .tgz. Bundles already in the folder are left alone.",
+        "examples:\n  sim2real failures export all -o robot1_failures.tar.gz\n"
+        "  sim2real failures export 20261130T041815 -o /mnt/usb/failures/",
+        cmd_export,
+    )
     p.add_argument("bundle", help="bundle name, unique prefix, path, or 'all'")
     p.add_argument("-o", "--output", required=True, help="folder, or a .tar.gz file")

@@ -1,4 +1,5 @@
 """The `sim2real` command line. `sim2real COMMAND --help` explains each command with an example."""
+
 from __future__ import annotations
 
 import argparse
@@ -53,26 +54,46 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
     def _get_help_string(self, action: argparse.Action) -> str | None:
         # "(default: None)", "(default: False)" and "(default: )" say nothing; the help text says
         # what happens instead, or names the default itself.
-        if any(action.default is nothing for nothing in (None, False, True)) or action.default == "" \
-                or "default" in (action.help or ""):
+        if (
+            any(action.default is nothing for nothing in (None, False, True))
+            or action.default == ""
+            or "default" in (action.help or "")
+        ):
             return action.help
         return super()._get_help_string(action)
 
 
 def _add_graph_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--robot", default="go2", help=f"robot profile name ({', '.join(available_profiles())}) or path")
-    parser.add_argument("--lockstep", action="store_true",
-                        help="sim publishes /clock and advances only when the graph answers (use_sim_time everywhere)")
+    parser.add_argument(
+        "--robot", default="go2", help=f"robot profile name ({', '.join(available_profiles())}) or path"
+    )
+    parser.add_argument(
+        "--lockstep",
+        action="store_true",
+        help="sim publishes /clock and advances only when the graph answers (use_sim_time everywhere)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed for terrain and sensor noise")
-    parser.add_argument("--conditions", default="{}",
-                        help="physical conditions for the sim as YAML, e.g. '{ground_friction: 0.5, latency: 0.01}'")
+    parser.add_argument(
+        "--conditions",
+        default="{}",
+        help="physical conditions for the sim as YAML, e.g. '{ground_friction: 0.5, latency: 0.01}'",
+    )
 
 
 # Launch arguments `up` spells its own way (flags, shared options); every other one becomes
 # --its-name, so `sim2real up` takes whatever `ros2 launch sim2real bringup.launch.py` does.
 
-_UP_OWN_ARGUMENTS = {"robot", "lockstep", "seed", "conditions", "hardware", "policy", "demo", "autoengage",
-                     "failures_dir"}
+_UP_OWN_ARGUMENTS = {
+    "robot",
+    "lockstep",
+    "seed",
+    "conditions",
+    "hardware",
+    "policy",
+    "demo",
+    "autoengage",
+    "failures_dir",
+}
 
 
 def _add_launch_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,23 +103,41 @@ def _add_launch_arguments(parser: argparse.ArgumentParser) -> None:
         option = "--" + arg.name.replace("_", "-")
         where = f" (launch: {arg.name}:=)"
         if arg.choices == BOOL_CHOICES and arg.default == "true":
-            parser.add_argument("--no-" + arg.name.replace("_", "-"), dest=arg.name, action="store_false",
-                                help=f"leave this out: {arg.description}{where}")
+            parser.add_argument(
+                "--no-" + arg.name.replace("_", "-"),
+                dest=arg.name,
+                action="store_false",
+                help=f"leave this out: {arg.description}{where}",
+            )
         elif arg.choices == BOOL_CHOICES:
             parser.add_argument(option, dest=arg.name, action="store_true", help=arg.description + where)
         else:
             default = f" (default: {arg.default})" if arg.default else ""
-            parser.add_argument(option, dest=arg.name, default=arg.default, choices=arg.choices or None,
-                                help=arg.description + where + default)
+            parser.add_argument(
+                option,
+                dest=arg.name,
+                default=arg.default,
+                choices=arg.choices or None,
+                help=arg.description + where + default,
+            )
 
 
 def _plan_from(args: argparse.Namespace, demo: bool):
-    extra = {name: getattr(args, name) for name in LAUNCH_ARGUMENTS
-             if name not in _UP_OWN_ARGUMENTS and hasattr(args, name)}
-    return make_plan(robot=args.robot, hardware=getattr(args, "hardware", "sim"), lockstep=args.lockstep,
-                     seed=args.seed, conditions=args.conditions, demo=demo, policy=args.policy,
-                     autoengage=demo or getattr(args, "autoengage", False),
-                     failures_dir=getattr(args, "failures_dir", ""), **extra)
+    extra = {
+        name: getattr(args, name) for name in LAUNCH_ARGUMENTS if name not in _UP_OWN_ARGUMENTS and hasattr(args, name)
+    }
+    return make_plan(
+        robot=args.robot,
+        hardware=getattr(args, "hardware", "sim"),
+        lockstep=args.lockstep,
+        seed=args.seed,
+        conditions=args.conditions,
+        demo=demo,
+        policy=args.policy,
+        autoengage=demo or getattr(args, "autoengage", False),
+        failures_dir=getattr(args, "failures_dir", ""),
+        **extra,
+    )
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -106,8 +145,18 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     plan = _plan_from(args, demo=args.demo)
     if args.print_plan:
-        print(json.dumps({"robot": plan.robot, "hardware": plan.hardware, "use_sim_time": plan.use_sim_time,
-                          "nodes": [vars(n) for n in plan.nodes]}, indent=2, default=list))
+        print(
+            json.dumps(
+                {
+                    "robot": plan.robot,
+                    "hardware": plan.hardware,
+                    "use_sim_time": plan.use_sim_time,
+                    "nodes": [vars(n) for n in plan.nodes],
+                },
+                indent=2,
+                default=list,
+            )
+        )
         return 0
     if not plan.nodes:
         print(f"hardware:={plan.hardware} with no extra nodes: nothing to start yet", file=sys.stderr)
@@ -132,17 +181,26 @@ def cmd_up(args: argparse.Namespace) -> int:
                 # for a dead node's answer for ever): it ends, named, once the failure
                 # collector had the time to write the bundle of what the loss did.
                 wait = grace if name != "failure_collector" and "failure_collector" not in exited else 0.0
-                print(f"{name} exited (code {code}): the demo cannot go on; stopping the graph"
-                      + (f" in {wait:g} s (the failure collector writes its bundle)" if wait and not ending else ""),
-                      file=sys.stderr, flush=True)
+                print(
+                    f"{name} exited (code {code}): the demo cannot go on; stopping the graph"
+                    + (f" in {wait:g} s (the failure collector writes its bundle)" if wait and not ending else ""),
+                    file=sys.stderr,
+                    flush=True,
+                )
                 if not ending:
                     ending.append(time.monotonic() + wait)
             else:
-                print(f"{name} exited (code {code}); the other nodes run on (Ctrl-C stops them)",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"{name} exited (code {code}); the other nodes run on (Ctrl-C stops them)",
+                    file=sys.stderr,
+                    flush=True,
+                )
         # Everything stopped, or the demo finished its script or lost a node (after the grace).
-        return len(exited) == len(graph.processes) or exited.get(operator) == 0 or \
-            bool(ending and time.monotonic() >= ending[0])
+        return (
+            len(exited) == len(graph.processes)
+            or exited.get(operator) == 0
+            or bool(ending and time.monotonic() >= ending[0])
+        )
 
     try:
         graph.start()
@@ -180,18 +238,32 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     policy = args.policy or (None if args.no_policy else shipped_policy(args.robot))
     hardware = "mujoco" if args.engine == "mujoco" else "sim"
-    plan = make_plan(robot=args.robot, hardware=hardware, lockstep=args.lockstep, seed=args.seed,
-                     conditions=args.conditions, demo=True, autoengage=True, policy=str(policy) if policy else "")
+    plan = make_plan(
+        robot=args.robot,
+        hardware=hardware,
+        lockstep=args.lockstep,
+        seed=args.seed,
+        conditions=args.conditions,
+        demo=True,
+        autoengage=True,
+        policy=str(policy) if policy else "",
+    )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     clock = "lockstep" if args.lockstep else "real time"
     if policy:
-        print(f"demo: {plan.robot} in sim on {args.engine} ({clock}) with {policy}: scripted commands for ~30 s; "
-              f"output in {out}/", flush=True)
+        print(
+            f"demo: {plan.robot} in sim on {args.engine} ({clock}) with {policy}: scripted commands for ~30 s; "
+            f"output in {out}/",
+            flush=True,
+        )
         return demo.run_policy_demo(plan, out, args.timeout, video=not args.no_video)
     hung = ", suspended as on a gantry" if plan.node("sim_robot").parameters["suspended"] else ""
-    print(f"demo: {plan.robot} in sim on {args.engine} ({clock}{hung}), no policy: holding the default pose, then moving every "
-          f"joint; output in {out}/", flush=True)
+    print(
+        f"demo: {plan.robot} in sim on {args.engine} ({clock}{hung}), no policy: holding the default pose, then moving every "
+        f"joint; output in {out}/",
+        flush=True,
+    )
     return demo.run_joint_demo(plan, out, args.timeout)
 
 
@@ -226,11 +298,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     from sim2real.train.run_start import RunStartError, plan_run_start
     from sim2real.train.runner import Trainer, summary
 
-    overrides = {"iterations": args.iterations, "num_envs": args.num_envs, "workers": args.workers,
-                 "seed": args.seed}
+    overrides = {"iterations": args.iterations, "num_envs": args.num_envs, "workers": args.workers, "seed": args.seed}
     try:
-        start = plan_run_start(out=args.out, robot=args.robot, task=args.task, config=args.config,
-                               resume=args.resume, init_from=args.init_from, overrides=overrides)
+        start = plan_run_start(
+            out=args.out,
+            robot=args.robot,
+            task=args.task,
+            config=args.config,
+            resume=args.resume,
+            init_from=args.init_from,
+            overrides=overrides,
+        )
     except RunStartError as exc:
         raise _UsageError(str(exc)) from None
     if start.announcement:
@@ -238,10 +316,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     config, out = start.config, start.out
     trainer = Trainer(config, out, resume=start.resume, progress=not args.no_progress)
     trainer.check_out()
-    print(f"training {config['robot']} {config['task']} into {out}/: {config['iterations']} iterations, "
-          f"{config['num_envs']} envs over {config['workers']} worker processes, "
-          f"randomization {config['randomization'] or 'none'}{' + ADR' if config['adr']['enabled'] else ''}",
-          flush=True)
+    print(
+        f"training {config['robot']} {config['task']} into {out}/: {config['iterations']} iterations, "
+        f"{config['num_envs']} envs over {config['workers']} worker processes, "
+        f"randomization {config['randomization'] or 'none'}{' + ADR' if config['adr']['enabled'] else ''}",
+        flush=True,
+    )
     result = trainer.run()
     print(summary(result))
     return 130 if result.interrupted else 0
@@ -262,20 +342,37 @@ def cmd_export(args: argparse.Namespace) -> int:
     report = export_policy(checkpoint, output)
     meta = report.policy.metadata
     if args.json:
-        print(json.dumps({"path": str(report.path), "sha256": report.policy.sha256, "bytes": report.size_bytes,
-                          "robot": meta.robot, "task": meta.task, "checkpoint": str(checkpoint),
-                          "iteration": report.iteration, "observation_size": meta.observation_size,
-                          "num_actions": meta.num_joints, "parity_max_abs_diff": report.max_abs_diff,
-                          "parity_samples": report.samples, "opset": report.opset, "source_commit": meta.source_commit,
-                          "source_dirty": meta.source_dirty}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "path": str(report.path),
+                    "sha256": report.policy.sha256,
+                    "bytes": report.size_bytes,
+                    "robot": meta.robot,
+                    "task": meta.task,
+                    "checkpoint": str(checkpoint),
+                    "iteration": report.iteration,
+                    "observation_size": meta.observation_size,
+                    "num_actions": meta.num_joints,
+                    "parity_max_abs_diff": report.max_abs_diff,
+                    "parity_samples": report.samples,
+                    "opset": report.opset,
+                    "source_commit": meta.source_commit,
+                    "source_dirty": meta.source_dirty,
+                },
+                indent=2,
+            )
+        )
         return 0
-    print(f"exported {report.path} ({report.size_bytes / 1024:.0f} kB, sha256 {report.policy.sha256[:16]})\n"
-          f"  {meta.robot} {meta.task} from {checkpoint} (iteration {report.iteration}): "
-          f"{meta.observation_size} observations -> {meta.num_joints} actions, one file, ONNX opset {report.opset}\n"
-          f"  parity torch vs onnxruntime on {report.samples} observations: max |diff| "
-          f"{report.max_abs_diff:.2g}\n"
-          f"  source commit {meta.source_commit[:12]}{' (dirty)' if meta.source_dirty == 'true' else ''}\n"
-          f"  evaluate it: sim2real eval {report.path} --worlds nominal dr --episodes 50")
+    print(
+        f"exported {report.path} ({report.size_bytes / 1024:.0f} kB, sha256 {report.policy.sha256[:16]})\n"
+        f"  {meta.robot} {meta.task} from {checkpoint} (iteration {report.iteration}): "
+        f"{meta.observation_size} observations -> {meta.num_joints} actions, one file, ONNX opset {report.opset}\n"
+        f"  parity torch vs onnxruntime on {report.samples} observations: max |diff| "
+        f"{report.max_abs_diff:.2g}\n"
+        f"  source commit {meta.source_commit[:12]}{' (dirty)' if meta.source_dirty == 'true' else ''}\n"
+        f"  evaluate it: sim2real eval {report.path} --worlds nominal dr --episodes 50"
+    )
     return 0
 
 
@@ -283,23 +380,51 @@ def cmd_select(args: argparse.Namespace) -> int:
     single_threaded_learner()
     from sim2real.evaluate.select import select_checkpoint
 
-    print(f"evaluating the last {args.last} checkpoints of {args.run} on {args.worlds}, {args.episodes} episodes "
-          f"each (seed {args.seed}) ...", flush=True)
-    best, candidates, output = select_checkpoint(args.run, args.worlds, args.episodes, args.last, args.seed,
-                                                 args.workers, args.output, progress=not args.no_progress,
-                                                 difficulty=args.difficulty)
+    print(
+        f"evaluating the last {args.last} checkpoints of {args.run} on {args.worlds}, {args.episodes} episodes "
+        f"each (seed {args.seed}) ...",
+        flush=True,
+    )
+    best, candidates, output = select_checkpoint(
+        args.run,
+        args.worlds,
+        args.episodes,
+        args.last,
+        args.seed,
+        args.workers,
+        args.output,
+        progress=not args.no_progress,
+        difficulty=args.difficulty,
+    )
     if args.json:
-        print(json.dumps({"selected": str(best.checkpoint), "output": str(output),
-                          "candidates": [{"checkpoint": str(c.checkpoint), "iteration": c.iteration,
-                                          "worlds": {w.name: {"success_rate": w.success_rate,
-                                                              "mean_return": w.mean_return}
-                                                     for w in c.report.worlds}} for c in candidates]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "selected": str(best.checkpoint),
+                    "output": str(output),
+                    "candidates": [
+                        {
+                            "checkpoint": str(c.checkpoint),
+                            "iteration": c.iteration,
+                            "worlds": {
+                                w.name: {"success_rate": w.success_rate, "mean_return": w.mean_return}
+                                for w in c.report.worlds
+                            },
+                        }
+                        for c in candidates
+                    ],
+                },
+                indent=2,
+            )
+        )
     else:
         weakest = best.weakest
-        print(f"selected {best.checkpoint.name}: weakest world set {weakest.name}, SR "
-              f"{100 * weakest.success_rate:.0f} %, mean return {weakest.mean_return:.2f}\n"
-              f"exported {output}\n  evaluate it afresh: sim2real eval {output} --worlds {' '.join(args.worlds)} "
-              f"--episodes {args.episodes} --seed {args.seed + 1000}")
+        print(
+            f"selected {best.checkpoint.name}: weakest world set {weakest.name}, SR "
+            f"{100 * weakest.success_rate:.0f} %, mean return {weakest.mean_return:.2f}\n"
+            f"exported {output}\n  evaluate it afresh: sim2real eval {output} --worlds {' '.join(args.worlds)} "
+            f"--episodes {args.episodes} --seed {args.seed + 1000}"
+        )
     return 0
 
 
@@ -311,13 +436,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return _eval_suite(args)
     args.episodes = 50 if args.episodes is None else args.episodes
     if args.scenarios or args.require_pass:
-        raise EvaluationError("--scenarios and --require-pass belong to a suite. Fix: add --suite NAME "
-                              "(e.g. --suite go2_walk)")
+        raise EvaluationError(
+            "--scenarios and --require-pass belong to a suite. Fix: add --suite NAME (e.g. --suite go2_walk)"
+        )
     policy = load_policy(args.policy)
     worlds = args.worlds or (["nominal", "dr"] if policy.metadata.randomization is not None else ["nominal"])
-    report = evaluate_policy(policy, worlds, args.episodes, seed=args.seed, workers=args.workers,
-                             difficulty=args.difficulty, progress=not args.no_progress, engine=args.engine,
-                             model=args.model)
+    report = evaluate_policy(
+        policy,
+        worlds,
+        args.episodes,
+        seed=args.seed,
+        workers=args.workers,
+        difficulty=args.difficulty,
+        progress=not args.no_progress,
+        engine=args.engine,
+        model=args.model,
+    )
     plot = None if args.no_plot else args.plot or Path("runs") / "eval" / f"{Path(args.policy).stem}_returns.png"
     png = plot_returns(report, plot) if plot else None
     if args.json:
@@ -341,8 +475,9 @@ def _eval_suite(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy)
     suite = load_suite(args.suite)
     worlds = args.worlds or ["nominal"]
-    bar = tqdm(total=None, desc=f"suite {suite.name} ({args.engine})", unit="run", dynamic_ncols=True,
-               disable=args.no_progress)
+    bar = tqdm(
+        total=None, desc=f"suite {suite.name} ({args.engine})", unit="run", dynamic_ncols=True, disable=args.no_progress
+    )
 
     def progress(done: int, total: int) -> None:
         bar.total = total
@@ -351,8 +486,18 @@ def _eval_suite(args: argparse.Namespace) -> int:
 
     try:
         episodes = 1 if args.episodes is None else args.episodes
-        report = evaluate_suite(policy, suite, worlds, episodes=episodes, seed=args.seed, engine=args.engine,
-                                workers=args.workers, scenarios=args.scenarios, progress=progress, model=args.model)
+        report = evaluate_suite(
+            policy,
+            suite,
+            worlds,
+            episodes=episodes,
+            seed=args.seed,
+            engine=args.engine,
+            workers=args.workers,
+            scenarios=args.scenarios,
+            progress=progress,
+            model=args.model,
+        )
     finally:
         bar.close()
     on = args.engine + ("_" + Path(str(args.model)).stem.replace(":", "_") if args.model else "")
@@ -376,84 +521,120 @@ def _eval_suite(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="sim2real", formatter_class=_Formatter,
+        prog="sim2real",
+        formatter_class=_Formatter,
         description="Take a robot policy from PyBullet to hardware under ROS 2.",
         epilog="examples:\n  sim2real demo --robot go2\n  sim2real up --robot panda --hardware sim --duration 10\n"
-               "  sim2real train --robot panda --task reach --out runs/reach\n"
-               "  sim2real export runs/reach -o policy.onnx\n"
-               "  sim2real eval policy.onnx --worlds nominal dr --episodes 50\n")
+        "  sim2real train --robot panda --task reach --out runs/reach\n"
+        "  sim2real export runs/reach -o policy.onnx\n"
+        "  sim2real eval policy.onnx --worlds nominal dr --episodes 50\n",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    up = sub.add_parser("up", formatter_class=_Formatter, help="bring up the node graph (what bringup.launch.py runs)",
-                        description="Run the node plan for a robot as processes, without `ros2 launch`.\n"
-                                    "Same plan as `ros2 launch sim2real bringup.launch.py`.",
-                        epilog="examples:\n  sim2real up --robot go2 --hardware sim --duration 30\n"
-                               "  sim2real up --robot go2 --lockstep --print-plan\n"
-                               "  sim2real up --robot go2 --policy policies/go2_walk.onnx --autoengage "
-                               "--policy-dirs runs/walk\n"
-                               "    then: sim2real policy swap runs/walk/policy.onnx\n"
-                               "  sim2real up --robot panda --hardware ros2_control --controller-joints "
-                               "panda_joint1,...,panda_joint7\n")
+    up = sub.add_parser(
+        "up",
+        formatter_class=_Formatter,
+        help="bring up the node graph (what bringup.launch.py runs)",
+        description="Run the node plan for a robot as processes, without `ros2 launch`.\n"
+        "Same plan as `ros2 launch sim2real bringup.launch.py`.",
+        epilog="examples:\n  sim2real up --robot go2 --hardware sim --duration 30\n"
+        "  sim2real up --robot go2 --lockstep --print-plan\n"
+        "  sim2real up --robot go2 --policy policies/go2_walk.onnx --autoengage "
+        "--policy-dirs runs/walk\n"
+        "    then: sim2real policy swap runs/walk/policy.onnx\n"
+        "  sim2real up --robot panda --hardware ros2_control --controller-joints "
+        "panda_joint1,...,panda_joint7\n",
+    )
     _add_graph_arguments(up)
-    up.add_argument("--hardware", default="sim", choices=HARDWARE_CHOICES, help=LAUNCH_ARGUMENTS["hardware"].description)
-    up.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: run until Ctrl-C)")
+    up.add_argument(
+        "--hardware", default="sim", choices=HARDWARE_CHOICES, help=LAUNCH_ARGUMENTS["hardware"].description
+    )
+    up.add_argument(
+        "--duration", type=float, default=None, help="stop after this many seconds (default: run until Ctrl-C)"
+    )
     up.add_argument("--policy", default="", help="ONNX policy for policy_runtime (sim2real export)")
-    up.add_argument("--demo", action="store_true", help="add the demo operator (demo_script with a policy, "
-                                                        "pose_commander without); the graph stops when its "
-                                                        "script ends or any node exits")
-    up.add_argument("--autoengage", action="store_true",
-                    help="the supervisor engages once the robot stands and the policy has streamed for 1 s "
-                         "(otherwise: ros2 service call "
-                         "/safety_supervisor/engage std_srvs/srv/Trigger)")
-    up.add_argument("--failures-dir", default="", help="folder for failure bundles (default: output_dir of "
-                                                       "config/failures/default.yaml); sim2real failures list")
+    up.add_argument(
+        "--demo",
+        action="store_true",
+        help="add the demo operator (demo_script with a policy, "
+        "pose_commander without); the graph stops when its "
+        "script ends or any node exits",
+    )
+    up.add_argument(
+        "--autoengage",
+        action="store_true",
+        help="the supervisor engages once the robot stands and the policy has streamed for 1 s "
+        "(otherwise: ros2 service call "
+        "/safety_supervisor/engage std_srvs/srv/Trigger)",
+    )
+    up.add_argument(
+        "--failures-dir",
+        default="",
+        help="folder for failure bundles (default: output_dir of config/failures/default.yaml); sim2real failures list",
+    )
     _add_launch_arguments(up)
     up.add_argument("--print-plan", action="store_true", help="print the node plan as JSON and exit")
     up.set_defaults(func=cmd_up)
 
-    demo = sub.add_parser("demo", formatter_class=_Formatter, help="the main job: the whole graph in sim, "
-                                                                   "with what it measured",
-                          description="Bring up sim_robot -> policy_runtime -> safety_supervisor in sim with the "
-                                      "shipped policy (policies/<robot>_<task>.onnx) for ~30 s of scripted\n"
-                                      "/cmd_vel (go2) or /goal_pose (panda); print distance, velocity or reach error, "
-                                      "supervisor events and tick latency;\nwrite a plot and a GIF. Without a policy "
-                                      "it holds and moves the joints through the supervisor instead.",
-                          epilog="examples:\n  sim2real demo --robot go2\n  sim2real demo --robot panda --lockstep\n"
-                                 "  sim2real demo --robot go2 --policy runs/walk/policy.onnx\n"
-                                 "  sim2real demo --robot go2 --engine mujoco --lockstep   # sim2sim on the graph\n")
+    demo = sub.add_parser(
+        "demo",
+        formatter_class=_Formatter,
+        help="the main job: the whole graph in sim, with what it measured",
+        description="Bring up sim_robot -> policy_runtime -> safety_supervisor in sim with the "
+        "shipped policy (policies/<robot>_<task>.onnx) for ~30 s of scripted\n"
+        "/cmd_vel (go2) or /goal_pose (panda); print distance, velocity or reach error, "
+        "supervisor events and tick latency;\nwrite a plot and a GIF. Without a policy "
+        "it holds and moves the joints through the supervisor instead.",
+        epilog="examples:\n  sim2real demo --robot go2\n  sim2real demo --robot panda --lockstep\n"
+        "  sim2real demo --robot go2 --policy runs/walk/policy.onnx\n"
+        "  sim2real demo --robot go2 --engine mujoco --lockstep   # sim2sim on the graph\n",
+    )
     _add_graph_arguments(demo)
-    demo.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
-                      help="physics engine of the simulated robot (mujoco: the second engine, as "
-                           "--hardware mujoco does for `up`)")
+    demo.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=DEFAULT_ENGINE,
+        help="physics engine of the simulated robot (mujoco: the second engine, as --hardware mujoco does for `up`)",
+    )
     demo.add_argument("--policy", default=None, help="policy file (default: the shipped one for the robot)")
-    demo.add_argument("--no-policy", action="store_true",
-                      help="run the joint script without any policy (a quadruped hangs in the air for it, as on a "
-                           "gantry; `sim2real up --demo --suspended false` keeps it standing)")
+    demo.add_argument(
+        "--no-policy",
+        action="store_true",
+        help="run the joint script without any policy (a quadruped hangs in the air for it, as on a "
+        "gantry; `sim2real up --demo --suspended false` keeps it standing)",
+    )
     demo.add_argument("--no-video", action="store_true", help="skip the GIF (it takes a few seconds to render)")
     demo.add_argument("--out", default="runs/demo", help="folder for the report, the plot and the video")
-    demo.add_argument("--timeout", type=float, default=300.0,
-                      help="give up after this many wall seconds (a lockstep demo runs as fast as the machine "
-                           "computes: the Go2's 30 s took 31 s of wall time on an idle 2-core machine)")
+    demo.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="give up after this many wall seconds (a lockstep demo runs as fast as the machine "
+        "computes: the Go2's 30 s took 31 s of wall time on an idle 2-core machine)",
+    )
     demo.set_defaults(func=cmd_demo)
 
-    policy = sub.add_parser("policy", formatter_class=_Formatter, help="inspect, sign and verify a policy file; "
-                                                                      "hot-swap the running one; its history",
-                            description="info: what a policy file says about itself (robot, joints, gains, action "
-                                        "mapping, observation layout,\ntraining randomization, checkpoint and "
-                                        "commit), from its metadata.\n"
-                                        "swap: hot-swap the running policy: the runtime validates the file, dry-runs "
-                                        "it on recent observations and cross-fades to it,\nor refuses it with the "
-                                        "reason while the running policy keeps running.\n"
-                                        "keygen, sign, verify: ed25519 signatures; with trusted_keys the runtime "
-                                        "runs only signed files.\nhistory: every start and swap request, "
-                                        "accepted or refused, with who asked.",
-                            epilog="examples:\n  sim2real policy info policies/go2_walk.onnx\n"
-                                   "  sim2real policy swap policies/go2_walk.onnx\n"
-                                   "  sim2real policy swap new.onnx --node /robot1/policy_runtime --json\n"
-                                   "  sim2real policy keygen lab-release --dir keys\n"
-                                   "  sim2real policy sign new.onnx --key keys/lab-release.key\n"
-                                   "  sim2real policy verify new.onnx --trusted-keys /etc/sim2real/trusted_keys\n"
-                                   "  sim2real policy history --last 20\n")
+    policy = sub.add_parser(
+        "policy",
+        formatter_class=_Formatter,
+        help="inspect, sign and verify a policy file; hot-swap the running one; its history",
+        description="info: what a policy file says about itself (robot, joints, gains, action "
+        "mapping, observation layout,\ntraining randomization, checkpoint and "
+        "commit), from its metadata.\n"
+        "swap: hot-swap the running policy: the runtime validates the file, dry-runs "
+        "it on recent observations and cross-fades to it,\nor refuses it with the "
+        "reason while the running policy keeps running.\n"
+        "keygen, sign, verify: ed25519 signatures; with trusted_keys the runtime "
+        "runs only signed files.\nhistory: every start and swap request, "
+        "accepted or refused, with who asked.",
+        epilog="examples:\n  sim2real policy info policies/go2_walk.onnx\n"
+        "  sim2real policy swap policies/go2_walk.onnx\n"
+        "  sim2real policy swap new.onnx --node /robot1/policy_runtime --json\n"
+        "  sim2real policy keygen lab-release --dir keys\n"
+        "  sim2real policy sign new.onnx --key keys/lab-release.key\n"
+        "  sim2real policy verify new.onnx --trusted-keys /etc/sim2real/trusted_keys\n"
+        "  sim2real policy history --last 20\n",
+    )
     policy_sub = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
     info = policy_sub.add_parser("info", formatter_class=_Formatter, help="show what a policy file was trained for")
     info.add_argument("file", help="an .onnx policy (sim2real export)")
@@ -469,13 +650,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_policy_trust_commands(policy_sub, _Formatter)
 
     safety = sub.add_parser(
-        "safety", formatter_class=_Formatter, help="the operator's requests to the running safety supervisor",
+        "safety",
+        formatter_class=_Formatter,
+        help="the operator's requests to the running safety supervisor",
         description="Ask the running safety_supervisor to engage (STANDBY/TAKEOVER -> ACTIVE), take over, damp,\n"
-                    "e-stop (latched) or reset (DAMPING/ESTOP -> STANDBY), as its ~/ACTION services do\n"
-                    "(`ros2 service call /safety_supervisor/engage std_srvs/srv/Trigger`, without ros2). It says\n"
-                    "whether the supervisor accepted, and why not. Exit status 0: accepted, 1: refused or no answer.",
+        "e-stop (latched) or reset (DAMPING/ESTOP -> STANDBY), as its ~/ACTION services do\n"
+        "(`ros2 service call /safety_supervisor/engage std_srvs/srv/Trigger`, without ros2). It says\n"
+        "whether the supervisor accepted, and why not. Exit status 0: accepted, 1: refused or no answer.",
         epilog="examples:\n  sim2real safety engage\n  sim2real safety estop\n"
-               "  sim2real safety reset --node /robot1/safety_supervisor\n")
+        "  sim2real safety reset --node /robot1/safety_supervisor\n",
+    )
     safety.add_argument("action", choices=OPERATOR_ACTIONS, help="what to ask")
     safety.add_argument("--node", default="/safety_supervisor", help="the safety_supervisor node")
     safety.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for its answer")
@@ -483,113 +667,156 @@ def build_parser() -> argparse.ArgumentParser:
     safety.set_defaults(func=cmd_safety)
 
     train = sub.add_parser(
-        "train", formatter_class=_Formatter, help="train a policy with PPO in PyBullet (domain randomization, "
-                                                  "curriculum)",
+        "train",
+        formatter_class=_Formatter,
+        help="train a policy with PPO in PyBullet (domain randomization, curriculum)",
         description="Train a task policy with rsl_rl PPO over worker processes, with domain randomization,\n"
-                    "adaptive DR and a curriculum as set in config/train/<robot>_<task>.yaml. Writes\n"
-                    "model_<iteration>.pt checkpoints and TensorBoard logs into --out.",
+        "adaptive DR and a curriculum as set in config/train/<robot>_<task>.yaml. Writes\n"
+        "model_<iteration>.pt checkpoints and TensorBoard logs into --out.",
         epilog="examples:\n  sim2real train --robot panda --task reach --out runs/reach\n"
-               "  sim2real train --robot go2 --task walk --out runs/walk --iterations 2000 --num-envs 32\n"
-               "  sim2real train --config config/experiments/go2_walk/onehour.yaml --out runs/walk_onehour\n"
-               "  sim2real train --resume runs/walk/model_500.pt --iterations 3000\n"
-               "  sim2real train --init-from runs/walk/model_1500.pt --config my_walk.yaml --out runs/walk_ft "
-               "--iterations 2500\n"
-               "  sim2real train --init-from policies/go2_walk.onnx --config my_walk_ft.yaml --out runs/go2_ft "
-               "--iterations 1600\n"
-               "then: sim2real export runs/reach -o runs/reach/policy.onnx\n")
+        "  sim2real train --robot go2 --task walk --out runs/walk --iterations 2000 --num-envs 32\n"
+        "  sim2real train --config config/experiments/go2_walk/onehour.yaml --out runs/walk_onehour\n"
+        "  sim2real train --resume runs/walk/model_500.pt --iterations 3000\n"
+        "  sim2real train --init-from runs/walk/model_1500.pt --config my_walk.yaml --out runs/walk_ft "
+        "--iterations 2500\n"
+        "  sim2real train --init-from policies/go2_walk.onnx --config my_walk_ft.yaml --out runs/go2_ft "
+        "--iterations 1600\n"
+        "then: sim2real export runs/reach -o runs/reach/policy.onnx\n",
+    )
     train.add_argument("--robot", help="robot profile name (go2, panda; default: the --config file's robot:)")
     train.add_argument("--task", help="task name (go2: walk, panda: reach; default: the --config file's task:)")
-    train.add_argument("--out", help="run folder for checkpoints and logs (default with --resume: the "
-                                     "checkpoint's folder)")
+    train.add_argument(
+        "--out", help="run folder for checkpoints and logs (default with --resume: the checkpoint's folder)"
+    )
     train.add_argument("--config", help="training config YAML (default: config/train/<robot>_<task>.yaml)")
     train.add_argument("--iterations", type=int, help="total PPO iterations of the run (default: the config's)")
     train.add_argument("--num-envs", type=int, help="parallel envs (default: the config's)")
     train.add_argument("--workers", type=int, help="env worker processes (default: the config's)")
     train.add_argument("--seed", type=int, help="seed (default: the config's)")
     train.add_argument("--resume", metavar="CKPT", help="continue a run from a checkpoint, up to --iterations")
-    train.add_argument("--init-from", metavar="CKPT|POLICY.onnx",
-                       help="fine-tune: a new run (--out, --config) from this checkpoint's networks, normalizer and "
-                            "optimizer; iterations go on from the checkpoint's (--iterations is the total); the "
-                            "config's randomization replaces the trained one. From a policy file (.onnx, e.g. a "
-                            "shipped one) only the actor carries over: the critic, the action noise "
-                            "(policy.init_noise_std) and the optimizer start afresh; set critic_warmup.iterations "
-                            "in the config to train the new critic alone first")
+    train.add_argument(
+        "--init-from",
+        metavar="CKPT|POLICY.onnx",
+        help="fine-tune: a new run (--out, --config) from this checkpoint's networks, normalizer and "
+        "optimizer; iterations go on from the checkpoint's (--iterations is the total); the "
+        "config's randomization replaces the trained one. From a policy file (.onnx, e.g. a "
+        "shipped one) only the actor carries over: the critic, the action noise "
+        "(policy.init_noise_std) and the optimizer start afresh; set critic_warmup.iterations "
+        "in the config to train the new critic alone first",
+    )
     train.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
     train.set_defaults(func=cmd_train)
 
     export = sub.add_parser(
-        "export", formatter_class=_Formatter, help="export a checkpoint as a self-contained ONNX policy file",
+        "export",
+        formatter_class=_Formatter,
+        help="export a checkpoint as a self-contained ONNX policy file",
         description="Write the checkpoint's actor (observation normalizer included) as ONE ONNX file with\n"
-                    "sim2real.* metadata (robot, joints, gains, observation layout, action mapping, training\n"
-                    "config, randomization, source commit), after checking onnxruntime against torch on\n"
-                    "1000 observations. A checkpoint with NaN/inf weights is refused.",
+        "sim2real.* metadata (robot, joints, gains, observation layout, action mapping, training\n"
+        "config, randomization, source commit), after checking onnxruntime against torch on\n"
+        "1000 observations. A checkpoint with NaN/inf weights is refused.",
         epilog="examples:\n  sim2real export runs/reach/model_300.pt -o policies/panda_reach.onnx\n"
-               "  sim2real export runs/reach          # latest checkpoint -> runs/reach/policy.onnx\n")
+        "  sim2real export runs/reach          # latest checkpoint -> runs/reach/policy.onnx\n",
+    )
     export.add_argument("checkpoint", metavar="CHECKPOINT", help="model_<iteration>.pt, or a run folder (latest)")
     export.add_argument("-o", "--output", help="policy file to write (default: policy.onnx beside the checkpoint)")
     export.add_argument("--json", action="store_true", help="print the result as JSON")
     export.set_defaults(func=cmd_export)
 
     evaluate = sub.add_parser(
-        "eval", formatter_class=_Formatter, help="evaluate a policy file in simulation: SR, returns, domain gap",
+        "eval",
+        formatter_class=_Formatter,
+        help="evaluate a policy file in simulation: SR, returns, domain gap",
         description="Run the ONNX policy (through onnxruntime, as on the robot) for N episodes per world set\n"
-                    "and report success rate, mean and worst-5 % return, task metrics and, for two or more\n"
-                    "world sets, the domain gap Delta = R_b - R_a and GapRatio = |R_b - R_a| / |R_a|.\n"
-                    "World sets: nominal (no randomization), dr (the policy's training randomization),\n"
-                    "or a randomization name/YAML. Episode k uses seed + k: reports are reproducible.\n"
-                    "--engine mujoco runs the same episodes in MuJoCo (sim2sim): another contact model,\n"
-                    "integrator and IMU than the PyBullet the policy trained in, the check to pass before hardware.",
+        "and report success rate, mean and worst-5 % return, task metrics and, for two or more\n"
+        "world sets, the domain gap Delta = R_b - R_a and GapRatio = |R_b - R_a| / |R_a|.\n"
+        "World sets: nominal (no randomization), dr (the policy's training randomization),\n"
+        "or a randomization name/YAML. Episode k uses seed + k: reports are reproducible.\n"
+        "--engine mujoco runs the same episodes in MuJoCo (sim2sim): another contact model,\n"
+        "integrator and IMU than the PyBullet the policy trained in, the check to pass before hardware.",
         epilog="examples:\n  sim2real eval runs/reach/policy.onnx --worlds nominal dr --episodes 50\n"
-               "  sim2real eval policies/go2_walk.onnx --engine mujoco --worlds nominal go2_reference --episodes 20\n"
-               "  sim2real eval policies/go2_walk.onnx --suite go2_walk --engine mujoco --worlds nominal "
-               "go2_takeover_stress --episodes 1\n"
-               "  sim2real eval policies/go2_walk.onnx --suite go2_walk --scenarios stand_still turn_left_0.6 "
-               "--episodes 3\n"
-               "  sim2real eval policy.onnx --worlds nominal --worlds config/randomization/go2_reference.yaml "
-               "--episodes 100 --json --plot gap.png\n")
+        "  sim2real eval policies/go2_walk.onnx --engine mujoco --worlds nominal go2_reference --episodes 20\n"
+        "  sim2real eval policies/go2_walk.onnx --suite go2_walk --engine mujoco --worlds nominal "
+        "go2_takeover_stress --episodes 1\n"
+        "  sim2real eval policies/go2_walk.onnx --suite go2_walk --scenarios stand_still turn_left_0.6 "
+        "--episodes 3\n"
+        "  sim2real eval policy.onnx --worlds nominal --worlds config/randomization/go2_reference.yaml "
+        "--episodes 100 --json --plot gap.png\n",
+    )
     evaluate.add_argument("policy", metavar="POLICY", help="policy file (.onnx from sim2real export)")
-    evaluate.add_argument("--worlds", nargs="+", action="extend", metavar="SET",
-                          help="world sets: nominal | dr | NAME | FILE.yaml (default: nominal dr)")
-    evaluate.add_argument("--episodes", type=int, default=None,
-                          help="episodes per world set (default 50); with --suite, per scenario and world set "
-                               "(default 1)")
+    evaluate.add_argument(
+        "--worlds",
+        nargs="+",
+        action="extend",
+        metavar="SET",
+        help="world sets: nominal | dr | NAME | FILE.yaml (default: nominal dr)",
+    )
+    evaluate.add_argument(
+        "--episodes",
+        type=int,
+        default=None,
+        help="episodes per world set (default 50); with --suite, per scenario and world set (default 1)",
+    )
     evaluate.add_argument("--seed", type=int, default=0, help="episode k starts from seed + k")
     evaluate.add_argument("--workers", type=int, default=2, help="processes running episodes (0: this one)")
     evaluate.add_argument("--difficulty", type=float, default=1.0, help="task difficulty in [0, 1]")
-    evaluate.add_argument("--engine", choices=ENGINES, default=DEFAULT_ENGINE,
-                          help="physics engine of the episodes (mujoco: sim2sim against another engine)")
-    evaluate.add_argument("--model", metavar="MODEL",
-                          help="with --engine mujoco: another robot model than the profile's, a URDF/MJCF path or "
-                               "example-robot-data:go2 (an independently written Go2: pip install -e '.[reality]')")
-    evaluate.add_argument("--suite", metavar="NAME",
-                          help="run an evaluation suite instead (config/eval/NAME.yaml or a path): the deployed "
-                               "stack (runtime, supervisor, estimator) through named scenarios of commands; one "
-                               "table of falls, tracking, feet, drift, takeover height, torque saturation and "
-                               "estimator error per scenario; JSON and plot in runs/eval/. --episodes then counts "
-                               "episodes per scenario and world set (default of --worlds: nominal)")
+    evaluate.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=DEFAULT_ENGINE,
+        help="physics engine of the episodes (mujoco: sim2sim against another engine)",
+    )
+    evaluate.add_argument(
+        "--model",
+        metavar="MODEL",
+        help="with --engine mujoco: another robot model than the profile's, a URDF/MJCF path or "
+        "example-robot-data:go2 (an independently written Go2: pip install -e '.[reality]')",
+    )
+    evaluate.add_argument(
+        "--suite",
+        metavar="NAME",
+        help="run an evaluation suite instead (config/eval/NAME.yaml or a path): the deployed "
+        "stack (runtime, supervisor, estimator) through named scenarios of commands; one "
+        "table of falls, tracking, feet, drift, takeover height, torque saturation and "
+        "estimator error per scenario; JSON and plot in runs/eval/. --episodes then counts "
+        "episodes per scenario and world set (default of --worlds: nominal)",
+    )
     evaluate.add_argument("--scenarios", nargs="+", metavar="NAME", help="with --suite: only these scenarios")
-    evaluate.add_argument("--require-pass", action="store_true",
-                          help="with --suite: exit 1 unless every scenario passes its targets (for CI)")
+    evaluate.add_argument(
+        "--require-pass",
+        action="store_true",
+        help="with --suite: exit 1 unless every scenario passes its targets (for CI)",
+    )
     evaluate.add_argument("--json", action="store_true", help="print the report as JSON (per-episode returns too)")
-    evaluate.add_argument("--plot", metavar="PNG", help="where to write the histogram and box plot of the returns "
-                                                        "(default: runs/eval/<policy name>_returns.png)")
+    evaluate.add_argument(
+        "--plot",
+        metavar="PNG",
+        help="where to write the histogram and box plot of the returns (default: runs/eval/<policy name>_returns.png)",
+    )
     evaluate.add_argument("--no-plot", action="store_true", help="write no plot")
     evaluate.add_argument("--no-progress", action="store_true", help="no progress bar")
     evaluate.set_defaults(func=cmd_eval)
 
     select = sub.add_parser(
-        "select", formatter_class=_Formatter, help="export the best of a run's last checkpoints, by evaluation",
+        "select",
+        formatter_class=_Formatter,
+        help="export the best of a run's last checkpoints, by evaluation",
         description="Export a training run's last --last checkpoints, evaluate each on the same episodes and\n"
-                    "export the best: the highest success rate on its weakest world set, then that set's mean\n"
-                    "return; a tie goes to the later checkpoint. Under randomization the success rate swings\n"
-                    "between checkpoints (the Go2 recipe, seed 1: 96 %, 80 %, 88 % at 1100, 1200, 1300), so the\n"
-                    "file to ship is chosen this way. The chosen seed is used for choosing: evaluate the\n"
-                    "result again on other seeds before believing its figure.",
+        "export the best: the highest success rate on its weakest world set, then that set's mean\n"
+        "return; a tie goes to the later checkpoint. Under randomization the success rate swings\n"
+        "between checkpoints (the Go2 recipe, seed 1: 96 %, 80 %, 88 % at 1100, 1200, 1300), so the\n"
+        "file to ship is chosen this way. The chosen seed is used for choosing: evaluate the\n"
+        "result again on other seeds before believing its figure.",
         epilog="examples:\n  sim2real select runs/go2 --worlds nominal config/randomization/go2_reference.yaml\n"
-               "  sim2real select runs/reach --last 3 --episodes 100 -o policies/panda_reach.onnx\n")
+        "  sim2real select runs/reach --last 3 --episodes 100 -o policies/panda_reach.onnx\n",
+    )
     select.add_argument("run", help="training run folder (model_<iteration>.pt files)")
-    select.add_argument("--worlds", nargs="+", default=["nominal", "dr"],
-                        help="world sets, as sim2real eval takes them (dr: the run's own randomization)")
+    select.add_argument(
+        "--worlds",
+        nargs="+",
+        default=["nominal", "dr"],
+        help="world sets, as sim2real eval takes them (dr: the run's own randomization)",
+    )
     select.add_argument("--last", type=int, default=5, help="how many of the newest checkpoints to compare")
     select.add_argument("--episodes", type=int, default=50, help="episodes per world set and checkpoint")
     select.add_argument("--seed", type=int, default=0, help="seed of the first episode (the same for every checkpoint)")
@@ -608,11 +835,15 @@ def build_parser() -> argparse.ArgumentParser:
     preflight_cli.add_parser(sub, _Formatter)
     pipeline.add_parser(sub, _Formatter)
     add_sysid_commands(sub, _Formatter)  # sysid record|fit|simulate
-    dr = sub.add_parser("dr", formatter_class=_Formatter, help="make domain-randomization configs from measurements",
-                        description="Make domain-randomization configs from what was measured on the robot.",
-                        epilog="examples:\n  sim2real dr from-sysid config/identified/panda.yaml "
-                               "-o config/randomization/panda_identified.yaml\n"
-                               "  sim2real dr from-latency latency.jsonl -o config/randomization/robot_latency.yaml\n")
+    dr = sub.add_parser(
+        "dr",
+        formatter_class=_Formatter,
+        help="make domain-randomization configs from measurements",
+        description="Make domain-randomization configs from what was measured on the robot.",
+        epilog="examples:\n  sim2real dr from-sysid config/identified/panda.yaml "
+        "-o config/randomization/panda_identified.yaml\n"
+        "  sim2real dr from-latency latency.jsonl -o config/randomization/robot_latency.yaml\n",
+    )
     dr_sub = dr.add_subparsers(dest="dr_command", required=True, metavar="SOURCE")
     add_dr_from_sysid(dr_sub, _Formatter)
     add_dr_from_latency(dr_sub, _Formatter)

@@ -22,6 +22,7 @@ push      only a candidate that passed validation (same sha256): copied into the
 
 ``--dry-run`` says what each stage would do and changes nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,8 +76,9 @@ class Change:
     why: str
 
 
-def adapt_randomization(base: Randomization, bundles: list[Bundle], margin: float = 0.1
-                        ) -> tuple[Randomization, list[Change]]:
+def adapt_randomization(
+    base: Randomization, bundles: list[Bundle], margin: float = 0.1
+) -> tuple[Randomization, list[Change]]:
     """Widen (or add) the ranges that do not cover the conditions the failures happened under."""
     ranges = base.ranges()
     seen: dict[str, list[float]] = {}
@@ -103,8 +105,14 @@ def adapt_randomization(base: Randomization, bundles: list[Bundle], margin: floa
             width = max(hi_seen, hi) - min(lo_seen, lo)
             new = (max(bounds[0], min(lo, lo_seen - margin * width)), min(bounds[1], max(hi, hi_seen + margin * width)))
             new_ranges[name] = new
-            changes.append(Change(name, (lo, hi), new, f"failures at {name} in [{lo_seen:g}, {hi_seen:g}] "
-                                                       f"outside the trained [{lo:g}, {hi:g}]"))
+            changes.append(
+                Change(
+                    name,
+                    (lo, hi),
+                    new,
+                    f"failures at {name} in [{lo_seen:g}, {hi_seen:g}] outside the trained [{lo:g}, {hi:g}]",
+                )
+            )
         else:
             nominal = getattr(PhysicalConditions(), name)
             nominal = lo_seen if nominal is None else float(nominal)
@@ -112,8 +120,14 @@ def adapt_randomization(base: Randomization, bundles: list[Bundle], margin: floa
             width = high - low
             new = (max(bounds[0], low - margin * width), min(bounds[1], high + margin * width))
             added[name] = {"uniform": [new[0], new[1]]}
-            changes.append(Change(name, None, new, f"failures at {name} in [{lo_seen:g}, {hi_seen:g}]; "
-                                                   f"not randomized before (nominal {nominal:g})"))
+            changes.append(
+                Change(
+                    name,
+                    None,
+                    new,
+                    f"failures at {name} in [{lo_seen:g}, {hi_seen:g}]; not randomized before (nominal {nominal:g})",
+                )
+            )
     adapted = base.with_ranges(new_ranges) if new_ranges else base
     if added:
         data = adapted.to_dict()
@@ -138,8 +152,10 @@ def _current_randomization(policy_path: Path, given: str | None) -> Randomizatio
         return load_randomization(given)
     stored = load_policy(policy_path).metadata.randomization
     if stored is None:
-        raise PipelineError(f"{policy_path} was trained without randomization, so there are no ranges to adapt. "
-                            "Fix: give the base with --randomization NAME|FILE")
+        raise PipelineError(
+            f"{policy_path} was trained without randomization, so there are no ranges to adapt. "
+            "Fix: give the base with --randomization NAME|FILE"
+        )
     return Randomization.from_dict(stored, source=f"{policy_path} (sim2real.randomization)")
 
 
@@ -153,8 +169,10 @@ def stage_adapt(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         before = "not randomized" if c.before is None else f"[{c.before[0]:.4g}, {c.before[1]:.4g}]"
         print(f"  {c.name}: {before} -> [{c.after[0]:.4g}, {c.after[1]:.4g}]  ({c.why})")
     if not changes:
-        print("  no range changes: every recorded condition is covered already (or none was recorded); "
-              "retraining then only adds experience from the same worlds")
+        print(
+            "  no range changes: every recorded condition is covered already (or none was recorded); "
+            "retraining then only adds experience from the same worlds"
+        )
     path = out / "randomization.yaml"
     if args.dry_run:
         print(f"  dry run: would write {path}")
@@ -164,8 +182,13 @@ def stage_adapt(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     base_path.write_text(yaml.safe_dump(base.to_dict(), sort_keys=False))
     path.write_text(yaml.safe_dump(adapted.to_dict(), sort_keys=False))
     print(f"  wrote {path}")
-    return _save(out, randomization=str(path), base_randomization=str(base_path), bundles=[str(b.path) for b in bundles],
-                 changes=[vars(c) for c in changes])
+    return _save(
+        out,
+        randomization=str(path),
+        base_randomization=str(base_path),
+        bundles=[str(b.path) for b in bundles],
+        changes=[vars(c) for c in changes],
+    )
 
 
 # ------------------------------------------------------------------ retrain
@@ -193,26 +216,35 @@ def stage_retrain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
 
         meta = load_policy(args.policy).metadata
         if not meta.training_config:
-            raise PipelineError(f"{args.policy} carries no training config in its metadata, so there is no recipe "
-                                "to go on with. Fix: give --checkpoint runs/<run>/model_<N>.pt")
+            raise PipelineError(
+                f"{args.policy} carries no training config in its metadata, so there is no recipe "
+                "to go on with. Fix: give --checkpoint runs/<run>/model_<N>.pt"
+            )
         source, start, trained = args.policy, policy_iteration(meta), meta.training_config
         warmup = args.critic_warmup if args.critic_warmup is not None else min(50, args.iterations // 4)
         extra = {"policy.init_noise_std": args.noise_std, "critic_warmup.iterations": warmup}
-        how = (f"its actor; a new critic trained alone for {warmup} iterations, action noise {args.noise_std:g} "
-               "(give --checkpoint to keep the run's critic and optimizer)")
+        how = (
+            f"its actor; a new critic trained alone for {warmup} iterations, action noise {args.noise_std:g} "
+            "(give --checkpoint to keep the run's critic and optimizer)"
+        )
 
         def warm_for(config: dict[str, Any]) -> dict[str, Any]:
             return warm_start_from_policy(args.policy, config)
+
     overrides = {"iterations": start + args.iterations, "num_envs": args.num_envs, "workers": args.workers, **extra}
     overrides.update(fine_tune_rate(trained.get("ppo", {}), start + args.iterations))
-    print(f"[retrain] warm start from {source} (iteration {start}: {how}) for {args.iterations} iterations "
-          f"under {randomization}")
+    print(
+        f"[retrain] warm start from {source} (iteration {start}: {how}) for {args.iterations} iterations "
+        f"under {randomization}"
+    )
     if args.dry_run:
         print(f"  dry run: would train into {out / 'train'} and export {out / 'candidate.onnx'}")
         return {}
     if not Path(randomization).is_file():
-        raise PipelineError(f"no adapted randomization at {randomization}. Fix: run `sim2real pipeline adapt` first "
-                            "or give --adapted FILE")
+        raise PipelineError(
+            f"no adapted randomization at {randomization}. Fix: run `sim2real pipeline adapt` first "
+            "or give --adapted FILE"
+        )
     from sim2real.train.threads import single_threaded_learner
 
     single_threaded_learner()
@@ -222,8 +254,7 @@ def stage_retrain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     load_randomization(randomization)  # a broken file fails here, before any training starts
     # The same recipe under the adapted ranges: warm_start drops the trained ranges and the ADR
     # state, which would put the old ranges back.
-    config = override_config(trained, {**overrides, "randomization": str(randomization)},
-                             source="sim2real pipeline")
+    config = override_config(trained, {**overrides, "randomization": str(randomization)}, source="sim2real pipeline")
     warm = save_checkpoint(out / "warm_start.pt", warm_for(config))
     train_dir = out / "train"
     trainer = Trainer(config, train_dir, resume=warm, progress=not args.no_progress)
@@ -242,49 +273,81 @@ def _replays(bundles: list[Bundle], policy: Path, runs: int) -> dict[str, Any]:
     from sim2real.evaluate.failure_replay import replay_failure
 
     results = [replay_failure(b, policy, seed=s) for b in bundles for s in range(runs)]
-    return {"replays": len(results), "failed": sum(r.failed for r in results),
-            "mean_survived_s": (sum(r.survived_s for r in results) / len(results)) if results else math.nan,
-            "reasons": [r.reason for r in results if r.failed]}
+    return {
+        "replays": len(results),
+        "failed": sum(r.failed for r in results),
+        "mean_survived_s": (sum(r.survived_s for r in results) / len(results)) if results else math.nan,
+        "reasons": [r.reason for r in results if r.failed],
+    }
 
 
-def validate_candidate(current: Path, candidate: Path, bundles: list[Bundle], worlds: list[str], episodes: int,
-                       runs: int = 1, tolerance: float = 0.05, workers: int = 2, seed: int = 0) -> dict[str, Any]:
+def validate_candidate(
+    current: Path,
+    candidate: Path,
+    bundles: list[Bundle],
+    worlds: list[str],
+    episodes: int,
+    runs: int = 1,
+    tolerance: float = 0.05,
+    workers: int = 2,
+    seed: int = 0,
+) -> dict[str, Any]:
     from sim2real.evaluate.evaluate import evaluate_policy
 
     replay = {"current": _replays(bundles, current, runs), "candidate": _replays(bundles, candidate, runs)}
-    reports = {who: evaluate_policy(path, worlds, episodes, seed=seed, workers=workers, progress=False)
-               for who, path in (("current", current), ("candidate", candidate))}
+    reports = {
+        who: evaluate_policy(path, worlds, episodes, seed=seed, workers=workers, progress=False)
+        for who, path in (("current", current), ("candidate", candidate))
+    }
     reasons = []
     cur, cand = replay["current"]["failed"], replay["candidate"]["failed"]
     if cur > 0 and cand >= cur:
-        reasons.append(f"replayed failures: the candidate fails {cand} of {replay['candidate']['replays']}, "
-                       f"not fewer than the current policy's {cur}")
+        reasons.append(
+            f"replayed failures: the candidate fails {cand} of {replay['candidate']['replays']}, "
+            f"not fewer than the current policy's {cur}"
+        )
     if cur == 0 and cand > 0:
         reasons.append(f"replayed failures: the candidate fails {cand} that the current policy survives")
     worlds_table = []
     for a, b in zip(reports["current"].worlds, reports["candidate"].worlds):
-        row = {"world": a.name, "current_sr": a.success_rate, "candidate_sr": b.success_rate,
-               "current_return": a.mean_return, "candidate_return": b.mean_return}
+        row = {
+            "world": a.name,
+            "current_sr": a.success_rate,
+            "candidate_sr": b.success_rate,
+            "current_return": a.mean_return,
+            "candidate_return": b.mean_return,
+        }
         worlds_table.append(row)
         if b.success_rate < a.success_rate - tolerance:
             reasons.append(f"{a.name}: success rate {b.success_rate:.2f} < current {a.success_rate:.2f} - {tolerance}")
         if b.mean_return < a.mean_return - tolerance * abs(a.mean_return):
-            reasons.append(f"{a.name}: mean return {b.mean_return:.3f} < current {a.mean_return:.3f} "
-                           f"- {tolerance:.0%}")
-    return {"passed": not reasons, "reasons": reasons, "replay": replay, "worlds": worlds_table,
-            "current": str(current), "candidate": str(candidate), "candidate_sha256": load_policy(candidate).sha256,
-            "tolerance": tolerance, "episodes": episodes}
+            reasons.append(f"{a.name}: mean return {b.mean_return:.3f} < current {a.mean_return:.3f} - {tolerance:.0%}")
+    return {
+        "passed": not reasons,
+        "reasons": reasons,
+        "replay": replay,
+        "worlds": worlds_table,
+        "current": str(current),
+        "candidate": str(candidate),
+        "candidate_sha256": load_policy(candidate).sha256,
+        "tolerance": tolerance,
+        "episodes": episodes,
+    }
 
 
 def print_validation(result: dict[str, Any]) -> None:
     r = result["replay"]
-    print(f"  replayed failures ({r['current']['replays']} runs): current fails {r['current']['failed']}, "
-          f"candidate fails {r['candidate']['failed']}; mean time to failure/end "
-          f"{r['current']['mean_survived_s']:.2f} s vs {r['candidate']['mean_survived_s']:.2f} s")
+    print(
+        f"  replayed failures ({r['current']['replays']} runs): current fails {r['current']['failed']}, "
+        f"candidate fails {r['candidate']['failed']}; mean time to failure/end "
+        f"{r['current']['mean_survived_s']:.2f} s vs {r['candidate']['mean_survived_s']:.2f} s"
+    )
     print(f"  {'world':24} {'SR cur':>7} {'SR cand':>8} {'R cur':>9} {'R cand':>9}")
     for w in result["worlds"]:
-        print(f"  {w['world']:24} {w['current_sr']:7.2f} {w['candidate_sr']:8.2f} {w['current_return']:9.3f} "
-              f"{w['candidate_return']:9.3f}")
+        print(
+            f"  {w['world']:24} {w['current_sr']:7.2f} {w['candidate_sr']:8.2f} {w['current_return']:9.3f} "
+            f"{w['candidate_return']:9.3f}"
+        )
     verdict = "PASSED" if result["passed"] else "REFUSED"
     print(f"  validation {verdict}" + ("" if result["passed"] else ": " + "; ".join(result["reasons"])))
 
@@ -307,19 +370,26 @@ def stage_validate(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         except PipelineError:
             base = None
     worlds = ["nominal", str(base)] if base else ["nominal"]
-    print(f"[validate] {candidate} against {current}: {len(bundles)} failure(s) x {args.runs} replay(s), "
-          f"{args.episodes} episodes on {worlds}")
+    print(
+        f"[validate] {candidate} against {current}: {len(bundles)} failure(s) x {args.runs} replay(s), "
+        f"{args.episodes} episodes on {worlds}"
+    )
     if args.dry_run:
         return {}
     if not candidate.is_file():
         raise PipelineError(f"no candidate at {candidate}. Fix: run `sim2real pipeline retrain` or give --candidate")
-    result = validate_candidate(current, candidate, bundles, worlds, args.episodes, args.runs, args.tolerance,
-                                args.eval_workers)
+    result = validate_candidate(
+        current, candidate, bundles, worlds, args.episodes, args.runs, args.tolerance, args.eval_workers
+    )
     out.mkdir(parents=True, exist_ok=True)
     (out / "validation.json").write_text(json.dumps(result, indent=2))
     print_validation(result)
-    return _save(out, validation=str(out / "validation.json"), validated_sha256=result["candidate_sha256"],
-                 validation_passed=result["passed"])
+    return _save(
+        out,
+        validation=str(out / "validation.json"),
+        validated_sha256=result["candidate_sha256"],
+        validation_passed=result["passed"],
+    )
 
 
 # ------------------------------------------------------------------ push
@@ -328,17 +398,20 @@ def stage_push(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     candidate = Path(args.candidate or state.get("candidate") or out / "candidate.onnx")
     validation = out / "validation.json"
     if args.dry_run:
-        print(f"[push] dry run: would push {candidate} only if {validation} says it passed, by hot-swap on "
-              f"{args.node}")
+        print(f"[push] dry run: would push {candidate} only if {validation} says it passed, by hot-swap on {args.node}")
         return {}
     if not validation.is_file():
-        raise PipelineError(f"no validation of {candidate} in {out}. Fix: run `sim2real pipeline validate` first; "
-                            "an unvalidated policy is never pushed")
+        raise PipelineError(
+            f"no validation of {candidate} in {out}. Fix: run `sim2real pipeline validate` first; "
+            "an unvalidated policy is never pushed"
+        )
     result = json.loads(validation.read_text())
     sha = load_policy(candidate).sha256 if candidate.is_file() else None
     if result.get("candidate_sha256") != sha:
-        raise PipelineError(f"{validation} validated sha256 {str(result.get('candidate_sha256'))[:12]}, but "
-                            f"{candidate} is {str(sha)[:12]}. Fix: validate this candidate")
+        raise PipelineError(
+            f"{validation} validated sha256 {str(result.get('candidate_sha256'))[:12]}, but "
+            f"{candidate} is {str(sha)[:12]}. Fix: validate this candidate"
+        )
     if not result["passed"]:
         print(f"[push] refused: {candidate} failed validation: {'; '.join(result['reasons'])}")
         return _save(out, pushed=False)
@@ -357,8 +430,10 @@ def stage_push(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     if confirmed:
         print(f"  running on the robot, confirmed by its /diagnostics: {reason}")
     elif accepted:
-        print(f"  accepted by the runtime but not confirmed running ({reason}). Check: the runtime ticks only "
-              f"with all its inputs (`ros2 topic echo /diagnostics` says what it waits for)")
+        print(
+            f"  accepted by the runtime but not confirmed running ({reason}). Check: the runtime ticks only "
+            f"with all its inputs (`ros2 topic echo /diagnostics` says what it waits for)"
+        )
     else:
         print(f"  refused by the runtime: {reason}")
     return _save(out, pushed=confirmed, accepted=accepted, pushed_path=str(target), push_reason=reason)
@@ -385,45 +460,71 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
 
 def add_parser(sub, fmt: type[argparse.HelpFormatter] = argparse.RawDescriptionHelpFormatter) -> None:
     p = sub.add_parser(
-        "pipeline", formatter_class=fmt,
+        "pipeline",
+        formatter_class=fmt,
         help="failures -> adapted randomization -> retrained policy -> validated -> hot-swapped",
         description=__doc__.split("\n", 2)[2],
         epilog="examples:\n  sim2real pipeline run --robot panda --policy policies/panda_reach.onnx "
-               "--checkpoint runs/reach/model_600.pt --dry-run\n"
-               "  sim2real pipeline adapt --robot panda --policy policies/panda_reach.onnx --out runs/pipe\n"
-               "  sim2real pipeline retrain --checkpoint runs/reach/model_600.pt --iterations 200 --out runs/pipe "
-               "--policy policies/panda_reach.onnx\n"
-               "  sim2real pipeline validate --out runs/pipe --policy policies/panda_reach.onnx --episodes 50\n"
-               "  sim2real pipeline push --out runs/pipe --policy policies/panda_reach.onnx --node /policy_runtime\n")
+        "--checkpoint runs/reach/model_600.pt --dry-run\n"
+        "  sim2real pipeline adapt --robot panda --policy policies/panda_reach.onnx --out runs/pipe\n"
+        "  sim2real pipeline retrain --checkpoint runs/reach/model_600.pt --iterations 200 --out runs/pipe "
+        "--policy policies/panda_reach.onnx\n"
+        "  sim2real pipeline validate --out runs/pipe --policy policies/panda_reach.onnx --episodes 50\n"
+        "  sim2real pipeline push --out runs/pipe --policy policies/panda_reach.onnx --node /policy_runtime\n",
+    )
     p.add_argument("stage", choices=("run", *STAGES), help="run = every stage in order; or one stage alone")
     p.add_argument("--robot", default="go2", help="robot whose failures to use (failure.json 'robot')")
     p.add_argument("--policy", required=True, help="the policy the robot runs now (ONNX)")
     p.add_argument("--failures", default=None, help="failure bundle folder (default: the collector's output_dir)")
-    p.add_argument("--out", default="runs/pipeline", help="working folder: randomization, training, candidate, "
-                                                          "validation, pipeline.json")
+    p.add_argument(
+        "--out",
+        default="runs/pipeline",
+        help="working folder: randomization, training, candidate, validation, pipeline.json",
+    )
     p.add_argument("--randomization", help="base ranges (default: those stored in --policy)")
     p.add_argument("--margin", type=float, default=0.1, help="adapt: extra width beyond the failures, as a fraction")
     p.add_argument("--adapted", help="retrain: randomization YAML (default: the adapt stage's)")
-    p.add_argument("--checkpoint", help="retrain: checkpoint --policy was exported from (warm start; default: "
-                                        "--policy itself, its actor only)")
-    p.add_argument("--noise-std", type=float, default=0.3,
-                   help="retrain from the policy file: action noise to start PPO with (a file does not carry it)")
-    p.add_argument("--critic-warmup", type=int,
-                   help="retrain from the policy file: iterations that train the new critic alone "
-                        "(default: a quarter of --iterations, at most 50)")
-    p.add_argument("--iterations", type=int, default=200, help="retrain: PPO iterations to add (2 runs every stage quickly, for a try)")
+    p.add_argument(
+        "--checkpoint",
+        help="retrain: checkpoint --policy was exported from (warm start; default: --policy itself, its actor only)",
+    )
+    p.add_argument(
+        "--noise-std",
+        type=float,
+        default=0.3,
+        help="retrain from the policy file: action noise to start PPO with (a file does not carry it)",
+    )
+    p.add_argument(
+        "--critic-warmup",
+        type=int,
+        help="retrain from the policy file: iterations that train the new critic alone "
+        "(default: a quarter of --iterations, at most 50)",
+    )
+    p.add_argument(
+        "--iterations",
+        type=int,
+        default=200,
+        help="retrain: PPO iterations to add (2 runs every stage quickly, for a try)",
+    )
     p.add_argument("--num-envs", type=int, help="retrain: parallel envs (default: the checkpoint's)")
     p.add_argument("--workers", type=int, help="retrain: env worker processes (default: the checkpoint's)")
     p.add_argument("--no-progress", action="store_true", help="retrain: no progress bar")
     p.add_argument("--candidate", help="validate/push: candidate ONNX (default: the retrain stage's)")
     p.add_argument("--episodes", type=int, default=50, help="validate: episodes per world set and policy")
     p.add_argument("--runs", type=int, default=1, help="validate: replays per failure bundle and policy")
-    p.add_argument("--tolerance", type=float, default=0.05,
-                   help="validate: allowed drop in success rate (absolute) and mean return (relative)")
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.05,
+        help="validate: allowed drop in success rate (absolute) and mean return (relative)",
+    )
     p.add_argument("--eval-workers", type=int, default=2, help="validate: evaluation processes (0: this one)")
     p.add_argument("--node", default="/policy_runtime", help="push: the robot's policy_runtime node")
-    p.add_argument("--policy-dir", help="push: one of the runtime's policy_dirs, where the candidate is copied "
-                                        "(default: --policy's folder, which must be one of them)")
+    p.add_argument(
+        "--policy-dir",
+        help="push: one of the runtime's policy_dirs, where the candidate is copied "
+        "(default: --policy's folder, which must be one of them)",
+    )
     p.add_argument("--timeout", type=float, default=20.0, help="push: seconds to wait for the runtime's answer")
     p.add_argument("--dry-run", action="store_true", help="say what each stage would do; write and push nothing")
 
@@ -433,6 +534,7 @@ def add_parser(sub, fmt: type[argparse.HelpFormatter] = argparse.RawDescriptionH
 
             args.failures = str(default_dir())
         return cmd_pipeline(args)
+
     p.set_defaults(func=run)
 
 

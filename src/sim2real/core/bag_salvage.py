@@ -11,6 +11,7 @@ last uncompressed chunk cut short.
 Record layouts are from the MCAP specification (mcap.dev/spec): an opcode byte and a uint64
 length frame each record; strings are a uint32 length and UTF-8 bytes.
 """
+
 from __future__ import annotations
 
 import struct
@@ -30,7 +31,7 @@ class Salvage:
     path: Path
     messages: list[tuple[str, str, int, bytes]] = field(default_factory=list)  # topic, type, log time ns, CDR
     expected: dict[str, int] | None = None  # per topic, from metadata.yaml (None: no metadata to compare)
-    damage: str = ""                        # where and why reading stopped ('' if every record read)
+    damage: str = ""  # where and why reading stopped ('' if every record read)
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -46,8 +47,15 @@ class Salvage:
             lost = "the bag's metadata.yaml gives no count to compare with, so the loss is unknown"
         else:
             missing = {t: n - read.get(t, 0) for t, n in self.expected.items() if n > read.get(t, 0)}
-            lost = (f"{sum(missing.values())} of {sum(self.expected.values())} messages lost ("
-                    + ", ".join(f"{t} {n}" for t, n in sorted(missing.items())) + ")") if missing else "nothing lost"
+            lost = (
+                (
+                    f"{sum(missing.values())} of {sum(self.expected.values())} messages lost ("
+                    + ", ".join(f"{t} {n}" for t, n in sorted(missing.items()))
+                    + ")"
+                )
+                if missing
+                else "nothing lost"
+            )
         state = f"damaged ({self.damage})" if self.damage else "not indexed (no damage found in its records)"
         return f"{self.path}: {state}; read {total} messages whole, {lost}"
 
@@ -77,8 +85,10 @@ def _expected_counts(path: Path) -> dict[str, int] | None:
     from sim2real.core.bags import bag_information
 
     try:
-        return {entry["topic_metadata"]["name"]: int(entry["message_count"])
-                for entry in bag_information(path)["topics_with_message_count"]}
+        return {
+            entry["topic_metadata"]["name"]: int(entry["message_count"])
+            for entry in bag_information(path)["topics_with_message_count"]
+        }
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -88,7 +98,7 @@ def _string(data: bytes | memoryview, pos: int) -> tuple[str, int]:
     end = pos + 4 + length
     if end > len(data):
         raise struct.error("string past the end of its record")
-    return bytes(data[pos + 4:end]).decode(), end
+    return bytes(data[pos + 4 : end]).decode(), end
 
 
 class _Scanner:
@@ -116,7 +126,7 @@ class _Scanner:
                         stopped = f"its header is unreadable: {type(exc).__name__}: {exc}"
                     return end, f"a chunk cut short at byte {pos} ({stopped or 'its whole records read'})"
                 return pos, f"a record (opcode 0x{opcode:02x}) cut short at byte {pos}"
-            record = data[body:body + length]
+            record = data[body : body + length]
             try:
                 if opcode == OP_SCHEMA:
                     (schema_id,) = struct.unpack_from("<H", record, 0)
@@ -148,7 +158,7 @@ class _Scanner:
         header = struct.calcsize("<QQQI")
         compression, pos = _string(record, header)
         (records_length,) = struct.unpack_from("<Q", record, pos)
-        records = record[pos + 8:pos + 8 + records_length]
+        records = record[pos + 8 : pos + 8 + records_length]
         if compression:
             if truncated or len(records) < records_length:
                 return f"{compression}-compressed and incomplete: its messages cannot be read"

@@ -8,6 +8,7 @@ storage plugin, CDR messages, message definitions embedded (so ``ros2 bag``, Fox
 raw rclpy subscription hands over), so recording never deserializes, or as ``rosbags``
 message objects, serialized here.
 """
+
 from __future__ import annotations
 
 import struct
@@ -41,8 +42,10 @@ class BagWriter:
     def __init__(self, path: str | Path, custom_data: Mapping[str, str] | None = None):
         self.path = Path(path)
         if self.path.exists():
-            raise BagWriteError(f"{self.path} exists already; a bag is never overwritten: "
-                                "choose a new output directory or delete the old one")
+            raise BagWriteError(
+                f"{self.path} exists already; a bag is never overwritten: "
+                "choose a new output directory or delete the old one"
+            )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._writer = Writer(self.path, version=BAG_VERSION, storage_plugin=StoragePlugin.MCAP)
         for key, value in (custom_data or {}).items():
@@ -67,8 +70,10 @@ class BagWriter:
         if not self._open:
             self.open()
         if msgtype not in TYPESTORE.types:
-            raise BagWriteError(f"topic {topic}: message type {msgtype!r} is unknown to the bag writer; "
-                                "record standard ROS 2 message types only")
+            raise BagWriteError(
+                f"topic {topic}: message type {msgtype!r} is unknown to the bag writer; "
+                "record standard ROS 2 message types only"
+            )
         self._connections[topic] = self._writer.add_connection(topic, msgtype, typestore=TYPESTORE)
         self._types[topic] = msgtype
 
@@ -109,8 +114,7 @@ def typestore():
     return TYPESTORE
 
 
-def write_bag(path: str | Path, connections: Mapping[str, str],
-              messages: Iterable[tuple[str, int, bytes]]) -> Path:
+def write_bag(path: str | Path, connections: Mapping[str, str], messages: Iterable[tuple[str, int, bytes]]) -> Path:
     """Write a new rosbag2 directory at ``path`` (it must not exist): ``connections`` maps
     topic -> message type (``sensor_msgs/msg/JointState``); ``messages`` are
     (topic, receive time in ns, serialized CDR) in any order of topics, time-ordered per topic."""
@@ -126,8 +130,10 @@ class BagReadError(InputError):
     """A bag that cannot be read (truncated, damaged, not a bag); the message names it and the fix."""
 
     def __init__(self, path: str | Path, exc: BaseException):
-        super().__init__(f"{path}: cannot be read ({type(exc).__name__}: {exc}). A recorder killed mid-write or a "
-                         "full disk leaves a bag like this. Fix: record it again, or delete it")
+        super().__init__(
+            f"{path}: cannot be read ({type(exc).__name__}: {exc}). A recorder killed mid-write or a "
+            "full disk leaves a bag like this. Fix: record it again, or delete it"
+        )
 
 
 def bag_information(path: str | Path) -> dict[str, Any]:
@@ -218,8 +224,8 @@ def imu_orientation(data: bytes) -> tuple[float, float, float, float] | None:
     if len(data) < 12 or (data[0], data[1]) != _CDR_LE:
         return None
     (length,) = struct.unpack_from("<I", data, 12)
-    offset = 8 + 4 + length             # stamp, length, characters: from the data start
-    offset = (offset + 7) & ~7          # float64 alignment, relative to the data start
+    offset = 8 + 4 + length  # stamp, length, characters: from the data start
+    offset = (offset + 7) & ~7  # float64 alignment, relative to the data start
     if 4 + offset + 32 > len(data):
         return None
     return struct.unpack_from("<4d", data, 4 + offset)
@@ -229,6 +235,7 @@ def imu_orientation(data: bytes) -> tuple[float, float, float, float] | None:
 # rclpy's deserialize_message builds Python message objects at ~0.3-0.5 ms a message (a few
 # % of a core on its own); these read the few fields a trigger needs in place. Offsets are
 # from the data start (after the 4-byte encapsulation header), where CDR aligns.
+
 
 def _aligned(pos: int, size: int) -> int:
     return 4 + ((pos - 4 + size - 1) & ~(size - 1))
@@ -240,14 +247,14 @@ def _string(data: bytes, pos: int) -> tuple[str, int]:
     end = pos + 4 + length
     if end > len(data):
         raise ValueError("string past the end")
-    return data[pos + 4:end - 1 if length else end].decode(), end
+    return data[pos + 4 : end - 1 if length else end].decode(), end
 
 
 def _first_sequence(data: bytes) -> tuple[int, int]:
     """Length and data offset of the sequence right after a message's std_msgs/Header."""
     if len(data) < 16 or (data[0], data[1]) != _CDR_LE:
         raise ValueError("not little-endian CDR")
-    pos = _aligned(_string(data, 4 + 8)[1], 4)      # stamp (8), then frame_id
+    pos = _aligned(_string(data, 4 + 8)[1], 4)  # stamp (8), then frame_id
     return struct.unpack_from("<I", data, pos)[0], pos + 4
 
 
@@ -259,10 +266,10 @@ def diagnostic_statuses(data: bytes) -> list[tuple[str, str, dict[str, str]]] | 
         count, pos = _first_sequence(data)
         statuses = []
         for _ in range(count):
-            pos += 1                                       # level (byte)
+            pos += 1  # level (byte)
             name, pos = _string(data, pos)
             message, pos = _string(data, pos)
-            pos = _string(data, pos)[1]                    # hardware_id
+            pos = _string(data, pos)[1]  # hardware_id
             pos = _aligned(pos, 4)
             (n_values,) = struct.unpack_from("<I", data, pos)
             pos += 4

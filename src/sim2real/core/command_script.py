@@ -4,6 +4,7 @@ Quadruped: a sequence of /cmd_vel segments (stand, walk, turn, walk). Arm: a seq
 of /goal_pose targets. :class:`DemoRecorder` keeps the recorded motion and turns it
 into the figures `sim2real demo` prints: distance, velocity or reach error, falls.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -12,12 +13,23 @@ from typing import Any
 import numpy as np
 
 # (start s, vx m/s, vy m/s, yaw rate rad/s): each segment lasts until the next starts.
-WALK_SCRIPT = ((0.0, 0.0, 0.0, 0.0), (3.0, 0.5, 0.0, 0.0), (13.0, 0.4, 0.0, 0.4), (19.0, 0.5, 0.0, 0.0),
-               (27.0, 0.0, 0.0, 0.0))
+WALK_SCRIPT = (
+    (0.0, 0.0, 0.0, 0.0),
+    (3.0, 0.5, 0.0, 0.0),
+    (13.0, 0.4, 0.0, 0.4),
+    (19.0, 0.5, 0.0, 0.0),
+    (27.0, 0.0, 0.0, 0.0),
+)
 WALK_DURATION = 30.0
 # (start s, x, y, z) in the arm's base frame, inside the training workspace.
-REACH_SCRIPT = ((0.0, 0.45, 0.0, 0.45), (5.0, 0.55, 0.25, 0.35), (10.0, 0.40, -0.25, 0.55),
-                (15.0, 0.60, 0.10, 0.25), (20.0, 0.35, 0.20, 0.60), (25.0, 0.50, -0.10, 0.40))
+REACH_SCRIPT = (
+    (0.0, 0.45, 0.0, 0.45),
+    (5.0, 0.55, 0.25, 0.35),
+    (10.0, 0.40, -0.25, 0.55),
+    (15.0, 0.60, 0.10, 0.25),
+    (20.0, 0.35, 0.20, 0.60),
+    (25.0, 0.50, -0.10, 0.40),
+)
 REACH_DURATION = 30.0
 SETTLE_S = 1.5  # after a command or goal change, before errors count
 FALL_HEIGHT = 0.15  # m: a quadruped base below this has fallen
@@ -41,8 +53,9 @@ class DemoRecorder:
     measured: list[np.ndarray] = field(default_factory=list)  # body velocity (vx, vy, wz) or end effector (3)
     segment: list[int] = field(default_factory=list)
 
-    def add(self, t: float, segment: int, joint_position, command, measured,
-            base_position=None, base_orientation=None) -> None:
+    def add(
+        self, t: float, segment: int, joint_position, command, measured, base_position=None, base_orientation=None
+    ) -> None:
         self.t.append(t)
         self.segment.append(segment)
         self.joint_positions.append(np.asarray(joint_position, dtype=float))
@@ -97,11 +110,14 @@ class DemoRecorder:
 
     def save(self, path) -> None:
         # Any, not np.ndarray: mypy refuses a ** of ndarrays for savez_compressed, whose allow_pickle keyword is a bool.
-        arrays: dict[str, Any] = {"t": np.asarray(self.t), "joint_positions": np.asarray(self.joint_positions),
-                  "command": np.asarray(self.command), "measured": np.asarray(self.measured),
-                  "segment": np.asarray(self.segment)}
+        arrays: dict[str, Any] = {
+            "t": np.asarray(self.t),
+            "joint_positions": np.asarray(self.joint_positions),
+            "command": np.asarray(self.command),
+            "measured": np.asarray(self.measured),
+            "segment": np.asarray(self.segment),
+        }
         if self.base_positions:
             arrays["base_positions"] = np.asarray(self.base_positions)
             arrays["base_orientations"] = np.asarray(self.base_orientations)
         np.savez_compressed(path, **arrays)
-

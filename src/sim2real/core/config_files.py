@@ -4,6 +4,7 @@ A config is named (``go2``) or given as a path; a named one lives in
 ``<share>/config/<folder>/<name>.yaml``. Every problem with one is a :class:`ConfigError`
 whose message names the file, the field, the problem and the fix.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -51,13 +52,21 @@ def read_config(folder: str, name_or_path: str | Path, error: type[ConfigError],
 
     path = config_path(folder, name_or_path)
     if not path.is_file():
-        raise error(path, "(file)", f"no {what} named {str(name_or_path)!r}",
-                    f"use one of {available_configs(folder)} or give the path to a YAML file")
+        raise error(
+            path,
+            "(file)",
+            f"no {what} named {str(name_or_path)!r}",
+            f"use one of {available_configs(folder)} or give the path to a YAML file",
+        )
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise error(path, "(file)", f"not valid YAML ({exc})", "correct the YAML syntax") from exc
     if not isinstance(data, dict):
-        raise error(path, "(file)", f"expected a mapping of settings, got {type(data).__name__}",
-                    f"write the {what} as a YAML mapping, like the shipped files in config/{folder}/")
+        raise error(
+            path,
+            "(file)",
+            f"expected a mapping of settings, got {type(data).__name__}",
+            f"write the {what} as a YAML mapping, like the shipped files in config/{folder}/",
+        )
     return path, data

@@ -7,6 +7,7 @@ in any order. This maps one onto the other and refuses, before anything moves, a
 controller whose joints are not exactly the profile's: a missing joint would never be
 commanded and an unknown one would get another joint's target.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -40,7 +41,8 @@ class ControllerJointOrder:
             raise ControllerJointsError(
                 f"controller_joints {self.controller_joints} do not match the robot's joints "
                 f"{self.profile_joints}: {'; '.join(problems)}. Fix: set controller_joints to the "
-                f"`joints` list of the controller's YAML, and make it name every joint of the profile once")
+                f"`joints` list of the controller's YAML, and make it name every joint of the profile once"
+            )
         self._index = np.array([self.profile_joints.index(j) for j in self.controller_joints], dtype=int)
 
     def to_controller(self, values_in_profile_order: Sequence[float]) -> list[float]:

@@ -7,6 +7,7 @@ start, instead of running unprotected) and ``ROS_SECURITY_KEYSTORE`` (the keysto
 this much at start; whether the permissions themselves say what docs/security.md asks (only
 the supervisor may publish /joint_commands, ...) is the keystore owner's job.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,8 +36,10 @@ def security_state(environment: Mapping[str, str], enclave: str = "") -> Securit
     keystore = environment.get("ROS_SECURITY_KEYSTORE", "")
     problems = []
     if not enabled:
-        problems.append("ROS_SECURITY_ENABLE is not true: any participant on the domain can publish to every "
-                        "topic and call every service")
+        problems.append(
+            "ROS_SECURITY_ENABLE is not true: any participant on the domain can publish to every "
+            "topic and call every service"
+        )
     if enabled and not enforced:
         problems.append("ROS_SECURITY_STRATEGY is not Enforce: a node without security files starts unprotected")
     if enabled and not keystore:

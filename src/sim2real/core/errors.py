@@ -4,6 +4,7 @@ Each one's message names the problem and what to do next. The command line print
 exits with ``exit_code`` instead of a traceback: 2 for bad input (a file, a config, an
 argument: :class:`InputError`, also a ValueError), 1 for work that could not be done.
 """
+
 from __future__ import annotations
 
 

@@ -13,6 +13,7 @@ one filesystem is atomic), so a crash while writing leaves only the hidden stagi
 directory, which :func:`clean_partials` removes. :func:`rotate` keeps the bundles under a byte quota and above a free-space
 floor by deleting the oldest first.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ from sim2real.core.bags import write_bag
 from sim2real.core.errors import InputError
 
 FAILURE_FILE = "failure.json"
-STAGING_DIR = ".partial"       # bundles being written: <root>/.partial/<name>
+STAGING_DIR = ".partial"  # bundles being written: <root>/.partial/<name>
 LEGACY_PARTIAL_PREFIX = ".partial-"  # staging as <root>/.partial-<name> (its MCAP kept that name)
 # A bundle's name starts with its UTC time; the collector writes it to the millisecond.
 BUNDLE_TIME_FORMAT = "%Y%m%dT%H%M%S.%fZ"
@@ -54,15 +55,22 @@ def directory_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def write_bundle(root: str | Path, name: str, connections: Mapping[str, str],
-                 messages: Iterable[tuple[str, int, bytes]], info: Mapping[str, Any]) -> Path:
+def write_bundle(
+    root: str | Path,
+    name: str,
+    connections: Mapping[str, str],
+    messages: Iterable[tuple[str, int, bytes]],
+    info: Mapping[str, Any],
+) -> Path:
     """Write one bundle atomically; returns its final path. ``name`` must be new under ``root``."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     final = root / name
     if final.exists():
-        raise FileExistsError(f"{final} already exists; bundle names carry the event time and reason, "
-                              "so two events with one name are one event")
+        raise FileExistsError(
+            f"{final} already exists; bundle names carry the event time and reason, "
+            "so two events with one name are one event"
+        )
     partial = partial_path(root, name)
     if partial.exists():
         shutil.rmtree(partial)
@@ -157,8 +165,9 @@ def _wall_time(bundle: Bundle) -> float:
     except (KeyError, ValueError):
         pass
     try:  # the name starts with the event's UTC time, e.g. 20261130T041815.123Z_fall
-        return datetime.strptime(bundle.name.split("_", 1)[0], BUNDLE_TIME_FORMAT).replace(
-            tzinfo=timezone.utc).timestamp()
+        return (
+            datetime.strptime(bundle.name.split("_", 1)[0], BUNDLE_TIME_FORMAT).replace(tzinfo=timezone.utc).timestamp()
+        )
     except ValueError:
         return 0.0
 
@@ -170,19 +179,26 @@ def find_bundle(root: str | Path, name_or_path: str | Path) -> Bundle:
         try:
             return Bundle(candidate, json.loads((candidate / FAILURE_FILE).read_text()))
         except (OSError, ValueError) as exc:
-            raise BundleError(f"{candidate / FAILURE_FILE} cannot be read ({exc}): the bundle is damaged. Fix: "
-                              "look at it with `ros2 bag info`, or delete it") from None
+            raise BundleError(
+                f"{candidate / FAILURE_FILE} cannot be read ({exc}): the bundle is damaged. Fix: "
+                "look at it with `ros2 bag info`, or delete it"
+            ) from None
     bundles = list_bundles(root)
-    matches = [b for b in bundles if b.name == str(name_or_path)] or \
-              [b for b in bundles if b.name.startswith(str(name_or_path))]
+    matches = [b for b in bundles if b.name == str(name_or_path)] or [
+        b for b in bundles if b.name.startswith(str(name_or_path))
+    ]
     if len(matches) == 1:
         return matches[0]
     names = [b.name for b in bundles]
     if not matches:
-        raise BundleError(f"no failure bundle {str(name_or_path)!r} in {root}; bundles there: "
-                                f"{names or 'none'}. Fix: `sim2real failures list --dir DIR` shows them")
-    raise BundleError(f"{str(name_or_path)!r} matches {len(matches)} bundles in {root} "
-                            f"({[b.name for b in matches]}). Fix: give more of the name")
+        raise BundleError(
+            f"no failure bundle {str(name_or_path)!r} in {root}; bundles there: "
+            f"{names or 'none'}. Fix: `sim2real failures list --dir DIR` shows them"
+        )
+    raise BundleError(
+        f"{str(name_or_path)!r} matches {len(matches)} bundles in {root} "
+        f"({[b.name for b in matches]}). Fix: give more of the name"
+    )
 
 
 def rotate(root: str | Path, quota_bytes: int, min_free_bytes: int = 0, keep: Iterable[Path] = ()) -> list[Path]:

@@ -13,6 +13,7 @@ in lockstep). Triggers within ``cooldown_s`` of an event that is still waiting f
 post-event window join it (a trip to DAMPING followed by an ESTOP is one failure with
 two reasons).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,7 +33,7 @@ from sim2real.core.failure_config import FailureConfig, TopicBuffer, TriggerConf
 from sim2real.core.rotations import tilt_angle
 from sim2real.core.units import NS_PER_S
 
-POLICY_STATUS_SUFFIX = ": policy"       # policy_runtime's /diagnostics status name ends so
+POLICY_STATUS_SUFFIX = ": policy"  # policy_runtime's /diagnostics status name ends so
 SUPERVISOR_STATUS = "safety_supervisor: mode"
 ENGAGED_MODES = ("ACTIVE", "TAKEOVER")
 
@@ -73,7 +74,6 @@ class TopicRing:
         return len(self._items)
 
 
-
 def wall_to_clock(previous: tuple[int, int] | None, wall_now: int, clock_now: int) -> Callable[[int], int]:
     """Maps a message's wall-clock receive time onto the node's clock (sim time in lockstep,
     which runs at its own pace): linear between the previous reading ``(wall, clock)`` and
@@ -82,21 +82,28 @@ def wall_to_clock(previous: tuple[int, int] | None, wall_now: int, clock_now: in
         return lambda wall_ns: clock_now
     wall0, clock0 = previous
     rate = (clock_now - clock0) / (wall_now - wall0)
-    return lambda wall_ns: clock0 + min(int((wall_ns - wall0) * rate), clock_now - clock0) if wall_ns > wall0 \
-        else clock0
+    return lambda wall_ns: (
+        clock0 + min(int((wall_ns - wall0) * rate), clock_now - clock0) if wall_ns > wall0 else clock0
+    )
+
 
 @dataclass(frozen=True)
 class Trigger:
-    kind: str      # supervisor_damping, fall, non_finite_command, saturation, latency_overrun, stale_sensor, manual
-    reason: str    # one line for people
+    kind: str  # supervisor_damping, fall, non_finite_command, saturation, latency_overrun, stale_sensor, manual
+    reason: str  # one line for people
 
 
 class FailureDetector:
     """Edge-triggered failure detection on decoded samples; also keeps the context a
     failure.json reports (the supervisor's checks, the latest diagnostics)."""
 
-    def __init__(self, triggers: TriggerConfig, joint_names: Sequence[str] = (),
-                 lower: Sequence[float] | None = None, upper: Sequence[float] | None = None):
+    def __init__(
+        self,
+        triggers: TriggerConfig,
+        joint_names: Sequence[str] = (),
+        lower: Sequence[float] | None = None,
+        upper: Sequence[float] | None = None,
+    ):
         self.config = triggers
         self.joint_names = list(joint_names)
         self.lower = None if lower is None else np.asarray(lower, float)
@@ -117,8 +124,12 @@ class FailureDetector:
     def safety_status(self, mode: str, values: Mapping[str, str]) -> Trigger | None:
         previous, self.mode = self.mode, mode
         previous_trips = self.supervisor.get("trips") if self.supervisor else None
-        self.supervisor = {"trips": values.get("trips"), "mode": mode, "last_trip": values.get("last_trip", ""),
-                           "checks": {k[len("check/"):]: v for k, v in values.items() if k.startswith("check/")}}
+        self.supervisor = {
+            "trips": values.get("trips"),
+            "mode": mode,
+            "last_trip": values.get("last_trip", ""),
+            "checks": {k[len("check/") :]: v for k, v in values.items() if k.startswith("check/")},
+        }
         if mode in ENGAGED_MODES and not self.engaged:
             self.engaged = True
             # A condition held since start-up counts from the engage: were its latch kept, a
@@ -133,14 +144,17 @@ class FailureDetector:
             # An operator's TAKEOVER is no trip: only one the supervisor's last trip names counts.
             if mode == "TAKEOVER" and f"-> {mode}" not in trip:
                 return None
-            return Trigger(f"supervisor_{mode.lower()}",
-                           f"supervisor already in {mode} when the collector started: {trip}")
+            return Trigger(
+                f"supervisor_{mode.lower()}", f"supervisor already in {mode} when the collector started: {trip}"
+            )
         if mode == "TAKEOVER" and values.get("trips") == previous_trips:
             return None  # an operator's takeover, not a hold trip (a dead policy, a lost deadman)
         if values.get("trips") is not None and values.get("trips") == previous_trips:
             # A stop no check made (~/damp, ~/estop, a button): last_trip is an older episode's.
-            return Trigger(f"supervisor_{mode.lower()}", f"supervisor {previous} -> {mode}: an operator's request "
-                                                         f"(no trip; the last trip was {trip})")
+            return Trigger(
+                f"supervisor_{mode.lower()}",
+                f"supervisor {previous} -> {mode}: an operator's request (no trip; the last trip was {trip})",
+            )
         # The supervisor's last_trip already reads "ACTIVE -> DAMPING: <check>: <detail>".
         reason = f"supervisor {trip}" if f"-> {mode}" in trip else f"supervisor {previous} -> {mode}: {trip}"
         return Trigger(f"supervisor_{mode.lower()}", reason)
@@ -178,8 +192,11 @@ class FailureDetector:
             if not finite and not self._non_finite:
                 self._non_finite = True
                 bad = [n for n, v in zip(names, q) if not math.isfinite(v)]
-                return Trigger("non_finite_command", f"policy output not finite on {len(bad)} joints "
-                                                     f"({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})")
+                return Trigger(
+                    "non_finite_command",
+                    f"policy output not finite on {len(bad)} joints "
+                    f"({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''})",
+                )
             self._non_finite = not finite
         if self.config.saturation_streak <= 0 or self.lower is None or not finite:
             self._saturated = 0
@@ -197,8 +214,13 @@ class FailureDetector:
             self._saturated += 1
             if self._saturated == self.config.saturation_streak:
                 joints = [n for n, hit in zip(np.asarray(names)[known], at_limit) if hit]
-                return self._armed(Trigger("saturation", f"policy output at joint limits for {self._saturated} "
-                                                         f"consecutive commands ({', '.join(joints[:3])})"))
+                return self._armed(
+                    Trigger(
+                        "saturation",
+                        f"policy output at joint limits for {self._saturated} "
+                        f"consecutive commands ({', '.join(joints[:3])})",
+                    )
+                )
         else:
             self._saturated = 0
         return None
@@ -214,8 +236,9 @@ class FailureDetector:
             return None
         if p99 > threshold and not self._overrun:
             self._overrun = True
-            return self._armed(Trigger("latency_overrun", f"{name.split(':')[0]} tick latency p99 {p99:.1f} ms "
-                                                          f"> {threshold:g} ms"))
+            return self._armed(
+                Trigger("latency_overrun", f"{name.split(':')[0]} tick latency p99 {p99:.1f} ms > {threshold:g} ms")
+            )
         if p99 <= threshold:
             self._overrun = False
         return None
@@ -239,11 +262,20 @@ class FailureDetector:
 
     def context(self) -> dict[str, Any]:
         policy = {n: v for n, v in self.diagnostics.items() if n.endswith(POLICY_STATUS_SUFFIX)}
-        latency = {n.split(":")[0]: {k: v for k, v in vals.items() if k.endswith("_ms") or "late" in k
-                                     or "skipped" in k or "missed" in k or "period" in k}
-                   for n, vals in self.diagnostics.items()}
-        return {"supervisor": dict(self.supervisor), "policy_runtime": policy,
-                "latency": {n: v for n, v in latency.items() if v}, "max_tilt_deg": round(self.max_tilt_deg, 2)}
+        latency = {
+            n.split(":")[0]: {
+                k: v
+                for k, v in vals.items()
+                if k.endswith("_ms") or "late" in k or "skipped" in k or "missed" in k or "period" in k
+            }
+            for n, vals in self.diagnostics.items()
+        }
+        return {
+            "supervisor": dict(self.supervisor),
+            "policy_runtime": policy,
+            "latency": {n: v for n, v in latency.items() if v},
+            "max_tilt_deg": round(self.max_tilt_deg, 2),
+        }
 
 
 @dataclass
@@ -262,17 +294,22 @@ class FailureCollector:
     :meth:`trigger` when a detector fires or an operator asks, :meth:`poll` periodically
     (it starts due writes), :meth:`stop` at shutdown (it writes what is pending)."""
 
-    def __init__(self, config: FailureConfig, output_dir: str | Path, static_info: Mapping[str, Any] | None = None,
-                 detector: FailureDetector | None = None,
-                 enrich: Callable[[dict[str, Any]], None] | None = None,
-                 on_written: Callable[[Path | None, str, str], None] | None = None):
+    def __init__(
+        self,
+        config: FailureConfig,
+        output_dir: str | Path,
+        static_info: Mapping[str, Any] | None = None,
+        detector: FailureDetector | None = None,
+        enrich: Callable[[dict[str, Any]], None] | None = None,
+        on_written: Callable[[Path | None, str, str], None] | None = None,
+    ):
         self.config = config
         self.output_dir = Path(output_dir).expanduser()
         self.static_info = dict(static_info or {})
         self.detector = detector or FailureDetector(config.triggers)
         self.rings = {t.topic: TopicRing(t) for t in config.topics}
-        self.enrich = enrich            # writer thread: adds slow context (policy metadata) to failure.json
-        self.on_written = on_written    # writer thread: (path or None, event name, message)
+        self.enrich = enrich  # writer thread: adds slow context (policy metadata) to failure.json
+        self.on_written = on_written  # writer thread: (path or None, event name, message)
         self.pending: list[_Event] = []
         self.written: list[Path] = []
         self.errors: list[str] = []
@@ -300,8 +337,14 @@ class FailureCollector:
             return last.name
         wall = time.time()
         stamp = datetime.fromtimestamp(wall, tz=timezone.utc).strftime(BUNDLE_TIME_FORMAT)[:-4] + "Z"  # ms
-        event = _Event(name=f"{stamp}_{trigger.kind}", time_ns=t_ns, wall=wall, triggers=[trigger],
-                       context=self.detector.context(), due_ns=t_ns + int(self.config.post_event_s * NS_PER_S))
+        event = _Event(
+            name=f"{stamp}_{trigger.kind}",
+            time_ns=t_ns,
+            wall=wall,
+            triggers=[trigger],
+            context=self.detector.context(),
+            due_ns=t_ns + int(self.config.post_event_s * NS_PER_S),
+        )
         self.pending.append(event)
         self._last_event = event
         self._idle.clear()
@@ -349,12 +392,18 @@ class FailureCollector:
         first = event.triggers[0]
         info: dict[str, Any] = {
             "format": "sim2real failure bundle 1",
-            "reason": first.reason, "kind": first.kind,
+            "reason": first.reason,
+            "kind": first.kind,
             "triggers": [{"kind": t.kind, "reason": t.reason} for t in event.triggers],
-            "time_ns": event.time_ns, "time_s": event.time_ns / NS_PER_S,
+            "time_ns": event.time_ns,
+            "time_s": event.time_ns / NS_PER_S,
             "wall_time": datetime.fromtimestamp(event.wall, tz=timezone.utc).isoformat(),
-            "window": {"start_ns": start, "end_ns": end, "pre_event_s": self.config.pre_event_s,
-                       "post_event_s": self.config.post_event_s},
+            "window": {
+                "start_ns": start,
+                "end_ns": end,
+                "pre_event_s": self.config.pre_event_s,
+                "post_event_s": self.config.post_event_s,
+            },
             "topics": {t: {"type": topics[t], "messages": len(windows[t])} for t in topics},
             "missing_topics": sorted(t for t, msgs in windows.items() if not msgs),
             **self.static_info,
@@ -387,9 +436,12 @@ class FailureCollector:
         self._thread.join(timeout)
 
     def stats(self) -> dict[str, Any]:
-        return {"buffered_messages": sum(len(r) for r in self.rings.values()),
-                "buffered_bytes": sum(r.bytes for r in self.rings.values()),
-                "received": sum(r.received for r in self.rings.values()),
-                "bundles_written": len(self.written), "write_errors": len(self.errors),
-                "pending": len(self.pending),
-                **{f"received{topic}": ring.received for topic, ring in self.rings.items()}}
+        return {
+            "buffered_messages": sum(len(r) for r in self.rings.values()),
+            "buffered_bytes": sum(r.bytes for r in self.rings.values()),
+            "received": sum(r.received for r in self.rings.values()),
+            "bundles_written": len(self.written),
+            "write_errors": len(self.errors),
+            "pending": len(self.pending),
+            **{f"received{topic}": ring.received for topic, ring in self.rings.items()},
+        }

@@ -4,6 +4,7 @@ What is buffered (topic, message type, how many seconds and megabytes), when a f
 is declared (the triggers and their thresholds) and where bundles go, with their quota.
 Every problem is a :class:`FailureConfigError` naming the file, the field and the fix.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,11 +15,18 @@ from typing import Any
 from sim2real.core.config_files import ConfigError, read_config
 
 MB = 1024 * 1024
-_TOP_KEYS = ("output_dir", "pre_event_s", "post_event_s", "cooldown_s", "quota_mb", "min_free_mb", "topics",
-             "triggers")
-_TRIGGER_KEYS = ("supervisor_modes", "fall_tilt_deg", "non_finite_command", "saturation_margin",
-                 "saturation_streak", "latency_p99_ms", "stale_s", "stale_topics",
-                 "before_engage")
+_TOP_KEYS = ("output_dir", "pre_event_s", "post_event_s", "cooldown_s", "quota_mb", "min_free_mb", "topics", "triggers")
+_TRIGGER_KEYS = (
+    "supervisor_modes",
+    "fall_tilt_deg",
+    "non_finite_command",
+    "saturation_margin",
+    "saturation_streak",
+    "latency_p99_ms",
+    "stale_s",
+    "stale_topics",
+    "before_engage",
+)
 SUPERVISOR_MODES = ("STANDBY", "ACTIVE", "TAKEOVER", "DAMPING", "ESTOP")
 
 
@@ -29,7 +37,7 @@ class FailureConfigError(ConfigError):
 @dataclass(frozen=True)
 class TopicBuffer:
     topic: str
-    msgtype: str          # ROS 2 interface name, e.g. sensor_msgs/msg/JointState
+    msgtype: str  # ROS 2 interface name, e.g. sensor_msgs/msg/JointState
     seconds: float
     max_bytes: int
 
@@ -37,12 +45,12 @@ class TopicBuffer:
 @dataclass(frozen=True)
 class TriggerConfig:
     supervisor_modes: tuple[str, ...] = ("TAKEOVER", "DAMPING", "ESTOP")  # TAKEOVER: hold trips only
-    fall_tilt_deg: float | None = 60.0        # None: no fall trigger
+    fall_tilt_deg: float | None = 60.0  # None: no fall trigger
     non_finite_command: bool = True
     saturation_margin: float = 0.01
-    saturation_streak: int = 25               # 0: no saturation trigger
-    latency_p99_ms: float | None = 15.0       # None: no latency trigger
-    stale_s: float | None = 0.5               # None: no stale-sensor trigger
+    saturation_streak: int = 25  # 0: no saturation trigger
+    latency_p99_ms: float | None = 15.0  # None: no latency trigger
+    stale_s: float | None = 0.5  # None: no stale-sensor trigger
     stale_topics: tuple[str, ...] = ("/joint_states", "/imu/data")
     # False: falls, saturation and latency count only once the robot has been engaged (ACTIVE
     # or TAKEOVER); start-up (discovery, the first slow ticks) otherwise writes bundles of noise.
@@ -74,16 +82,20 @@ def parse_failure_config(data: dict[str, Any], source: str | Path = "<failure co
     def fail(field: str, problem: str, fix: str) -> FailureConfigError:
         return FailureConfigError(source, field, problem, fix)
 
-    def number(mapping: dict, key: str, field: str, default: Any = None, positive: bool = False,
-               optional: bool = False) -> float:
+    def number(
+        mapping: dict, key: str, field: str, default: Any = None, positive: bool = False, optional: bool = False
+    ) -> float:
         value = mapping.get(key, default)
         try:
             x = float(value)
         except (TypeError, ValueError):
             x = math.nan
         if not math.isfinite(x) or x < 0 or (positive and x == 0):
-            raise fail(field, f"{value!r} is not a {'positive' if positive else 'non-negative'} number",
-                       "write a finite number in SI units" + (" (or null to switch it off)" if optional else ""))
+            raise fail(
+                field,
+                f"{value!r} is not a {'positive' if positive else 'non-negative'} number",
+                "write a finite number in SI units" + (" (or null to switch it off)" if optional else ""),
+            )
         return x
 
     def optional_number(mapping: dict, key: str, field: str, default: Any, positive: bool = False) -> float | None:
@@ -99,16 +111,22 @@ def parse_failure_config(data: dict[str, Any], source: str | Path = "<failure co
     post = number(data, "post_event_s", "post_event_s", 2.0)
     topics_data = data.get("topics")
     if not isinstance(topics_data, dict) or not topics_data:
-        raise fail("topics", "no topics to buffer", "list topics as '/name: {type: pkg/msg/Type, seconds: S, "
-                                                    "max_mb: M}'")
+        raise fail(
+            "topics", "no topics to buffer", "list topics as '/name: {type: pkg/msg/Type, seconds: S, max_mb: M}'"
+        )
     topics = [_topic_buffer(str(name), entry, pre + post, fail, number) for name, entry in topics_data.items()]
     triggers = _triggers(data.get("triggers") or {}, topics_data, fail, number, optional_number)
     return FailureConfig(
-        source=str(source), output_dir=str(data.get("output_dir") or "~/.sim2real/failures"),
-        pre_event_s=pre, post_event_s=post, cooldown_s=number(data, "cooldown_s", "cooldown_s", 5.0),
+        source=str(source),
+        output_dir=str(data.get("output_dir") or "~/.sim2real/failures"),
+        pre_event_s=pre,
+        post_event_s=post,
+        cooldown_s=number(data, "cooldown_s", "cooldown_s", 5.0),
         quota_bytes=int(number(data, "quota_mb", "quota_mb", 500, positive=True) * MB),
         min_free_bytes=int(number(data, "min_free_mb", "min_free_mb", 200) * MB),
-        topics=tuple(topics), triggers=triggers)
+        topics=tuple(topics),
+        triggers=triggers,
+    )
 
 
 def _topic_buffer(name: str, entry: Any, window: float, fail, number) -> TopicBuffer:
@@ -116,8 +134,11 @@ def _topic_buffer(name: str, entry: Any, window: float, fail, number) -> TopicBu
     enough for the event ``window`` (pre_event_s + post_event_s)."""
     field = f"topics.{name}"
     if not isinstance(entry, dict) or not isinstance(entry.get("type"), str) or entry["type"].count("/") != 2:
-        raise fail(field, f"{entry!r} has no message type like sensor_msgs/msg/JointState",
-                   "write {type: pkg/msg/Type, seconds: S, max_mb: M}")
+        raise fail(
+            field,
+            f"{entry!r} has no message type like sensor_msgs/msg/JointState",
+            "write {type: pkg/msg/Type, seconds: S, max_mb: M}",
+        )
     extra = sorted(set(entry) - {"type", "seconds", "max_mb"})
     if extra:
         raise fail(f"{field}.{extra[0]}", "unknown setting", "a topic takes type, seconds and max_mb")
@@ -126,14 +147,18 @@ def _topic_buffer(name: str, entry: Any, window: float, fail, number) -> TopicBu
 
         TYPESTORE.types[entry["type"]]
     except KeyError:
-        raise fail(f"{field}.type", f"{entry['type']} is not a message type the bag writer knows (the "
-                                    "standard ROS 2 Humble set)", "buffer a standard message type, or leave "
-                                    "the topic out") from None
+        raise fail(
+            f"{field}.type",
+            f"{entry['type']} is not a message type the bag writer knows (the standard ROS 2 Humble set)",
+            "buffer a standard message type, or leave the topic out",
+        ) from None
     seconds = number(entry, "seconds", f"{field}.seconds", window, positive=True)
     if seconds < window:
-        raise fail(f"{field}.seconds", f"{seconds:g} s cannot hold the event window "
-                                       f"pre_event_s + post_event_s = {window:g} s",
-                   f"buffer at least {window:g} s or shorten the window")
+        raise fail(
+            f"{field}.seconds",
+            f"{seconds:g} s cannot hold the event window pre_event_s + post_event_s = {window:g} s",
+            f"buffer at least {window:g} s or shorten the window",
+        )
     max_mb = number(entry, "max_mb", f"{field}.max_mb", 8, positive=True)
     return TopicBuffer(name, entry["type"], seconds, int(max_mb * MB))
 
@@ -152,8 +177,11 @@ def _triggers(trig: Any, topics_data: dict, fail, number, optional_number) -> Tr
     stale_topics = tuple(trig.get("stale_topics", ("/joint_states", "/imu/data")) or ())
     missing = [t for t in stale_topics if t not in topics_data]
     if missing:
-        raise fail("triggers.stale_topics", f"{missing} are not buffered, so their silence cannot be seen",
-                   "add them under topics: or remove them here")
+        raise fail(
+            "triggers.stale_topics",
+            f"{missing} are not buffered, so their silence cannot be seen",
+            "add them under topics: or remove them here",
+        )
     non_finite = trig.get("non_finite_command", True)
     if not isinstance(non_finite, bool):  # bool("false") is True
         raise fail("triggers.non_finite_command", f"expected true or false, got {non_finite!r}", "write true or false")
@@ -162,12 +190,18 @@ def _triggers(trig: Any, topics_data: dict, fail, number, optional_number) -> Tr
         raise fail("triggers.before_engage", f"expected true or false, got {before_engage!r}", "write true or false")
     streak = trig.get("saturation_streak", 25)
     if isinstance(streak, bool) or not isinstance(streak, int) or streak < 0:  # int(0.7) = 0 switched it off
-        raise fail("triggers.saturation_streak", f"expected a whole number of commands >= 0, got {streak!r}",
-                   "write e.g. 25 (0: no saturation trigger)")
+        raise fail(
+            "triggers.saturation_streak",
+            f"expected a whole number of commands >= 0, got {streak!r}",
+            "write e.g. 25 (0: no saturation trigger)",
+        )
     fall = optional_number(trig, "fall_tilt_deg", "triggers.fall_tilt_deg", 60.0, positive=True)
     if fall is not None and fall >= 180:
-        raise fail("triggers.fall_tilt_deg", f"{fall:g} deg can never be reached (a tilt is at most 180 deg)",
-                   "write e.g. 60 (or null to switch it off)")
+        raise fail(
+            "triggers.fall_tilt_deg",
+            f"{fall:g} deg can never be reached (a tilt is at most 180 deg)",
+            "write e.g. 60 (or null to switch it off)",
+        )
     return TriggerConfig(
         supervisor_modes=modes,
         fall_tilt_deg=fall,
@@ -177,4 +211,5 @@ def _triggers(trig: Any, topics_data: dict, fail, number, optional_number) -> Tr
         latency_p99_ms=optional_number(trig, "latency_p99_ms", "triggers.latency_p99_ms", 15.0, positive=True),
         stale_s=optional_number(trig, "stale_s", "triggers.stale_s", 0.5, positive=True),
         stale_topics=stale_topics,
-        before_engage=before_engage)
+        before_engage=before_engage,
+    )

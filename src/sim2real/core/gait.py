@@ -12,6 +12,7 @@ both advance a :class:`GaitClock` by the policy period at every policy step, at 
 frequency the task config declares (``gait.frequency``, carried in the exported policy's
 task config), starting from phase 0 when the policy starts.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
@@ -26,14 +27,19 @@ def gait_settings(task_config: Mapping[str, Any] | None, required: bool = False)
     gait = (task_config or {}).get("gait")
     if not gait:
         if required:
-            raise ValueError("the gait clock (observation gait_clock, reward gait_contact) needs a gait section "
-                             "in the task config: gait: {frequency: Hz, offsets: [one per foot], stance: fraction}")
+            raise ValueError(
+                "the gait clock (observation gait_clock, reward gait_contact) needs a gait section "
+                "in the task config: gait: {frequency: Hz, offsets: [one per foot], stance: fraction}"
+            )
         return None
     frequency = float(gait.get("frequency", 0.0))
     if not frequency > 0.0:
         raise ValueError(f"gait.frequency must be > 0 Hz, got {gait.get('frequency')!r}")
-    return {"frequency": frequency, "offsets": [float(o) for o in gait.get("offsets", [])],
-            "stance": float(gait.get("stance", 0.5))}
+    return {
+        "frequency": frequency,
+        "offsets": [float(o) for o in gait.get("offsets", [])],
+        "stance": float(gait.get("stance", 0.5)),
+    }
 
 
 class GaitClock:

@@ -5,6 +5,7 @@ and optional velocity targets and feed-forward efforts (empty means zero). Joint
 command does not name keep their previous targets. A command that cannot be applied
 exactly as sent is refused as a whole, so a half-applied command never reaches a motor.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,8 +52,13 @@ class JointCommandMapper:
         self._awaiting_full_command = initial_position is None
         self.targets = JointTargets.positions(np.zeros(n) if initial_position is None else initial_position)
 
-    def apply(self, names: Sequence[str], position: Sequence[float],
-              velocity: Sequence[float] = (), effort: Sequence[float] = ()) -> JointTargets:
+    def apply(
+        self,
+        names: Sequence[str],
+        position: Sequence[float],
+        velocity: Sequence[float] = (),
+        effort: Sequence[float] = (),
+    ) -> JointTargets:
         """Validate a command and merge it into the held targets; raise CommandRefused otherwise."""
         names = list(names)
         if not names:
@@ -64,15 +70,19 @@ class JointCommandMapper:
             raise CommandRefused(f"joint names repeated in one command: {names}")
         if self._awaiting_full_command and len(names) != len(self.joint_names):
             missing = [n for n in self.joint_names if n not in names]
-            raise CommandRefused(f"the first command must name every joint (missing {missing}): the others have "
-                                 "no target yet, and a default pose would make them jump")
+            raise CommandRefused(
+                f"the first command must name every joint (missing {missing}): the others have "
+                "no target yet, and a default pose would make them jump"
+            )
         if len(position) != len(names):
             raise CommandRefused(
-                f"position has {len(position)} values for {len(names)} names; send one target per named joint")
+                f"position has {len(position)} values for {len(names)} names; send one target per named joint"
+            )
         for field, values in (("velocity", velocity), ("effort", effort)):
             if len(values) not in (0, len(names)):
                 raise CommandRefused(
-                    f"{field} has {len(values)} values for {len(names)} names; send none or one per named joint")
+                    f"{field} has {len(values)} values for {len(names)} names; send none or one per named joint"
+                )
         columns = [np.asarray(v, dtype=float) for v in (position, velocity, effort)]
         for field, column in zip(("position", "velocity", "effort"), columns):
             if column.size and not np.all(np.isfinite(column)):

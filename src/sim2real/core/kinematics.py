@@ -6,6 +6,7 @@ does not enter, so an arm's goal and a foot's position mean the same thing in
 simulation and on hardware. The URDF is parsed once per process and shared; each
 :class:`Kinematics` owns its pinocchio ``Data`` (not thread-safe across threads).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -42,12 +43,14 @@ class Kinematics:
                 raise ValueError(f"kinematics: joint {name!r} of profile {profile.name!r} is not in {profile.urdf}")
             joint = model.joints[model.getJointId(name)]
             if joint.nq != 1:
-                raise ValueError(f"kinematics: joint {name!r} has {joint.nq} coordinates; only single-axis "
-                                 "joints are supported")
+                raise ValueError(
+                    f"kinematics: joint {name!r} has {joint.nq} coordinates; only single-axis joints are supported"
+                )
             index.append(joint.idx_q)
         if len(index) != model.nq:
-            raise ValueError(f"kinematics: {profile.urdf} has {model.nq} joint coordinates, the profile "
-                             f"names {len(index)}")
+            raise ValueError(
+                f"kinematics: {profile.urdf} has {model.nq} joint coordinates, the profile names {len(index)}"
+            )
         # Profile order is URDF order, which pinocchio usually keeps: skip the scatter then.
         self._index = None if index == list(range(model.nq)) else np.array(index)
         self._q = np.zeros(model.nq)
@@ -98,8 +101,9 @@ class Kinematics:
             raise ValueError(f"kinematics: robot {self.profile.name!r} has no foot_links")
         return self.positions(q, self._feet)
 
-    def frame_jacobians(self, q: Sequence[float] | np.ndarray, frames: Sequence[int],
-                        angular: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def frame_jacobians(
+        self, q: Sequence[float] | np.ndarray, frames: Sequence[int], angular: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Positions (k, 3) and Jacobians (k, 3, n) of ``frames`` in the base frame, columns in
         profile joint order: a frame's velocity relative to the base is ``J @ dq``. With
         ``angular`` the Jacobians are (k, 6, n), linear rows then angular rows. The state

@@ -23,6 +23,7 @@ each observation, and a separate node would add a DDS hop to the very delay it r
 :func:`latency_randomization` turns measured latencies into a training randomization
 (the ``config/randomization`` format), for ``sim2real dr from-latency``.
 """
+
 from __future__ import annotations
 
 import collections
@@ -33,7 +34,7 @@ import numpy as np
 from sim2real.core.observation import RobotSignals
 from sim2real.core.robot_profile import RobotProfile
 
-MAX_LATENCY_S = 0.1     # candidate delays searched: 0 .. this
+MAX_LATENCY_S = 0.1  # candidate delays searched: 0 .. this
 EXCITATION_RAD = 0.005  # targets must move at least this much (rms) in the window to tell delays apart
 
 
@@ -45,8 +46,14 @@ class ActuationLatencyEstimator:
     force, the semantics of a driver that reports the torque it applied over its last period.
     """
 
-    def __init__(self, profile: RobotProfile, window_s: float = 2.0, max_latency_s: float = MAX_LATENCY_S,
-                 resolution_s: Optional[float] = None, max_residual_ratio: float = 0.5):
+    def __init__(
+        self,
+        profile: RobotProfile,
+        window_s: float = 2.0,
+        max_latency_s: float = MAX_LATENCY_S,
+        resolution_s: Optional[float] = None,
+        max_residual_ratio: float = 0.5,
+    ):
         self.kp, self.kd = profile.kp, profile.kd
         self.sample_period = profile.sensing_period
         self.window_s = window_s
@@ -61,12 +68,14 @@ class ActuationLatencyEstimator:
     def add_command(self, t: float, targets: Sequence[float]) -> None:
         self._commands.append((t, np.array(targets, dtype=float)))
 
-    def add_state(self, t: float, position: Sequence[float], velocity: Sequence[float],
-                  effort: Sequence[float]) -> None:
+    def add_state(
+        self, t: float, position: Sequence[float], velocity: Sequence[float], effort: Sequence[float]
+    ) -> None:
         if len(effort) == 0:
             return  # a driver without effort feedback: no echo to correlate with
-        self._states.append((t, np.asarray(position, dtype=float), np.asarray(velocity, dtype=float),
-                             np.asarray(effort, dtype=float)))
+        self._states.append(
+            (t, np.asarray(position, dtype=float), np.asarray(velocity, dtype=float), np.asarray(effort, dtype=float))
+        )
 
     def estimate(self) -> Optional[float]:
         """Seconds, or None: too few samples, targets that did not move, or no delay clearly best.
@@ -91,7 +100,7 @@ class ActuationLatencyEstimator:
         # last one sent before (first sample - largest delay) and every later one. The deque holds
         # ten times more at a 50 Hz policy, and searching them all cost ~7 ms a call.
         first = int(np.searchsorted(command_t, t_prev[0] - self.candidates[-1], side="right"))
-        command_t, targets = command_t[max(0, first - 1):], targets[max(0, first - 1):]
+        command_t, targets = command_t[max(0, first - 1) :], targets[max(0, first - 1) :]
         # Half a sample of tolerance: a command published at the very instant of a sample counts.
         tolerance = 1e-6
         # Under delay d, command k is in force for the samples with
@@ -101,22 +110,22 @@ class ActuationLatencyEstimator:
         n = len(t_prev)
         starts = np.searchsorted(t_prev, command_t[None, :] + self.candidates[:, None] - tolerance, side="left")
         ends = np.concatenate([starts[:, 1:], np.full((len(self.candidates), 1), n)], axis=1)
-        counts = (ends - starts).astype(float)                          # [delays, commands]
+        counts = (ends - starts).astype(float)  # [delays, commands]
         valid = starts[:, 0] == 0  # a delay reaching back before the first command is not judged
         if not valid.any():
             return None
-        measured = tau_now + self.kp * q_prev + self.kd * dq_prev       # tau = kp (target - q) - kd dq
+        measured = tau_now + self.kp * q_prev + self.kd * dq_prev  # tau = kp (target - q) - kd dq
         prefix = np.vstack([np.zeros((1, measured.shape[1])), np.cumsum(measured, axis=0)])
-        run_sums = prefix[ends] - prefix[starts]                        # [delays, commands, joints]
+        run_sums = prefix[ends] - prefix[starts]  # [delays, commands, joints]
         sum_mt = np.einsum("ckj,kj->cj", run_sums, targets)
         sum_t = counts @ targets
-        sum_tt = counts @ (targets ** 2)
-        sum_m, sum_mm = measured.sum(axis=0), (measured ** 2).sum(axis=0)
+        sum_tt = counts @ (targets**2)
+        sum_m, sum_mm = measured.sum(axis=0), (measured**2).sum(axis=0)
         kp = self.kp
         # sum over samples of (m - kp T - mean)^2, per joint, summed over joints
-        cost = sum_mm - 2 * kp * sum_mt + kp ** 2 * sum_tt - (sum_m - kp * sum_t) ** 2 / n
+        cost = sum_mm - 2 * kp * sum_mt + kp**2 * sum_tt - (sum_m - kp * sum_t) ** 2 / n
         costs = np.where(valid, cost.sum(axis=1), np.inf)
-        variance = (sum_tt - sum_t ** 2 / n).sum(axis=1) / (n * targets.shape[1])
+        variance = (sum_tt - sum_t**2 / n).sum(axis=1) / (n * targets.shape[1])
         spread = float(np.sqrt(np.clip(variance[valid], 0.0, None)).max())
         if spread < EXCITATION_RAD or not np.isfinite(costs).any():
             return None
@@ -162,8 +171,7 @@ class StatePredictor:
             return signals
         out = RobotSignals(**vars(signals))
         q = np.array(signals.joint_position, dtype=float)
-        dq = (np.zeros_like(q) if signals.joint_velocity is None
-              else np.array(signals.joint_velocity, dtype=float))
+        dq = np.zeros_like(q) if signals.joint_velocity is None else np.array(signals.joint_velocity, dtype=float)
         steps = max(1, int(round(horizon / self.dt)))
         h = horizon / steps
         # Joint-space inertia at the measured pose: enough over a few tens of milliseconds.
@@ -196,8 +204,14 @@ def _rotate(q_xyzw, omega_body, seconds: float) -> np.ndarray:
     s = np.sin(angle / 2)
     dx, dy, dz, dw = axis[0] * s, axis[1] * s, axis[2] * s, np.cos(angle / 2)
     x, y, z, w = q_xyzw
-    return np.array([w * dx + x * dw + y * dz - z * dy, w * dy - x * dz + y * dw + z * dx,
-                     w * dz + x * dy - y * dx + z * dw, w * dw - x * dx - y * dy - z * dz])
+    return np.array(
+        [
+            w * dx + x * dw + y * dz - z * dy,
+            w * dy - x * dz + y * dw + z * dx,
+            w * dz + x * dy - y * dx + z * dw,
+            w * dw - x * dx - y * dy - z * dz,
+        ]
+    )
 
 
 def trained_latency(randomization: Optional[dict]) -> float:
@@ -225,37 +239,51 @@ def read_latency_log(paths: Iterable[str]) -> list[float]:
     for path in paths:
         file = Path(path)
         if not file.is_file():
-            raise ValueError(f"latency log {path!r} not found; write one with: sim2real up --robot ROBOT --policy "
-                             "FILE --latency-log latency.jsonl (launch: latency_log:=latency.jsonl; node parameter "
-                             "latency_log)")
+            raise ValueError(
+                f"latency log {path!r} not found; write one with: sim2real up --robot ROBOT --policy "
+                "FILE --latency-log latency.jsonl (launch: latency_log:=latency.jsonl; node parameter "
+                "latency_log)"
+            )
         for number, line in enumerate(file.read_text().splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 samples.append(float(json.loads(line)["total_s"]))
             except (ValueError, KeyError, TypeError) as exc:
-                raise ValueError(f"{path}:{number}: not a latency log line ({exc}); expected "
-                                 '{"total_s": <seconds>, ...} per line as policy_runtime writes it') from None
+                raise ValueError(
+                    f"{path}:{number}: not a latency log line ({exc}); expected "
+                    '{"total_s": <seconds>, ...} per line as policy_runtime writes it'
+                ) from None
     return samples
 
 
-def latency_randomization(samples_s: Iterable[float], name: str = "measured_latency",
-                          percentiles: tuple[float, float] = (1.0, 99.0)) -> tuple[dict, dict]:
+def latency_randomization(
+    samples_s: Iterable[float], name: str = "measured_latency", percentiles: tuple[float, float] = (1.0, 99.0)
+) -> tuple[dict, dict]:
     """(randomization, summary): a mapping in the ``config/randomization`` format whose ``latency``
     is uniform over the measured distribution's [p1, p99] (seconds; load the saved YAML with
     ``load_randomization``), and the distribution's figures (samples, p50, p99, max)."""
     samples = np.asarray([s for s in samples_s if np.isfinite(s)], dtype=float)
     if samples.size == 0:
-        raise ValueError("no latency samples: run the policy with motion (the runtime measures actuation "
-                         "latency only while its targets move) and collect again")
+        raise ValueError(
+            "no latency samples: run the policy with motion (the runtime measures actuation "
+            "latency only while its targets move) and collect again"
+        )
     if np.any(samples < 0):
-        raise ValueError(f"negative latency samples ({samples.min():.4f} s): the clocks of the stamps differ; "
-                         "measure on one clock (lockstep, or a driver on this computer's time)")
+        raise ValueError(
+            f"negative latency samples ({samples.min():.4f} s): the clocks of the stamps differ; "
+            "measure on one clock (lockstep, or a driver on this computer's time)"
+        )
     low, high = (float(v) for v in np.percentile(samples, percentiles))
-    parameters = {"latency": {"constant": round(low, 4)} if high - low < 1e-4
-                  else {"uniform": [round(low, 4), round(high, 4)]}}
-    summary = {"samples": int(samples.size), "p50_s": float(np.percentile(samples, 50)),
-               "p99_s": float(np.percentile(samples, 99)), "max_s": float(samples.max())}
+    parameters = {
+        "latency": {"constant": round(low, 4)} if high - low < 1e-4 else {"uniform": [round(low, 4), round(high, 4)]}
+    }
+    summary = {
+        "samples": int(samples.size),
+        "p50_s": float(np.percentile(samples, 50)),
+        "p99_s": float(np.percentile(samples, 99)),
+        "max_s": float(samples.max()),
+    }
     return {"name": name, "parameters": parameters}, summary
 
 
@@ -264,8 +292,15 @@ class LatencyMonitor:
     estimated once per :meth:`update` (or :meth:`fit` then :meth:`record`), their distributions, the overrun alarm and, when enabled,
     the compensation of each observation (:meth:`compensate`). Times in seconds, one clock."""
 
-    def __init__(self, profile: RobotProfile, compensate: bool = False, horizon: float = 0.0,
-                 budget: float = 0.0, window: int = 3000, trained_latency: float = 0.0):
+    def __init__(
+        self,
+        profile: RobotProfile,
+        compensate: bool = False,
+        horizon: float = 0.0,
+        budget: float = 0.0,
+        window: int = 3000,
+        trained_latency: float = 0.0,
+    ):
         """``trained_latency``: the latency (s) the policy was trained to absorb (the top of its
         training randomization, :func:`trained_latency`); only the measured latency beyond it is
         predicted away. Measured with the shipped reach policy (trained up to 17.5 ms), no ROS:
@@ -275,7 +310,7 @@ class LatencyMonitor:
 
         self.enabled = compensate
         self.trained_latency = trained_latency
-        self.fixed_horizon = horizon        # s; 0: the measured latency
+        self.fixed_horizon = horizon  # s; 0: the measured latency
         self.budget = budget or profile.policy_period
         self.sensor_to_command = RollingStats(window)
         self.actuation = RollingStats(window)
@@ -339,8 +374,11 @@ class LatencyMonitor:
             return None
         self._estimates.append(estimate)
         self.actuation.add(estimate)
-        sample = {"sensor_to_command_s": self._raw_sensor_to_command, "actuation_s": estimate,
-                  "total_s": self._raw_sensor_to_command + estimate}
+        sample = {
+            "sensor_to_command_s": self._raw_sensor_to_command,
+            "actuation_s": estimate,
+            "total_s": self._raw_sensor_to_command + estimate,
+        }
         return sample
 
     def update(self) -> Optional[dict]:
@@ -369,7 +407,9 @@ class LatencyMonitor:
         horizon = self.horizon
         actuation = self.actuation_latency
         if actuation is None or self.fixed_horizon > 0:  # a given latency: all of it past the publish
-            actuation = max(0.0, (self.fixed_horizon or horizon) - (float(np.median(self._recent)) if self._recent else 0.0))
+            actuation = max(
+                0.0, (self.fixed_horizon or horizon) - (float(np.median(self._recent)) if self._recent else 0.0)
+            )
         return self.predictor.predict(signals, stamp, horizon, actuation)
 
     def overrun(self) -> str:
@@ -379,15 +419,22 @@ class LatencyMonitor:
             return ""
         total = summary["s_p99_ms"] * 1e-3 + (self.actuation_latency or 0.0)
         if total > self.budget:
-            return (f"latency overrun: sensor->command p99 {summary['s_p99_ms']:.1f} ms + actuation "
-                    f"{(self.actuation_latency or 0.0) * 1e3:.1f} ms > budget {self.budget * 1e3:.1f} ms")
+            return (
+                f"latency overrun: sensor->command p99 {summary['s_p99_ms']:.1f} ms + actuation "
+                f"{(self.actuation_latency or 0.0) * 1e3:.1f} ms > budget {self.budget * 1e3:.1f} ms"
+            )
         return ""
 
     def summary(self) -> dict[str, str]:
-        values = {**self.sensor_to_command.summary_ms("sensor_to_command"), **self.actuation.summary_ms("actuation"),
-                  **self.driver.summary_ms("driver_actuation")}
+        values = {
+            **self.sensor_to_command.summary_ms("sensor_to_command"),
+            **self.actuation.summary_ms("actuation"),
+            **self.driver.summary_ms("driver_actuation"),
+        }
         out = {k: f"{v:.2f}" for k, v in values.items()}
-        out["actuation_latency_ms"] = "unknown" if self.actuation_latency is None else f"{self.actuation_latency * 1e3:.1f}"
+        out["actuation_latency_ms"] = (
+            "unknown" if self.actuation_latency is None else f"{self.actuation_latency * 1e3:.1f}"
+        )
         out["compensation"] = "on" if self.enabled else "off"
         out["horizon_ms"] = f"{self.horizon * 1e3:.1f}"
         if self.clock_ahead:

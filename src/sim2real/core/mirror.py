@@ -18,6 +18,7 @@ reflection y -> -y of the body frame gives, per kind of quantity:
              changes sign, a knee does not
     feet     the robot profile's twin feet (``mirror.feet``), no sign
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,8 +44,9 @@ class SignedPermutation:
         index = np.asarray(self.index, dtype=np.int64)
         sign = np.asarray(self.sign, dtype=np.float32)
         if index.ndim != 1 or sign.shape != index.shape:
-            raise ValueError(f"a signed permutation needs index and sign of one length, got {index.shape} "
-                             f"and {sign.shape}")
+            raise ValueError(
+                f"a signed permutation needs index and sign of one length, got {index.shape} and {sign.shape}"
+            )
         if sorted(index.tolist()) != list(range(len(index))):
             raise ValueError(f"index {index.tolist()} is not a permutation of 0..{len(index) - 1}")
         if not np.all(np.abs(sign) == 1.0):
@@ -89,12 +91,17 @@ class SignedPermutation:
 
     def is_involution(self) -> bool:
         """Mirroring twice gives back the original (every reflection must)."""
-        return bool(np.array_equal(self.index[self.index], np.arange(len(self)))
-                    and np.all(self.sign * self.sign[self.index] == 1.0))
+        return bool(
+            np.array_equal(self.index[self.index], np.arange(len(self)))
+            and np.all(self.sign * self.sign[self.index] == 1.0)
+        )
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, SignedPermutation) and np.array_equal(self.index, other.index)
-                and np.array_equal(self.sign, other.sign))
+        return (
+            isinstance(other, SignedPermutation)
+            and np.array_equal(self.index, other.index)
+            and np.array_equal(self.sign, other.sign)
+        )
 
     def __repr__(self) -> str:
         items = ", ".join(f"{'-' if s < 0 else ''}x{i}" for i, s in zip(self.index.tolist(), self.sign.tolist()))

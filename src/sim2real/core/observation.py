@@ -30,6 +30,7 @@ robot's number of joints; frames: "body" is the base/IMU frame, x forward, z up)
 The observation is the concatenation, in spec order, of ``scale * value`` per term.
 Joint arrays are in the robot profile's joint order.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,17 +53,17 @@ class RobotSignals:
     Arrays in SI units; joint arrays in profile joint order; quaternions (x, y, z, w).
     """
 
-    joint_position: Any = None          # rad
-    joint_velocity: Any = None          # rad/s
-    base_orientation: Any = None        # base (IMU) frame in the world, xyzw
-    base_angular_velocity: Any = None   # rad/s, body frame
-    base_linear_velocity: Any = None    # m/s, body frame (only from an estimator on hardware)
-    velocity_command: Any = None        # (vx m/s, vy m/s, yaw rate rad/s), body frame
-    goal_position: Any = None           # m, arm target in the base frame
-    end_effector_position: Any = None   # m, base frame
-    last_action: Any = None             # previous policy output, after clipping
+    joint_position: Any = None  # rad
+    joint_velocity: Any = None  # rad/s
+    base_orientation: Any = None  # base (IMU) frame in the world, xyzw
+    base_angular_velocity: Any = None  # rad/s, body frame
+    base_linear_velocity: Any = None  # m/s, body frame (only from an estimator on hardware)
+    velocity_command: Any = None  # (vx m/s, vy m/s, yaw rate rad/s), body frame
+    goal_position: Any = None  # m, arm target in the base frame
+    end_effector_position: Any = None  # m, base frame
+    last_action: Any = None  # previous policy output, after clipping
     default_joint_position: Any = None  # rad, the profile's default pose
-    gait_phase: Any = None              # cycles of the policy's own gait clock (its frequency x time)
+    gait_phase: Any = None  # cycles of the policy's own gait clock (its frequency x time)
 
 
 SIGNAL_NAMES = tuple(f.name for f in fields(RobotSignals))
@@ -76,15 +77,17 @@ def _projected_gravity(s: RobotSignals) -> np.ndarray:
         x = y = z = w = 0.0  # not four numbers: refused below, by name
     norm2 = x * x + y * y + z * z + w * w
     if not norm2 > 1e-12:
-        raise ValueError(f"observation term 'projected_gravity': base_orientation {s.base_orientation!r} "
-                         "is not a quaternion (x, y, z, w)")
+        raise ValueError(
+            f"observation term 'projected_gravity': base_orientation {s.base_orientation!r} "
+            "is not a quaternion (x, y, z, w)"
+        )
     k = 2.0 / norm2  # exact rotation for a quaternion that drifted off unit length
     return np.array([-k * (x * z - y * w), -k * (y * z + x * w), -(1.0 - k * (x * x + y * y))])
 
 
 @dataclass(frozen=True)
 class _Definition:
-    per_joint: bool                       # size n (number of joints) rather than `size`
+    per_joint: bool  # size n (number of joints) rather than `size`
     signals: tuple[str, ...]
     compute: Callable[[RobotSignals], Any]
     meaning: str
@@ -98,31 +101,60 @@ def _gait_clock(s: RobotSignals) -> np.ndarray:
 
 
 VOCABULARY: dict[str, _Definition] = {
-    "base_ang_vel": _Definition(False, ("base_angular_velocity",), lambda s: s.base_angular_velocity,
-                                "base angular velocity, body frame, rad/s", "axial"),
-    "projected_gravity": _Definition(False, ("base_orientation",), _projected_gravity,
-                                     "unit gravity direction in the body frame", "polar"),
-    "velocity_command": _Definition(False, ("velocity_command",), lambda s: s.velocity_command,
-                                    "commanded vx, vy (m/s), yaw rate (rad/s)", "command"),
-    "joint_pos_rel": _Definition(True, ("joint_position", "default_joint_position"),
-                                 lambda s: np.subtract(s.joint_position, s.default_joint_position),
-                                 "joint position minus default pose, rad", "joints"),
-    "joint_vel": _Definition(True, ("joint_velocity",), lambda s: s.joint_velocity, "joint velocity, rad/s",
-                            "joints"),
+    "base_ang_vel": _Definition(
+        False,
+        ("base_angular_velocity",),
+        lambda s: s.base_angular_velocity,
+        "base angular velocity, body frame, rad/s",
+        "axial",
+    ),
+    "projected_gravity": _Definition(
+        False, ("base_orientation",), _projected_gravity, "unit gravity direction in the body frame", "polar"
+    ),
+    "velocity_command": _Definition(
+        False,
+        ("velocity_command",),
+        lambda s: s.velocity_command,
+        "commanded vx, vy (m/s), yaw rate (rad/s)",
+        "command",
+    ),
+    "joint_pos_rel": _Definition(
+        True,
+        ("joint_position", "default_joint_position"),
+        lambda s: np.subtract(s.joint_position, s.default_joint_position),
+        "joint position minus default pose, rad",
+        "joints",
+    ),
+    "joint_vel": _Definition(True, ("joint_velocity",), lambda s: s.joint_velocity, "joint velocity, rad/s", "joints"),
     "last_action": _Definition(True, ("last_action",), lambda s: s.last_action, "previous action", "joints"),
-    "base_lin_vel": _Definition(False, ("base_linear_velocity",), lambda s: s.base_linear_velocity,
-                                "base linear velocity, body frame, m/s", "polar"),
-    "joint_pos": _Definition(True, ("joint_position",), lambda s: s.joint_position, "joint position, rad",
-                            "joints"),
-    "ee_position": _Definition(False, ("end_effector_position",), lambda s: s.end_effector_position,
-                               "end-effector position, base frame, m", "polar"),
-    "goal_position": _Definition(False, ("goal_position",), lambda s: s.goal_position,
-                                 "goal position, base frame, m", "polar"),
-    "goal_offset": _Definition(False, ("goal_position", "end_effector_position"),
-                               lambda s: np.subtract(s.goal_position, s.end_effector_position),
-                               "goal minus end-effector position, base frame, m", "polar"),
-    "gait_clock": _Definition(False, ("gait_phase",), _gait_clock,
-                              "sin and cos of the policy's gait phase", "gait_clock", size=2),
+    "base_lin_vel": _Definition(
+        False,
+        ("base_linear_velocity",),
+        lambda s: s.base_linear_velocity,
+        "base linear velocity, body frame, m/s",
+        "polar",
+    ),
+    "joint_pos": _Definition(True, ("joint_position",), lambda s: s.joint_position, "joint position, rad", "joints"),
+    "ee_position": _Definition(
+        False,
+        ("end_effector_position",),
+        lambda s: s.end_effector_position,
+        "end-effector position, base frame, m",
+        "polar",
+    ),
+    "goal_position": _Definition(
+        False, ("goal_position",), lambda s: s.goal_position, "goal position, base frame, m", "polar"
+    ),
+    "goal_offset": _Definition(
+        False,
+        ("goal_position", "end_effector_position"),
+        lambda s: np.subtract(s.goal_position, s.end_effector_position),
+        "goal minus end-effector position, base frame, m",
+        "polar",
+    ),
+    "gait_clock": _Definition(
+        False, ("gait_phase",), _gait_clock, "sin and cos of the policy's gait phase", "gait_clock", size=2
+    ),
 }
 
 
@@ -163,8 +195,11 @@ class ObservationSpec:
                 raise ValueError(f"observation term {term.name!r}: size must be a positive integer, got {term.size!r}")
             if not definition.per_joint and term.size != definition.size:
                 raise ValueError(f"observation term {term.name!r} has size {definition.size}, not {term.size}")
-            if isinstance(term.scale, bool) or not isinstance(term.scale, (int, float)) \
-                    or not math.isfinite(term.scale):
+            if (
+                isinstance(term.scale, bool)
+                or not isinstance(term.scale, (int, float))
+                or not math.isfinite(term.scale)
+            ):
                 raise ValueError(f"observation term {term.name!r}: scale must be a finite number, got {term.scale!r}")
         self._definitions = [VOCABULARY[t.name] for t in self.terms]
         # Once: the runtime asks every tick whether these are all there and finite.
@@ -188,22 +223,30 @@ class ObservationSpec:
                 raise ValueError(f"observation[{i}]: expected {{name: <term>, scale: <number>}}, got {entry!r}")
             unknown = set(entry) - {"name", "scale", "size"}
             if unknown:
-                raise ValueError(f"observation[{i}] ({entry['name']}): unknown keys {sorted(unknown)}; "
-                                 "use name, scale (and optionally size)")
+                raise ValueError(
+                    f"observation[{i}] ({entry['name']}): unknown keys {sorted(unknown)}; "
+                    "use name, scale (and optionally size)"
+                )
             size = term_size(entry["name"], num_joints)
             if "size" in entry and entry["size"] != size:
-                raise ValueError(f"observation[{i}] ({entry['name']}): size {entry['size']} given, "
-                                 f"but the term has {size} values on a {num_joints}-joint robot")
+                raise ValueError(
+                    f"observation[{i}] ({entry['name']}): size {entry['size']} given, "
+                    f"but the term has {size} values on a {num_joints}-joint robot"
+                )
             scale = entry.get("scale", 1.0)
             terms.append(ObservationTerm(entry["name"], size, float(scale) if _is_number(scale) else scale))
         return cls(terms)
 
     def to_metadata(self) -> str:
         """The layout as compact JSON (for ONNX metadata_props); :meth:`from_metadata` reads it."""
-        return json.dumps({
-            "format": METADATA_FORMAT, "version": METADATA_VERSION,
-            "terms": [{"name": t.name, "size": int(t.size), "scale": float(t.scale)} for t in self.terms],
-        }, separators=(",", ":"))
+        return json.dumps(
+            {
+                "format": METADATA_FORMAT,
+                "version": METADATA_VERSION,
+                "terms": [{"name": t.name, "size": int(t.size), "scale": float(t.scale)} for t in self.terms],
+            },
+            separators=(",", ":"),
+        )
 
     @classmethod
     def from_metadata(cls, text: str) -> "ObservationSpec":
@@ -214,8 +257,10 @@ class ObservationSpec:
         if not isinstance(data, dict) or data.get("format") != METADATA_FORMAT:
             raise ValueError(f"observation metadata: expected a {METADATA_FORMAT!r} JSON object")
         if data.get("version") != METADATA_VERSION:
-            raise ValueError(f"observation metadata version {data.get('version')!r} is not supported "
-                             f"(this code reads version {METADATA_VERSION})")
+            raise ValueError(
+                f"observation metadata version {data.get('version')!r} is not supported "
+                f"(this code reads version {METADATA_VERSION})"
+            )
         terms = data.get("terms")
         if not isinstance(terms, list):
             raise ValueError("observation metadata: 'terms' must be a list")
@@ -279,18 +324,27 @@ class ObservationSpec:
             kind = definition.mirror
             if kind == "joints":
                 if term.size != len(robot.joints):
-                    raise ValueError(f"observation term {term.name!r} has {term.size} values, but the robot's "
-                                     f"mirror pairs {len(robot.joints)} joints")
+                    raise ValueError(
+                        f"observation term {term.name!r} has {term.size} values, but the robot's "
+                        f"mirror pairs {len(robot.joints)} joints"
+                    )
                 parts.append(robot.joints)
             elif kind == "gait_clock":
                 if gait_shift is None:
-                    raise ValueError("observation term 'gait_clock' needs the gait shift of the mirror image "
-                                     "(how far its clock runs ahead), and the task gives none")
+                    raise ValueError(
+                        "observation term 'gait_clock' needs the gait shift of the mirror image "
+                        "(how far its clock runs ahead), and the task gives none"
+                    )
                 if min(gait_shift % 1.0, 1.0 - gait_shift % 1.0) not in (0.0, 0.5):
-                    raise ValueError(f"observation term 'gait_clock' mirrors only with twin feet in phase or "
-                                     f"half a cycle apart (gait shift 0 or 0.5), got {gait_shift!r}")
-                parts.append(SignedPermutation(np.array([0, 1]),
-                                               np.array([-1.0, -1.0] if gait_shift % 1.0 == 0.5 else [1.0, 1.0])))
+                    raise ValueError(
+                        f"observation term 'gait_clock' mirrors only with twin feet in phase or "
+                        f"half a cycle apart (gait shift 0 or 0.5), got {gait_shift!r}"
+                    )
+                parts.append(
+                    SignedPermutation(
+                        np.array([0, 1]), np.array([-1.0, -1.0] if gait_shift % 1.0 == 0.5 else [1.0, 1.0])
+                    )
+                )
             else:
                 parts.append(SignedPermutation.of_vector(kind))
         return SignedPermutation.concatenate(parts)
@@ -303,13 +357,16 @@ class ObservationSpec:
         for term, definition, (start, stop) in zip(self.terms, self._definitions, self._bounds):
             for name in definition.signals:
                 if getattr(signals, name) is None:
-                    raise ValueError(f"observation term {term.name!r} needs signal {name!r}, "
-                                     f"but RobotSignals.{name} is None")
+                    raise ValueError(
+                        f"observation term {term.name!r} needs signal {name!r}, but RobotSignals.{name} is None"
+                    )
             value = np.asarray(definition.compute(signals), dtype=float)
             if value.shape != (term.size,):
                 # Checked, not broadcast: a scalar or a wrong-robot array must not fill a slot silently.
-                raise ValueError(f"observation term {term.name!r} expects {term.size} values, got shape "
-                                 f"{value.shape} from signals {list(definition.signals)}")
+                raise ValueError(
+                    f"observation term {term.name!r} expects {term.size} values, got shape "
+                    f"{value.shape} from signals {list(definition.signals)}"
+                )
             buffer[start:stop] = value
             if term.scale != 1.0:
                 buffer[start:stop] *= term.scale

@@ -4,6 +4,7 @@ The same code runs from a source checkout, a pip install (data under
 ``<prefix>/share/sim2real``) and a colcon install (found through the ament index),
 so every lookup of a shipped file goes through :func:`share_dir`.
 """
+
 from __future__ import annotations
 
 import os

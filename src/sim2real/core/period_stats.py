@@ -4,6 +4,7 @@ Used by every loop that promises a rate (sim_robot's sensing loop, later the pol
 tick) so that "did we keep up?" is answered the same way everywhere; and
 :class:`GapFreeStream`, for "has this input been steady for a while?".
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -11,6 +11,7 @@ The file is opened for append on every record and synced to disk before the swap
 so a power cut loses no accepted swap; a line cut short by a crash is reported by the reader,
 and the lines around it still read.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -41,11 +42,19 @@ class AuditLog:
     def __init__(self, path: str | Path):
         self.path = Path(path).expanduser()
 
-    def record(self, *, robot: str, file: str, sha256: str, signer: Optional[str], origin: str, accepted: bool,
-               reason: str) -> dict[str, Any]:
-        entry = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
-                 "robot": robot, "file": file, "sha256": sha256 or None, "signer": signer, "origin": origin,
-                 "accepted": bool(accepted), "reason": reason}
+    def record(
+        self, *, robot: str, file: str, sha256: str, signer: Optional[str], origin: str, accepted: bool, reason: str
+    ) -> dict[str, Any]:
+        entry = {
+            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
+            "robot": robot,
+            "file": file,
+            "sha256": sha256 or None,
+            "signer": signer,
+            "origin": origin,
+            "accepted": bool(accepted),
+            "reason": reason,
+        }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "ab+") as out:
             cut_short = False
@@ -90,7 +99,9 @@ def format_history(history: History) -> str:
         verdict = "accepted" if e.get("accepted") else "REFUSED"
         sha = (e.get("sha256") or "-")[:12]
         signer = e.get("signer") or "unsigned"
-        line = f"{e.get('time', '?')}  {verdict:8}  {e.get('origin', '?')}  {e.get('file', '?')}  sha256 {sha}  {signer}"
+        line = (
+            f"{e.get('time', '?')}  {verdict:8}  {e.get('origin', '?')}  {e.get('file', '?')}  sha256 {sha}  {signer}"
+        )
         if e.get("reason"):
             line += f"\n    {e['reason']}"
         lines.append(line)

@@ -37,6 +37,7 @@ The joint target the runtime sends is ``action_offset + action_scale * clip(acti
 :func:`load_policy` reads and checks a file with onnxruntime only (no torch, no onnx
 package, no ROS), so the robot computer needs nothing else to run it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -58,12 +59,33 @@ OUTPUT_NAME = "actions"
 
 # The runtime cannot run a policy without these; the provenance keys default to "unknown".
 REQUIRED_KEYS = (
-    "format", "robot", "task", "joint_names", "observation_terms", "observation_size",
-    "action_scale", "action_offset", "action_clip", "default_joint_positions",
-    "control_period", "kp", "kd",
+    "format",
+    "robot",
+    "task",
+    "joint_names",
+    "observation_terms",
+    "observation_size",
+    "action_scale",
+    "action_offset",
+    "action_clip",
+    "default_joint_positions",
+    "control_period",
+    "kp",
+    "kd",
 )
-PROVENANCE_KEYS = ("task_config", "training_config", "randomization", "source_commit", "source_dirty",
-                   "export_time", "checkpoint", "actuator", "world", "difficulty", "robot_model")
+PROVENANCE_KEYS = (
+    "task_config",
+    "training_config",
+    "randomization",
+    "source_commit",
+    "source_dirty",
+    "export_time",
+    "checkpoint",
+    "actuator",
+    "world",
+    "difficulty",
+    "robot_model",
+)
 # Written only when known: files exported before these keys existed lack them.
 OPTIONAL_JSON_KEYS = ("actuator", "world", "difficulty", "robot_model")
 
@@ -121,17 +143,26 @@ class PolicyMetadata:
     def to_props(self) -> dict[str, str]:
         """The ``metadata_props`` strings of this metadata (what the exporter writes)."""
         values: dict[str, Any] = {
-            "format": self.format, "robot": self.robot, "task": self.task,
+            "format": self.format,
+            "robot": self.robot,
+            "task": self.task,
             "joint_names": list(self.joint_names),
             "observation_terms": self.observation_spec.to_metadata(),
             "observation_size": self.observation_size,
-            "action_scale": self.action_scale.tolist(), "action_offset": self.action_offset.tolist(),
+            "action_scale": self.action_scale.tolist(),
+            "action_offset": self.action_offset.tolist(),
             "action_clip": self.action_clip,
             "default_joint_positions": self.default_joint_positions.tolist(),
-            "control_period": self.control_period, "kp": self.kp.tolist(), "kd": self.kd.tolist(),
-            "task_config": self.task_config, "training_config": self.training_config,
-            "randomization": self.randomization, "source_commit": self.source_commit,
-            "source_dirty": self.source_dirty, "export_time": self.export_time, "checkpoint": self.checkpoint,
+            "control_period": self.control_period,
+            "kp": self.kp.tolist(),
+            "kd": self.kd.tolist(),
+            "task_config": self.task_config,
+            "training_config": self.training_config,
+            "randomization": self.randomization,
+            "source_commit": self.source_commit,
+            "source_dirty": self.source_dirty,
+            "export_time": self.export_time,
+            "checkpoint": self.checkpoint,
         }
         values.update({key: getattr(self, key) for key in OPTIONAL_JSON_KEYS if getattr(self, key) is not None})
         return {PREFIX + key: value if isinstance(value, str) else json.dumps(value) for key, value in values.items()}
@@ -179,10 +210,16 @@ class _MetadataReader:
         value = self.json(key)
         if value is None and allow_null:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or (positive and value <= 0):
-            raise self.fail(f"metadata {PREFIX}{key} must be a finite{' positive' if positive else ''} number, "
-                            f"got {self.raw(key)!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or (positive and value <= 0)
+        ):
+            raise self.fail(
+                f"metadata {PREFIX}{key} must be a finite{' positive' if positive else ''} number, "
+                f"got {self.raw(key)!r}"
+            )
         return float(value)
 
     def vector(self, key: str, n: int) -> np.ndarray:
@@ -199,12 +236,16 @@ class _MetadataReader:
 
     def read(self) -> PolicyMetadata:
         if PREFIX + "format" not in self.props:
-            raise self.fail(f"no {PREFIX}format metadata: not a sim2real policy file "
-                            f"(metadata keys present: {sorted(self.props) or 'none'})")
+            raise self.fail(
+                f"no {PREFIX}format metadata: not a sim2real policy file "
+                f"(metadata keys present: {sorted(self.props) or 'none'})"
+            )
         version = self.raw("format")
         if version != FORMAT_VERSION:
-            raise self.fail(f"policy format {version!r} is not supported (this code reads {FORMAT_VERSION!r})",
-                            "export the policy with a matching sim2real version")
+            raise self.fail(
+                f"policy format {version!r} is not supported (this code reads {FORMAT_VERSION!r})",
+                "export the policy with a matching sim2real version",
+            )
         missing = [PREFIX + k for k in REQUIRED_KEYS if PREFIX + k not in self.props]
         if missing:
             raise self.fail(f"missing metadata {', '.join(missing)}")
@@ -218,8 +259,9 @@ class _MetadataReader:
             raise self.fail(f"metadata {PREFIX}observation_terms: {exc}") from None
         size = self.json("observation_size")
         if size != spec.size:
-            raise self.fail(f"metadata {PREFIX}observation_size is {size!r} but the observation terms add up "
-                            f"to {spec.size}")
+            raise self.fail(
+                f"metadata {PREFIX}observation_size is {size!r} but the observation terms add up to {spec.size}"
+            )
         provenance = {}
         for key in ("task_config", "training_config", "randomization"):
             if PREFIX + key in self.props:
@@ -237,11 +279,19 @@ class _MetadataReader:
             provenance["difficulty"] = self.number("difficulty", allow_null=True)
         clip = self.number("action_clip", positive=True, allow_null=True)
         return PolicyMetadata(
-            robot=self.raw("robot"), task=self.raw("task"), joint_names=tuple(names), observation_spec=spec,
-            action_scale=self.vector("action_scale", n), action_offset=self.vector("action_offset", n),
-            action_clip=clip, default_joint_positions=self.vector("default_joint_positions", n),
+            robot=self.raw("robot"),
+            task=self.raw("task"),
+            joint_names=tuple(names),
+            observation_spec=spec,
+            action_scale=self.vector("action_scale", n),
+            action_offset=self.vector("action_offset", n),
+            action_clip=clip,
+            default_joint_positions=self.vector("default_joint_positions", n),
             control_period=self.number("control_period", positive=True),
-            kp=self.vector("kp", n), kd=self.vector("kd", n), format=version, **provenance,
+            kp=self.vector("kp", n),
+            kd=self.vector("kd", n),
+            format=version,
+            **provenance,
         )
 
 
@@ -261,8 +311,9 @@ class PolicyFile:
         single = x.ndim == 1
         batch = x.reshape(1, -1) if single else x
         if batch.shape[-1] != self.metadata.observation_size:
-            raise ValueError(f"observation has {batch.shape[-1]} values, the policy expects "
-                             f"{self.metadata.observation_size}")
+            raise ValueError(
+                f"observation has {batch.shape[-1]} values, the policy expects {self.metadata.observation_size}"
+            )
         actions = self.session.run([OUTPUT_NAME], {INPUT_NAME: batch})[0]
         return actions[0] if single else actions
 
@@ -273,8 +324,9 @@ class PolicyFile:
             raise PolicyFileError(self.path, "; ".join(problems), "use a policy trained for this robot profile")
 
 
-def load_policy(path: str | Path, threads: int = 1, *, max_bytes: int | None = None,
-                trusted_keys: Any = None) -> PolicyFile:
+def load_policy(
+    path: str | Path, threads: int = 1, *, max_bytes: int | None = None, trusted_keys: Any = None
+) -> PolicyFile:
     """Load a policy file, check its graph signature and metadata, and open a CPU session.
 
     ``threads``: onnxruntime intra-op threads; 1 is fastest for a batch-1 MLP (~10 us)
@@ -289,17 +341,21 @@ def load_policy(path: str | Path, threads: int = 1, *, max_bytes: int | None = N
     try:
         size = path.stat().st_size
         if max_bytes is not None and size > max_bytes:
-            raise PolicyFileError(path, f"{size / 1e6:.1f} MB is larger than the {max_bytes / 1e6:.1f} MB allowed "
-                                        "(parameter max_policy_mb)",
-                                  "a policy MLP is well under 10 MB: check the file, or raise max_policy_mb")
+            raise PolicyFileError(
+                path,
+                f"{size / 1e6:.1f} MB is larger than the {max_bytes / 1e6:.1f} MB allowed (parameter max_policy_mb)",
+                "a policy MLP is well under 10 MB: check the file, or raise max_policy_mb",
+            )
         with open(path, "rb") as file:  # bounded: a FIFO, or a file growing after the stat, says size 0
             data = file.read() if max_bytes is None else file.read(max_bytes + 1)
     except OSError as exc:
-        raise PolicyFileError(path, f"cannot read the file ({exc.strerror or exc})",
-                              "check the path") from None
+        raise PolicyFileError(path, f"cannot read the file ({exc.strerror or exc})", "check the path") from None
     if max_bytes is not None and len(data) > max_bytes:
-        raise PolicyFileError(path, f"larger than the {max_bytes / 1e6:.1f} MB allowed (parameter max_policy_mb)",
-                              "check the file, or raise max_policy_mb")
+        raise PolicyFileError(
+            path,
+            f"larger than the {max_bytes / 1e6:.1f} MB allowed (parameter max_policy_mb)",
+            "check the file, or raise max_policy_mb",
+        )
     signer = None
     if trusted_keys is not None:
         from sim2real.core.policy_signing import SignatureError
@@ -307,9 +363,11 @@ def load_policy(path: str | Path, threads: int = 1, *, max_bytes: int | None = N
         try:
             signer = trusted_keys.verify(path, data)
         except SignatureError as exc:
-            raise PolicyFileError(path, f"refused by trusted_keys: {exc}",
-                                  "run only policies signed with a trusted key (sim2real policy verify FILE "
-                                  "--trusted-keys DIR)") from None
+            raise PolicyFileError(
+                path,
+                f"refused by trusted_keys: {exc}",
+                "run only policies signed with a trusted key (sim2real policy verify FILE --trusted-keys DIR)",
+            ) from None
     digest = hashlib.sha256(data).hexdigest()
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
@@ -321,15 +379,24 @@ def load_policy(path: str | Path, threads: int = 1, *, max_bytes: int | None = N
     except Exception as exc:  # onnxruntime raises its own exception types per failure
         reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
         if "external" in reason.lower() or ".data" in reason:
-            raise PolicyFileError(path, f"weights are stored outside the file ({reason})",
-                                  "a policy must be one file: re-export it with `sim2real export`") from None
-        raise PolicyFileError(path, f"not a valid ONNX model ({reason})",
-                              "the file is corrupt or not ONNX: re-export it with `sim2real export`") from None
+            raise PolicyFileError(
+                path,
+                f"weights are stored outside the file ({reason})",
+                "a policy must be one file: re-export it with `sim2real export`",
+            ) from None
+        raise PolicyFileError(
+            path,
+            f"not a valid ONNX model ({reason})",
+            "the file is corrupt or not ONNX: re-export it with `sim2real export`",
+        ) from None
     try:
         props = dict(session.get_modelmeta().custom_metadata_map)
     except UnicodeDecodeError as exc:  # onnxruntime decodes the strings itself
-        raise PolicyFileError(path, f"metadata is not valid UTF-8 ({exc.reason} at byte {exc.start}): the file is "
-                                    "corrupt", "copy it again, or re-export it with `sim2real export`") from None
+        raise PolicyFileError(
+            path,
+            f"metadata is not valid UTF-8 ({exc.reason} at byte {exc.start}): the file is corrupt",
+            "copy it again, or re-export it with `sim2real export`",
+        ) from None
     metadata = PolicyMetadata.from_props(props, path)
     _check_signature(session, metadata, path)
     return PolicyFile(path=path, sha256=digest, metadata=metadata, session=session, signer=signer)
@@ -338,14 +405,19 @@ def load_policy(path: str | Path, threads: int = 1, *, max_bytes: int | None = N
 def _check_signature(session: Any, metadata: PolicyMetadata, path: Path) -> None:
     inputs, outputs = session.get_inputs(), session.get_outputs()
     if [i.name for i in inputs] != [INPUT_NAME] or OUTPUT_NAME not in [o.name for o in outputs]:
-        raise PolicyFileError(path, f"graph must have the single input {INPUT_NAME!r} and an output "
-                                    f"{OUTPUT_NAME!r}; it has inputs {[i.name for i in inputs]} and outputs "
-                                    f"{[o.name for o in outputs]}")
+        raise PolicyFileError(
+            path,
+            f"graph must have the single input {INPUT_NAME!r} and an output "
+            f"{OUTPUT_NAME!r}; it has inputs {[i.name for i in inputs]} and outputs "
+            f"{[o.name for o in outputs]}",
+        )
     shape = inputs[0].shape
     if len(shape) != 2 or shape[1] != metadata.observation_size:
-        raise PolicyFileError(path, f"input {INPUT_NAME!r} has shape {shape}, metadata says "
-                                    f"[batch, {metadata.observation_size}]")
+        raise PolicyFileError(
+            path, f"input {INPUT_NAME!r} has shape {shape}, metadata says [batch, {metadata.observation_size}]"
+        )
     output = next(o for o in outputs if o.name == OUTPUT_NAME)
     if len(output.shape) != 2 or output.shape[1] != metadata.num_joints:
-        raise PolicyFileError(path, f"output {OUTPUT_NAME!r} has shape {output.shape}, metadata lists "
-                                    f"{metadata.num_joints} joints")
+        raise PolicyFileError(
+            path, f"output {OUTPUT_NAME!r} has shape {output.shape}, metadata lists {metadata.num_joints} joints"
+        )

@@ -14,6 +14,7 @@ only files whose signature verifies against one of those keys, at start and at e
 
 ed25519 comes from ``cryptography`` (the pyca library): nothing cryptographic is written here.
 """
+
 from __future__ import annotations
 
 import base64
@@ -41,8 +42,8 @@ class SignatureError(InputError):
 
 @dataclass(frozen=True)
 class Verified:
-    signer: str   # the trusted key's name (its file name less .pub)
-    key_id: str   # first 16 hex digits of the sha256 of the raw public key
+    signer: str  # the trusted key's name (its file name less .pub)
+    key_id: str  # first 16 hex digits of the sha256 of the raw public key
 
 
 def read_policy_bytes(policy: str | Path) -> bytes:
@@ -74,12 +75,14 @@ def generate_key(name: str, directory: str | Path) -> tuple[Path, Path]:
         if path.exists():
             raise SignatureError(f"{path} exists; choose another name or remove it first")
     private = Ed25519PrivateKey.generate()
-    pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
+    pem = private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     private_path.touch(mode=0o600)
     private_path.write_bytes(pem)
-    public_path.write_bytes(private.public_key().public_bytes(serialization.Encoding.PEM,
-                                                              serialization.PublicFormat.SubjectPublicKeyInfo))
+    public_path.write_bytes(
+        private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     return private_path, public_path
 
 
@@ -87,8 +90,9 @@ def _load_private(path: str | Path) -> Ed25519PrivateKey:
     try:
         key = serialization.load_pem_private_key(Path(path).expanduser().read_bytes(), password=None)
     except (OSError, ValueError, TypeError) as exc:
-        raise SignatureError(f"{path}: not a readable unencrypted PEM private key ({exc}); make one with "
-                             "`sim2real policy keygen NAME`") from None
+        raise SignatureError(
+            f"{path}: not a readable unencrypted PEM private key ({exc}); make one with `sim2real policy keygen NAME`"
+        ) from None
     if not isinstance(key, Ed25519PrivateKey):
         raise SignatureError(f"{path}: not an ed25519 key; make one with `sim2real policy keygen NAME`")
     return key
@@ -98,8 +102,9 @@ def _load_public(path: Path) -> Ed25519PublicKey:
     try:
         key = serialization.load_pem_public_key(path.read_bytes())
     except (OSError, ValueError) as exc:
-        raise SignatureError(f"{path}: not a PEM public key ({exc}); copy the .pub file `sim2real policy "
-                             "keygen` wrote") from None
+        raise SignatureError(
+            f"{path}: not a PEM public key ({exc}); copy the .pub file `sim2real policy keygen` wrote"
+        ) from None
     if not isinstance(key, Ed25519PublicKey):
         raise SignatureError(f"{path}: not an ed25519 public key")
     return key
@@ -111,9 +116,13 @@ def sign_policy(policy: str | Path, private_key: str | Path, signer: str = "") -
     signer a robot reports is always its own name for the trusted key that verifies."""
     data = read_policy_bytes(policy)
     key = _load_private(private_key)
-    record = {"format": SIGNATURE_FORMAT, "signer": signer or Path(private_key).stem,
-              "key_id": key_id(key.public_key()), "sha256": hashlib.sha256(data).hexdigest(),
-              "signature": base64.b64encode(key.sign(data)).decode()}
+    record = {
+        "format": SIGNATURE_FORMAT,
+        "signer": signer or Path(private_key).stem,
+        "key_id": key_id(key.public_key()),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "signature": base64.b64encode(key.sign(data)).decode(),
+    }
     path = signature_path(policy)
     path.write_text(json.dumps(record, indent=1) + "\n")
     return path
@@ -125,13 +134,18 @@ class TrustedKeys:
     def __init__(self, directory: str | Path):
         self.directory = Path(directory).expanduser()
         if not self.directory.is_dir():
-            raise SignatureError(f"trusted_keys {self.directory} is not a directory; create it and copy the "
-                                 "signers' .pub files into it")
-        self.keys = {path.name[:-len(PUBLIC_SUFFIX)]: _load_public(path)
-                     for path in sorted(self.directory.glob(f"*{PUBLIC_SUFFIX}"))}
+            raise SignatureError(
+                f"trusted_keys {self.directory} is not a directory; create it and copy the signers' .pub files into it"
+            )
+        self.keys = {
+            path.name[: -len(PUBLIC_SUFFIX)]: _load_public(path)
+            for path in sorted(self.directory.glob(f"*{PUBLIC_SUFFIX}"))
+        }
         if not self.keys:
-            raise SignatureError(f"trusted_keys {self.directory} holds no .pub key: with no key nothing could "
-                                 "run; copy the signers' .pub files into it (or leave trusted_keys empty)")
+            raise SignatureError(
+                f"trusted_keys {self.directory} holds no .pub key: with no key nothing could "
+                "run; copy the signers' .pub files into it (or leave trusted_keys empty)"
+            )
 
     def verify(self, policy: str | Path, data: bytes) -> Verified:
         """Check the signature of ``data`` (the bytes of ``policy`` that will run, read once by
@@ -142,8 +156,10 @@ class TrustedKeys:
                 raise SignatureError(f"{sig_path} is larger than any signature; sign the policy again")
             record = json.loads(sig_path.read_text())
         except FileNotFoundError:
-            raise SignatureError(f"{policy} is not signed (no {sig_path.name}) and trusted_keys is set; sign it "
-                                 "with `sim2real policy sign FILE --key KEY`") from None
+            raise SignatureError(
+                f"{policy} is not signed (no {sig_path.name}) and trusted_keys is set; sign it "
+                "with `sim2real policy sign FILE --key KEY`"
+            ) from None
         except (OSError, ValueError, UnicodeDecodeError) as exc:
             raise SignatureError(f"{sig_path} is not a signature file ({exc}); sign the policy again") from None
         if not isinstance(record, dict) or record.get("format") != SIGNATURE_FORMAT:
@@ -160,7 +176,11 @@ class TrustedKeys:
                 continue
             return Verified(name, key_id(public))
         if record.get("sha256") != digest:
-            raise SignatureError(f"{policy} was changed after it was signed (sha256 {digest[:16]}, signed "
-                                 f"{str(record.get('sha256'))[:16]}): do not run it; sign the intended file again")
-        raise SignatureError(f"{policy} is signed by key {record.get('key_id')} ({record.get('signer')!r}), which is "
-                             f"not among the trusted keys {sorted(self.keys)} in {self.directory}")
+            raise SignatureError(
+                f"{policy} was changed after it was signed (sha256 {digest[:16]}, signed "
+                f"{str(record.get('sha256'))[:16]}): do not run it; sign the intended file again"
+            )
+        raise SignatureError(
+            f"{policy} is signed by key {record.get('key_id')} ({record.get('signer')!r}), which is "
+            f"not among the trusted keys {sorted(self.keys)} in {self.directory}"
+        )

@@ -42,6 +42,7 @@ Threads: :meth:`tick` belongs to the control thread; :meth:`propose` to one othe
 thread. They share only the staged model, the input history and the last targets,
 each handed over under a lock that is never held during inference.
 """
+
 from __future__ import annotations
 
 import collections
@@ -62,11 +63,11 @@ from sim2real.core.robot_inputs import missing_inputs, unbuildable_terms
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.core.trained_ranges import TrainedRanges
 
-HISTORY_TICKS = 50          # 1 s at 50 Hz: enough motion to exercise a policy, recent enough to be relevant
-DEFAULT_MAX_JUMP = 0.5      # rad; the supervisor's target_step clamp (go2: 0.35 rad per command period) is the backstop
-DEFAULT_CROSSFADE = 0.2     # s
+HISTORY_TICKS = 50  # 1 s at 50 Hz: enough motion to exercise a policy, recent enough to be relevant
+DEFAULT_MAX_JUMP = 0.5  # rad; the supervisor's target_step clamp (go2: 0.35 rad per command period) is the backstop
+DEFAULT_CROSSFADE = 0.2  # s
 DEFAULT_ACTION_BOUND = 100.0  # |a| for policies exported without an action clip (legged_gym's clip_actions)
-DEFAULT_MAX_OVERREACH = 0.3   # rad a joint target may pass the joint's limit before the action guard stops the tick
+DEFAULT_MAX_OVERREACH = 0.3  # rad a joint target may pass the joint's limit before the action guard stops the tick
 EVENTS_KEPT = 20
 GAIN_RTOL = 1e-6
 
@@ -81,17 +82,19 @@ class PolicyRefused(InputError):
 
 @dataclass
 class DryRunResult:
-    ticks: int                 # recorded inputs the candidate ran on (0: nothing recorded yet)
+    ticks: int  # recorded inputs the candidate ran on (0: nothing recorded yet)
     seconds: float
     max_abs_action: float = 0.0
-    jump: float = 0.0          # max |targets_candidate - targets_current| on the newest input, rad
+    jump: float = 0.0  # max |targets_candidate - targets_current| on the newest input, rad
     note: str = ""
 
     def describe(self) -> str:
         if not self.ticks:
             return f"dry run skipped ({self.note})"
-        return (f"dry run on {self.ticks} ticks in {self.seconds * 1e3:.1f} ms: max |action| "
-                f"{self.max_abs_action:.3g}, target jump {self.jump:.3f} rad")
+        return (
+            f"dry run on {self.ticks} ticks in {self.seconds * 1e3:.1f} ms: max |action| "
+            f"{self.max_abs_action:.3g}, target jump {self.jump:.3f} rad"
+        )
 
 
 @dataclass
@@ -101,15 +104,15 @@ class SwapEvent:
     path: str
     sha256_old: str
     sha256_new: str = ""
-    signer: Optional[str] = None              # the trusted key that verified it (None: no trusted_keys)
+    signer: Optional[str] = None  # the trusted key that verified it (None: no trusted_keys)
     accepted: bool = False
     reason: str = ""
-    validate_s: float = 0.0                   # s to load and check (a refusal: until refused)
+    validate_s: float = 0.0  # s to load and check (a refusal: until refused)
     dry_run: Optional[DryRunResult] = None
     requested_at: float = field(default_factory=time.monotonic)
     staged_to_swap_s: Optional[float] = None  # staging -> the first tick that used the new policy
-    swap_gap: Optional[float] = None          # max |new - old| targets at the swap tick, rad
-    largest_step: Optional[float] = None      # largest per-tick change of the sent targets while fading, rad
+    swap_gap: Optional[float] = None  # max |new - old| targets at the swap tick, rad
+    largest_step: Optional[float] = None  # largest per-tick change of the sent targets while fading, rad
     fade_ticks: int = 0
     completed: bool = False
 
@@ -117,14 +120,18 @@ class SwapEvent:
         if not self.accepted:
             return f"refused {self.path} after {self.validate_s * 1e3:.0f} ms: {self.reason}"
         signed = f", signed by {self.signer}" if self.signer else ""
-        text = (f"{self.path} sha256 {self.sha256_old[:12]} -> {self.sha256_new[:12]}{signed}: validated in "
-                f"{self.validate_s * 1e3:.1f} ms, {self.dry_run.describe() if self.dry_run else 'no dry run'}")
+        text = (
+            f"{self.path} sha256 {self.sha256_old[:12]} -> {self.sha256_new[:12]}{signed}: validated in "
+            f"{self.validate_s * 1e3:.1f} ms, {self.dry_run.describe() if self.dry_run else 'no dry run'}"
+        )
         if self.swap_gap is not None:
             assert self.staged_to_swap_s is not None  # set as the fade began, before its first tick set swap_gap
             # None for a swap applied on the slot's very first tick (no targets before it to step from).
             step = "no step yet" if self.largest_step is None else f"largest step {self.largest_step:.3f} rad"
-            text += (f"; swapped {self.staged_to_swap_s * 1e3:.1f} ms after staging, gap {self.swap_gap:.3f} rad "
-                     f"cross-faded over {self.fade_ticks} ticks, {step}")
+            text += (
+                f"; swapped {self.staged_to_swap_s * 1e3:.1f} ms after staging, gap {self.swap_gap:.3f} rad "
+                f"cross-faded over {self.fade_ticks} ticks, {step}"
+            )
         return text
 
 
@@ -145,8 +152,10 @@ class RunningPolicy:
         try:
             gait = gait_settings(meta.task_config, required=observes_clock) if observes_clock else None
         except ValueError as exc:
-            raise PolicyRefused(f"the policy observes gait_clock but its task config declares no gait.frequency "
-                                f"({exc}); re-export it from a checkpoint of a task with a gait section") from None
+            raise PolicyRefused(
+                f"the policy observes gait_clock but its task config declares no gait.frequency "
+                f"({exc}); re-export it from a checkpoint of a task with a gait section"
+            ) from None
         self.clock = None if gait is None else GaitClock(gait["frequency"], meta.control_period)
         self.reads_state_estimate = "base_linear_velocity" in self.spec.signals_needed()
         self.ranges = TrainedRanges.of(meta.task_config)
@@ -168,8 +177,12 @@ class RunningPolicy:
         if gait_phase is not None:
             self.set_gait_phase(gait_phase)
         signals, self.clamped = self.ranges.clamp(signals)
-        own = replace(signals, last_action=self.last_action, default_joint_position=self.default,
-                      gait_phase=None if self.clock is None else self.clock.phase)
+        own = replace(
+            signals,
+            last_action=self.last_action,
+            default_joint_position=self.default,
+            gait_phase=None if self.clock is None else self.clock.phase,
+        )
         if self.clock is not None:
             self.clock.advance()
         observation = self.spec.observe(own)
@@ -200,30 +213,42 @@ def profile_differences(policy: PolicyFile, profile: RobotProfile) -> list[str]:
             problems.append(f"joints: robot {profile.name!r} has {absent}, which the policy lacks")
         if not extra and not absent:
             first = next(i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b)
-            problems.append(f"joint order: index {first} is {theirs[first]!r} in the policy, {ours[first]!r} on the "
-                            f"robot (robot order: {ours})")
+            problems.append(
+                f"joint order: index {first} is {theirs[first]!r} in the policy, {ours[first]!r} on the "
+                f"robot (robot order: {ours})"
+            )
     if not math.isclose(meta.control_period, profile.policy_period, rel_tol=1e-6):
         problems.append(f"control period: policy {meta.control_period:g} s, robot {profile.policy_period:g} s")
     index = {name: i for i, name in enumerate(theirs)}
     for gain, mine in (("kp", profile.kp), ("kd", profile.kd)):
         values = getattr(meta, gain)
-        wrong = [f"{name} {values[index[name]]:g} vs {mine[j]:g}" for j, name in enumerate(ours)
-                 if name in index and not math.isclose(values[index[name]], mine[j], rel_tol=GAIN_RTOL, abs_tol=1e-9)]
+        wrong = [
+            f"{name} {values[index[name]]:g} vs {mine[j]:g}"
+            for j, name in enumerate(ours)
+            if name in index and not math.isclose(values[index[name]], mine[j], rel_tol=GAIN_RTOL, abs_tol=1e-9)
+        ]
         if wrong:
             problems.append(f"{gain} (policy vs robot): {', '.join(wrong)}")
     return problems
 
 
 class PolicySlot:
-    def __init__(self, profile: RobotProfile, policy_dirs: Sequence[str | Path], *,
-                 max_jump: float = DEFAULT_MAX_JUMP, crossfade: float = DEFAULT_CROSSFADE,
-                 action_bound: float = DEFAULT_ACTION_BOUND, history: int = HISTORY_TICKS,
-                 max_overreach: float = DEFAULT_MAX_OVERREACH, max_bytes: Optional[int] = None,
-                 trusted_keys=None):
+    def __init__(
+        self,
+        profile: RobotProfile,
+        policy_dirs: Sequence[str | Path],
+        *,
+        max_jump: float = DEFAULT_MAX_JUMP,
+        crossfade: float = DEFAULT_CROSSFADE,
+        action_bound: float = DEFAULT_ACTION_BOUND,
+        history: int = HISTORY_TICKS,
+        max_overreach: float = DEFAULT_MAX_OVERREACH,
+        max_bytes: Optional[int] = None,
+        trusted_keys=None,
+    ):
         """``trusted_keys``: a :class:`sim2real.core.policy_signing.TrustedKeys` (None: unsigned
         files run); ``max_bytes``: the largest policy file accepted (None: any)."""
-        for name, value in (("max_jump", max_jump), ("action_bound", action_bound),
-                            ("max_overreach", max_overreach)):
+        for name, value in (("max_jump", max_jump), ("action_bound", action_bound), ("max_overreach", max_overreach)):
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
         if not (crossfade >= 0 and math.isfinite(crossfade)):
@@ -241,9 +266,9 @@ class PolicySlot:
         self.max_bytes = max_bytes
         self.trusted_keys = trusted_keys
         self._allowed_files: set[Path] = set()
-        self.guard_trips = 0         # ticks the action guard stopped
-        self.guard_reason = ""       # why it last did
-        self.commands_clamped = 0    # ticks whose operator commands were clamped to the trained ranges
+        self.guard_trips = 0  # ticks the action guard stopped
+        self.guard_reason = ""  # why it last did
+        self.commands_clamped = 0  # ticks whose operator commands were clamped to the trained ranges
         self.last_clamp = ""
         self.fade_ticks = round(self.crossfade / profile.policy_period)
         self.active: Optional[RunningPolicy] = None
@@ -273,8 +298,10 @@ class PolicySlot:
         resolved = Path(text).expanduser().resolve()
         if resolved not in self._allowed_files and not any(resolved.is_relative_to(d) for d in self.policy_dirs):
             shown = f"{text} (resolves to {resolved})" if str(resolved) != text else text
-            raise PolicyRefused(f"{shown} is outside the policy directories {[str(d) for d in self.policy_dirs]}; "
-                                "copy the model into one of them (parameter policy_dirs)")
+            raise PolicyRefused(
+                f"{shown} is outside the policy directories {[str(d) for d in self.policy_dirs]}; "
+                "copy the model into one of them (parameter policy_dirs)"
+            )
         return resolved
 
     def validate(self, path: str | Path) -> PolicyFile:
@@ -286,7 +313,8 @@ class PolicySlot:
             raise PolicyRefused(str(exc)) from None
         policy.path = Path(path)
         problems = profile_differences(policy, self.profile) + unbuildable_terms(
-            policy.metadata.observation_spec, self.profile)
+            policy.metadata.observation_spec, self.profile
+        )
         if problems:
             raise PolicyRefused(f"{path} does not match robot profile {self.profile.name!r}: " + "; ".join(problems))
         return policy
@@ -316,8 +344,10 @@ class PolicySlot:
             peak = float(np.max(np.abs(actions)))
             if peak > bound:
                 joint = self.profile.joint_names[int(np.argmax(np.abs(actions)))]
-                raise PolicyRefused(f"dry run: action {peak:.3g} on {joint} exceeds {bound_name} {bound:g} "
-                                    f"on recorded tick {tick + 1}/{len(history)}")
+                raise PolicyRefused(
+                    f"dry run: action {peak:.3g} on {joint} exceeds {bound_name} {bound:g} "
+                    f"on recorded tick {tick + 1}/{len(history)}"
+                )
             largest = max(largest, peak)
             past = self.overreach(targets)
             if past:
@@ -330,8 +360,9 @@ class PolicySlot:
             jump = float(np.max(difference))
             if jump > self.max_jump:
                 joint = self.profile.joint_names[int(np.argmax(difference))]
-                raise PolicyRefused(f"dry run: joint targets would jump {jump:.3f} rad on {joint} "
-                                    f"(max_jump {self.max_jump:g} rad)")
+                raise PolicyRefused(
+                    f"dry run: joint targets would jump {jump:.3f} rad on {joint} (max_jump {self.max_jump:g} rad)"
+                )
         return DryRunResult(len(history), time.perf_counter() - start, largest, jump), trial
 
     # -- swapping (any thread but the control thread) ---------------------------------------------
@@ -356,8 +387,10 @@ class PolicySlot:
                     try:
                         before_staging(event)
                     except OSError as exc:
-                        raise PolicyRefused(f"the swap could not be recorded ({exc}); refused, since every swap "
-                                            "must be in the audit log") from None
+                        raise PolicyRefused(
+                            f"the swap could not be recorded ({exc}); refused, since every swap "
+                            "must be in the audit log"
+                        ) from None
                 with self._lock:
                     busy = self._busy()
                     if busy:
@@ -452,14 +485,17 @@ class PolicySlot:
     def overreach(self, targets: np.ndarray) -> str:
         """What in ``targets`` passes a joint limit by more than ``max_overreach`` ("": nothing).
         Non-finite targets are left to the supervisor's non-finite check."""
-        past = np.where(np.isfinite(targets), np.maximum(self._target_low - targets, targets - self._target_high),
-                        -np.inf)
+        past = np.where(
+            np.isfinite(targets), np.maximum(self._target_low - targets, targets - self._target_high), -np.inf
+        )
         worst = int(np.argmax(past))
         if past[worst] <= 0:
             return ""
         name = self.profile.joint_names[worst]
-        return (f"joint target {targets[worst]:.2f} rad on {name} is {past[worst] + self.max_overreach:.2f} rad past "
-                f"its limit (max_overreach {self.max_overreach:g} rad)")
+        return (
+            f"joint target {targets[worst]:.2f} rad on {name} is {past[worst] + self.max_overreach:.2f} rad past "
+            f"its limit (max_overreach {self.max_overreach:g} rad)"
+        )
 
     @property
     def running(self) -> list[RunningPolicy]:

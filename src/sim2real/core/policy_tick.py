@@ -10,6 +10,7 @@ came in to the moment the command went out.
 Statistics are over a rolling window (the last minute at 50 Hz), not since start-up:
 diagnostics on a robot that has run for a day should describe the last minute.
 """
+
 from __future__ import annotations
 
 import collections
@@ -23,15 +24,17 @@ from sim2real.core.policy_slot import PolicySlot
 from sim2real.core.robot_inputs import RobotInputs, missing_inputs
 
 WINDOW_TICKS = 3000
-STALE = ("/joint_states arrive more than one policy period old (a backlog, or the driver's clock differs "
-         "from this computer's)")
+STALE = (
+    "/joint_states arrive more than one policy period old (a backlog, or the driver's clock differs "
+    "from this computer's)"
+)
 
 
 @dataclass
 class Tick:
     targets: Optional[np.ndarray]  # None: waiting (see ``waiting``)
     waiting: str = ""
-    inference_s: float = 0.0       # onnxruntime time of every policy run this tick (two while cross-fading)
+    inference_s: float = 0.0  # onnxruntime time of every policy run this tick (two while cross-fading)
 
 
 class RollingStats:
@@ -51,8 +54,11 @@ class RollingStats:
         if samples.size == 0:
             return {}
         p50, p99 = np.percentile(samples, (50, 99)) * 1e3
-        return {f"{prefix}_p50_ms": float(p50), f"{prefix}_p99_ms": float(p99),
-                f"{prefix}_max_ms": float(samples.max() * 1e3)}
+        return {
+            f"{prefix}_p50_ms": float(p50),
+            f"{prefix}_p99_ms": float(p99),
+            f"{prefix}_max_ms": float(samples.max() * 1e3),
+        }
 
 
 class PolicyRuntime:
@@ -66,10 +72,10 @@ class PolicyRuntime:
         self.latency = RollingStats(window)
         self.inference = RollingStats(window)
         self.ticks = 0
-        self.late = 0              # command out more than one period after its observation came in
-        self.skipped = 0           # tick boundaries without a command (waiting, stalls)
-        self.non_finite = 0        # ticks whose targets held NaN/inf (the supervisor holds on them)
-        self.stale = 0             # observations older than one period on arrival, not computed on
+        self.late = 0  # command out more than one period after its observation came in
+        self.skipped = 0  # tick boundaries without a command (waiting, stalls)
+        self.non_finite = 0  # ticks whose targets held NaN/inf (the supervisor holds on them)
+        self.stale = 0  # observations older than one period on arrival, not computed on
         self.waiting = "no /joint_states received"
         self._last_stamp_ns: Optional[int] = None
 
@@ -112,6 +118,12 @@ class PolicyRuntime:
             self.late += 1
 
     def summary(self) -> dict[str, float | int | str]:
-        return {"ticks": self.ticks, "ticks_late": self.late, "ticks_skipped": self.skipped,
-                "stale_observations": self.stale, "non_finite_ticks": self.non_finite,
-                **self.latency.summary_ms("tick_latency"), **self.inference.summary_ms("inference")}
+        return {
+            "ticks": self.ticks,
+            "ticks_late": self.late,
+            "ticks_skipped": self.skipped,
+            "stale_observations": self.stale,
+            "non_finite_ticks": self.non_finite,
+            **self.latency.summary_ms("tick_latency"),
+            **self.inference.summary_ms("inference"),
+        }

@@ -4,6 +4,7 @@ Used by the demo and the tests before a trained policy exists: it exercises the
 whole command path (commander -> /joint_commands -> robot -> /joint_states) and
 turns it into figures a person can check.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -66,8 +67,13 @@ class TrackingReport:
     def save_series(self, path, joint_names) -> None:
         """Time series for plots: t (s from the first state), target and measured (rad)."""
         stamps = np.asarray(self.stamps)
-        np.savez_compressed(path, t=stamps - stamps[0], target=np.asarray(self.targets),
-                            measured=np.asarray(self.measured), joint_names=np.asarray(joint_names))
+        np.savez_compressed(
+            path,
+            t=stamps - stamps[0],
+            target=np.asarray(self.targets),
+            measured=np.asarray(self.measured),
+            joint_names=np.asarray(joint_names),
+        )
 
     def summary(self) -> dict[str, float]:
         stamps = np.asarray(self.stamps)
@@ -82,5 +88,5 @@ class TrackingReport:
             if values:
                 arr = np.asarray(values)
                 result[f"{phase}_max_error_rad"] = float(arr.max())
-                result[f"{phase}_rms_error_rad"] = float(np.sqrt(np.mean(arr ** 2)))
+                result[f"{phase}_rms_error_rad"] = float(np.sqrt(np.mean(arr**2)))
         return result

@@ -11,6 +11,7 @@ The plan asks for it per node through one environment variable (``encode``/``dec
 node applies it before ``rclpy.init``, so every thread it creates afterwards (DDS receive
 threads, the executor, ONNX Runtime's pool) inherits the policy and the affinity.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -35,10 +36,12 @@ CHAIN_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1"}
 _MCL_CURRENT, _MCL_FUTURE = 1, 2  # sys/mman.h
 _CAP_IPC_LOCK, _CAP_SYS_NICE = 14, 23  # linux/capability.h
 
-FIX = ("to allow it: run as root, or put `@realtime - rtprio 98` and `@realtime - memlock unlimited` in "
-       "/etc/security/limits.d/99-realtime.conf, `sudo groupadd -f realtime && sudo usermod -aG realtime $USER`, "
-       "and log in again; in Docker: `docker run --cap-add=SYS_NICE --cap-add=IPC_LOCK --ulimit rtprio=98 "
-       "--ulimit memlock=-1 ...` (docs/realtime.md)")
+FIX = (
+    "to allow it: run as root, or put `@realtime - rtprio 98` and `@realtime - memlock unlimited` in "
+    "/etc/security/limits.d/99-realtime.conf, `sudo groupadd -f realtime && sudo usermod -aG realtime $USER`, "
+    "and log in again; in Docker: `docker run --cap-add=SYS_NICE --cap-add=IPC_LOCK --ulimit rtprio=98 "
+    "--ulimit memlock=-1 ...` (docs/realtime.md)"
+)
 
 
 class RealtimeRequestError(InputError):
@@ -64,8 +67,9 @@ class RealtimeRequest:
         return not (self.priority or self.cpus or self.lock_memory)
 
     def encode(self) -> str:
-        return json.dumps({"priority": self.priority, "cpus": list(self.cpus), "lock_memory": self.lock_memory},
-                          separators=(",", ":"))
+        return json.dumps(
+            {"priority": self.priority, "cpus": list(self.cpus), "lock_memory": self.lock_memory}, separators=(",", ":")
+        )
 
     @classmethod
     def decode(cls, text: str) -> "RealtimeRequest":
@@ -73,13 +77,17 @@ class RealtimeRequest:
             raw = json.loads(text)
             if not isinstance(raw, dict) or set(raw) - {"priority", "cpus", "lock_memory"}:
                 raise ValueError("expected an object with priority, cpus, lock_memory")
-            return cls(int(raw.get("priority", 0)), tuple(int(c) for c in raw.get("cpus", ())),
-                       bool(raw.get("lock_memory", False)))
+            return cls(
+                int(raw.get("priority", 0)),
+                tuple(int(c) for c in raw.get("cpus", ())),
+                bool(raw.get("lock_memory", False)),
+            )
         except (ValueError, TypeError) as exc:
             raise RealtimeRequestError(
                 f"cannot read the real-time request {text!r} ({exc}); it is written by the plan "
                 "(realtime:=true): start the node from `ros2 launch sim2real bringup.launch.py` or `sim2real up`, "
-                "or unset the variable") from None
+                "or unset the variable"
+            ) from None
 
 
 @dataclass
@@ -94,8 +102,12 @@ class RealtimeOutcome:
         if self.granted:
             out.append("real-time: " + ", ".join(self.granted))
         if self.refused:
-            out.append("warning: real-time: could not get " + "; ".join(self.refused)
-                       + "; this node runs on without it. " + FIX)
+            out.append(
+                "warning: real-time: could not get "
+                + "; ".join(self.refused)
+                + "; this node runs on without it. "
+                + FIX
+            )
         return out
 
 
@@ -119,12 +131,17 @@ class Privileges:
         """One line a launcher prints before starting the chain at priorities up to ``highest``."""
         parts = []
         if self.max_priority() >= highest:
-            parts.append(f"SCHED_FIFO up to {self.max_priority()} "
-                         f"({'CAP_SYS_NICE' if self.cap_sys_nice else f'rtprio limit {self.rtprio_limit}'})")
+            parts.append(
+                f"SCHED_FIFO up to {self.max_priority()} "
+                f"({'CAP_SYS_NICE' if self.cap_sys_nice else f'rtprio limit {self.rtprio_limit}'})"
+            )
         else:
             parts.append(f"no SCHED_FIFO priority {highest} (rtprio limit {self.rtprio_limit}, no CAP_SYS_NICE)")
-        parts.append("memory locking allowed" if self.may_lock_memory()
-                     else f"no memory locking (memlock limit {self.memlock_limit // 1024} KiB, no CAP_IPC_LOCK)")
+        parts.append(
+            "memory locking allowed"
+            if self.may_lock_memory()
+            else f"no memory locking (memlock limit {self.memlock_limit // 1024} KiB, no CAP_IPC_LOCK)"
+        )
         return "; ".join(parts)
 
 
@@ -194,21 +211,22 @@ def apply(request: RealtimeRequest) -> RealtimeOutcome:
             _each_thread(lambda thread: os.sched_setaffinity(thread, request.cpus))
             outcome.granted.append(f"CPUs {list(request.cpus)}")
         except OSError as exc:
-            outcome.refused.append(f"CPUs {list(request.cpus)} ({exc.strerror}; this computer offers "
-                                   f"{available_cpus()})")
+            outcome.refused.append(
+                f"CPUs {list(request.cpus)} ({exc.strerror}; this computer offers {available_cpus()})"
+            )
     if request.priority:
         try:
-            _each_thread(lambda thread: os.sched_setscheduler(thread, os.SCHED_FIFO,
-                                                              os.sched_param(request.priority)))
+            _each_thread(lambda thread: os.sched_setscheduler(thread, os.SCHED_FIFO, os.sched_param(request.priority)))
             outcome.granted.append(f"SCHED_FIFO priority {request.priority}")
         except PermissionError:
             have = privileges()
             if have.max_priority() >= request.priority:
-                why = ("refused although the process may ask for it: in a container, the cgroup may give "
-                       "real-time tasks no runtime (docker run --cpu-rt-runtime=950000)")
+                why = (
+                    "refused although the process may ask for it: in a container, the cgroup may give "
+                    "real-time tasks no runtime (docker run --cpu-rt-runtime=950000)"
+                )
             else:
-                why = (f"not permitted: the rtprio limit is {have.rtprio_limit} and the process has no "
-                       "CAP_SYS_NICE")
+                why = f"not permitted: the rtprio limit is {have.rtprio_limit} and the process has no CAP_SYS_NICE"
             outcome.refused.append(f"SCHED_FIFO priority {request.priority} ({why})")
         except OSError as exc:
             outcome.refused.append(f"SCHED_FIFO priority {request.priority} ({exc.strerror})")
@@ -216,17 +234,21 @@ def apply(request: RealtimeRequest) -> RealtimeOutcome:
         have = privileges()
         if not have.may_lock_memory():
             # MCL_FUTURE under a finite limit would make later allocations fail: never half-lock.
-            outcome.refused.append(f"locked memory (the memlock limit is {have.memlock_limit // 1024} KiB and "
-                                   "the process has no CAP_IPC_LOCK; page faults may stall the loop)")
+            outcome.refused.append(
+                f"locked memory (the memlock limit is {have.memlock_limit // 1024} KiB and "
+                "the process has no CAP_IPC_LOCK; page faults may stall the loop)"
+            )
         else:
             libc = ctypes.CDLL(None, use_errno=True)
             if libc.mlockall(_MCL_CURRENT | _MCL_FUTURE) == 0:
                 outcome.granted.append("memory locked")
             else:
                 code = ctypes.get_errno()
-                outcome.refused.append(f"locked memory (mlockall: {os.strerror(code)}"
-                                       + ("; not enough memory to lock the process" if code == errno.ENOMEM else "")
-                                       + ")")
+                outcome.refused.append(
+                    f"locked memory (mlockall: {os.strerror(code)}"
+                    + ("; not enough memory to lock the process" if code == errno.ENOMEM else "")
+                    + ")"
+                )
     return outcome
 
 

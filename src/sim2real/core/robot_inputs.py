@@ -16,6 +16,7 @@ never see each other's actions.
 
 Not thread-safe: the setters and :meth:`signals` are meant for one control thread.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional, Sequence
@@ -67,8 +68,10 @@ def missing_inputs(spec: ObservationSpec, signals: RobotSignals) -> list[str]:
             reasons.append(f"policy needs {term.name}: no {' and no '.join(sources)} received")
         bad = list(dict.fromkeys(SOURCES[name] for name in invalid))
         if bad:
-            reasons.append(f"policy needs {term.name}: the newest {' and '.join(bad)} has NaN or infinite values "
-                           "(the driver's; the policy waits for a valid one)")
+            reasons.append(
+                f"policy needs {term.name}: the newest {' and '.join(bad)} has NaN or infinite values "
+                "(the driver's; the policy waits for a valid one)"
+            )
     return reasons
 
 
@@ -90,8 +93,10 @@ def unbuildable_terms(spec: ObservationSpec, profile: RobotProfile) -> list[str]
                 break
         else:
             if definition.per_joint and term.size != profile.num_joints:
-                problems.append(f"observation term {term.name!r} has {term.size} values, robot "
-                                f"{profile.name!r} has {profile.num_joints} joints")
+                problems.append(
+                    f"observation term {term.name!r} has {term.size} values, robot "
+                    f"{profile.name!r} has {profile.num_joints} joints"
+                )
     return problems
 
 
@@ -115,8 +120,9 @@ class RobotInputs:
         self._kinematics: Optional[Kinematics] = None  # built on first use: pinocchio only loads for arms
 
     # -- messages in ------------------------------------------------------------------------
-    def set_joint_states(self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float],
-                         stamp_ns: int) -> None:
+    def set_joint_states(
+        self, names: Sequence[str], position: Sequence[float], velocity: Sequence[float], stamp_ns: int
+    ) -> None:
         """A /joint_states message; raises ValueError (and keeps the previous state) if it
         lacks a joint of the profile or its arrays do not match its names."""
         self._order.index_of(names, position, velocity)  # the order's index follows the names
@@ -152,20 +158,25 @@ class RobotInputs:
         usual) if it is not finite: a NaN command would silence the policy, not steer it."""
         command = np.array([vx, vy, yaw_rate], dtype=float)
         if not np.all(np.isfinite(command)):
-            raise ValueError(f"/cmd_vel with non-finite values (vx, vy, yaw rate) = {command.tolist()} ignored; "
-                             "the previous command goes on until it times out")
+            raise ValueError(
+                f"/cmd_vel with non-finite values (vx, vy, yaw rate) = {command.tolist()} ignored; "
+                "the previous command goes on until it times out"
+            )
         self._command = command
         self._command_time = now
 
     def set_goal(self, position: Sequence[float], frame_id: str = "") -> None:
         """The arm's target position; only the base frame is accepted (there is no tf here)."""
         if frame_id not in ("", self.profile.base_link):
-            raise ValueError(f"/goal_pose in frame {frame_id!r} ignored: give it in the base frame "
-                             f"{self.profile.base_link!r} (or leave frame_id empty)")
+            raise ValueError(
+                f"/goal_pose in frame {frame_id!r} ignored: give it in the base frame "
+                f"{self.profile.base_link!r} (or leave frame_id empty)"
+            )
         goal = np.array(position, dtype=float)
         if goal.shape != (3,) or not np.all(np.isfinite(goal)):
-            raise ValueError(f"/goal_pose position {goal.tolist()} ignored: it is not three finite numbers; "
-                             "the previous goal stays")
+            raise ValueError(
+                f"/goal_pose position {goal.tolist()} ignored: it is not three finite numbers; the previous goal stays"
+            )
         self._goal = goal
 
     # -- signals out --------------------------------------------------------------------------
@@ -186,8 +197,9 @@ class RobotInputs:
         if self._orientation is not None:
             s.base_orientation = np.array(self._orientation, dtype=float)
             s.base_angular_velocity = np.array(self._angular_velocity, dtype=float)
-        if self._linear_velocity is not None and (self._linear_velocity_time is None
-                                                  or now - self._linear_velocity_time <= STATE_ESTIMATE_TIMEOUT_S):
+        if self._linear_velocity is not None and (
+            self._linear_velocity_time is None or now - self._linear_velocity_time <= STATE_ESTIMATE_TIMEOUT_S
+        ):
             s.base_linear_velocity = np.array(self._linear_velocity, dtype=float)
         fresh = self._command_time is not None and now - self._command_time <= self.cmd_vel_timeout
         s.velocity_command = self._command.copy() if fresh else np.zeros(3)

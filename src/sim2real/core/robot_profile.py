@@ -5,6 +5,7 @@ commented example). :func:`load_profile` validates it completely before anything
 it, and every problem is reported as a :class:`ProfileError` that names the file, the
 field and what to do about it.
 """
+
 from __future__ import annotations
 
 import math
@@ -133,8 +134,10 @@ class RobotProfile:
         """Raise ValueError unless this robot can hang on a stand (``suspended``): a bolted-down
         arm is held already, so a stand means nothing for it."""
         if self.fixed_base:
-            raise ValueError(f"robot {self.name!r} has a fixed base; only a floating-base robot (a quadruped) "
-                             "hangs on a stand (suspended)")
+            raise ValueError(
+                f"robot {self.name!r} has a fixed base; only a floating-base robot (a quadruped) "
+                "hangs on a stand (suspended)"
+            )
 
 
 def profile_path(name_or_path: str | Path) -> Path:
@@ -173,15 +176,36 @@ class _ProfileReader:
         return value
 
     @overload
-    def number(self, mapping: dict[str, Any], key: str, field: str, default: None,
-               positive: bool = False, non_negative: bool = False) -> float | None: ...
+    def number(
+        self,
+        mapping: dict[str, Any],
+        key: str,
+        field: str,
+        default: None,
+        positive: bool = False,
+        non_negative: bool = False,
+    ) -> float | None: ...
 
     @overload
-    def number(self, mapping: dict[str, Any], key: str, field: str, default: float = ...,
-               positive: bool = False, non_negative: bool = False) -> float: ...
+    def number(
+        self,
+        mapping: dict[str, Any],
+        key: str,
+        field: str,
+        default: float = ...,
+        positive: bool = False,
+        non_negative: bool = False,
+    ) -> float: ...
 
-    def number(self, mapping: dict[str, Any], key: str, field: str, default: Any = ...,
-               positive: bool = False, non_negative: bool = False) -> float | None:
+    def number(
+        self,
+        mapping: dict[str, Any],
+        key: str,
+        field: str,
+        default: Any = ...,
+        positive: bool = False,
+        non_negative: bool = False,
+    ) -> float | None:
         value = self.get(mapping, key, field, default)
         if value is None:
             if default is None:  # an optional number, left out or written as null
@@ -211,8 +235,11 @@ class _ProfileReader:
         for field, period in (("periods.sensing", sensing), ("periods.policy", policy)):
             ratio = period / physics
             if abs(ratio - round(ratio)) > 1e-6 or round(ratio) < 1:
-                raise self.fail(field, f"{period} s is not a whole multiple of periods.physics ({physics} s)",
-                                "choose a period that is an integer number of physics steps")
+                raise self.fail(
+                    field,
+                    f"{period} s is not a whole multiple of periods.physics ({physics} s)",
+                    "choose a period that is an integer number of physics steps",
+                )
 
         joints = self._joints(urdf_joints)
         links = {
@@ -227,27 +254,42 @@ class _ProfileReader:
             links[f"foot_links[{i}]"] = foot
         for field, link in links.items():
             if link not in urdf_links:
-                raise self.fail(field, f"link {link!r} is not in {urdf.name}",
-                                f"use one of the URDF's links: {sorted(urdf_links)}")
+                raise self.fail(
+                    field, f"link {link!r} is not in {urdf.name}", f"use one of the URDF's links: {sorted(urdf_links)}"
+                )
         if kind == "quadruped" and len(feet) != 4:
-            raise self.fail("foot_links", f"a quadruped needs 4 foot links, got {len(feet)}", "list FL, FR, RL, RR feet")
+            raise self.fail(
+                "foot_links", f"a quadruped needs 4 foot links, got {len(feet)}", "list FL, FR, RL, RR feet"
+            )
 
         return RobotProfile(
-            name=name, kind=kind, urdf=urdf,
-            base_link=links["base_link"], imu_link=links["imu_link"], foot_links=feet,
+            name=name,
+            kind=kind,
+            urdf=urdf,
+            base_link=links["base_link"],
+            imu_link=links["imu_link"],
+            foot_links=feet,
             end_effector_link=end_effector,
             fixed_base=bool(self.get(d, "fixed_base", "fixed_base", kind=bool)),
             spawn_height=self.number(d, "spawn_height", "spawn_height", non_negative=True),
-            physics_period=physics, sensing_period=sensing, policy_period=policy,
+            physics_period=physics,
+            sensing_period=sensing,
+            policy_period=policy,
             command_timeout=self.number(d, "command_timeout", "command_timeout", positive=True),
             damping_kd=self.number(d, "damping_kd", "damping_kd", positive=True),
-            battery_nominal_voltage=self.number(d, "battery_nominal_voltage", "battery_nominal_voltage",
-                                                None, positive=True),
+            battery_nominal_voltage=self.number(
+                d, "battery_nominal_voltage", "battery_nominal_voltage", None, positive=True
+            ),
             gravity_compensation=self._gravity_compensation(kind),
             spec_mass=self.number(d, "spec_mass", "spec_mass", positive=True),
-            joints=joints, source=self.path, mirror=self._mirror(joints, feet),
-            unitree=(parse_unitree_section(d["unitree"], [j.name for j in joints], self.fail)
-                     if d.get("unitree") is not None else None),
+            joints=joints,
+            source=self.path,
+            mirror=self._mirror(joints, feet),
+            unitree=(
+                parse_unitree_section(d["unitree"], [j.name for j in joints], self.fail)
+                if d.get("unitree") is not None
+                else None
+            ),
             mujoco_model=self.get(d, "mujoco_model", "mujoco_model", None, kind=str),
         )
 
@@ -264,8 +306,11 @@ class _ProfileReader:
         for i, pair in enumerate(pairs):
             field = f"mirror.joints[{i}]"
             if not (isinstance(pair, list) and len(pair) == 3 and pair[2] in (1, -1) and not isinstance(pair[2], bool)):
-                raise self.fail(field, f"expected [joint, twin joint, sign +1 or -1], got {pair!r}",
-                                "write e.g. [FL_hip_joint, FR_hip_joint, -1] (-1: the twin's angle is the negative)")
+                raise self.fail(
+                    field,
+                    f"expected [joint, twin joint, sign +1 or -1], got {pair!r}",
+                    "write e.g. [FL_hip_joint, FR_hip_joint, -1] (-1: the twin's angle is the negative)",
+                )
             a, b, s = pair
             for joint in (a, b):
                 if joint not in names:
@@ -276,28 +321,40 @@ class _ProfileReader:
             ia, ib = names.index(a), names.index(b)
             index[ia], index[ib], sign[ia], sign[ib] = ib, ia, float(s), float(s)
             ja, jb = joints[ia], joints[ib]
-            mirrored = {"default": (s * ja.default, jb.default),
-                        "lower": (min(s * ja.lower, s * ja.upper), jb.lower),
-                        "upper": (max(s * ja.lower, s * ja.upper), jb.upper)}
-            mirrored.update({key: (getattr(ja, key), getattr(jb, key))
-                             for key in ("velocity_limit", "effort_limit", "kp", "kd")})
+            mirrored = {
+                "default": (s * ja.default, jb.default),
+                "lower": (min(s * ja.lower, s * ja.upper), jb.lower),
+                "upper": (max(s * ja.lower, s * ja.upper), jb.upper),
+            }
+            mirrored.update(
+                {key: (getattr(ja, key), getattr(jb, key)) for key in ("velocity_limit", "effort_limit", "kp", "kd")}
+            )
             for key, (want, got) in mirrored.items():
                 if not math.isclose(want, got, rel_tol=1e-9, abs_tol=1e-9):
-                    raise self.fail(field, f"{b}'s {key} is {got}, but the mirror image of {a}'s is {want}",
-                                    "correct the joints or the pair's sign: twins must be mirror images")
+                    raise self.fail(
+                        field,
+                        f"{b}'s {key} is {got}, but the mirror image of {a}'s is {want}",
+                        "correct the joints or the pair's sign: twins must be mirror images",
+                    )
         unpaired = [n for n in names if n not in seen]
         if unpaired:
-            raise self.fail("mirror.joints", f"joints without a twin: {unpaired}",
-                            "pair every joint; one on the plane of symmetry is its own twin: [joint, joint, 1] "
-                            "(or -1 for a joint whose angle the reflection flips, e.g. a trunk yaw)")
+            raise self.fail(
+                "mirror.joints",
+                f"joints without a twin: {unpaired}",
+                "pair every joint; one on the plane of symmetry is its own twin: [joint, joint, 1] "
+                "(or -1 for a joint whose angle the reflection flips, e.g. a trunk yaw)",
+            )
         foot_index = list(range(len(feet)))
         foot_pairs = self.get(section, "feet", "mirror.feet", [], kind=list)
         paired_feet: set[str] = set()
         for i, pair in enumerate(foot_pairs):
             field = f"mirror.feet[{i}]"
             if not (isinstance(pair, list) and len(pair) == 2 and all(link in feet for link in pair)):
-                raise self.fail(field, f"expected [foot link, twin foot link] of foot_links {list(feet)}, got {pair!r}",
-                                "write e.g. [FL_foot, FR_foot]")
+                raise self.fail(
+                    field,
+                    f"expected [foot link, twin foot link] of foot_links {list(feet)}, got {pair!r}",
+                    "write e.g. [FL_foot, FR_foot]",
+                )
             if paired_feet & set(pair):
                 raise self.fail(field, f"{pair} repeats a foot of another pair", "list each foot in one pair")
             paired_feet.update(pair)
@@ -305,10 +362,13 @@ class _ProfileReader:
             foot_index[a], foot_index[b] = b, a
         unpaired = [f for f in feet if f not in paired_feet]
         if unpaired:
-            raise self.fail("mirror.feet", f"foot links without a twin: {unpaired}",
-                            "pair every foot link, e.g. [FL_foot, FR_foot]")
-        return RobotMirror(joints=SignedPermutation(np.asarray(index), np.asarray(sign)),
-                           feet=SignedPermutation(np.asarray(foot_index), np.ones(len(feet))))
+            raise self.fail(
+                "mirror.feet", f"foot links without a twin: {unpaired}", "pair every foot link, e.g. [FL_foot, FR_foot]"
+            )
+        return RobotMirror(
+            joints=SignedPermutation(np.asarray(index), np.asarray(sign)),
+            feet=SignedPermutation(np.asarray(foot_index), np.ones(len(feet))),
+        )
 
     def _gravity_compensation(self, kind: str) -> bool:
         """Whether the robot's own controller adds gravity torques to every command (Franka
@@ -318,8 +378,11 @@ class _ProfileReader:
         if value is None:
             return kind == "arm" and fixed
         if value and not fixed:
-            raise self.fail("gravity_compensation", "only a fixed-base robot can compensate gravity per joint",
-                            "set gravity_compensation: false for a floating-base robot")
+            raise self.fail(
+                "gravity_compensation",
+                "only a fixed-base robot can compensate gravity per joint",
+                "set gravity_compensation: false for a floating-base robot",
+            )
         return value
 
     def _urdf(self) -> Path:
@@ -327,8 +390,11 @@ class _ProfileReader:
         project_root = self.path.resolve().parent.parent.parent  # <root>/config/robots/x.yaml
         urdf = resolve(relative, project_root)
         if not urdf.is_file():
-            raise self.fail("urdf", f"file {relative!r} not found (looked for {urdf})",
-                            "point 'urdf:' at an existing URDF, relative to the project root or absolute")
+            raise self.fail(
+                "urdf",
+                f"file {relative!r} not found (looked for {urdf})",
+                "point 'urdf:' at an existing URDF, relative to the project root or absolute",
+            )
         return urdf
 
     def _joints(self, urdf_joints: list[str]) -> tuple[JointSpec, ...]:
@@ -343,8 +409,9 @@ class _ProfileReader:
             name = self.get(entry, "name", f"{field}.name", kind=str)
             field = f"joints[{i}] ({name})"
             if name not in urdf_joints:
-                raise self.fail(f"{field}.name", f"joint {name!r} is not a movable joint of the URDF",
-                                f"use one of {urdf_joints}")
+                raise self.fail(
+                    f"{field}.name", f"joint {name!r} is not a movable joint of the URDF", f"use one of {urdf_joints}"
+                )
             spec = JointSpec(
                 name=name,
                 default=self.number(entry, "default", f"{field}.default"),
@@ -358,11 +425,17 @@ class _ProfileReader:
                 jerk_limit=self.number(entry, "jerk", f"{field}.jerk", None, positive=True),
             )
             if spec.lower >= spec.upper:
-                raise self.fail(f"{field}.lower", f"lower ({spec.lower}) must be below upper ({spec.upper})",
-                                "swap or correct the limits")
+                raise self.fail(
+                    f"{field}.lower",
+                    f"lower ({spec.lower}) must be below upper ({spec.upper})",
+                    "swap or correct the limits",
+                )
             if not spec.lower <= spec.default <= spec.upper:
-                raise self.fail(f"{field}.default", f"{spec.default} is outside [{spec.lower}, {spec.upper}]",
-                                "choose a default pose inside the joint limits")
+                raise self.fail(
+                    f"{field}.default",
+                    f"{spec.default} is outside [{spec.lower}, {spec.upper}]",
+                    "choose a default pose inside the joint limits",
+                )
             joints.append(spec)
         names = [j.name for j in joints]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -370,10 +443,16 @@ class _ProfileReader:
             raise self.fail("joints", f"joints listed twice: {duplicates}", "list each joint once")
         if names != urdf_joints:
             missing = [n for n in urdf_joints if n not in names]
-            problem = (f"the URDF's movable joints {missing} are not in the profile" if missing
-                       else "the joint order differs from the URDF's")
-            raise self.fail("joints", f"{problem} (URDF order: {urdf_joints})",
-                            "list every movable URDF joint once, in the URDF's order")
+            problem = (
+                f"the URDF's movable joints {missing} are not in the profile"
+                if missing
+                else "the joint order differs from the URDF's"
+            )
+            raise self.fail(
+                "joints",
+                f"{problem} (URDF order: {urdf_joints})",
+                "list every movable URDF joint once, in the URDF's order",
+            )
         return tuple(joints)
 
 

@@ -1,4 +1,5 @@
 """Quaternion helpers. Quaternions are (x, y, z, w), the order of ROS messages and PyBullet."""
+
 from __future__ import annotations
 
 import math
@@ -11,11 +12,13 @@ def quat_to_matrix(q) -> np.ndarray:
     # Python floats, not numpy scalars: the same IEEE arithmetic at a third of the cost (this
     # runs twice per training step of a legged env).
     x, y, z, w = (float(v) for v in q)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ])
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
 
 
 def world_to_body(q, vector) -> np.ndarray:
@@ -36,8 +39,10 @@ def unit_orientation(q, source: str = "/imu/data") -> np.ndarray:
     as a valid attitude in another."""
     values = np.asarray(q, dtype=float)
     if values.shape != (4,) or not is_unit_quaternion(values):
-        raise ValueError(f"{source} orientation {values.tolist()} is not a unit quaternion (x, y, z, w) "
-                         "(all zeros: an IMU that gives no orientation); sample refused")
+        raise ValueError(
+            f"{source} orientation {values.tolist()} is not a unit quaternion (x, y, z, w) "
+            "(all zeros: an IMU that gives no orientation); sample refused"
+        )
     return values / math.sqrt(float(values @ values))
 
 

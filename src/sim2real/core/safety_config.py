@@ -3,6 +3,7 @@
 Each check has a threshold and a response; responses are ordered by severity
 (clamp < hold < damp < estop) and the most severe one raised in a tick wins.
 """
+
 from __future__ import annotations
 
 import math
@@ -125,9 +126,23 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
     def number(value: Any, field: str) -> float:
         return _non_negative(value, field, fail)
 
-    unknown = sorted(set(data) - {"command_period", "stand_duration", "blend_duration", "hold_pose", "hold_duration",
-                                  "standby_deadline", "allow_weakened", "damp_pose", "damp_duration", "checks",
-                                  "joystick", "remote"})
+    unknown = sorted(
+        set(data)
+        - {
+            "command_period",
+            "stand_duration",
+            "blend_duration",
+            "hold_pose",
+            "hold_duration",
+            "standby_deadline",
+            "allow_weakened",
+            "damp_pose",
+            "damp_duration",
+            "checks",
+            "joystick",
+            "remote",
+        }
+    )
     if unknown:
         raise fail(", ".join(unknown), "unknown fields", "remove them (see config/safety/go2.yaml)")
     checks_data = data.get("checks") or {}
@@ -138,24 +153,36 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
     remote = _remote(data.get("remote") or {}, fail)
     hold_pose = data.get("hold_pose", "last")
     if hold_pose not in HOLD_POSES:
-        raise fail("hold_pose", f"expected one of {list(HOLD_POSES)}, got {hold_pose!r}",
-                   "write last (hold the targets last sent: arms) or stand (go to the stand pose: legged robots)")
+        raise fail(
+            "hold_pose",
+            f"expected one of {list(HOLD_POSES)}, got {hold_pose!r}",
+            "write last (hold the targets last sent: arms) or stand (go to the stand pose: legged robots)",
+        )
     damp_pose = data.get("damp_pose") or {}
     if not isinstance(damp_pose, dict):
-        raise fail("damp_pose", f"expected a mapping of joint name -> rad, got {damp_pose!r}",
-                   "write e.g. damp_pose: {FL_thigh_joint: 1.36, ...} for every joint (see config/safety/go2.yaml)")
+        raise fail(
+            "damp_pose",
+            f"expected a mapping of joint name -> rad, got {damp_pose!r}",
+            "write e.g. damp_pose: {FL_thigh_joint: 1.36, ...} for every joint (see config/safety/go2.yaml)",
+        )
     damp_pose = {str(name): _finite(value, f"damp_pose.{name}", fail) for name, value in damp_pose.items()}
     allow_weakened = data.get("allow_weakened", False)
     if not isinstance(allow_weakened, bool):
         raise fail("allow_weakened", f"expected true or false, got {allow_weakened!r}", "write true or false")
     return SafetyConfig(
-        standby_deadline=number(data.get("standby_deadline", 0.0), "standby_deadline"), allow_weakened=allow_weakened,
-        damp_pose=damp_pose, damp_duration=number(data.get("damp_duration", 0.0), "damp_duration"),
-        hold_pose=hold_pose, hold_duration=number(data.get("hold_duration", 0.75), "hold_duration"),
+        standby_deadline=number(data.get("standby_deadline", 0.0), "standby_deadline"),
+        allow_weakened=allow_weakened,
+        damp_pose=damp_pose,
+        damp_duration=number(data.get("damp_duration", 0.0), "damp_duration"),
+        hold_pose=hold_pose,
+        hold_duration=number(data.get("hold_duration", 0.75), "hold_duration"),
         command_period=number(data.get("command_period", 0.0), "command_period"),
         stand_duration=number(data.get("stand_duration", 2.0), "stand_duration"),
         blend_duration=number(data.get("blend_duration", 0.5), "blend_duration"),
-        checks=checks, buttons=buttons, remote=remote, source=Path(source) if isinstance(source, (str, Path)) else None,
+        checks=checks,
+        buttons=buttons,
+        remote=remote,
+        source=Path(source) if isinstance(source, (str, Path)) else None,
     )
 
 
@@ -171,33 +198,52 @@ def _check(name: str, entry: Any, fail) -> CheckConfig:
     if name not in CHECKS:
         raise fail(f"checks.{name}", "unknown check", f"use one of {sorted(CHECKS)}")
     if entry is not None and not isinstance(entry, dict):
-        raise fail(f"checks.{name}", f"expected a mapping of settings, got {entry!r}",
-                   f"write e.g. {name}: {{response: hold}} (see config/safety/go2.yaml)")
+        raise fail(
+            f"checks.{name}",
+            f"expected a mapping of settings, got {entry!r}",
+            f"write e.g. {name}: {{response: hold}} (see config/safety/go2.yaml)",
+        )
     entry = dict(entry or {})
     response_name = str(entry.pop("response", "")).upper()
     if response_name not in Response.__members__ or response_name == "NONE":
-        raise fail(f"checks.{name}.response", f"unknown response {response_name.lower()!r}",
-                   "use clamp, hold, damp or estop")
+        raise fail(
+            f"checks.{name}.response", f"unknown response {response_name.lower()!r}", "use clamp, hold, damp or estop"
+        )
     if name in FILTERS and response_name != "CLAMP":
-        raise fail(f"checks.{name}.response", f"{name} limits every command, it cannot {response_name.lower()}",
-                   "use response: clamp")
+        raise fail(
+            f"checks.{name}.response",
+            f"{name} limits every command, it cannot {response_name.lower()}",
+            "use response: clamp",
+        )
     if name not in FILTERS and response_name == "CLAMP":
         # A trip set to clamp never stops anything: the check would report and do nothing.
-        raise fail(f"checks.{name}.response", f"{name} is a trip: clamp would make it do nothing",
-                   "use hold, damp or estop (or enabled: false, which hardware refuses without allow_weakened)")
+        raise fail(
+            f"checks.{name}.response",
+            f"{name} is a trip: clamp would make it do nothing",
+            "use hold, damp or estop (or enabled: false, which hardware refuses without allow_weakened)",
+        )
     flags = {flag: entry.pop(flag, flag == "enabled") for flag in CHECK_FLAGS}
     for flag, value in flags.items():
         if not isinstance(value, bool):
             raise fail(f"checks.{name}.{flag}", f"expected true or false, got {value!r}", "write true or false")
     extra = sorted(set(entry) - set(CHECKS[name]))
     if extra:
-        raise fail(f"checks.{name}", f"unknown settings {extra}", f"this check takes {sorted(CHECKS[name])}, response and {list(CHECK_FLAGS)}")
-    thresholds = {key: _non_negative(entry.get(key, default), f"checks.{name}.{key}", fail)
-                  for key, default in CHECKS[name].items()}
+        raise fail(
+            f"checks.{name}",
+            f"unknown settings {extra}",
+            f"this check takes {sorted(CHECKS[name])}, response and {list(CHECK_FLAGS)}",
+        )
+    thresholds = {
+        key: _non_negative(entry.get(key, default), f"checks.{name}.{key}", fail)
+        for key, default in CHECKS[name].items()
+    }
     if name == "target_rate" and thresholds["factor"] <= 0:
         # A zero limit would divide by zero in the rate limiter: no velocity could ever change.
-        raise fail("checks.target_rate.factor", f"must be > 0, got {thresholds['factor']:g}",
-                   "use 1.0 (the profile's limits) or a fraction of them; enabled: false turns it off")
+        raise fail(
+            "checks.target_rate.factor",
+            f"must be > 0, got {thresholds['factor']:g}",
+            "use 1.0 (the profile's limits) or a fraction of them; enabled: false turns it off",
+        )
     return CheckConfig(name, Response[response_name], flags["enabled"], thresholds, flags["hardware_only"])
 
 
@@ -232,8 +278,11 @@ def _remote(data: Any, fail) -> dict[str, str]:
     from sim2real.core.unitree.remote import BUTTONS as REMOTE_BUTTONS  # a table only: no DDS
 
     if not isinstance(data, dict):
-        raise fail("remote", f"expected a mapping of action -> remote button, got {data!r}",
-                   "write e.g. remote: {estop: select, ...} (see config/safety/go2.yaml)")
+        raise fail(
+            "remote",
+            f"expected a mapping of action -> remote button, got {data!r}",
+            "write e.g. remote: {estop: select, ...} (see config/safety/go2.yaml)",
+        )
     for action, button in data.items():
         if action not in BUTTONS:
             raise fail(f"remote.{action}", "unknown action", f"use one of {list(BUTTONS)}")

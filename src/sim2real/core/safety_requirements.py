@@ -10,6 +10,7 @@ Two levels:
   removes or weakens one is refused with the file, field and fix unless it says
   ``allow_weakened: true`` (then the supervisor starts and logs each weakening).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -64,18 +65,32 @@ def weakenings(config: SafetyConfig, profile: RobotProfile) -> list[tuple[str, s
         if not check.enabled:
             found.append((f"checks.{name}.enabled", "false", "enable it"))
         if check.response < need.minimum_response:
-            found.append((f"checks.{name}.response", f"{check.response.name.lower()} is milder than "
-                          f"{need.minimum_response.name.lower()}", f"use {need.minimum_response.name.lower()} "
-                          "or a more severe response"))
+            found.append(
+                (
+                    f"checks.{name}.response",
+                    f"{check.response.name.lower()} is milder than {need.minimum_response.name.lower()}",
+                    f"use {need.minimum_response.name.lower()} or a more severe response",
+                )
+            )
         for threshold, loosest in need.bounds:
             if check[threshold] > loosest:
-                found.append((f"checks.{name}.{threshold}", f"{check[threshold]:g} is looser than {loosest:g}",
-                              f"use at most {loosest:g}"))
+                found.append(
+                    (
+                        f"checks.{name}.{threshold}",
+                        f"{check[threshold]:g} is looser than {loosest:g}",
+                        f"use at most {loosest:g}",
+                    )
+                )
     if "deadman" not in config.buttons:  # with no button to hold, the deadman check means nothing
         found.append(("joystick.deadman", "missing", "give the deadman its button (see config/safety/go2.yaml)"))
     if config.standby_deadline > MAX_HARDWARE_STANDBY_DEADLINE:
-        found.append(("standby_deadline", f"{config.standby_deadline:g} s is looser than "
-                      f"{MAX_HARDWARE_STANDBY_DEADLINE:g} s", f"use at most {MAX_HARDWARE_STANDBY_DEADLINE:g} s"))
+        found.append(
+            (
+                "standby_deadline",
+                f"{config.standby_deadline:g} s is looser than {MAX_HARDWARE_STANDBY_DEADLINE:g} s",
+                f"use at most {MAX_HARDWARE_STANDBY_DEADLINE:g} s",
+            )
+        )
     return found
 
 
@@ -87,32 +102,56 @@ def check_config_for(config: SafetyConfig, profile: RobotProfile, simulated: boo
     if limit is not None:
         margin = limit["margin"]
         low, high = profile.lower_limits + margin, profile.upper_limits - margin
-        outside = [name for name, lo, hi, stand in zip(profile.joint_names, low, high, profile.default_positions)
-                   if not lo <= stand <= hi]
+        outside = [
+            name
+            for name, lo, hi, stand in zip(profile.joint_names, low, high, profile.default_positions)
+            if not lo <= stand <= hi
+        ]
         if outside:
-            room = float(np.min(np.minimum(profile.default_positions - profile.lower_limits,
-                                           profile.upper_limits - profile.default_positions)))
-            raise SafetyConfigError(source, "checks.position_limit.margin",
-                                    f"{margin:g} rad leaves no room for the stand pose of {outside}",
-                                    f"use at most {room:.3f} rad (the stand pose's distance to the nearest limit)")
+            room = float(
+                np.min(
+                    np.minimum(
+                        profile.default_positions - profile.lower_limits,
+                        profile.upper_limits - profile.default_positions,
+                    )
+                )
+            )
+            raise SafetyConfigError(
+                source,
+                "checks.position_limit.margin",
+                f"{margin:g} rad leaves no room for the stand pose of {outside}",
+                f"use at most {room:.3f} rad (the stand pose's distance to the nearest limit)",
+            )
     if config.damp_pose:
         names = set(profile.joint_names)
         wrong = sorted(set(config.damp_pose) ^ names)
         if wrong:
-            raise SafetyConfigError(source, "damp_pose", f"must name every joint of {profile.name!r} and no other; "
-                                    f"differs on {wrong}", f"use the profile's joints: {profile.joint_names}")
+            raise SafetyConfigError(
+                source,
+                "damp_pose",
+                f"must name every joint of {profile.name!r} and no other; differs on {wrong}",
+                f"use the profile's joints: {profile.joint_names}",
+            )
         outside = [j.name for j in profile.joints if not j.lower <= config.damp_pose[j.name] <= j.upper]
         if outside:
-            raise SafetyConfigError(source, "damp_pose", f"outside the joint limits for {outside}",
-                                    "choose a pose within the profile's limits")
+            raise SafetyConfigError(
+                source,
+                "damp_pose",
+                f"outside the joint limits for {outside}",
+                "choose a pose within the profile's limits",
+            )
     if simulated:
         return []
     found = weakenings(config, profile)
     if found and not config.allow_weakened:
         field, problem, fix = found[0]
         more = f" (and {len(found) - 1} more: {', '.join(f for f, _, _ in found[1:])})" if len(found) > 1 else ""
-        raise SafetyConfigError(source, field, f"{problem}: weaker than a real robot needs{more}",
-                                f"{fix}; or, for a test rig you watch, write allow_weakened: true")
+        raise SafetyConfigError(
+            source,
+            field,
+            f"{problem}: weaker than a real robot needs{more}",
+            f"{fix}; or, for a test rig you watch, write allow_weakened: true",
+        )
     return [f"{field}: {problem}" for field, problem, _ in found]
 
 

@@ -1,5 +1,6 @@
 """Where the shipped policy of a robot is: policies/<robot>_<task>.onnx in the package's share
 folder, the task being the robot kind's default (walk for a quadruped, reach for an arm)."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -42,6 +42,7 @@ check, while every other joint is checked; an IMU orientation that is not a unit
 REP-145's all-zero "no orientation", a norm of 0.5) fails ``base_tilt`` (the tilt cannot be
 known) and does not count as a fresh sample, so ``imu_stale`` damps if no valid one follows.
 """
+
 from __future__ import annotations
 
 import math
@@ -140,8 +141,11 @@ class SupervisorCore:
         self._max_jerk = rate_factor * profile.jerk_limits
         self._velocity_acceleration = np.zeros(profile.num_joints)  # of the velocity targets last sent
         self._rate_limited = rate is not None and profile.rate_limited and command_period > 0
-        self._damp_pose = (np.array([config.damp_pose[name] for name in profile.joint_names])
-                           if config.damp_pose and config.damp_duration > 0 else None)
+        self._damp_pose = (
+            np.array([config.damp_pose[name] for name in profile.joint_names])
+            if config.damp_pose and config.damp_duration > 0
+            else None
+        )
         self.period = command_period
         self.mode = Mode.STANDBY
         self.last_trip: str = ""
@@ -163,8 +167,9 @@ class SupervisorCore:
         self._previous_buttons: list[int] = []  # of the newest /joy message noted (joystick())
         self._pending_presses: list[frozenset[str]] = []  # per /joy message, until the next tick
         # The newest /joint_states with every position finite, and when it came.
-        self._valid_state: Optional[tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray],
-                                          Optional[float]]] = None
+        self._valid_state: Optional[tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], Optional[float]]] = (
+            None
+        )
         self._refused_state = ""  # why the newest sample was refused ("" when it was valid)
         self._valid_orientation: Optional[tuple[np.ndarray, Optional[float]]] = None
         self._refused_orientation = ""
@@ -215,9 +220,12 @@ class SupervisorCore:
         bad = ~np.isfinite(q)
         if not bad.any():
             if self._valid_state is None or self._valid_state[3] != inputs.joint_states_time:
-                self._valid_state = (q.copy(), None if dq is None else dq.copy(),
-                                     None if inputs.joint_effort is None else np.array(inputs.joint_effort, dtype=float),
-                                     inputs.joint_states_time)
+                self._valid_state = (
+                    q.copy(),
+                    None if dq is None else dq.copy(),
+                    None if inputs.joint_effort is None else np.array(inputs.joint_effort, dtype=float),
+                    inputs.joint_states_time,
+                )
             self._refused_state = ""
             return inputs
         joints = [self.profile.joint_names[i] for i in np.flatnonzero(bad)]
@@ -226,12 +234,15 @@ class SupervisorCore:
             self.events.append(reason)
             self._refused_state = reason
         if self._valid_state is None:
-            return replace(inputs, joint_position=None, joint_velocity=None, joint_effort=None,
-                           joint_states_time=None)
+            return replace(inputs, joint_position=None, joint_velocity=None, joint_effort=None, joint_states_time=None)
         position, velocity, effort, received = self._valid_state
-        return replace(inputs, joint_position=position.copy(), joint_velocity=None if velocity is None
-                       else velocity.copy(), joint_effort=None if effort is None else effort.copy(),
-                       joint_states_time=received)
+        return replace(
+            inputs,
+            joint_position=position.copy(),
+            joint_velocity=None if velocity is None else velocity.copy(),
+            joint_effort=None if effort is None else effort.copy(),
+            joint_states_time=received,
+        )
 
     # -- operator requests (services, joystick) ---------------------------------------------
     def request(self, action: str, inputs: SupervisorInputs, now: float) -> tuple[bool, str]:
@@ -261,8 +272,10 @@ class SupervisorCore:
             # ISO 13850: a reset is a separate act once the e-stop is released, and it never
             # hides a fault that is still there (it would trip again within a few ticks).
             if self._pressed(inputs, "estop"):
-                return False, (f"refused: the e-stop (joystick button {self.config.buttons['estop']}) is still "
-                               "pressed; release it, then reset")
+                return False, (
+                    f"refused: the e-stop (joystick button {self.config.buttons['estop']}) is still "
+                    "pressed; release it, then reset"
+                )
             persisting = [c for c in self._evaluate(inputs, now) if not c.ok and c.response >= Response.DAMP]
             if persisting:
                 fault = persisting[0]
@@ -289,8 +302,11 @@ class SupervisorCore:
                 return False, f"refused: {problem}"
             self._stood = self._ever_stood = True  # what the engage checks just found
             # Not None: the engage checks found /joint_states fresh, and their time comes only with positions.
-            self._blend_from = (self._last_sent.position.copy() if self._last_sent is not None
-                                else cast(np.ndarray, inputs.joint_position).copy())
+            self._blend_from = (
+                self._last_sent.position.copy()
+                if self._last_sent is not None
+                else cast(np.ndarray, inputs.joint_position).copy()
+            )
             self._blend_time = now
             self._enter(Mode.ACTIVE, now, inputs, "operator: engage")
             return True, "ACTIVE"
@@ -316,8 +332,11 @@ class SupervisorCore:
 
     def stood_up(self, now: float) -> bool:
         """STANDBY's stand-up motion has finished: the robot holds its stand pose."""
-        return (self.mode == Mode.STANDBY and self._segment_start is not None
-                and now - self._segment_time >= self.config.stand_duration)
+        return (
+            self.mode == Mode.STANDBY
+            and self._segment_start is not None
+            and now - self._segment_time >= self.config.stand_duration
+        )
 
     def _pressed(self, inputs: SupervisorInputs, action: str) -> bool:
         """The newest /joy message holds ``action``'s button down (whatever its age: a pad that
@@ -349,14 +368,15 @@ class SupervisorCore:
         error = np.abs(np.asarray(inputs.joint_position, dtype=float) - self.profile.default_positions)
         worst = int(np.argmax(error))
         if error[worst] > ENGAGE_STAND_TOLERANCE:
-            return (f"{self.profile.joint_names[worst]} is {error[worst]:.2f} rad from its stand pose (max "
-                    f"{ENGAGE_STAND_TOLERANCE} rad): the robot did not reach its stand; lift it or clear what "
-                    "blocks it, then reset (the stand-up starts again from where it is)")
+            return (
+                f"{self.profile.joint_names[worst]} is {error[worst]:.2f} rad from its stand pose (max "
+                f"{ENGAGE_STAND_TOLERANCE} rad): the robot did not reach its stand; lift it or clear what "
+                "blocks it, then reset (the stand-up starts again from where it is)"
+            )
         return ""
 
     def _deadman_held(self, inputs: SupervisorInputs, now: float, deadline: float) -> bool:
-        return (self._pressed(inputs, "deadman") and inputs.joy_time is not None
-                and now - inputs.joy_time <= deadline)
+        return self._pressed(inputs, "deadman") and inputs.joy_time is not None and now - inputs.joy_time <= deadline
 
     def _engage_blocker(self, inputs: SupervisorInputs, now: float) -> str:
         if not self._fresh(inputs.joint_states_time, now, "joint_states_stale"):
@@ -366,15 +386,23 @@ class SupervisorCore:
             if problem:
                 return problem
         elif not self._stood:  # a takeover before the stand-up finished: the hold moves to the stand pose
-            return ("the robot has not stood up since the last start or reset: engage once the hold has brought "
-                    f"it to its stand pose ({self._stand_problem(inputs, now)})")
+            return (
+                "the robot has not stood up since the last start or reset: engage once the hold has brought "
+                f"it to its stand pose ({self._stand_problem(inputs, now)})"
+            )
         deadman = self._check("deadman")
         if deadman is not None and not self._deadman_held(inputs, now, deadman["deadline"]):
             button = self.config.buttons.get("deadman")
-            return (f"hold the deadman (joystick button {button}) to engage" if button is not None else
-                    "the deadman check is on but no joystick button is mapped to it (joystick.deadman)")
-        if not self.profile.fixed_base and "imu_stale" in self.config.checks \
-                and not self._fresh(inputs.imu_time, now, "imu_stale"):
+            return (
+                f"hold the deadman (joystick button {button}) to engage"
+                if button is not None
+                else "the deadman check is on but no joystick button is mapped to it (joystick.deadman)"
+            )
+        if (
+            not self.profile.fixed_base
+            and "imu_stale" in self.config.checks
+            and not self._fresh(inputs.imu_time, now, "imu_stale")
+        ):
             return "/imu/data is stale"
         if not self._fresh(inputs.policy_time, now, "policy_stale"):
             return "no fresh /policy/joint_commands: is policy_runtime running?"
@@ -396,9 +424,12 @@ class SupervisorCore:
         message before it. The next tick acts on them, message by message, so a press released
         before that tick is still obeyed (an edge test against the last tick's buttons misses it).
         A caller that does not call this per message gets the test once a tick, on the inputs."""
-        pressed = frozenset(action for action in OPERATOR_BUTTONS
-                            if (index := self.config.buttons.get(action)) is not None
-                            and newly_pressed(index, self._previous_buttons, buttons))
+        pressed = frozenset(
+            action
+            for action in OPERATOR_BUTTONS
+            if (index := self.config.buttons.get(action)) is not None
+            and newly_pressed(index, self._previous_buttons, buttons)
+        )
         self._previous_buttons = list(buttons)
         if pressed:
             self._pending_presses.append(pressed)
@@ -413,12 +444,17 @@ class SupervisorCore:
         self._handle_buttons(inputs, now)
         if inputs.joint_position is None:
             # Nothing measured yet: no command can be safe. The driver's own start-up behaviour holds.
-            waiting = ("waiting for the first /joint_states" if not self._refused_state
-                       else f"waiting for a valid /joint_states ({self._refused_state})")
-            return Decision(self.mode, None, [CheckResult("joint_states_stale", False, Response.NONE, waiting)],
-                            self.events)
-        if self._segment_start is None or (inputs.commands_received is False and self.mode == Mode.STANDBY
-                                           and not self._stood):
+            waiting = (
+                "waiting for the first /joint_states"
+                if not self._refused_state
+                else f"waiting for a valid /joint_states ({self._refused_state})"
+            )
+            return Decision(
+                self.mode, None, [CheckResult("joint_states_stale", False, Response.NONE, waiting)], self.events
+            )
+        if self._segment_start is None or (
+            inputs.commands_received is False and self.mode == Mode.STANDBY and not self._stood
+        ):
             # The first state, or no driver listening yet: the stand-up starts from where the robot is.
             self._segment_start = np.array(inputs.joint_position, dtype=float)
             self._segment_time = now
@@ -481,12 +517,14 @@ class SupervisorCore:
                 continue
             if was_reset and action in ("takeover", "engage"):
                 # A reset never restarts motion by itself (ISO 13850): motion is a later, separate act.
-                self.events.append(f"joystick {action}: ignored, pressed with reset; press it again once the "
-                                   "robot stands")
+                self.events.append(
+                    f"joystick {action}: ignored, pressed with reset; press it again once the robot stands"
+                )
                 continue
             if stopped and action == "reset":  # the stop of this very message stands
-                self.events.append("joystick reset: ignored, pressed with a stop (damp or e-stop); release both, "
-                                   "then reset")
+                self.events.append(
+                    "joystick reset: ignored, pressed with a stop (damp or e-stop); release both, then reset"
+                )
                 continue
             before = self.mode
             accepted, message = self._request(action, inputs, now)
@@ -522,9 +560,10 @@ class SupervisorCore:
             return math.inf if received is None else now - received
 
         for name, received, topic, applies in (
-                ("joint_states_stale", inputs.joint_states_time, "/joint_states", True),
-                ("imu_stale", inputs.imu_time, "/imu/data", not self.profile.fixed_base),
-                ("policy_stale", inputs.policy_time, "/policy/joint_commands", active)):
+            ("joint_states_stale", inputs.joint_states_time, "/joint_states", True),
+            ("imu_stale", inputs.imu_time, "/imu/data", not self.profile.fixed_base),
+            ("policy_stale", inputs.policy_time, "/policy/joint_commands", active),
+        ):
             config = self.config.checks.get(name)
             if config is None or not applies:
                 continue
@@ -533,12 +572,20 @@ class SupervisorCore:
                 results.append(CheckResult(name, False, Response.NONE, f"waiting for the first {topic}"))
                 continue
             late = age(received)
-            refused = f"; newer ones refused: {self._refused_state}" if name == "joint_states_stale" \
-                and self._refused_state else ""
-            refused += f"; newer ones refused: {self._refused_orientation}" if name == "imu_stale" \
-                and self._refused_orientation else ""
+            refused = (
+                f"; newer ones refused: {self._refused_state}"
+                if name == "joint_states_stale" and self._refused_state
+                else ""
+            )
+            refused += (
+                f"; newer ones refused: {self._refused_orientation}"
+                if name == "imu_stale" and self._refused_orientation
+                else ""
+            )
             deadline = max(config["deadline"], self.config.standby_deadline) if standby else config["deadline"]
-            detail = f"no {topic} for {late:.3f} s (deadline {deadline:.3f} s{' in STANDBY' if standby else ''}){refused}"
+            detail = (
+                f"no {topic} for {late:.3f} s (deadline {deadline:.3f} s{' in STANDBY' if standby else ''}){refused}"
+            )
             if standby and config["deadline"] < late <= deadline:
                 results.append(CheckResult(name, False, Response.NONE, f"{detail}: late, not yet a fault"))
                 continue
@@ -546,26 +593,42 @@ class SupervisorCore:
         if active and inputs.policy_missed:
             check("policy_stale", True, "lockstep: no /policy/joint_commands for this tick within the wall-clock wait")
         if active:
-            check("non_finite_command", not _finite(inputs.policy_command),
-                  "the policy's command has NaN or infinite values")
+            check(
+                "non_finite_command",
+                not _finite(inputs.policy_command),
+                "the policy's command has NaN or infinite values",
+            )
             overrun = self._check("tick_overrun")
             if overrun is not None and inputs.policy_stamp is not None and inputs.policy_time is not None:
                 lag = inputs.policy_time - inputs.policy_stamp
-                check("tick_overrun", lag > overrun["max_age"],
-                      f"policy command computed on data {lag * 1e3:.1f} ms old (max {overrun['max_age'] * 1e3:.1f} ms)")
+                check(
+                    "tick_overrun",
+                    lag > overrun["max_age"],
+                    f"policy command computed on data {lag * 1e3:.1f} ms old (max {overrun['max_age'] * 1e3:.1f} ms)",
+                )
             deadman = self._check("deadman")
             if deadman is not None:  # with no button mapped it is never held: fail closed
-                check("deadman", not self._deadman_held(inputs, now, deadman["deadline"]),
-                      "the operator's deadman is not held (or /joy is silent)")
+                check(
+                    "deadman",
+                    not self._deadman_held(inputs, now, deadman["deadline"]),
+                    "the operator's deadman is not held (or /joy is silent)",
+                )
             if _finite(inputs.policy_command):
                 over = self._over_limits(inputs.policy_command)
                 check("command_limit", bool(over), f"the policy's command asks {over}")
         if inputs.joint_velocity is not None and len(inputs.joint_velocity):
-            self._limit_check(check, "velocity_limit", np.abs(inputs.joint_velocity), self.profile.velocity_limits,
-                              "velocity", "rad/s")
+            self._limit_check(
+                check,
+                "velocity_limit",
+                np.abs(inputs.joint_velocity),
+                self.profile.velocity_limits,
+                "velocity",
+                "rad/s",
+            )
         if inputs.joint_effort is not None and len(inputs.joint_effort):
-            self._limit_check(check, "torque_limit", np.abs(inputs.joint_effort), self.profile.effort_limits,
-                              "effort", "N*m")
+            self._limit_check(
+                check, "torque_limit", np.abs(inputs.joint_effort), self.profile.effort_limits, "effort", "N*m"
+            )
         if inputs.base_orientation is not None and "base_tilt" in self.config.checks:
             orientation = inputs.base_orientation
             limit = self.config.checks["base_tilt"]["max_angle"]
@@ -575,21 +638,28 @@ class SupervisorCore:
             else:
                 check("base_tilt", tilt > limit, f"base tilted {tilt:.2f} rad (max {limit:.2f} rad)")
         check("estimator_divergence", inputs.estimator_diverged, "the state estimator reports divergence")
-        check("sole_writer", bool(inputs.other_command_writers),
-              f"other publishers on /joint_commands: {', '.join(inputs.other_command_writers)}; a driver that does "
-              "not check the writer obeys them: stop them (or give this graph its own ROS_DOMAIN_ID)")
+        check(
+            "sole_writer",
+            bool(inputs.other_command_writers),
+            f"other publishers on /joint_commands: {', '.join(inputs.other_command_writers)}; a driver that does "
+            "not check the writer obeys them: stop them (or give this graph its own ROS_DOMAIN_ID)",
+        )
         return results
 
     def _over_limits(self, command: JointTargets) -> str:
         """What in ``command`` exceeds the command limits ("" when nothing does)."""
         max_velocity, max_effort = self._max_velocity, self._max_effort
-        for values, limits, what, unit in ((command.velocity, max_velocity, "velocity target", "rad/s"),
-                                           (command.effort, max_effort, "feed-forward effort", "N*m")):
+        for values, limits, what, unit in (
+            (command.velocity, max_velocity, "velocity target", "rad/s"),
+            (command.effort, max_effort, "feed-forward effort", "N*m"),
+        ):
             ratio = np.abs(values) / limits
             worst = int(np.argmax(ratio))
             if ratio[worst] > 1.0:
-                return (f"{what} {values[worst]:.2f} {unit} on {self.profile.joint_names[worst]} "
-                        f"(limit {limits[worst]:.2f})")
+                return (
+                    f"{what} {values[worst]:.2f} {unit} on {self.profile.joint_names[worst]} "
+                    f"(limit {limits[worst]:.2f})"
+                )
         return ""
 
     def _limit_check(self, check, name: str, measured: np.ndarray, limits: np.ndarray, what: str, unit: str) -> None:
@@ -601,9 +671,12 @@ class SupervisorCore:
         # ``measured`` is an absolute value: an infinite reading stays infinite, over any limit.
         ratio = np.where(np.isnan(measured), -np.inf, measured / (config["factor"] * limits))
         worst = int(np.argmax(ratio))
-        check(name, bool(ratio[worst] > 1.0),
-              f"{self.profile.joint_names[worst]} {what} {measured[worst]:.2f} {unit} "
-              f"> {config['factor']:.2f} x limit {limits[worst]:.2f}")
+        check(
+            name,
+            bool(ratio[worst] > 1.0),
+            f"{self.profile.joint_names[worst]} {what} {measured[worst]:.2f} {unit} "
+            f"> {config['factor']:.2f} x limit {limits[worst]:.2f}",
+        )
 
     # -- the command -------------------------------------------------------------------------------
     def _command(self, inputs: SupervisorInputs, now: float) -> JointTargets:
@@ -633,9 +706,14 @@ class SupervisorCore:
         # Only teleop sent since this TAKEOVER began: an older command, though fresh, names
         # targets for the joints it leaves out from before the takeover (the policy's, or the
         # stand pose), and following it would jump them there.
-        teleop = (self.mode == Mode.TAKEOVER and inputs.teleop_command is not None
-                  and _finite(inputs.teleop_command) and inputs.teleop_time is not None
-                  and inputs.teleop_time >= self._mode_since and now - inputs.teleop_time <= TELEOP_FRESH_S)
+        teleop = (
+            self.mode == Mode.TAKEOVER
+            and inputs.teleop_command is not None
+            and _finite(inputs.teleop_command)
+            and inputs.teleop_time is not None
+            and inputs.teleop_time >= self._mode_since
+            and now - inputs.teleop_time <= TELEOP_FRESH_S
+        )
         teleop_command = cast(JointTargets, inputs.teleop_command)  # not None whenever teleop is (checked above)
         over = self._over_limits(teleop_command) if teleop else ""
         if over:  # teleop passes the same limits as the policy: one over them is not followed
@@ -658,8 +736,11 @@ class SupervisorCore:
         start = self._segment_start if self._segment_start is not None else q
         if self._hold_in_place and self.mode == Mode.TAKEOVER:
             return JointTargets.positions(start)
-        duration = (self.config.hold_duration if self.mode == Mode.TAKEOVER and self.config.hold_pose == "stand"
-                    else self.config.stand_duration)
+        duration = (
+            self.config.hold_duration
+            if self.mode == Mode.TAKEOVER and self.config.hold_pose == "stand"
+            else self.config.stand_duration
+        )
         alpha = 1.0 if duration <= 0 else min(1.0, (now - self._segment_time) / duration)
         return JointTargets.positions(_smoothstep(start, self.profile.default_positions, alpha))
 
@@ -714,9 +795,16 @@ class SupervisorCore:
         limited = np.clip(position, self._low, self._high)
         if "position_limit" in self.config.checks and self.config.checks["position_limit"].enabled:
             moved = np.abs(limited - position) > 1e-12
-            checks.append(CheckResult("position_limit", not moved.any(), Response.CLAMP,
-                                      f"targets clamped for {[self.profile.joint_names[i] for i in np.flatnonzero(moved)]}"
-                                      if moved.any() else ""))
+            checks.append(
+                CheckResult(
+                    "position_limit",
+                    not moved.any(),
+                    Response.CLAMP,
+                    f"targets clamped for {[self.profile.joint_names[i] for i in np.flatnonzero(moved)]}"
+                    if moved.any()
+                    else "",
+                )
+            )
             position = limited
         step = self.config.checks.get("target_step")
         if step is not None and step.enabled and self._last_sent is not None:
@@ -727,17 +815,20 @@ class SupervisorCore:
             too_far = np.abs(delta) > budget
             if too_far.any():
                 left = float(budget[too_far].min())
-                detail = (f"target steps above {max_step:.2f} rad per period limited" if left >= max_step
-                          else f"target steps limited: {left:.3f} of {max_step:.2f} rad per period left "
-                               f"{share:.2f} of a period after the last command")
-            checks.append(CheckResult("target_step", not too_far.any(), Response.CLAMP,
-                                      detail if too_far.any() else ""))
+                detail = (
+                    f"target steps above {max_step:.2f} rad per period limited"
+                    if left >= max_step
+                    else f"target steps limited: {left:.3f} of {max_step:.2f} rad per period left "
+                    f"{share:.2f} of a period after the last command"
+                )
+            checks.append(
+                CheckResult("target_step", not too_far.any(), Response.CLAMP, detail if too_far.any() else "")
+            )
             delta = np.clip(delta, -budget, budget)
             self._step_budget = budget - np.abs(delta)
             position = self._last_sent.position + delta
         command.position = position
         return command
-
 
     def _limit_velocity_rate(self, command: JointTargets, checks: list[CheckResult], share: float) -> None:
         """Velocity targets reach a new value no faster than the profile's acceleration and jerk
@@ -755,20 +846,29 @@ class SupervisorCore:
         # zero, one step of dt at a time, within the gap: a^2 / 2j + a dt / 2 = |gap|.
         jerk = self._max_jerk
         with np.errstate(invalid="ignore"):  # no jerk limit (inf): inf - inf
-            stoppable = np.where(np.isinf(jerk), np.inf,
-                                 jerk * (np.sqrt(dt * dt / 4.0 + 2.0 * np.abs(gap) / jerk) - dt / 2.0))
+            stoppable = np.where(
+                np.isinf(jerk), np.inf, jerk * (np.sqrt(dt * dt / 4.0 + 2.0 * np.abs(gap) / jerk) - dt / 2.0)
+            )
         wanted = np.clip(wanted, -stoppable, stoppable)
         jerk_step = jerk * dt
-        acceleration = self._velocity_acceleration + np.clip(wanted - self._velocity_acceleration, -jerk_step, jerk_step)
+        acceleration = self._velocity_acceleration + np.clip(
+            wanted - self._velocity_acceleration, -jerk_step, jerk_step
+        )
         acceleration = np.clip(acceleration, -self._max_acceleration, self._max_acceleration)
         limited = np.clip(previous + acceleration * dt, -self._max_velocity, self._max_velocity)
         # A target reached exactly is not a limit (floating point would report it as one).
         limited = np.where(np.abs(limited - command.velocity) <= 1e-9, command.velocity, limited)
         moved = np.abs(limited - command.velocity) > 1e-9
-        checks.append(CheckResult(
-            "target_rate", not moved.any(), Response.CLAMP,
-            f"velocity targets rate-limited for {[self.profile.joint_names[i] for i in np.flatnonzero(moved)]}"
-            if moved.any() else ""))
+        checks.append(
+            CheckResult(
+                "target_rate",
+                not moved.any(),
+                Response.CLAMP,
+                f"velocity targets rate-limited for {[self.profile.joint_names[i] for i in np.flatnonzero(moved)]}"
+                if moved.any()
+                else "",
+            )
+        )
         self._velocity_acceleration = (limited - previous) / dt
         command.velocity = limited
 
@@ -783,8 +883,9 @@ def newly_pressed(index: int, before: Sequence[int], now: Sequence[int]) -> bool
 
 
 def _finite(command: Optional[JointTargets]) -> TypeGuard[JointTargets]:
-    return command is not None and all(np.all(np.isfinite(a)) for a in (command.position, command.velocity,
-                                                                        command.effort))
+    return command is not None and all(
+        np.all(np.isfinite(a)) for a in (command.position, command.velocity, command.effort)
+    )
 
 
 def _smoothstep(start: np.ndarray, end: np.ndarray, alpha: float) -> np.ndarray:

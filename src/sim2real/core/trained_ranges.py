@@ -11,6 +11,7 @@ Training also never drew a horizontal command slower than ``commands.standing_be
 than exactly zero (such a draw became a stand): below it, vx and vy become 0 here too, so a
 joystick's near-centre noise asks the policy to stand, as it learned, not to creep.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -64,8 +65,10 @@ class TrainedRanges:
                 command = command.copy()
                 command[:2] = 0.0
                 signals = replace(signals, velocity_command=command)
-        for field, bounds, names in (("velocity_command", self.velocity, VELOCITY_KEYS),
-                                     ("goal_position", self.goal_box, ("goal x", "goal y", "goal z"))):
+        for field, bounds, names in (
+            ("velocity_command", self.velocity, VELOCITY_KEYS),
+            ("goal_position", self.goal_box, ("goal x", "goal y", "goal z")),
+        ):
             value = getattr(signals, field)
             if bounds is None or value is None:
                 continue
@@ -74,8 +77,10 @@ class TrainedRanges:
             outside = np.flatnonzero(clamped != value)
             if outside.size:
                 changes[field] = clamped
-                notes += [f"{names[i]} {value[i]:g} -> {clamped[i]:g} (trained [{bounds[i, 0]:g}, {bounds[i, 1]:g}])"
-                          for i in outside]
+                notes += [
+                    f"{names[i]} {value[i]:g} -> {clamped[i]:g} (trained [{bounds[i, 0]:g}, {bounds[i, 1]:g}])"
+                    for i in outside
+                ]
         if not changes:
             return signals, ""
         return replace(signals, **changes), "commands clamped to the policy's trained ranges: " + ", ".join(notes)

@@ -24,6 +24,7 @@ so a report is reproducible bit for bit for a seed, whatever the number of worke
 processes. The policy runs through onnxruntime exactly as the robot will run it
 (:func:`sim2real.core.policy_file.load_policy`).
 """
+
 from __future__ import annotations
 
 import json
@@ -57,13 +58,14 @@ class WorldSet:
     randomization: Randomization | None
     engine: str | None = None  # None: the evaluation's engine; a reality set brings its own
     model: str | None = None
-    hidden: bool = False       # a reality set: the drawn conditions stay out of reports
+    hidden: bool = False  # a reality set: the drawn conditions stay out of reports
 
 
 @dataclass
 class ConditionEffect:
     """How one randomized condition splits a world set's successes: the success rate of the
     episodes that drew it at or below its median, and of those that drew it above."""
+
     name: str
     median: float
     success_at_or_below: float
@@ -97,7 +99,7 @@ class WorldResult:
 class Gap:
     a: str
     b: str
-    delta: float                 # R_b - R_a
+    delta: float  # R_b - R_a
     gap_ratio_percent: float | None  # |R_b - R_a| / |R_a| x 100; None when R_a == 0
 
 
@@ -124,26 +126,44 @@ class EvalReport:
     def table(self) -> str:
         metric_names = sorted({k for w in self.worlds for k in w.metrics})
         header = ["world set", "SR", "mean return", "std", "worst-5%", "length", *metric_names]
-        rows = [[w.name, f"{100 * w.success_rate:.1f}%", f"{w.mean_return:.3f}", f"{w.std_return:.3f}",
-                 f"{w.worst5_return:.3f}", f"{w.mean_length:.0f}",
-                 *(_fmt(w.metrics.get(m)) for m in metric_names)] for w in self.worlds]
+        rows = [
+            [
+                w.name,
+                f"{100 * w.success_rate:.1f}%",
+                f"{w.mean_return:.3f}",
+                f"{w.std_return:.3f}",
+                f"{w.worst5_return:.3f}",
+                f"{w.mean_length:.0f}",
+                *(_fmt(w.metrics.get(m)) for m in metric_names),
+            ]
+            for w in self.worlds
+        ]
         widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-        lines = [f"policy {self.policy} (sha256 {self.sha256[:12]}): {self.robot} {self.task}, "
-                 f"{self.episodes} episodes per world set, seed {self.seed}, difficulty {self.difficulty:g}, "
-                 f"engine {self.engine}" + (f" with model {self.model}" if self.model else ""),
-                 "  ".join(h.ljust(w) for h, w in zip(header, widths))]
+        lines = [
+            f"policy {self.policy} (sha256 {self.sha256[:12]}): {self.robot} {self.task}, "
+            f"{self.episodes} episodes per world set, seed {self.seed}, difficulty {self.difficulty:g}, "
+            f"engine {self.engine}" + (f" with model {self.model}" if self.model else ""),
+            "  ".join(h.ljust(w) for h, w in zip(header, widths)),
+        ]
         lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
         for world in self.worlds:
             if world.condition_effects and 0.0 < world.success_rate < 1.0:
-                lines.append(f"where {world.name} fails: success rate of the episodes that drew each condition at "
-                             f"or below its median / above it (most telling first; all in --json)")
+                lines.append(
+                    f"where {world.name} fails: success rate of the episodes that drew each condition at "
+                    f"or below its median / above it (most telling first; all in --json)"
+                )
                 for effect in world.condition_effects[:CONDITION_EFFECTS_SHOWN]:
-                    lines.append(f"  {effect.name:<22} <= {effect.median:<8.4g} {100 * effect.success_at_or_below:5.1f} %"
-                                 f"   > {effect.median:<8.4g} {100 * effect.success_above:5.1f} %")
+                    lines.append(
+                        f"  {effect.name:<22} <= {effect.median:<8.4g} {100 * effect.success_at_or_below:5.1f} %"
+                        f"   > {effect.median:<8.4g} {100 * effect.success_above:5.1f} %"
+                    )
         for world in self.worlds:
             if world.engine:
-                lines.append(f"{world.name} ran on {world.engine}" + (f" with model {world.model}" if world.model else "")
-                             + "; its drawn conditions stay hidden")
+                lines.append(
+                    f"{world.name} ran on {world.engine}"
+                    + (f" with model {world.model}" if world.model else "")
+                    + "; its drawn conditions stay hidden"
+                )
         for gap in self.gaps:
             ratio = "undefined (R_a = 0)" if gap.gap_ratio_percent is None else f"{gap.gap_ratio_percent:.1f} %"
             lines.append(f"domain gap {gap.b} vs {gap.a}: Delta = R_b - R_a = {gap.delta:+.3f}, GapRatio = {ratio}")
@@ -188,16 +208,20 @@ def resolve_worlds(specs: list[str], policy: PolicyFile) -> list[WorldSet]:
         elif spec == "dr":
             stored = policy.metadata.randomization
             if stored is None:
-                raise EvaluationError(f"{policy.path} was trained without randomization, so there is no 'dr' "
-                                      "world set. Fix: use --worlds nominal or a randomization YAML")
+                raise EvaluationError(
+                    f"{policy.path} was trained without randomization, so there is no 'dr' "
+                    "world set. Fix: use --worlds nominal or a randomization YAML"
+                )
             world = WorldSet("dr", Randomization.from_dict(stored, source=f"{policy.path} (sim2real.randomization)"))
         elif spec.startswith("reality:"):
             from sim2real.evaluate.reality import load_reality
 
-            reality = load_reality(spec[len("reality:"):])
+            reality = load_reality(spec[len("reality:") :])
             if reality.robot != policy.metadata.robot:
-                raise EvaluationError(f"reality set {reality.name!r} is a {reality.robot!r}; {policy.path} drives "
-                                      f"{policy.metadata.robot!r}. Fix: a reality set for {policy.metadata.robot!r}")
+                raise EvaluationError(
+                    f"reality set {reality.name!r} is a {reality.robot!r}; {policy.path} drives "
+                    f"{policy.metadata.robot!r}. Fix: a reality set for {policy.metadata.robot!r}"
+                )
             world = WorldSet(f"reality:{reality.name}", reality.conditions, reality.engine, reality.model, hidden=True)
         else:
             randomization = load_randomization(spec)
@@ -230,8 +254,9 @@ def run_episodes(env: Any, policy_path: str, sha256: str, seeds: list[int], diff
     if policy is None or policy.sha256 != sha256:
         policy = _SESSIONS[policy_path] = load_policy(policy_path)
         if policy.sha256 != sha256:
-            raise EvaluationError(f"{policy_path} changed while evaluating (sha256 {policy.sha256[:12]}, "
-                                  f"expected {sha256[:12]})")
+            raise EvaluationError(
+                f"{policy_path} changed while evaluating (sha256 {policy.sha256[:12]}, expected {sha256[:12]})"
+            )
     env.set_difficulty(difficulty)
     results = []
     for seed in seeds:
@@ -250,12 +275,19 @@ def run_episodes(env: Any, policy_path: str, sha256: str, seeds: list[int], diff
             done = terminated or truncated
         episode = {"seed": int(seed), "return": total, "length": length, "success": False}
         episode.update(info.get("episode", {}))
-        episode["conditions"] = {name: (None if value is None else float(value))
-                                 for name, value in getattr(env, "episode_conditions", {}).items()}
+        episode["conditions"] = {
+            name: (None if value is None else float(value))
+            for name, value in getattr(env, "episode_conditions", {}).items()
+        }
         if broken:
             episode.update(success=False, non_finite_action=True)
-        results.append({k: (float(v) if isinstance(v, (bool, float, np.number)) else v)
-                        for k, v in episode.items() if k != "reward_terms"})
+        results.append(
+            {
+                k: (float(v) if isinstance(v, (bool, float, np.number)) else v)
+                for k, v in episode.items()
+                if k != "reward_terms"
+            }
+        )
     return results
 
 
@@ -265,9 +297,18 @@ def _default_make_env(*args: Any, **kwargs: Any):
     return make_env(*args, **kwargs)
 
 
-def evaluate_policy(policy: PolicyFile | str | Path, worlds: list[str], episodes: int, seed: int = 0,
-                    workers: int = 2, difficulty: float = 1.0, make_env: Callable[..., Any] = _default_make_env,
-                    progress: bool = True, engine: str = DEFAULT_ENGINE, model: str | None = None) -> EvalReport:
+def evaluate_policy(
+    policy: PolicyFile | str | Path,
+    worlds: list[str],
+    episodes: int,
+    seed: int = 0,
+    workers: int = 2,
+    difficulty: float = 1.0,
+    make_env: Callable[..., Any] = _default_make_env,
+    progress: bool = True,
+    engine: str = DEFAULT_ENGINE,
+    model: str | None = None,
+) -> EvalReport:
     """Run ``episodes`` episodes of the policy per world set; see the module docstring.
 
     ``workers``: processes that run episodes in parallel (0: in this process).
@@ -288,15 +329,28 @@ def evaluate_policy(policy: PolicyFile | str | Path, worlds: list[str], episodes
     world_sets = resolve_worlds(list(worlds), policy)
     config = eval_task_config(meta.task, meta.task_config)
     seeds = [seed + k for k in range(episodes)]
-    bar = tqdm(total=episodes * len(world_sets), desc=f"eval {meta.robot} {meta.task} ({engine})", unit="ep",
-               dynamic_ncols=True, disable=not progress)
+    bar = tqdm(
+        total=episodes * len(world_sets),
+        desc=f"eval {meta.robot} {meta.task} ({engine})",
+        unit="ep",
+        dynamic_ncols=True,
+        disable=not progress,
+    )
     results = []
     try:
         for world in world_sets:
             bar.set_postfix_str(world.name)
             world_engine, world_model = (world.engine, world.model) if world.engine else (engine, model)
-            env_fn = partial(make_env, meta.robot, meta.task, seed=seed, randomization=world.randomization,
-                             config=config, engine=world_engine, **({"model": world_model} if world_model else {}))
+            env_fn = partial(
+                make_env,
+                meta.robot,
+                meta.task,
+                seed=seed,
+                randomization=world.randomization,
+                config=config,
+                engine=world_engine,
+                **({"model": world_model} if world_model else {}),
+            )
             summaries = _run_world(env_fn, policy, seeds, difficulty, workers, bar)
             if world.hidden:
                 for summary in summaries:
@@ -305,16 +359,35 @@ def evaluate_policy(policy: PolicyFile | str | Path, worlds: list[str], episodes
     finally:
         bar.close()
     reference = results[0]
-    gaps = [Gap(reference.name, other.name, other.mean_return - reference.mean_return,
-                abs(other.mean_return - reference.mean_return) / abs(reference.mean_return) * 100.0
-                if reference.mean_return != 0 else None)
-            for other in results[1:]]
-    return EvalReport(policy=str(policy.path), sha256=policy.sha256, robot=meta.robot, task=meta.task, seed=seed,
-                      episodes=episodes, difficulty=difficulty, worlds=results, gaps=gaps, engine=engine, model=model)
+    gaps = [
+        Gap(
+            reference.name,
+            other.name,
+            other.mean_return - reference.mean_return,
+            abs(other.mean_return - reference.mean_return) / abs(reference.mean_return) * 100.0
+            if reference.mean_return != 0
+            else None,
+        )
+        for other in results[1:]
+    ]
+    return EvalReport(
+        policy=str(policy.path),
+        sha256=policy.sha256,
+        robot=meta.robot,
+        task=meta.task,
+        seed=seed,
+        episodes=episodes,
+        difficulty=difficulty,
+        worlds=results,
+        gaps=gaps,
+        engine=engine,
+        model=model,
+    )
 
 
-def _run_world(env_fn: Callable[[], Any], policy: PolicyFile, seeds: list[int], difficulty: float, workers: int,
-               bar) -> list[dict]:
+def _run_world(
+    env_fn: Callable[[], Any], policy: PolicyFile, seeds: list[int], difficulty: float, workers: int, bar
+) -> list[dict]:
     path, digest = str(Path(policy.path).resolve()), policy.sha256
     if workers <= 0:
         env = env_fn()
@@ -334,7 +407,7 @@ def _run_world(env_fn: Callable[[], Any], policy: PolicyFile, seeds: list[int], 
     with ProcessVecEnv([env_fn] * workers, workers=workers) as vec:
         # Rounds of one episode per worker: the bar moves, and episode k keeps its seed.
         for start in range(0, len(seeds), workers):
-            chunk = seeds[start:start + workers]
+            chunk = seeds[start : start + workers]
             args = [(path, digest, [s], difficulty) for s in chunk] + [None] * (workers - len(chunk))
             for part in vec.run(run_episodes, args):
                 if part is not None:
@@ -345,18 +418,25 @@ def _run_world(env_fn: Callable[[], Any], policy: PolicyFile, seeds: list[int], 
 
 def _world_result(world: WorldSet, summaries: list[dict]) -> WorldResult:
     returns = np.array([s["return"] for s in summaries], dtype=float)
-    worst = np.sort(returns)[:max(1, math.ceil(0.05 * len(returns)))]
+    worst = np.sort(returns)[: max(1, math.ceil(0.05 * len(returns)))]
     metrics: dict[str, float] = {}
     for key in sorted({k for s in summaries for k in s if k not in _EPISODE_FIELDS}):
         values = np.array([s.get(key, np.nan) for s in summaries if isinstance(s.get(key), (int, float))], float)
         if values.size:
             metrics[key] = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
     return WorldResult(
-        name=world.name, randomization=None if world.randomization is None else world.randomization.name,
-        episodes=len(summaries), success_rate=float(np.mean([bool(s["success"]) for s in summaries])),
-        mean_return=float(returns.mean()), std_return=float(returns.std()), worst5_return=float(worst.mean()),
-        mean_length=float(np.mean([s["length"] for s in summaries])), metrics=metrics, returns=returns.tolist(),
-        episode_details=summaries, condition_effects=_condition_effects(summaries),
+        name=world.name,
+        randomization=None if world.randomization is None else world.randomization.name,
+        episodes=len(summaries),
+        success_rate=float(np.mean([bool(s["success"]) for s in summaries])),
+        mean_return=float(returns.mean()),
+        std_return=float(returns.std()),
+        worst5_return=float(worst.mean()),
+        mean_length=float(np.mean([s["length"] for s in summaries])),
+        metrics=metrics,
+        returns=returns.tolist(),
+        episode_details=summaries,
+        condition_effects=_condition_effects(summaries),
     )
 
 
@@ -366,8 +446,10 @@ def _condition_effects(summaries: list[dict]) -> list[ConditionEffect]:
     success = np.array([bool(s["success"]) for s in summaries])
     effects = []
     for name in sorted({k for s in summaries for k in s.get("conditions", {})}):
-        values = np.array([np.nan if s.get("conditions", {}).get(name) is None else s["conditions"][name]
-                           for s in summaries], dtype=float)
+        values = np.array(
+            [np.nan if s.get("conditions", {}).get(name) is None else s["conditions"][name] for s in summaries],
+            dtype=float,
+        )
         drawn = np.isfinite(values)
         if drawn.sum() < 2:
             continue
@@ -390,8 +472,12 @@ def plot_returns(report: EvalReport, png_path: str | Path) -> Path:
     all_returns = np.concatenate([w.returns for w in report.worlds])
     bins = np.histogram_bin_edges(all_returns, bins=min(30, max(5, len(all_returns) // 4)))
     for world in report.worlds:
-        hist.hist(world.returns, bins=bins, alpha=0.5,
-                  label=f"{world.name}: SR {100 * world.success_rate:.0f}%, mean {world.mean_return:.2f}")
+        hist.hist(
+            world.returns,
+            bins=bins,
+            alpha=0.5,
+            label=f"{world.name}: SR {100 * world.success_rate:.0f}%, mean {world.mean_return:.2f}",
+        )
         hist.axvline(world.worst5_return, ls="--", lw=0.8, color=hist.patches[-1].get_facecolor()[:3])
     hist.set_xlabel("episode return")
     hist.set_ylabel("episodes")

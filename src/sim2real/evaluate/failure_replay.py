@@ -13,6 +13,7 @@ not finite, or the base tilts past the collector's fall threshold.
 What cannot be replayed is said in the result's ``notes`` (unknown conditions, no base
 pose recorded, a start from rest instead of the recorded velocities).
 """
+
 from __future__ import annotations
 
 import math
@@ -77,8 +78,11 @@ def identified_conditions(info: dict[str, Any]) -> dict[str, float] | None:
     if not isinstance(content, dict):
         return None
     source = content.get("conditions") if isinstance(content.get("conditions"), dict) else content
-    found = {k: float(v) for k, v in source.items()
-             if k in PhysicalConditions.names() and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    found = {
+        k: float(v)
+        for k, v in source.items()
+        if k in PhysicalConditions.names() and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
     return found or None
 
 
@@ -94,8 +98,10 @@ def _start_state(bundle: Bundle, start_ns: int) -> _Start:
         if t <= start_ns or topic not in latest:
             latest[topic] = msg
     if "/joint_states" not in latest:
-        raise ReplayError(f"{bundle.path} holds no /joint_states: there is no state to start from. "
-                          "Fix: buffer /joint_states in the failure config")
+        raise ReplayError(
+            f"{bundle.path} holds no /joint_states: there is no state to start from. "
+            "Fix: buffer /joint_states in the failure config"
+        )
     js = latest["/joint_states"]
     notes = ["starts at rest: joint velocities are not restored"]
     imu = latest.get("/imu/data")
@@ -104,23 +110,33 @@ def _start_state(bundle: Bundle, start_ns: int) -> _Start:
         o = imu.orientation
         orientation = np.array([o.x, o.y, o.z, o.w])
     goal_msg, twist = latest.get("/goal_pose"), latest.get("/cmd_vel")
-    goal = None if goal_msg is None else np.array([goal_msg.pose.position.x, goal_msg.pose.position.y,
-                                                   goal_msg.pose.position.z])
+    goal = (
+        None
+        if goal_msg is None
+        else np.array([goal_msg.pose.position.x, goal_msg.pose.position.y, goal_msg.pose.position.z])
+    )
     cmd_vel = None if twist is None else np.array([twist.linear.x, twist.linear.y, twist.angular.z])
     return _Start(list(js.name), np.asarray(js.position, float), orientation, goal, cmd_vel, notes)
 
 
-def replay_failure(bundle: Bundle, policy_path: str | Path | None = None, lead_s: float = 1.0,
-                   after_s: float | None = None, seed: int = 0,
-                   conditions: dict[str, Any] | None = None) -> ReplayResult:
+def replay_failure(
+    bundle: Bundle,
+    policy_path: str | Path | None = None,
+    lead_s: float = 1.0,
+    after_s: float | None = None,
+    seed: int = 0,
+    conditions: dict[str, Any] | None = None,
+) -> ReplayResult:
     """Run ``policy_path`` (default: the recorded policy) from ``lead_s`` before the event
     until ``after_s`` after it (default: the bundle's post-event window + 1 s)."""
     info = bundle.info
     profile = load_profile(info.get("robot") or "go2")
     policy_path = policy_path or recorded_policy(bundle)
     if not policy_path or not Path(policy_path).is_file():
-        raise ReplayError(f"{bundle.name}: the recorded policy {policy_path!r} is not on this machine. "
-                          "Fix: give one with --policy FILE")
+        raise ReplayError(
+            f"{bundle.name}: the recorded policy {policy_path!r} is not on this machine. "
+            "Fix: give one with --policy FILE"
+        )
     policy_path = Path(policy_path).resolve()
     window = info.get("window", {})
     event_ns = int(info.get("time_ns", 0))
@@ -143,9 +159,11 @@ def replay_failure(bundle: Bundle, policy_path: str | Path | None = None, lead_s
     try:
         slot.start(policy_path)
     except PolicyRefused as exc:
-        raise ReplayError(f"{bundle.name} was recorded on robot {profile.name!r} and cannot replay with this "
-                          f"policy: {exc}. Fix: give a policy trained for {profile.name!r} with --policy FILE, "
-                          "or leave --policy out to replay the recorded one") from None
+        raise ReplayError(
+            f"{bundle.name} was recorded on robot {profile.name!r} and cannot replay with this "
+            f"policy: {exc}. Fix: give a policy trained for {profile.name!r} with --policy FILE, "
+            "or leave --policy out to replay the recorded one"
+        ) from None
     inputs = RobotInputs(profile)
     supervisor = SupervisorCore(profile, safety, safety.command_period or period, simulated=True)
     sup_inputs = SupervisorInputs()
@@ -218,7 +236,15 @@ def replay_failure(bundle: Bundle, policy_path: str | Path | None = None, lead_s
         survived = t if failed else total_ticks * period
     finally:
         world.close()
-    return ReplayResult(bundle=bundle.name, policy=str(policy_path), seed=seed, failed=failed,
-                        reason=reason or "no failure", survived_s=round(survived, 3),
-                        duration_s=round(total_ticks * period, 3), conditions=dict(recorded),
-                        max_tilt_deg=round(max_tilt, 1), notes=notes)
+    return ReplayResult(
+        bundle=bundle.name,
+        policy=str(policy_path),
+        seed=seed,
+        failed=failed,
+        reason=reason or "no failure",
+        survived_s=round(survived, 3),
+        duration_s=round(total_ticks * period, 3),
+        conditions=dict(recorded),
+        max_tilt_deg=round(max_tilt, 1),
+        notes=notes,
+    )

@@ -12,6 +12,7 @@ Then it is stopped, one of three ways (``stop``):
 Then its commands alone drive the robot for a few seconds. Used by
 ``benchmarks/supervisor_hold.py`` and the tests.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -35,9 +36,9 @@ STOPS = ("silent", "damp", "estop")
 @dataclass(frozen=True)
 class HoldOutcome:
     trips: tuple[str, ...]  # the supervisor's mode changes in order (an operator's damp or e-stop, trips)
-    worst_tilt: float       # rad, largest trunk tilt over the hold
-    final_tilt: float       # rad, at the end of the hold
-    final_height: float     # m, base height at the end of the hold
+    worst_tilt: float  # rad, largest trunk tilt over the hold
+    final_tilt: float  # rad, at the end of the hold
+    final_height: float  # m, base height at the end of the hold
     impact_speed: float = 0.0  # m/s, fastest downward speed of the trunk's centre while under 0.15 m
     stop: str = "silent"
 
@@ -60,14 +61,22 @@ class HoldOutcome:
 def silent_policy_held(config: SafetyConfig, **changes) -> SafetyConfig:
     """``config`` with a silent policy held (policy_stale: hold) instead of its own response,
     and ``changes`` (e.g. hold_pose) applied: the holds a change is compared against."""
-    checks = {**config.checks, "policy_stale": dataclasses.replace(config.checks["policy_stale"],
-                                                                    response=Response.HOLD)}
+    checks = {
+        **config.checks,
+        "policy_stale": dataclasses.replace(config.checks["policy_stale"], response=Response.HOLD),
+    }
     return dataclasses.replace(config, checks=checks, **changes)
 
 
-def stop_mid_trot(seed: int, walk_steps: int, config: SafetyConfig | None = None,
-                  hold_seconds: float = HOLD_SECONDS, policy_path: str | Path | None = None,
-                  command: tuple[float, float, float] = (0.5, 0.0, 0.0), stop: str = "silent") -> HoldOutcome:
+def stop_mid_trot(
+    seed: int,
+    walk_steps: int,
+    config: SafetyConfig | None = None,
+    hold_seconds: float = HOLD_SECONDS,
+    policy_path: str | Path | None = None,
+    command: tuple[float, float, float] = (0.5, 0.0, 0.0),
+    stop: str = "silent",
+) -> HoldOutcome:
     """Walk ``walk_steps`` policy periods from episode ``seed`` at ``command`` (vx, vy, yaw
     rate), then stop (``stop``, one of STOPS). ``policy_path``: a Go2 walk policy file; default
     the shipped one."""

@@ -13,6 +13,7 @@ through the graph (``hardware:=mujoco model:=...``) and evaluation figures.
 ``--worlds reality:<name>`` makes a world set of it: each episode draws one robot, from the
 secret seed and the episode's own seed.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -57,8 +58,11 @@ class RealityConditions:
 
     def to_dict(self) -> dict[str, Any]:
         """What a report may show: the distribution, never the secret."""
-        return {"name": self.name, "reality": True, **{k: v for k, v in self.distribution.to_dict().items()
-                                                        if k != "name"}}
+        return {
+            "name": self.name,
+            "reality": True,
+            **{k: v for k, v in self.distribution.to_dict().items() if k != "name"},
+        }
 
     def __repr__(self) -> str:  # the secret stays out of logs and tracebacks
         return f"RealityConditions({self.name!r})"
@@ -96,8 +100,9 @@ def load_reality(name_or_path: str | Path) -> RealitySet:
         raise fail("model", f"expected a model name or path, got {model!r}", "write model: example-robot-data:go2")
     conditions = data.get("conditions")
     if not isinstance(conditions, dict):
-        raise fail("conditions", "missing", "give a distribution in the randomization format: "
-                                            "conditions: {parameters: {...}}")
+        raise fail(
+            "conditions", "missing", "give a distribution in the randomization format: conditions: {parameters: {...}}"
+        )
     try:
         distribution = Randomization.from_dict({"name": data["name"], **conditions}, source=path)
     except RandomizationError as exc:
@@ -108,7 +113,16 @@ def load_reality(name_or_path: str | Path) -> RealitySet:
     try:
         secret = int(seed_file.read_text().strip())
     except (OSError, ValueError):
-        raise fail("seed", f"no secret seed in {seed_file}", f"write one integer to {seed_file} (once: changing it "
-                                                             "draws other robots)") from None
-    return RealitySet(name=data["name"], robot=data["robot"], engine=engine, model=model,
-                      conditions=RealityConditions(f"{PREFIX}{data['name']}", distribution, secret), source=str(path))
+        raise fail(
+            "seed",
+            f"no secret seed in {seed_file}",
+            f"write one integer to {seed_file} (once: changing it draws other robots)",
+        ) from None
+    return RealitySet(
+        name=data["name"],
+        robot=data["robot"],
+        engine=engine,
+        model=model,
+        conditions=RealityConditions(f"{PREFIX}{data['name']}", distribution, secret),
+        source=str(path),
+    )

@@ -6,6 +6,7 @@ see — base pose and joint positions over time — and this module replays it
 kinematically in a fresh DIRECT-mode world and renders frames with a camera that
 follows the robot.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,9 +16,17 @@ import numpy as np
 from sim2real.core.robot_profile import RobotProfile
 
 
-def render_gif(profile: RobotProfile, times: np.ndarray, joint_positions: np.ndarray, out: Path,
-               base_positions: np.ndarray | None = None, base_orientations: np.ndarray | None = None,
-               fps: float = 12.0, size: tuple[int, int] = (400, 300), speedup: float = 1.0) -> Path:
+def render_gif(
+    profile: RobotProfile,
+    times: np.ndarray,
+    joint_positions: np.ndarray,
+    out: Path,
+    base_positions: np.ndarray | None = None,
+    base_orientations: np.ndarray | None = None,
+    fps: float = 12.0,
+    size: tuple[int, int] = (400, 300),
+    speedup: float = 1.0,
+) -> Path:
     """``times`` [T] s, ``joint_positions`` [T, n] in profile order, base poses [T, 3] and [T, 4] (xyzw)
     for a floating base. Frames are taken every ``speedup / fps`` seconds of the recording."""
     import pybullet as pb
@@ -31,8 +40,10 @@ def render_gif(profile: RobotProfile, times: np.ndarray, joint_positions: np.nda
         pb.setAdditionalSearchPath(_pybullet_data(), physicsClientId=client)
         pb.loadURDF("plane.urdf", physicsClientId=client)
         robot = pb.loadURDF(str(profile.urdf), useFixedBase=profile.fixed_base, physicsClientId=client)
-        index = {pb.getJointInfo(robot, i, physicsClientId=client)[1].decode(): i
-                 for i in range(pb.getNumJoints(robot, physicsClientId=client))}
+        index = {
+            pb.getJointInfo(robot, i, physicsClientId=client)[1].decode(): i
+            for i in range(pb.getNumJoints(robot, physicsClientId=client))
+        }
         joints = [index[name] for name in profile.joint_names]
         frames = []
         width, height = size
@@ -45,13 +56,16 @@ def render_gif(profile: RobotProfile, times: np.ndarray, joint_positions: np.nda
                 pb.resetJointState(robot, joint, float(angle), physicsClientId=client)
             target = [0.0, 0.0, 0.4]
             if base_positions is not None:
-                pb.resetBasePositionAndOrientation(robot, base_positions[k].tolist(),
-                                                   base_orientations[k].tolist(), physicsClientId=client)
+                pb.resetBasePositionAndOrientation(
+                    robot, base_positions[k].tolist(), base_orientations[k].tolist(), physicsClientId=client
+                )
                 target = [float(base_positions[k][0]), float(base_positions[k][1]), 0.25]
-            view = pb.computeViewMatrixFromYawPitchRoll(target, distance, yaw=50, pitch=-20, roll=0,
-                                                        upAxisIndex=2, physicsClientId=client)
-            _, _, rgba, _, _ = pb.getCameraImage(width, height, view, projection,
-                                                 renderer=pb.ER_TINY_RENDERER, physicsClientId=client)
+            view = pb.computeViewMatrixFromYawPitchRoll(
+                target, distance, yaw=50, pitch=-20, roll=0, upAxisIndex=2, physicsClientId=client
+            )
+            _, _, rgba, _, _ = pb.getCameraImage(
+                width, height, view, projection, renderer=pb.ER_TINY_RENDERER, physicsClientId=client
+            )
             frames.append(Image.fromarray(np.reshape(np.asarray(rgba, dtype=np.uint8), (height, width, 4))[:, :, :3]))
     finally:
         pb.disconnect(client)

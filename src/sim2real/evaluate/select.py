@@ -6,6 +6,7 @@ file to ship is chosen by evaluation, not by iteration. Every candidate is evalu
 the same episodes (same seeds) and ranked by its weakest world set's success rate, then by
 that world set's mean return; a tie goes to the later checkpoint.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -33,10 +34,18 @@ class Candidate:
         return self.weakest.success_rate, self.weakest.mean_return, self.iteration
 
 
-def select_checkpoint(run: str | Path, worlds: list[str], episodes: int, last: int = 5, seed: int = 0,
-                      workers: int = 2, output: str | Path | None = None, progress: bool = True,
-                      difficulty: float = 1.0,
-                      log: Callable[[str], None] = print) -> tuple[Candidate, list[Candidate], Path]:
+def select_checkpoint(
+    run: str | Path,
+    worlds: list[str],
+    episodes: int,
+    last: int = 5,
+    seed: int = 0,
+    workers: int = 2,
+    output: str | Path | None = None,
+    progress: bool = True,
+    difficulty: float = 1.0,
+    log: Callable[[str], None] = print,
+) -> tuple[Candidate, list[Candidate], Path]:
     """(best, every candidate in iteration order, the exported file). ``output`` default:
     ``<run>/policy.onnx``."""
     found = checkpoints_of(run)
@@ -50,12 +59,17 @@ def select_checkpoint(run: str | Path, worlds: list[str], episodes: int, last: i
     with tempfile.TemporaryDirectory(prefix="sim2real-select-") as tmp:
         for iteration, checkpoint in chosen:
             exported = export_policy(checkpoint, Path(tmp) / f"model_{iteration}.onnx").path
-            report = evaluate_policy(exported, worlds, episodes, seed=seed, workers=workers, difficulty=difficulty,
-                                     progress=progress)
+            report = evaluate_policy(
+                exported, worlds, episodes, seed=seed, workers=workers, difficulty=difficulty, progress=progress
+            )
             candidate = Candidate(checkpoint, iteration, report)
             candidates.append(candidate)
-            log(f"  {checkpoint.name}: " + ", ".join(f"{w.name} {100 * w.success_rate:.0f} % (return "
-                                                      f"{w.mean_return:.2f})" for w in report.worlds))
+            log(
+                f"  {checkpoint.name}: "
+                + ", ".join(
+                    f"{w.name} {100 * w.success_rate:.0f} % (return {w.mean_return:.2f})" for w in report.worlds
+                )
+            )
         best = max(candidates, key=Candidate.score)
         output.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(Path(tmp) / f"model_{best.iteration}.onnx", output)

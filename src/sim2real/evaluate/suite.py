@@ -27,6 +27,7 @@ world set, over the episodes (episode ``k`` draws its world with seed ``seed + k
 A scenario passes when every target of the suite's ``targets`` that applies holds in every
 episode's mean (the zero-command ones only at zero command).
 """
+
 from __future__ import annotations
 
 import json
@@ -55,9 +56,9 @@ from sim2real.sim.engines import DEFAULT_ENGINE, make_world
 from sim2real.sim.randomization import Randomization
 from sim2real.sim.world import height_at
 
-FALL_TILT = 1.0     # rad: the Go2 task's termination tilt
+FALL_TILT = 1.0  # rad: the Go2 task's termination tilt
 FALL_HEIGHT = 0.12  # m over the ground: the trunk is down
-SATURATED = 0.98    # of the torque limit
+SATURATED = 0.98  # of the torque limit
 
 
 class SuiteError(ConfigError, EvaluationError):
@@ -71,9 +72,9 @@ class EngageRefused(RuntimeError):
 
 @dataclass(frozen=True)
 class Push:
-    at: float                      # s after the engage
+    at: float  # s after the engage
     force: tuple[float, float, float]  # N, world frame, on the trunk's centre of mass
-    duration: float                # s
+    duration: float  # s
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,15 @@ class Suite:
     source: str = ""
 
 
-TARGETS = ("velocity_error", "yaw_rate_error", "yaw_rate_floor", "feet_down", "drift", "takeover_height",
-           "estimator_rmse")
+TARGETS = (
+    "velocity_error",
+    "yaw_rate_error",
+    "yaw_rate_floor",
+    "feet_down",
+    "drift",
+    "takeover_height",
+    "estimator_rmse",
+)
 
 
 def load_suite(name_or_path: str | Path) -> Suite:
@@ -120,11 +128,13 @@ def load_suite(name_or_path: str | Path) -> Suite:
             raise fail(field_name, f"must be a finite number >= {low:g}, got {value!r}", "fix the value")
         return result
 
-    unknown = sorted(set(data) - {"robot", "stand_s", "settle_s", "takeover_window_s", "duration", "targets",
-                                  "scenarios"})
+    unknown = sorted(
+        set(data) - {"robot", "stand_s", "settle_s", "takeover_window_s", "duration", "targets", "scenarios"}
+    )
     if unknown:
-        raise fail(unknown[0], "unknown key", "use robot, stand_s, settle_s, takeover_window_s, duration, targets, "
-                                              "scenarios")
+        raise fail(
+            unknown[0], "unknown key", "use robot, stand_s, settle_s, takeover_window_s, duration, targets, scenarios"
+        )
     if not isinstance(data.get("robot"), str):
         raise fail("robot", f"expected a robot profile name, got {data.get('robot')!r}", "write robot: go2")
     targets = data.get("targets") or {}
@@ -135,37 +145,63 @@ def load_suite(name_or_path: str | Path) -> Suite:
     for index, entry in enumerate(data.get("scenarios") or []):
         where = f"scenarios[{index}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise fail(where, f"expected {{name: ..., command: [vx, vy, yaw_rate]}}, got {entry!r}",
-                       "give each scenario a name and a command")
+            raise fail(
+                where,
+                f"expected {{name: ..., command: [vx, vy, yaw_rate]}}, got {entry!r}",
+                "give each scenario a name and a command",
+            )
         extra = sorted(set(entry) - {"name", "command", "duration", "pushes"})
         if extra:
             raise fail(f"{where}.{extra[0]}", "unknown key", "use name, command, duration, pushes")
         command = entry.get("command")
         if not isinstance(command, list) or len(command) != 3:
-            raise fail(f"{where}.command", f"expected [vx, vy, yaw_rate], got {command!r}",
-                       "write command: [0.5, 0.0, 0.0]")
+            raise fail(
+                f"{where}.command", f"expected [vx, vy, yaw_rate], got {command!r}", "write command: [0.5, 0.0, 0.0]"
+            )
         pushes = []
         for k, push in enumerate(entry.get("pushes") or []):
             at = f"{where}.pushes[{k}]"
-            if not isinstance(push, dict) or set(push) != {"at", "force", "duration"} \
-                    or not isinstance(push["force"], list) or len(push["force"]) != 3:
-                raise fail(at, f"expected {{at: s, force: [fx, fy, fz], duration: s}}, got {push!r}",
-                           "write {at: 3.0, force: [0, 60, 0], duration: 0.2}")
-            pushes.append(Push(number(push["at"], f"{at}.at"),
-                               tuple(number(f, f"{at}.force", low=-math.inf) for f in push["force"]),
-                               number(push["duration"], f"{at}.duration")))
-        scenarios.append(Scenario(entry["name"], tuple(number(c, f"{where}.command", low=-math.inf) for c in command),
-                                  number(entry.get("duration", duration), f"{where}.duration"), tuple(pushes)))
+            if (
+                not isinstance(push, dict)
+                or set(push) != {"at", "force", "duration"}
+                or not isinstance(push["force"], list)
+                or len(push["force"]) != 3
+            ):
+                raise fail(
+                    at,
+                    f"expected {{at: s, force: [fx, fy, fz], duration: s}}, got {push!r}",
+                    "write {at: 3.0, force: [0, 60, 0], duration: 0.2}",
+                )
+            pushes.append(
+                Push(
+                    number(push["at"], f"{at}.at"),
+                    tuple(number(f, f"{at}.force", low=-math.inf) for f in push["force"]),
+                    number(push["duration"], f"{at}.duration"),
+                )
+            )
+        scenarios.append(
+            Scenario(
+                entry["name"],
+                tuple(number(c, f"{where}.command", low=-math.inf) for c in command),
+                number(entry.get("duration", duration), f"{where}.duration"),
+                tuple(pushes),
+            )
+        )
     if not scenarios:
         raise fail("scenarios", "no scenarios", "list at least one {name: ..., command: [vx, vy, yaw_rate]}")
     names = [s.name for s in scenarios]
     if len(set(names)) != len(names):
         raise fail("scenarios", f"names repeat: {names}", "give each scenario its own name")
-    return Suite(name=path.stem, robot=data["robot"], stand_s=number(data.get("stand_s", 2.5), "stand_s"),
-                 settle_s=number(data.get("settle_s", 2.0), "settle_s"),
-                 takeover_window_s=number(data.get("takeover_window_s", 2.0), "takeover_window_s"),
-                 targets={k: number(v, f"targets.{k}") for k, v in targets.items()},
-                 scenarios=tuple(scenarios), source=str(path))
+    return Suite(
+        name=path.stem,
+        robot=data["robot"],
+        stand_s=number(data.get("stand_s", 2.5), "stand_s"),
+        settle_s=number(data.get("settle_s", 2.0), "settle_s"),
+        takeover_window_s=number(data.get("takeover_window_s", 2.0), "takeover_window_s"),
+        targets={k: number(v, f"targets.{k}") for k, v in targets.items()},
+        scenarios=tuple(scenarios),
+        source=str(path),
+    )
 
 
 # ------------------------------------------------------------------------ running
@@ -173,7 +209,7 @@ def load_suite(name_or_path: str | Path) -> Suite:
 class EpisodeOutcome:
     seed: int
     fell: bool
-    reason: str         # why the episode ended early ("" when it ran to the end)
+    reason: str  # why the episode ended early ("" when it ran to the end)
     vx: float
     vy: float
     wz: float
@@ -190,8 +226,9 @@ class EpisodeOutcome:
     engaged: bool = True  # False: the supervisor refused the policy's takeover (reason says why)
 
 
-def _episode_conditions(randomization: Randomization | None, rng: np.random.Generator,
-                        task_config: dict[str, Any]) -> dict[str, float]:
+def _episode_conditions(
+    randomization: Randomization | None, rng: np.random.Generator, task_config: dict[str, Any]
+) -> dict[str, float]:
     """What a world set draws for one episode, scaled as the policy's task scales it in training
     (the Go2 task multiplies the drawn terrain roughness by ``terrain_roughness_scale``). A
     world set's random pushes are not applied: the scenarios say which pushes they want."""
@@ -203,8 +240,15 @@ def _episode_conditions(randomization: Randomization | None, rng: np.random.Gene
     return drawn
 
 
-def run_scenario(policy: PolicyFile, suite: Suite, scenario: Scenario, engine: str, conditions: dict[str, float],
-                 seed: int, model: str | None = None) -> EpisodeOutcome:
+def run_scenario(
+    policy: PolicyFile,
+    suite: Suite,
+    scenario: Scenario,
+    engine: str,
+    conditions: dict[str, float],
+    seed: int,
+    model: str | None = None,
+) -> EpisodeOutcome:
     """One episode of one scenario; see the module docstring for what it measures. ``model``:
     on MuJoCo, another robot model than the profile's."""
     profile = load_profile(policy.metadata.robot)
@@ -244,12 +288,20 @@ def run_scenario(policy: PolicyFile, suite: Suite, scenario: Scenario, engine: s
             position, orientation, linear, angular = world.base_pose_and_velocity()
             height = float(position[2] - height_at(terrain, position[0], position[1]))
             rotation = quat_to_matrix(orientation)
-            estimate = estimator.step(t, imu.orientation, imu.angular_velocity, imu.linear_acceleration,
-                                      state.position, state.velocity, state.effort)
+            estimate = estimator.step(
+                t,
+                imu.orientation,
+                imu.angular_velocity,
+                imu.linear_acceleration,
+                state.position,
+                state.velocity,
+                state.effort,
+            )
             if k % per_tick == 0:
                 try:
-                    decision = _control_tick(slot, inputs, supervisor, sup_inputs, profile, state, imu, estimate,
-                                             command, t, engage_at)
+                    decision = _control_tick(
+                        slot, inputs, supervisor, sup_inputs, profile, state, imu, estimate, command, t, engage_at
+                    )
                 except EngageRefused as exc:
                     engaged, reason = False, str(exc)
                     break
@@ -285,8 +337,14 @@ def run_scenario(policy: PolicyFile, suite: Suite, scenario: Scenario, engine: s
     mean_velocity = np.mean(velocity, axis=0) if velocity else np.full(2, np.nan)
     mean_yaw = float(np.mean(yaw)) if yaw else math.nan
     return EpisodeOutcome(
-        seed=seed, fell=fell, reason=reason, vx=float(mean_velocity[0]), vy=float(mean_velocity[1]), wz=mean_yaw,
-        velocity_error=float(np.linalg.norm(mean_velocity - command[:2])), yaw_rate_error=abs(mean_yaw - command[2]),
+        seed=seed,
+        fell=fell,
+        reason=reason,
+        vx=float(mean_velocity[0]),
+        vy=float(mean_velocity[1]),
+        wz=mean_yaw,
+        velocity_error=float(np.linalg.norm(mean_velocity - command[:2])),
+        yaw_rate_error=abs(mean_yaw - command[2]),
         feet_down=float(np.mean(feet)) if feet else math.nan,
         drift=float(np.linalg.norm(final_xy - start_xy)) if start_xy is not None and not fell and engaged else math.nan,
         height=float(np.mean(heights)) if heights else math.nan,
@@ -294,11 +352,24 @@ def run_scenario(policy: PolicyFile, suite: Suite, scenario: Scenario, engine: s
         saturation=float(np.mean(saturated)) if saturated else math.nan,
         estimator_rmse=float(np.sqrt(np.mean(np.sum(np.square(errors), axis=1)))) if errors else math.nan,
         estimator_diverged=float(np.mean(diverged)) if diverged else math.nan,
-        conditions={k: float(v) for k, v in conditions.items() if v is not None}, engaged=engaged)
+        conditions={k: float(v) for k, v in conditions.items() if v is not None},
+        engaged=engaged,
+    )
 
 
-def _control_tick(slot: PolicySlot, inputs: RobotInputs, supervisor: SupervisorCore, sup_inputs: SupervisorInputs,
-                  profile, state, imu, estimate, command: np.ndarray, t: float, engage_at: float):
+def _control_tick(
+    slot: PolicySlot,
+    inputs: RobotInputs,
+    supervisor: SupervisorCore,
+    sup_inputs: SupervisorInputs,
+    profile,
+    state,
+    imu,
+    estimate,
+    command: np.ndarray,
+    t: float,
+    engage_at: float,
+):
     """One policy period of the graph: the runtime's tick and the supervisor's; the command the
     supervisor sends (None: nothing new)."""
     inputs.set_joint_states(profile.joint_names, state.position, state.velocity, int(t * NS_PER_S))
@@ -411,11 +482,21 @@ class SuiteReport:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
 
-    COLUMNS = (("fell", "fell", "{:.0%}"), ("vx", "vx", "{:+.2f}"), ("vy", "vy", "{:+.2f}"), ("wz", "wz", "{:+.2f}"),
-               ("velocity_error", "v err", "{:.3f}"), ("yaw_rate_error", "wz err", "{:.3f}"),
-               ("feet_down", "feet down", "{:.0%}"), ("drift", "drift", "{:.3f}"), ("height", "height", "{:.3f}"),
-               ("takeover_height", "takeover", "{:.3f}"), ("saturation", "sat", "{:.1%}"),
-               ("estimator_rmse", "est rmse", "{:.3f}"), ("estimator_diverged", "est div", "{:.0%}"))
+    COLUMNS = (
+        ("fell", "fell", "{:.0%}"),
+        ("vx", "vx", "{:+.2f}"),
+        ("vy", "vy", "{:+.2f}"),
+        ("wz", "wz", "{:+.2f}"),
+        ("velocity_error", "v err", "{:.3f}"),
+        ("yaw_rate_error", "wz err", "{:.3f}"),
+        ("feet_down", "feet down", "{:.0%}"),
+        ("drift", "drift", "{:.3f}"),
+        ("height", "height", "{:.3f}"),
+        ("takeover_height", "takeover", "{:.3f}"),
+        ("saturation", "sat", "{:.1%}"),
+        ("estimator_rmse", "est rmse", "{:.3f}"),
+        ("estimator_diverged", "est div", "{:.0%}"),
+    )
 
     def table(self) -> str:
         header = ["world", "scenario", "command", *(label for _, label, _ in self.COLUMNS), "result"]
@@ -430,30 +511,45 @@ class SuiteReport:
         widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
         passed = sum(r.passed for r in self.results)
         on = self.engine + (f" with model {self.model}" if self.model else "")
-        lines = [f"suite {self.suite} on {on}: policy {self.policy} (sha256 {self.sha256[:12]}), "
-                 f"{self.episodes} episode(s) per scenario and world set, seed {self.seed}",
-                 "  ".join(h.ljust(w) for h, w in zip(header, widths))]
+        lines = [
+            f"suite {self.suite} on {on}: policy {self.policy} (sha256 {self.sha256[:12]}), "
+            f"{self.episodes} episode(s) per scenario and world set, seed {self.seed}",
+            "  ".join(h.ljust(w) for h, w in zip(header, widths)),
+        ]
         lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
         for world, where in self.elsewhere.items():
             lines.append(f"{world} ran on {where}; its drawn conditions stay hidden")
-        lines.append(f"{passed}/{len(self.results)} scenario runs pass "
-                     "(velocities in the body frame, m/s and rad/s; heights and drift in m)")
+        lines.append(
+            f"{passed}/{len(self.results)} scenario runs pass "
+            "(velocities in the body frame, m/s and rad/s; heights and drift in m)"
+        )
         return "\n".join(lines)
 
 
-def _run_chunk(policy_path: str, suite: Suite, jobs: list[tuple[int, int, str, dict, int, str, str | None]]
-               ) -> list[tuple[int, int, EpisodeOutcome]]:
+def _run_chunk(
+    policy_path: str, suite: Suite, jobs: list[tuple[int, int, str, dict, int, str, str | None]]
+) -> list[tuple[int, int, EpisodeOutcome]]:
     """Run (scenario index, world index, world name, conditions, seed, engine, model) jobs;
     module level so worker processes can run it."""
     policy = load_policy(policy_path)
-    return [(s, w, run_scenario(policy, suite, suite.scenarios[s], engine, conditions, seed, model))
-            for s, w, _, conditions, seed, engine, model in jobs]
+    return [
+        (s, w, run_scenario(policy, suite, suite.scenarios[s], engine, conditions, seed, model))
+        for s, w, _, conditions, seed, engine, model in jobs
+    ]
 
 
-def evaluate_suite(policy: PolicyFile | str | Path, suite: Suite | str | Path, worlds: Sequence[str],
-                   episodes: int = 1, seed: int = 0, engine: str = DEFAULT_ENGINE, workers: int = 2,
-                   scenarios: Sequence[str] | None = None, model: str | None = None,
-                   progress: Callable[[int, int], None] | None = None) -> SuiteReport:
+def evaluate_suite(
+    policy: PolicyFile | str | Path,
+    suite: Suite | str | Path,
+    worlds: Sequence[str],
+    episodes: int = 1,
+    seed: int = 0,
+    engine: str = DEFAULT_ENGINE,
+    workers: int = 2,
+    scenarios: Sequence[str] | None = None,
+    model: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SuiteReport:
     """Run every scenario (or those named in ``scenarios``) ``episodes`` times per world set.
 
     World sets as :func:`sim2real.evaluate.evaluate.resolve_worlds` reads them. Episode ``k``
@@ -469,23 +565,27 @@ def evaluate_suite(policy: PolicyFile | str | Path, suite: Suite | str | Path, w
     if not isinstance(suite, Suite):
         suite = load_suite(suite)
     if suite.robot != policy.metadata.robot:
-        raise EvaluationError(f"suite {suite.name!r} is for robot {suite.robot!r}; {policy.path} drives "
-                              f"{policy.metadata.robot!r}. Fix: a suite for {policy.metadata.robot!r} "
-                              f"(config/eval/{policy.metadata.robot}_*.yaml)")
+        raise EvaluationError(
+            f"suite {suite.name!r} is for robot {suite.robot!r}; {policy.path} drives "
+            f"{policy.metadata.robot!r}. Fix: a suite for {policy.metadata.robot!r} "
+            f"(config/eval/{policy.metadata.robot}_*.yaml)"
+        )
     chosen = list(suite.scenarios)
     if scenarios:
         unknown = sorted(set(scenarios) - {s.name for s in suite.scenarios})
         if unknown:
-            raise EvaluationError(f"no scenario {unknown} in suite {suite.name!r}; it has "
-                                  f"{[s.name for s in suite.scenarios]}")
+            raise EvaluationError(
+                f"no scenario {unknown} in suite {suite.name!r}; it has {[s.name for s in suite.scenarios]}"
+            )
         chosen = [s for s in suite.scenarios if s.name in scenarios]
     world_sets = resolve_worlds(list(worlds), policy)
     jobs = []
     for w, world in enumerate(world_sets):
         world_engine, world_model = (world.engine, world.model) if world.engine else (engine, model)
         for k in range(episodes):
-            conditions = _episode_conditions(world.randomization, np.random.default_rng(seed + k),
-                                             policy.metadata.task_config)
+            conditions = _episode_conditions(
+                world.randomization, np.random.default_rng(seed + k), policy.metadata.task_config
+            )
             for scenario in chosen:
                 s = suite.scenarios.index(scenario)
                 jobs.append((s, w, world.name, conditions, seed + k, world_engine, world_model))
@@ -499,15 +599,25 @@ def evaluate_suite(policy: PolicyFile | str | Path, suite: Suite | str | Path, w
         for scenario in chosen:
             s = suite.scenarios.index(scenario)
             mine = [outcome for (si, wi, outcome) in outcomes if si == s and wi == w]
-            results.append(ScenarioResult(scenario.name, world.name, scenario.command, mine,
-                                          failed_targets(suite, scenario, mine)))
-    return SuiteReport(policy=str(policy.path), sha256=policy.sha256, suite=suite.name, engine=engine, model=model,
-                       seed=seed,
-                       episodes=episodes, worlds=[w.name for w in world_sets], results=results)
+            results.append(
+                ScenarioResult(scenario.name, world.name, scenario.command, mine, failed_targets(suite, scenario, mine))
+            )
+    return SuiteReport(
+        policy=str(policy.path),
+        sha256=policy.sha256,
+        suite=suite.name,
+        engine=engine,
+        model=model,
+        seed=seed,
+        episodes=episodes,
+        worlds=[w.name for w in world_sets],
+        results=results,
+    )
 
 
-def _run_jobs(policy_path: str, suite: Suite, jobs: list, workers: int,
-              progress: Callable[[int, int], None] | None) -> list[tuple[int, int, EpisodeOutcome]]:
+def _run_jobs(
+    policy_path: str, suite: Suite, jobs: list, workers: int, progress: Callable[[int, int], None] | None
+) -> list[tuple[int, int, EpisodeOutcome]]:
     done: list[tuple[int, int, EpisodeOutcome]] = []
     if workers <= 0 or len(jobs) == 1:
         for job in jobs:
@@ -564,8 +674,11 @@ def plot_suite(report: SuiteReport, png_path: str | Path) -> Path:
     axes[0].invert_yaxis()
     axes[0].legend(fontsize=8)
     on = report.engine + (f" ({report.model})" if report.model else "")
-    fig.suptitle(f"suite {report.suite} on {on}: {Path(report.policy).name}, "
-                 f"{sum(r.passed for r in report.results)}/{len(report.results)} pass", fontsize=10)
+    fig.suptitle(
+        f"suite {report.suite} on {on}: {Path(report.policy).name}, "
+        f"{sum(r.passed for r in report.results)}/{len(report.results)} pass",
+        fontsize=10,
+    )
     fig.tight_layout()
     png_path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png_path, dpi=110)

@@ -1,4 +1,5 @@
 """Plot commanded vs measured joint positions from a pose_commander series file."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,6 +1,7 @@
 """One reach run of the shipped policy under an injected actuation latency, with or without
 compensation: the whole graph in lockstep (deterministic, independent of machine load), as
 ``sim2real demo`` runs it. Used by ``benchmarks/latency.py`` and the graph tests."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,8 +15,14 @@ from sim2real.graph.reported_run import run_until_report
 TRIAL_DURATION_S = 15.0  # three goals of the reach script
 
 
-def reach_trial(latency: float, compensation: bool, duration: float = TRIAL_DURATION_S,
-                timeout: float = 600.0, horizon: float = 0.0, out: Path | None = None) -> dict:
+def reach_trial(
+    latency: float,
+    compensation: bool,
+    duration: float = TRIAL_DURATION_S,
+    timeout: float = 600.0,
+    horizon: float = 0.0,
+    out: Path | None = None,
+) -> dict:
     """The demo report (``summary``: reach errors; ``policy_runtime``: its diagnostics, latency
     figures included) of one lockstep run of ``policies/panda_reach.onnx``."""
     policy = shipped_policy("panda")
@@ -23,10 +30,17 @@ def reach_trial(latency: float, compensation: bool, duration: float = TRIAL_DURA
         raise FileNotFoundError("policies/panda_reach.onnx is missing: the latency trial runs the shipped policy")
     out = Path(out or tempfile.mkdtemp(prefix="latency_trial_"))
     out.mkdir(parents=True, exist_ok=True)
-    plan = make_plan(robot="panda", policy=str(policy), demo=True, autoengage=True, lockstep=True,
-                     conditions=f"{{latency: {latency}}}", latency_compensation=compensation,
-                     # A measurement, not a deployment: no bundles in the user's ~/.sim2real/failures.
-                     failure_collector=False)
+    plan = make_plan(
+        robot="panda",
+        policy=str(policy),
+        demo=True,
+        autoengage=True,
+        lockstep=True,
+        conditions=f"{{latency: {latency}}}",
+        latency_compensation=compensation,
+        # A measurement, not a deployment: no bundles in the user's ~/.sim2real/failures.
+        failure_collector=False,
+    )
     nodes = []
     for node in plan.nodes:
         parameters = dict(node.parameters)

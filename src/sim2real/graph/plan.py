@@ -6,6 +6,7 @@ hardware differ only in the ``hardware`` argument, which changes the hardware pa
 of the plan and one supervisor parameter, ``simulated`` (a real robot needs the deadman and
 the hardware minimum of its safety config).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -35,76 +36,163 @@ HARDWARE_CHOICES = ("sim", "mujoco", "topic", "ros2_control", "unitree")
 SIMULATED_HARDWARE = {"sim": "pybullet", "mujoco": "mujoco"}
 BOOL_CHOICES = ("true", "false")
 
-LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {a.name: a for a in (
-    LaunchArgument("robot", "go2", "Robot profile: a name under config/robots/ (go2, panda) or a path"),
-    LaunchArgument("hardware", "sim", "sim: PyBullet robot (sim_robot); mujoco: the same node on MuJoCo, the "
-                                      "second engine (sim2sim before hardware); topic: a real driver already speaks "
-                                      "the hardware contract (/joint_states, /imu/data in, /joint_commands out); "
-                                      "ros2_control: joint_state_broadcaster in, a forward_command_controller "
-                                      "out (ros2_control_bridge maps the joint order); unitree: a Unitree Go2's "
-                                      "own low-level DDS topics (unitree_bridge: rt/lowstate, rt/lowcmd, the "
-                                      "remote as the operator's joystick)",
-                   HARDWARE_CHOICES),
-    LaunchArgument("network_interface", "", "unitree only: the robot computer's interface on the robot's subnet "
-                                            "(e.g. eth0); '' = cyclonedds' own choice"),
-    LaunchArgument("unitree_domain", "0", "unitree only: DDS domain of the robot's rt/lowstate and rt/lowcmd "
-                                          "(a Go2: 0)"),
-    LaunchArgument("remote_max_velocity", ",".join(f"{v:.1f}" for v in DEFAULT_MAX_VELOCITY),
-                   "unitree only: base velocity at full stick of the Go2's remote, 'vx,vy,yaw' in m/s, m/s, "
-                   "rad/s (the runtime still clamps /cmd_vel to the policy's trained ranges)"),
-    LaunchArgument("controller", "forward_position_controller",
-                   "ros2_control only: the forward_command_controller (position interface) taking the commands"),
-    LaunchArgument("controller_joints", "",
-                   "ros2_control only: that controller's `joints`, in its order, comma-separated; '' = the "
-                   "profile's joint order"),
-    LaunchArgument("lockstep", "false", "sim and mujoco only: publish /clock and advance only when the graph answers; "
-                                        "every node then uses sim time", BOOL_CHOICES),
-    LaunchArgument("model", "", "mujoco only: another robot model than the profile's, a URDF/MJCF path or "
-                                "example-robot-data:go2 (an independently written Go2); '' = the profile's"),
-    LaunchArgument("seed", "0", "sim and mujoco only: seed for terrain and sensor noise"),
-    LaunchArgument("conditions", "{}", "sim and mujoco only: physical conditions as YAML, e.g. '{ground_friction: 0.5}'"),
-    LaunchArgument("suspended", "auto", "sim and mujoco only: hold a floating-base robot's trunk in the air, feet clear of "
-                                        "the ground, as a gantry holds a real quadruped for joint checks; auto = "
-                                        "when pose_commander moves the joints (demo without a policy), which would "
-                                        "topple a standing quadruped", ("auto", "true", "false")),
-    LaunchArgument("safety_config", "", "safety checks and joystick mapping: a name under config/safety/ or a "
-                                        "path; '' = the robot's name"),
-    LaunchArgument("autoengage", "false", "the supervisor engages by itself once the robot stands and a policy has "
-                                          "streamed for 1 s (sim and demos; on a robot an operator calls ~/engage)",
-                   BOOL_CHOICES),
-    LaunchArgument("demo", "false", "with a policy: add demo_script (scripted /cmd_vel or /goal_pose and a "
-                                    "report); without: add pose_commander, which drives the joints through a hold-then-move "
-                                    "script and reports tracking", BOOL_CHOICES),
-    LaunchArgument("policy", "", "ONNX policy file (sim2real export) for policy_runtime; '' = no policy. "
-                                 "Hot-swap later with: sim2real policy swap FILE"),
-    LaunchArgument("failure_collector", "true", "buffer the robot's topics and write a bundle on every failure "
-                                                "(sim2real failures list)", BOOL_CHOICES),
-    LaunchArgument("failures_dir", "", "folder for failure bundles; '' = output_dir of config/failures/default.yaml"),
-    LaunchArgument("estimator", "auto", "run state_estimator (/state_estimate, divergence to the supervisor); "
-                                        "auto = whenever a policy runs (nothing else reads it, and on 2 cores its "
-                                        "500 Hz filter starved the real-time sim of the scripted joint demo)",
-                   ("auto", "true", "false")),
-    LaunchArgument("latency_compensation", "false", "policy_runtime predicts the state forward by the measured "
-                                                    "latency before each observation", BOOL_CHOICES),
-    LaunchArgument("latency_log", "", "policy_runtime appends every latency it measures to this file (JSON "
-                                      "lines) for `sim2real dr from-latency`; '' = none"),
-    LaunchArgument("policy_dirs", "", "more folders policy_runtime may hot-swap policies from, comma-separated "
-                                      "(the shipped policies/ always is; the starting policy file itself is "
-                                      "allowed, never its whole folder)"),
-    LaunchArgument("realtime", "false", "run the control chain with SCHED_FIFO priorities, hardware (sim, driver "
-                                        "bridge) 80 > safety_supervisor 70 > policy_runtime 60 > state_estimator 50, "
-                                        "and its memory locked; monitoring and demo nodes stay at normal priority. "
-                                        "Needs root, or CAP_SYS_NICE or an rtprio limit (priorities) and "
-                                        "CAP_IPC_LOCK or an unlimited memlock limit (locking): a node that cannot "
-                                        "get it says so at start, with the fix, and runs on (docs/realtime.md)",
-                   BOOL_CHOICES),
-    LaunchArgument("realtime_cpus", "", "with realtime: CPUs the control chain is pinned to, comma-separated "
-                                        "(e.g. 1 or 2,3); the other nodes then run on the remaining CPUs; '' = no "
-                                        "pinning"),
-    LaunchArgument("trusted_keys", "", "folder of trusted ed25519 public keys (*.pub, `sim2real policy keygen`): "
-                                       "policy_runtime then runs only policies signed by one of them, at start and "
-                                       "at every swap; '' = unsigned policies run"),
-)}
+LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {
+    a.name: a
+    for a in (
+        LaunchArgument("robot", "go2", "Robot profile: a name under config/robots/ (go2, panda) or a path"),
+        LaunchArgument(
+            "hardware",
+            "sim",
+            "sim: PyBullet robot (sim_robot); mujoco: the same node on MuJoCo, the "
+            "second engine (sim2sim before hardware); topic: a real driver already speaks "
+            "the hardware contract (/joint_states, /imu/data in, /joint_commands out); "
+            "ros2_control: joint_state_broadcaster in, a forward_command_controller "
+            "out (ros2_control_bridge maps the joint order); unitree: a Unitree Go2's "
+            "own low-level DDS topics (unitree_bridge: rt/lowstate, rt/lowcmd, the "
+            "remote as the operator's joystick)",
+            HARDWARE_CHOICES,
+        ),
+        LaunchArgument(
+            "network_interface",
+            "",
+            "unitree only: the robot computer's interface on the robot's subnet "
+            "(e.g. eth0); '' = cyclonedds' own choice",
+        ),
+        LaunchArgument(
+            "unitree_domain", "0", "unitree only: DDS domain of the robot's rt/lowstate and rt/lowcmd (a Go2: 0)"
+        ),
+        LaunchArgument(
+            "remote_max_velocity",
+            ",".join(f"{v:.1f}" for v in DEFAULT_MAX_VELOCITY),
+            "unitree only: base velocity at full stick of the Go2's remote, 'vx,vy,yaw' in m/s, m/s, "
+            "rad/s (the runtime still clamps /cmd_vel to the policy's trained ranges)",
+        ),
+        LaunchArgument(
+            "controller",
+            "forward_position_controller",
+            "ros2_control only: the forward_command_controller (position interface) taking the commands",
+        ),
+        LaunchArgument(
+            "controller_joints",
+            "",
+            "ros2_control only: that controller's `joints`, in its order, comma-separated; '' = the "
+            "profile's joint order",
+        ),
+        LaunchArgument(
+            "lockstep",
+            "false",
+            "sim and mujoco only: publish /clock and advance only when the graph answers; "
+            "every node then uses sim time",
+            BOOL_CHOICES,
+        ),
+        LaunchArgument(
+            "model",
+            "",
+            "mujoco only: another robot model than the profile's, a URDF/MJCF path or "
+            "example-robot-data:go2 (an independently written Go2); '' = the profile's",
+        ),
+        LaunchArgument("seed", "0", "sim and mujoco only: seed for terrain and sensor noise"),
+        LaunchArgument(
+            "conditions", "{}", "sim and mujoco only: physical conditions as YAML, e.g. '{ground_friction: 0.5}'"
+        ),
+        LaunchArgument(
+            "suspended",
+            "auto",
+            "sim and mujoco only: hold a floating-base robot's trunk in the air, feet clear of "
+            "the ground, as a gantry holds a real quadruped for joint checks; auto = "
+            "when pose_commander moves the joints (demo without a policy), which would "
+            "topple a standing quadruped",
+            ("auto", "true", "false"),
+        ),
+        LaunchArgument(
+            "safety_config",
+            "",
+            "safety checks and joystick mapping: a name under config/safety/ or a path; '' = the robot's name",
+        ),
+        LaunchArgument(
+            "autoengage",
+            "false",
+            "the supervisor engages by itself once the robot stands and a policy has "
+            "streamed for 1 s (sim and demos; on a robot an operator calls ~/engage)",
+            BOOL_CHOICES,
+        ),
+        LaunchArgument(
+            "demo",
+            "false",
+            "with a policy: add demo_script (scripted /cmd_vel or /goal_pose and a "
+            "report); without: add pose_commander, which drives the joints through a hold-then-move "
+            "script and reports tracking",
+            BOOL_CHOICES,
+        ),
+        LaunchArgument(
+            "policy",
+            "",
+            "ONNX policy file (sim2real export) for policy_runtime; '' = no policy. "
+            "Hot-swap later with: sim2real policy swap FILE",
+        ),
+        LaunchArgument(
+            "failure_collector",
+            "true",
+            "buffer the robot's topics and write a bundle on every failure (sim2real failures list)",
+            BOOL_CHOICES,
+        ),
+        LaunchArgument(
+            "failures_dir", "", "folder for failure bundles; '' = output_dir of config/failures/default.yaml"
+        ),
+        LaunchArgument(
+            "estimator",
+            "auto",
+            "run state_estimator (/state_estimate, divergence to the supervisor); "
+            "auto = whenever a policy runs (nothing else reads it, and on 2 cores its "
+            "500 Hz filter starved the real-time sim of the scripted joint demo)",
+            ("auto", "true", "false"),
+        ),
+        LaunchArgument(
+            "latency_compensation",
+            "false",
+            "policy_runtime predicts the state forward by the measured latency before each observation",
+            BOOL_CHOICES,
+        ),
+        LaunchArgument(
+            "latency_log",
+            "",
+            "policy_runtime appends every latency it measures to this file (JSON "
+            "lines) for `sim2real dr from-latency`; '' = none",
+        ),
+        LaunchArgument(
+            "policy_dirs",
+            "",
+            "more folders policy_runtime may hot-swap policies from, comma-separated "
+            "(the shipped policies/ always is; the starting policy file itself is "
+            "allowed, never its whole folder)",
+        ),
+        LaunchArgument(
+            "realtime",
+            "false",
+            "run the control chain with SCHED_FIFO priorities, hardware (sim, driver "
+            "bridge) 80 > safety_supervisor 70 > policy_runtime 60 > state_estimator 50, "
+            "and its memory locked; monitoring and demo nodes stay at normal priority. "
+            "Needs root, or CAP_SYS_NICE or an rtprio limit (priorities) and "
+            "CAP_IPC_LOCK or an unlimited memlock limit (locking): a node that cannot "
+            "get it says so at start, with the fix, and runs on (docs/realtime.md)",
+            BOOL_CHOICES,
+        ),
+        LaunchArgument(
+            "realtime_cpus",
+            "",
+            "with realtime: CPUs the control chain is pinned to, comma-separated "
+            "(e.g. 1 or 2,3); the other nodes then run on the remaining CPUs; '' = no "
+            "pinning",
+        ),
+        LaunchArgument(
+            "trusted_keys",
+            "",
+            "folder of trusted ed25519 public keys (*.pub, `sim2real policy keygen`): "
+            "policy_runtime then runs only policies signed by one of them, at start and "
+            "at every swap; '' = unsigned policies run",
+        ),
+    )
+}
 
 
 class PlanError(InputError):
@@ -183,25 +271,57 @@ def make_plan(**arguments: Any) -> BringupPlan:
     _check_combinations(args, sim)
     nodes = _hardware_nodes(args, profile, robot, sim)
     # The supervisor is the only publisher of /joint_commands, in sim as on hardware.
-    nodes.append(NodeSpec("safety_supervisor", "safety_supervisor", "safety", {
-        "robot": robot, "engage_on_start": args["autoengage"], "safety_config": args["safety_config"],
-        "simulated": sim,
-    }))
+    nodes.append(
+        NodeSpec(
+            "safety_supervisor",
+            "safety_supervisor",
+            "safety",
+            {
+                "robot": robot,
+                "engage_on_start": args["autoengage"],
+                "safety_config": args["safety_config"],
+                "simulated": sim,
+            },
+        )
+    )
     if args["estimator"] == "true" or (args["estimator"] == "auto" and args["policy"]):
         nodes.append(NodeSpec("state_estimator", "state_estimator", "estimation", {"robot": robot}))
     nodes.extend(_policy_nodes(args, robot))
     if args["failure_collector"]:
         # Same parameters in sim and on hardware: it asks sim_robot for its conditions itself.
-        nodes.append(NodeSpec("failure_collector", "failure_collector", "monitoring", {
-            "robot": robot, "output_dir": str(Path(args["failures_dir"]).expanduser().absolute())
-            if args["failures_dir"] else "",
-        }))
+        nodes.append(
+            NodeSpec(
+                "failure_collector",
+                "failure_collector",
+                "monitoring",
+                {
+                    "robot": robot,
+                    "output_dir": str(Path(args["failures_dir"]).expanduser().absolute())
+                    if args["failures_dir"]
+                    else "",
+                },
+            )
+        )
     realtime_cpus = _realtime_cpus(args)
-    nodes = [NodeSpec(n.executable, n.name, n.role, {**n.parameters, "use_sim_time": use_sim_time}, n.remappings,
-                      node_environment(n.role, args["realtime"], realtime_cpus))
-             for n in nodes]
-    return BringupPlan(robot=robot, hardware=args["hardware"], use_sim_time=use_sim_time, nodes=tuple(nodes),
-                       realtime=args["realtime"], realtime_cpus=realtime_cpus)
+    nodes = [
+        NodeSpec(
+            n.executable,
+            n.name,
+            n.role,
+            {**n.parameters, "use_sim_time": use_sim_time},
+            n.remappings,
+            node_environment(n.role, args["realtime"], realtime_cpus),
+        )
+        for n in nodes
+    ]
+    return BringupPlan(
+        robot=robot,
+        hardware=args["hardware"],
+        use_sim_time=use_sim_time,
+        nodes=tuple(nodes),
+        realtime=args["realtime"],
+        realtime_cpus=realtime_cpus,
+    )
 
 
 def _check_combinations(args: dict[str, Any], sim: bool) -> None:
@@ -209,14 +329,19 @@ def _check_combinations(args: dict[str, Any], sim: bool) -> None:
     if args["lockstep"] and not sim:
         raise PlanError("lockstep:=true needs hardware:=sim or mujoco (real hardware keeps its own time)")
     if args["lockstep"] and args["realtime"]:
-        raise PlanError("realtime:=true is for a graph in real time: in lockstep the chain runs as fast as it "
-                        "can, and at real-time priority it would starve every other process. Leave one out")
+        raise PlanError(
+            "realtime:=true is for a graph in real time: in lockstep the chain runs as fast as it "
+            "can, and at real-time priority it would starve every other process. Leave one out"
+        )
     if args["model"] and args["hardware"] != "mujoco":
-        raise PlanError(f"launch argument model:={args['model']!r} is for hardware:=mujoco (PyBullet and real robots "
-                        "have the profile's model)")
+        raise PlanError(
+            f"launch argument model:={args['model']!r} is for hardware:=mujoco (PyBullet and real robots "
+            "have the profile's model)"
+        )
     if args["suspended"] == "true" and not sim:
-        raise PlanError("suspended:=true needs hardware:=sim or mujoco: hang the real robot on its gantry or stand "
-                        "yourself")
+        raise PlanError(
+            "suspended:=true needs hardware:=sim or mujoco: hang the real robot on its gantry or stand yourself"
+        )
 
 
 def _hardware_nodes(args: dict[str, Any], profile: RobotProfile, robot: str, sim: bool) -> list[NodeSpec]:
@@ -229,56 +354,88 @@ def _hardware_nodes(args: dict[str, Any], profile: RobotProfile, robot: str, sim
         raise PlanError("launch arguments controller and controller_joints are for hardware:=ros2_control")
     if args["hardware"] == "unitree":
         nodes.append(_unitree_bridge(args, profile, robot))
-    elif (args["network_interface"] or args["unitree_domain"] != LAUNCH_ARGUMENTS["unitree_domain"].default
-          or _remote_max_velocity(args["remote_max_velocity"]) != DEFAULT_MAX_VELOCITY):
-        raise PlanError("launch arguments network_interface, unitree_domain and remote_max_velocity are for "
-                        "hardware:=unitree")
+    elif (
+        args["network_interface"]
+        or args["unitree_domain"] != LAUNCH_ARGUMENTS["unitree_domain"].default
+        or _remote_max_velocity(args["remote_max_velocity"]) != DEFAULT_MAX_VELOCITY
+    ):
+        raise PlanError(
+            "launch arguments network_interface, unitree_domain and remote_max_velocity are for hardware:=unitree"
+        )
     if sim:
         try:  # here, before any process starts: a node that dies of it leaves the demo waiting
             PhysicalConditions.from_yaml(args["conditions"], f"launch argument conditions:={args['conditions']!r}")
         except ValueError as exc:
             raise PlanError(str(exc)) from None
-        nodes.append(NodeSpec("sim_robot", "sim_robot", "hardware", {
-            "robot": robot, "lockstep": args["lockstep"], "seed": args["seed"],
-            "conditions": args["conditions"], "suspended": _suspended(args, profile),
-            "engine": SIMULATED_HARDWARE[args["hardware"]],
-            **({"model": args["model"]} if args["model"] else {}),
-        }))
+        nodes.append(
+            NodeSpec(
+                "sim_robot",
+                "sim_robot",
+                "hardware",
+                {
+                    "robot": robot,
+                    "lockstep": args["lockstep"],
+                    "seed": args["seed"],
+                    "conditions": args["conditions"],
+                    "suspended": _suspended(args, profile),
+                    "engine": SIMULATED_HARDWARE[args["hardware"]],
+                    **({"model": args["model"]} if args["model"] else {}),
+                },
+            )
+        )
     return nodes
 
 
 def _ros2_control_bridge(args: dict[str, Any], profile: RobotProfile, robot: str) -> NodeSpec:
     if not args["controller"].strip("/"):
-        raise PlanError("launch argument controller:='' names no controller: give the forward_command_controller "
-                        "taking the commands (e.g. forward_position_controller)")
+        raise PlanError(
+            "launch argument controller:='' names no controller: give the forward_command_controller "
+            "taking the commands (e.g. forward_position_controller)"
+        )
     controller_joints = parse_joint_list(args["controller_joints"])
     try:
         ControllerJointOrder(profile.joint_names, controller_joints)
     except ControllerJointsError as exc:
         raise PlanError(f"launch argument controller_joints: {exc}") from None
-    return NodeSpec("ros2_control_bridge", "ros2_control_bridge", "hardware", {
-        "robot": robot, "controller": args["controller"],
-        # An empty list has no parameter type in ROS 2: leave the node's default (profile order).
-        **({"controller_joints": controller_joints} if controller_joints else {}),
-    })
+    return NodeSpec(
+        "ros2_control_bridge",
+        "ros2_control_bridge",
+        "hardware",
+        {
+            "robot": robot,
+            "controller": args["controller"],
+            # An empty list has no parameter type in ROS 2: leave the node's default (profile order).
+            **({"controller_joints": controller_joints} if controller_joints else {}),
+        },
+    )
 
 
 def _unitree_bridge(args: dict[str, Any], profile: RobotProfile, robot: str) -> NodeSpec:
     if profile.unitree is None:
-        raise PlanError(f"hardware:=unitree needs a robot profile with a unitree: section (motor indices, head "
-                        f"bytes); {profile.name!r} has none: use robot:=go2")
+        raise PlanError(
+            f"hardware:=unitree needs a robot profile with a unitree: section (motor indices, head "
+            f"bytes); {profile.name!r} has none: use robot:=go2"
+        )
     try:
         domain = int(args["unitree_domain"])
     except ValueError:
         domain = -1
     if not 0 <= domain <= 232:
-        raise PlanError(f"launch argument unitree_domain:={args['unitree_domain']!r} must be a DDS domain id "
-                        "0..232 (a Go2: 0)")
-    return NodeSpec("unitree_bridge", "unitree_bridge", "hardware", {
-        "robot": robot, "network_interface": args["network_interface"], "unitree_domain": domain,
-        "safety_config": args["safety_config"],
-        "remote_max_velocity": list(_remote_max_velocity(args["remote_max_velocity"])),
-    })
+        raise PlanError(
+            f"launch argument unitree_domain:={args['unitree_domain']!r} must be a DDS domain id 0..232 (a Go2: 0)"
+        )
+    return NodeSpec(
+        "unitree_bridge",
+        "unitree_bridge",
+        "hardware",
+        {
+            "robot": robot,
+            "network_interface": args["network_interface"],
+            "unitree_domain": domain,
+            "safety_config": args["safety_config"],
+            "remote_max_velocity": list(_remote_max_velocity(args["remote_max_velocity"])),
+        },
+    )
 
 
 def _policy_nodes(args: dict[str, Any], robot: str) -> list[NodeSpec]:
@@ -303,11 +460,15 @@ def _policy_nodes(args: dict[str, Any], robot: str) -> list[NodeSpec]:
         nodes.append(NodeSpec("policy_runtime", "policy_runtime", "control", runtime))
     else:
         defaults = parse_arguments({})
-        unused = [name for name in ("latency_compensation", "latency_log", "policy_dirs", "trusted_keys")
-                  if args[name] != defaults[name]]
+        unused = [
+            name
+            for name in ("latency_compensation", "latency_log", "policy_dirs", "trusted_keys")
+            if args[name] != defaults[name]
+        ]
         if unused:
-            raise PlanError(f"launch arguments {unused} set policy_runtime up, which runs only with a policy: "
-                            "add policy:=FILE")
+            raise PlanError(
+                f"launch arguments {unused} set policy_runtime up, which runs only with a policy: add policy:=FILE"
+            )
     if args["demo"] and args["policy"]:
         # The operator of the main job: scripted /cmd_vel or /goal_pose, and a report.
         nodes.append(NodeSpec("demo_script", "demo_script", "demo", {"robot": robot}))
@@ -324,8 +485,10 @@ def node_environment(role: str, realtime: bool, realtime_cpus: tuple[int, ...]) 
     if not realtime:
         return {}
     if role in ROLE_PRIORITY:
-        return {REALTIME_ENV: RealtimeRequest(ROLE_PRIORITY[role], realtime_cpus, lock_memory=True).encode(),
-                **CHAIN_ENVIRONMENT}
+        return {
+            REALTIME_ENV: RealtimeRequest(ROLE_PRIORITY[role], realtime_cpus, lock_memory=True).encode(),
+            **CHAIN_ENVIRONMENT,
+        }
     rest = tuple(cpu for cpu in available_cpus() if cpu not in realtime_cpus) if realtime_cpus else ()
     return {REALTIME_ENV: RealtimeRequest(0, rest).encode()} if rest else {}
 
@@ -335,17 +498,21 @@ def _realtime_cpus(args: Mapping[str, Any]) -> tuple[int, ...]:
     if not text:
         return ()
     if not args["realtime"]:
-        raise PlanError(f"launch argument realtime_cpus:={text!r} pins the real-time control chain: add "
-                        "realtime:=true (sim2real: --realtime)")
+        raise PlanError(
+            f"launch argument realtime_cpus:={text!r} pins the real-time control chain: add "
+            "realtime:=true (sim2real: --realtime)"
+        )
     try:
         cpus = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
     except ValueError:
-        raise PlanError(f"launch argument realtime_cpus:={text!r} must be CPU numbers, comma-separated "
-                        "(e.g. 1 or 2,3)") from None
+        raise PlanError(
+            f"launch argument realtime_cpus:={text!r} must be CPU numbers, comma-separated (e.g. 1 or 2,3)"
+        ) from None
     missing = [cpu for cpu in cpus if cpu not in available_cpus()]
     if missing:
-        raise PlanError(f"launch argument realtime_cpus:={text!r}: no CPU {missing} here; this computer offers "
-                        f"{available_cpus()}")
+        raise PlanError(
+            f"launch argument realtime_cpus:={text!r}: no CPU {missing} here; this computer offers {available_cpus()}"
+        )
     return cpus
 
 

@@ -6,6 +6,7 @@ policy runtime), and PyBullet, ONNX inference and the supervisor do not share on
 GIL on a 2-core robot computer. Parameters go through a ROS 2 params file, as
 launch_ros passes them, so types arrive exactly as declared.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,16 @@ NODE_PACKAGE = "sim2real.nodes"
 
 
 def node_command(spec: NodeSpec, params_file: Path) -> list[str]:
-    command = [sys.executable, "-m", f"{NODE_PACKAGE}.{spec.executable}",
-               "--ros-args", "-r", f"__node:={spec.name}", "--params-file", str(params_file)]
+    command = [
+        sys.executable,
+        "-m",
+        f"{NODE_PACKAGE}.{spec.executable}",
+        "--ros-args",
+        "-r",
+        f"__node:={spec.name}",
+        "--params-file",
+        str(params_file),
+    ]
     for source, target in spec.remappings:
         command += ["-r", f"{source}:={target}"]
     return command
@@ -43,8 +52,9 @@ def realtime_summary(plan: BringupPlan) -> str:
     have = privileges()
     highest = max((priority for _, priority in chain), default=0)
     ok = have.max_priority() >= highest and have.may_lock_memory()
-    return (f"real-time: SCHED_FIFO {asks}{where}; this user may have {have.summary(highest)}"
-            + ("" if ok else f". Each node says at start what it could not get, and runs on without it; {FIX}"))
+    return f"real-time: SCHED_FIFO {asks}{where}; this user may have {have.summary(highest)}" + (
+        "" if ok else f". Each node says at start what it could not get, and runs on without it; {FIX}"
+    )
 
 
 class GraphProcesses:
@@ -76,9 +86,14 @@ class GraphProcesses:
         for spec in self.plan.nodes:
             params_file = Path(self._tmp.name) / f"{spec.name}.yaml"
             params_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": spec.parameters}}))
-            process = subprocess.Popen(node_command(spec, params_file), env={**self.env, **spec.environment},
-                                       stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True, bufsize=1)
+            process = subprocess.Popen(
+                node_command(spec, params_file),
+                env={**self.env, **spec.environment},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+            )
             self.processes[spec.name] = process
             pump = threading.Thread(target=self._pump, args=(spec.name, process), daemon=True)
             pump.start()
@@ -94,8 +109,13 @@ class GraphProcesses:
         """Nodes that have exited, with their return codes."""
         return {name: p.returncode for name, p in self.processes.items() if p.poll() is not None}
 
-    def wait(self, duration: float | None = None, until: Callable[[], bool] | None = None,
-             poll: float = 0.1, stop_on_exit: bool = True) -> str:
+    def wait(
+        self,
+        duration: float | None = None,
+        until: Callable[[], bool] | None = None,
+        poll: float = 0.1,
+        stop_on_exit: bool = True,
+    ) -> str:
         """Block until ``duration`` passes, ``until()`` is true or (``stop_on_exit``) a node
         exits. Returns which."""
         deadline = None if duration is None else time.monotonic() + duration
@@ -119,8 +139,10 @@ class GraphProcesses:
             # The hardware part last: the supervisor's last command, which holds the joints where
             # they are, must reach a driver (or ros2_control bridge) that is still there to take it.
             roles = {spec.name: spec.role for spec in self.plan.nodes}
-            for wave in ([n for n in self.processes if roles.get(n) != "hardware"],
-                         [n for n in self.processes if roles.get(n) == "hardware"]):
+            for wave in (
+                [n for n in self.processes if roles.get(n) != "hardware"],
+                [n for n in self.processes if roles.get(n) == "hardware"],
+            ):
                 for name in wave:
                     if self.processes[name].poll() is None:
                         self.processes[name].send_signal(signal.SIGINT)

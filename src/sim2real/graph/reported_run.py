@@ -3,6 +3,7 @@
 The run is a sim on this machine, so its DDS discovery stays on loopback; a node that dies
 first, or no report in time, is said plainly on stderr.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,8 +27,12 @@ def demo_environment() -> dict[str, str]:
 
 
 def _with_report(plan: BringupPlan, node: str, report: Path) -> BringupPlan:
-    nodes = tuple(dataclasses.replace(n, parameters={**n.parameters, "report_path": str(report.resolve())})
-                  if n.name == node else n for n in plan.nodes)
+    nodes = tuple(
+        dataclasses.replace(n, parameters={**n.parameters, "report_path": str(report.resolve())})
+        if n.name == node
+        else n
+        for n in plan.nodes
+    )
     return dataclasses.replace(plan, nodes=nodes)
 
 
@@ -43,12 +48,16 @@ def run_until_report(plan: BringupPlan, node: str, report: Path, timeout: float)
     wall = time.monotonic() - started
     if not report.exists():
         if reason == "exited" and died:
-            print(f"error: {', '.join(f'{name} (exit code {code})' for name, code in died.items())} stopped "
-                  f"after {wall:.1f} s, so the demo could not finish; its error is in the node output above",
-                  file=sys.stderr)
+            print(
+                f"error: {', '.join(f'{name} (exit code {code})' for name, code in died.items())} stopped "
+                f"after {wall:.1f} s, so the demo could not finish; its error is in the node output above",
+                file=sys.stderr,
+            )
         elif reason == "duration":
-            print(f"error: the demo produced no report within {timeout:.0f} s (--timeout); see the node output "
-                  "above", file=sys.stderr)
+            print(
+                f"error: the demo produced no report within {timeout:.0f} s (--timeout); see the node output above",
+                file=sys.stderr,
+            )
         else:
             print(f"error: {node} ended without writing its report; see the node output above", file=sys.stderr)
         return None, wall

@@ -5,6 +5,7 @@
 the hardware part comes from :func:`sim2real.graph.plan.make_plan` itself, so the sysid
 recording runs exactly the robot (sim or real) that bringup runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,31 +32,64 @@ from sim2real.graph.plan import (
 
 # The bringup arguments a recording shares, meaning the same: the hardware part (ros2_control and
 # the Go2's own interface included) and the supervisor; the policy and demo ones do not apply.
-SHARED = ("robot", "hardware", "network_interface", "unitree_domain", "controller", "controller_joints", "lockstep",
-          "seed", "conditions", "safety_config", "realtime", "realtime_cpus")
+SHARED = (
+    "robot",
+    "hardware",
+    "network_interface",
+    "unitree_domain",
+    "controller",
+    "controller_joints",
+    "lockstep",
+    "seed",
+    "conditions",
+    "safety_config",
+    "realtime",
+    "realtime_cpus",
+)
 SYSID_ARGUMENTS: dict[str, LaunchArgument] = {
     **{name: LAUNCH_ARGUMENTS[name] for name in SHARED},
-    **{a.name: a for a in (
-        LaunchArgument("bag", "", "rosbag2 directory to create (required; must not exist)"),
-        LaunchArgument("kind", "fourier", "excitation: fourier | multisine | chirp",
-                       ("fourier", "multisine", "chirp")),
-        LaunchArgument("duration", "40.0", "excitation seconds"),
-        LaunchArgument("joints", "", "comma-separated joints to excite ('' = all)"),
-        LaunchArgument("amplitude", "auto", "each joint's largest excursion, rad (limits may lower it; auto: 0.6, or "
-                                            "0.1 for a quadruped standing on its feet)"),
-        LaunchArgument("legs", "auto", "a quadruped: 0 every joint at once, 1 one leg at a time, 2 a diagonal pair "
-                                       "(auto: 1 standing, 0 suspended); a standing plan is checked in sim first"),
-        LaunchArgument("f_min", "0.1", "lowest frequency, Hz"),
-        LaunchArgument("f_max", "1.0", "highest frequency, Hz"),
-        LaunchArgument("velocity_fraction", "0.5", "peak speed as a fraction of the velocity limit"),
-        LaunchArgument("excitation_seed", "0", "seed of the Fourier coefficient search"),
-        LaunchArgument("extra_topics", "", "comma-separated 'topic:pkg/msg/Type' to record as well"),
-        LaunchArgument("start_timeout", "60.0", "wall seconds to get the robot engaged (stand-up, engage, one reset "
-                                                "after a trip) before the recorder gives up and says why"),
-        LaunchArgument("suspended", "false", "the robot hangs on a stand, feet clear of the ground (sim: sim_robot "
-                                             "holds it so), and the fit replays it hanging; a quadruped on the "
-                                             "ground excites only small motions", BOOL_CHOICES),
-    )},
+    **{
+        a.name: a
+        for a in (
+            LaunchArgument("bag", "", "rosbag2 directory to create (required; must not exist)"),
+            LaunchArgument(
+                "kind", "fourier", "excitation: fourier | multisine | chirp", ("fourier", "multisine", "chirp")
+            ),
+            LaunchArgument("duration", "40.0", "excitation seconds"),
+            LaunchArgument("joints", "", "comma-separated joints to excite ('' = all)"),
+            LaunchArgument(
+                "amplitude",
+                "auto",
+                "each joint's largest excursion, rad (limits may lower it; auto: 0.6, or "
+                "0.1 for a quadruped standing on its feet)",
+            ),
+            LaunchArgument(
+                "legs",
+                "auto",
+                "a quadruped: 0 every joint at once, 1 one leg at a time, 2 a diagonal pair "
+                "(auto: 1 standing, 0 suspended); a standing plan is checked in sim first",
+            ),
+            LaunchArgument("f_min", "0.1", "lowest frequency, Hz"),
+            LaunchArgument("f_max", "1.0", "highest frequency, Hz"),
+            LaunchArgument("velocity_fraction", "0.5", "peak speed as a fraction of the velocity limit"),
+            LaunchArgument("excitation_seed", "0", "seed of the Fourier coefficient search"),
+            LaunchArgument("extra_topics", "", "comma-separated 'topic:pkg/msg/Type' to record as well"),
+            LaunchArgument(
+                "start_timeout",
+                "60.0",
+                "wall seconds to get the robot engaged (stand-up, engage, one reset "
+                "after a trip) before the recorder gives up and says why",
+            ),
+            LaunchArgument(
+                "suspended",
+                "false",
+                "the robot hangs on a stand, feet clear of the ground (sim: sim_robot "
+                "holds it so), and the fit replays it hanging; a quadruped on the "
+                "ground excites only small motions",
+                BOOL_CHOICES,
+            ),
+        )
+    },
 }
 _FLOATS = ("duration", "f_min", "f_max", "velocity_fraction", "start_timeout")
 AUTO = "auto"  # amplitude and legs: the logger picks them for the robot (excitation_defaults)
@@ -74,14 +108,22 @@ def make_sysid_plan(**arguments: Any) -> BringupPlan:
     # logger's bag already records what a failure bundle would.
     suspended = parse_bool("suspended", values["suspended"])
     # On hardware the robot is on its stand already: only the bag says so.
-    base = make_plan(**{name: values[name] for name in SHARED}, estimator="false", failure_collector="false",
-                     suspended=suspended and str(values["hardware"]) in SIMULATED_HARDWARE)
+    base = make_plan(
+        **{name: values[name] for name in SHARED},
+        estimator="false",
+        failure_collector="false",
+        suspended=suspended and str(values["hardware"]) in SIMULATED_HARDWARE,
+    )
     if suspended:
         require_suspendable(load_profile(base.robot))
-    logger: dict[str, Any] = {"robot": base.robot, "bag": str(Path(str(values["bag"])).absolute()),
-                              "use_sim_time": base.use_sim_time, "hardware": base.hardware,
-                              "conditions": str(values["conditions"]) if base.hardware in SIMULATED_HARDWARE else "",
-                              "suspended": suspended}
+    logger: dict[str, Any] = {
+        "robot": base.robot,
+        "bag": str(Path(str(values["bag"])).absolute()),
+        "use_sim_time": base.use_sim_time,
+        "hardware": base.hardware,
+        "conditions": str(values["conditions"]) if base.hardware in SIMULATED_HARDWARE else "",
+        "suspended": suspended,
+    }
     for name in ("kind", "joints", "extra_topics"):
         logger[name] = str(values[name])
     try:
@@ -96,12 +138,22 @@ def make_sysid_plan(**arguments: Any) -> BringupPlan:
         if logger["legs"] not in (-1, 0, 1, 2):
             raise ValueError(f"legs:={values['legs']} must be 0, 1, 2 or auto")
     except (TypeError, ValueError) as exc:
-        raise PlanError(f"sysid launch argument: {exc}; numbers expected for {list(_FLOATS)}, excitation_seed, "
-                        "amplitude and legs (or auto for the last two)") from None
+        raise PlanError(
+            f"sysid launch argument: {exc}; numbers expected for {list(_FLOATS)}, excitation_seed, "
+            "amplitude and legs (or auto for the last two)"
+        ) from None
     _check_excitation(load_profile(base.robot), logger)
     # The logger writes the bag: a monitoring node, at normal priority off the chain's CPUs.
-    nodes = (*base.nodes, NodeSpec("sysid_logger", "sysid_logger", "sysid", logger,
-                                   environment=node_environment("sysid", base.realtime, base.realtime_cpus)))
+    nodes = (
+        *base.nodes,
+        NodeSpec(
+            "sysid_logger",
+            "sysid_logger",
+            "sysid",
+            logger,
+            environment=node_environment("sysid", base.realtime, base.realtime_cpus),
+        ),
+    )
     return replace(base, nodes=nodes)
 
 
@@ -112,28 +164,61 @@ def _check_excitation(profile, logger: dict[str, Any]) -> None:
     from sim2real.sysid.excitation import ExcitationError, check_excitation, recording_arguments
 
     try:
-        check_excitation(profile, **recording_arguments(
-            profile, logger["suspended"], *(logger[name] for name in ("kind", "joints", "duration", "amplitude",
-                                                                      "f_min", "f_max", "velocity_fraction", "legs"))))
+        check_excitation(
+            profile,
+            **recording_arguments(
+                profile,
+                logger["suspended"],
+                *(
+                    logger[name]
+                    for name in (
+                        "kind",
+                        "joints",
+                        "duration",
+                        "amplitude",
+                        "f_min",
+                        "f_max",
+                        "velocity_fraction",
+                        "legs",
+                    )
+                ),
+            ),
+        )
     except ExcitationError as exc:
         raise PlanError(f"sysid excitation: {exc}") from None
 
 
 def sysid_plan_from_args(args: argparse.Namespace) -> BringupPlan:
     """The plan of `sim2real sysid record`'s arguments (PlanError or ValueError when they are wrong)."""
-    hardware_part = {"network_interface": args.network_interface, "unitree_domain": args.unitree_domain,
-                     "controller": args.controller, "controller_joints": args.controller_joints}
-    return make_sysid_plan(robot=args.robot, hardware=args.hardware, lockstep=args.lockstep, seed=args.seed,
-                           conditions=args.conditions, bag=args.output, kind=args.kind,
-                           duration=args.duration, joints=",".join(args.joints or []),
-                           amplitude=AUTO if args.amplitude is None else args.amplitude,
-                           legs=AUTO if args.legs is None else args.legs,
-                           f_min=args.f_min, f_max=args.f_max, velocity_fraction=args.velocity_fraction,
-                           excitation_seed=args.excitation_seed, extra_topics=",".join(args.topics or []),
-                           suspended=args.suspended, start_timeout=args.start_timeout,
-                           realtime=getattr(args, "realtime", False),
-                           realtime_cpus=getattr(args, "realtime_cpus", ""),
-                           **{name: value for name, value in hardware_part.items() if value is not None})
+    hardware_part = {
+        "network_interface": args.network_interface,
+        "unitree_domain": args.unitree_domain,
+        "controller": args.controller,
+        "controller_joints": args.controller_joints,
+    }
+    return make_sysid_plan(
+        robot=args.robot,
+        hardware=args.hardware,
+        lockstep=args.lockstep,
+        seed=args.seed,
+        conditions=args.conditions,
+        bag=args.output,
+        kind=args.kind,
+        duration=args.duration,
+        joints=",".join(args.joints or []),
+        amplitude=AUTO if args.amplitude is None else args.amplitude,
+        legs=AUTO if args.legs is None else args.legs,
+        f_min=args.f_min,
+        f_max=args.f_max,
+        velocity_fraction=args.velocity_fraction,
+        excitation_seed=args.excitation_seed,
+        extra_topics=",".join(args.topics or []),
+        suspended=args.suspended,
+        start_timeout=args.start_timeout,
+        realtime=getattr(args, "realtime", False),
+        realtime_cpus=getattr(args, "realtime_cpus", ""),
+        **{name: value for name, value in hardware_part.items() if value is not None},
+    )
 
 
 def record_on_graph(args: argparse.Namespace) -> int:
@@ -158,16 +243,25 @@ def record_on_graph(args: argparse.Namespace) -> int:
     logger_code = codes.get("sysid_logger")
     aborted = _aborted_reason(Path(args.output))
     if reason == "duration":
-        print(f"error: the recording did not finish within {timeout:.0f} s (--timeout)"
-              + (f": {aborted}" if aborted else "") + ". The bag is kept, marked completed: false; sysid fit "
-              "refuses it", file=sys.stderr)
+        print(
+            f"error: the recording did not finish within {timeout:.0f} s (--timeout)"
+            + (f": {aborted}" if aborted else "")
+            + ". The bag is kept, marked completed: false; sysid fit "
+            "refuses it",
+            file=sys.stderr,
+        )
         return 1
     if logger_code not in (0, None):
-        print(f"error: the recording stopped: {aborted or f'sysid_logger exited with {logger_code}'}; see the "
-              "output above. The bag is kept, marked completed: false", file=sys.stderr)
+        print(
+            f"error: the recording stopped: {aborted or f'sysid_logger exited with {logger_code}'}; see the "
+            "output above. The bag is kept, marked completed: false",
+            file=sys.stderr,
+        )
         return 1
-    print(f"recorded {args.output} in {time.monotonic() - started:.0f} s\nnext: sim2real sysid fit {args.output} "
-          f"--robot {args.robot} -o config/identified/{Path(str(plan.robot)).stem}.yaml")
+    print(
+        f"recorded {args.output} in {time.monotonic() - started:.0f} s\nnext: sim2real sysid fit {args.output} "
+        f"--robot {args.robot} -o config/identified/{Path(str(plan.robot)).stem}.yaml"
+    )
     return 0
 
 

@@ -11,6 +11,7 @@ restarted), so a node that merely takes the supervisor's name while it runs is r
 This stops mistakes (a teleop tool on the wrong topic, a second graph in the domain); a
 participant that forges discovery data is stopped only by SROS2 (docs/security.md).
 """
+
 from __future__ import annotations
 
 import time
@@ -32,8 +33,9 @@ class CommandSource:
         """``writer``: the node name commands must come from, relative to ``node``'s namespace
         or absolute; '' accepts every publisher (a driver behind its own arbitration)."""
         self.node, self.topic = node, topic
-        self.writer = "" if not writer else writer if writer.startswith("/") else \
-            _qualified(node.get_namespace(), writer)
+        self.writer = (
+            "" if not writer else writer if writer.startswith("/") else _qualified(node.get_namespace(), writer)
+        )
         self.pinned: Optional[bytes] = None
         self.refused = 0
         self.last_refused_from = ""
@@ -44,15 +46,21 @@ class CommandSource:
     @classmethod
     def declared(cls, node: Node, topic: str) -> "CommandSource":
         """The check of a driver node, its writer taken from the node's ``command_writer`` parameter."""
-        writer = declare(node, "command_writer", "safety_supervisor",
-                         "The only node whose /joint_commands move the robot (relative to this node's namespace, "
-                         "or absolute); other publishers are ignored and counted. '' = every publisher")
+        writer = declare(
+            node,
+            "command_writer",
+            "safety_supervisor",
+            "The only node whose /joint_commands move the robot (relative to this node's namespace, "
+            "or absolute); other publishers are ignored and counted. '' = every publisher",
+        )
         return cls(node, topic, writer)
 
     def _refresh(self) -> None:
         self._refreshed = time.monotonic()
-        self._writers = {bytes(info.endpoint_gid): _qualified(info.node_namespace, info.node_name)
-                         for info in self.node.get_publishers_info_by_topic(self.topic)}
+        self._writers = {
+            bytes(info.endpoint_gid): _qualified(info.node_namespace, info.node_name)
+            for info in self.node.get_publishers_info_by_topic(self.topic)
+        }
 
     def accepts(self, info: Optional[dict]) -> bool:
         """Whether the message with this MessageInfo may move the robot (counted when not)."""
@@ -64,8 +72,10 @@ class CommandSource:
             # told, and refusing everything would leave the robot without commands. Said once.
             if not self.unchecked:
                 self.unchecked = True
-                self.node.get_logger().error("this rclpy gives no publisher gid: /joint_commands writers are NOT "
-                                             "checked; use SROS2 (docs/security.md) or ROS 2 Jazzy or later")
+                self.node.get_logger().error(
+                    "this rclpy gives no publisher gid: /joint_commands writers are NOT "
+                    "checked; use SROS2 (docs/security.md) or ROS 2 Jazzy or later"
+                )
             return True
         gid = bytes(gid["data"])
         if gid == self.pinned:
@@ -74,8 +84,7 @@ class CommandSource:
         # trail the first samples; pinned, at most every REFRESH_S against a flood.
         if self.pinned is None or time.monotonic() - self._refreshed >= REFRESH_S:
             self._refresh()
-        if self._writers.get(gid) == self.writer and (
-                self.pinned is None or self.pinned not in self._writers):
+        if self._writers.get(gid) == self.writer and (self.pinned is None or self.pinned not in self._writers):
             self.pinned = gid
             return True
         self.refused += 1
@@ -83,5 +92,7 @@ class CommandSource:
         return False
 
     def refusal(self) -> str:
-        return (f"ignoring /joint_commands from {self.last_refused_from}: only {self.writer} may command the robot "
-                f"({self.refused} refused; parameter command_writer)")
+        return (
+            f"ignoring /joint_commands from {self.last_refused_from}: only {self.writer} may command the robot "
+            f"({self.refused} refused; parameter command_writer)"
+        )

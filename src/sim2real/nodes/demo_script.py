@@ -16,6 +16,7 @@ and the policy runtime's last diagnostics.
 
     ros2 run sim2real demo_script --ros-args -p robot:=go2 -p report_path:=runs/demo/report.json
 """
+
 from __future__ import annotations
 
 import json
@@ -49,13 +50,21 @@ class DemoScriptNode(Node):
         self.report_path = declare(self, "report_path", "", "Write the report (JSON, + .npz motion) here")
         self.quadruped = self.profile.kind == "quadruped"
         self.script = command_script.WALK_SCRIPT if self.quadruped else command_script.REACH_SCRIPT
-        self.duration = declare(self, "duration", command_script.WALK_DURATION if self.quadruped
-                                else command_script.REACH_DURATION, "Seconds the script runs")
+        self.duration = declare(
+            self,
+            "duration",
+            command_script.WALK_DURATION if self.quadruped else command_script.REACH_DURATION,
+            "Seconds the script runs",
+        )
         self.recorder = command_script.DemoRecorder(self.profile.kind)
         self.kinematics = None if self.quadruped else Kinematics(self.profile)
-        self.start_timeout = declare(self, "start_timeout", 20.0,
-                                     "Seconds (of /joint_states time) to wait for the supervisor's "
-                                     "first ACTIVE before starting the script anyway")
+        self.start_timeout = declare(
+            self,
+            "start_timeout",
+            20.0,
+            "Seconds (of /joint_states time) to wait for the supervisor's "
+            "first ACTIVE before starting the script anyway",
+        )
         self.first_state_ns = None
         self.latest_state_ns = None
         self.start_ns = None
@@ -78,8 +87,9 @@ class DemoScriptNode(Node):
         self._sample_subs.subscribe(Odometry, "/sim/ground_truth", self._on_truth, qos.SENSOR_SUBSCRIBE)
         if not self.sim_time:
             # On the steady clock: a system clock stepped back (NTP) must not stop the sampling.
-            self.create_timer(SAMPLE_PERIOD_S, self._sample_subs.take_newest_each,
-                              clock=Clock(clock_type=ClockType.STEADY_TIME))
+            self.create_timer(
+                SAMPLE_PERIOD_S, self._sample_subs.take_newest_each, clock=Clock(clock_type=ClockType.STEADY_TIME)
+            )
         self.create_subscription(DiagnosticArray, "/safety/status", self._on_safety, 10)
         self.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
         self.create_timer(PUBLISH_PERIOD_S, self._publish_command)
@@ -101,7 +111,8 @@ class DemoScriptNode(Node):
             self.get_logger().warning(
                 f"the safety supervisor did not report ACTIVE within {self.start_timeout:g} s of the first "
                 "/joint_states: the script starts anyway (engage with `ros2 service call "
-                "/safety_supervisor/engage std_srvs/srv/Trigger`, or raise start_timeout)")
+                "/safety_supervisor/engage std_srvs/srv/Trigger`, or raise start_timeout)"
+            )
         self.t = (now - self.start_ns) * 1e-9
         segment, command = command_script.segment_at(self.script, self.t)
         if segment != self._published_segment:
@@ -123,8 +134,15 @@ class DemoScriptNode(Node):
             return
         segment, command = command_script.segment_at(self.script, self.t)
         p, o, v, w = msg.pose.pose.position, msg.pose.pose.orientation, msg.twist.twist.linear, msg.twist.twist.angular
-        self.recorder.add(self.t, segment, self.q, command, (v.x, v.y, w.z),  # twist: body frame
-                          base_position=(p.x, p.y, p.z), base_orientation=(o.x, o.y, o.z, o.w))
+        self.recorder.add(
+            self.t,
+            segment,
+            self.q,
+            command,
+            (v.x, v.y, w.z),  # twist: body frame
+            base_position=(p.x, p.y, p.z),
+            base_orientation=(o.x, o.y, o.z, o.w),
+        )
 
     def _on_safety(self, msg: DiagnosticArray) -> None:
         for status in msg.status:
@@ -164,10 +182,16 @@ class DemoScriptNode(Node):
         for event in self.events:  # negative: before the script started
             stamp = event.pop("stamp_ns")
             event["t"] = round(((stamp or self.start_ns) - self.start_ns) * 1e-9, 3)
-        report = {"robot": self.profile.name, "summary": self.recorder.summary(),
-                  "script_start": {"by": self.started_by,
-                                   "after_first_state_s": round((self.start_ns - self.first_state_ns) * 1e-9, 3)},
-                  "supervisor_modes": self.events, "policy_runtime": self.runtime_diagnostics}
+        report = {
+            "robot": self.profile.name,
+            "summary": self.recorder.summary(),
+            "script_start": {
+                "by": self.started_by,
+                "after_first_state_s": round((self.start_ns - self.first_state_ns) * 1e-9, 3),
+            },
+            "supervisor_modes": self.events,
+            "policy_runtime": self.runtime_diagnostics,
+        }
         self.get_logger().info("demo report: " + json.dumps(report["summary"]))
         if self.report_path:
             path = Path(self.report_path)
@@ -181,8 +205,15 @@ class DemoScriptNode(Node):
 
 
 def main(args=None) -> NoReturn:
-    lifecycle.exit_process(lifecycle.run("demo_script", DemoScriptNode, args, until=lambda node: node.done,
-                                         executor=lifecycle.events_executor_unless_lockstep))
+    lifecycle.exit_process(
+        lifecycle.run(
+            "demo_script",
+            DemoScriptNode,
+            args,
+            until=lambda node: node.done,
+            executor=lifecycle.events_executor_unless_lockstep,
+        )
+    )
 
 
 if __name__ == "__main__":

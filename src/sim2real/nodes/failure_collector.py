@@ -18,6 +18,7 @@ policy output, policy tick latency p99 overrun, a sensor gone silent, and
     ros2 run sim2real failure_collector --ros-args -p robot:=go2 -p output_dir:=/data/failures
     ros2 service call /failure_collector/snapshot std_srvs/srv/Trigger
 """
+
 from __future__ import annotations
 
 import importlib
@@ -45,8 +46,8 @@ from sim2real.nodes.diagnostics import publish_status
 from sim2real.nodes.params import declare
 from sim2real.nodes.polled import companion_node, never_called
 
-IMU_DECIMATION = 5           # fall detection at 100 Hz of a 500 Hz IMU is plenty
-POLL_PERIOD_S = 0.05         # drain the subscriptions, start due writes, watch for silence
+IMU_DECIMATION = 5  # fall detection at 100 Hz of a 500 Hz IMU is plenty
+POLL_PERIOD_S = 0.05  # drain the subscriptions, start due writes, watch for silence
 DIAGNOSTICS_PERIOD_S = 1.0
 SIM_PARAMETERS = ("conditions", "suspended", "engine", "model")  # asked of sim_robot for failure.json
 SIM_PARAMETERS_TIMEOUT_S = 2.0  # s for sim_robot to answer before an unanswered name is asked again
@@ -55,8 +56,12 @@ SIM_PARAMETERS_WARN_AFTER = 5  # requests without an answer before the collector
 # reader queue is the buffer between drains: 500 messages are 1 s at 500 Hz, 20 poll
 # periods, enough for a timer a loaded machine delays and a lockstep sim's bursts.
 RECORD_DEPTH = 500
-RECORD_QOS = QoSProfile(history=QoSHistoryPolicy.KEEP_LAST, depth=RECORD_DEPTH,
-                        reliability=QoSReliabilityPolicy.BEST_EFFORT, durability=QoSDurabilityPolicy.VOLATILE)
+RECORD_QOS = QoSProfile(
+    history=QoSHistoryPolicy.KEEP_LAST,
+    depth=RECORD_DEPTH,
+    reliability=QoSReliabilityPolicy.BEST_EFFORT,
+    durability=QoSDurabilityPolicy.VOLATILE,
+)
 
 
 def message_class(msgtype: str):
@@ -65,38 +70,57 @@ def message_class(msgtype: str):
     try:
         return getattr(importlib.import_module(f"{package}.{kind}"), name)
     except (ImportError, AttributeError) as exc:
-        raise ValueError(f"message type {msgtype!r} is not installed ({exc}); install its package "
-                         f"(pip: ros-{package.replace('_', '-')}) or remove the topic from the failure config") from None
+        raise ValueError(
+            f"message type {msgtype!r} is not installed ({exc}); install its package "
+            f"(pip: ros-{package.replace('_', '-')}) or remove the topic from the failure config"
+        ) from None
 
 
 class FailureCollectorNode(Node):
     def __init__(self, **kwargs):
         super().__init__("failure_collector", **kwargs)
         robot = declare(self, "robot", "go2", "Robot profile name or path")
-        config_name = declare(self, "failure_config", "default",
-                              "Failure collector config: a name under config/failures/ or a path")
+        config_name = declare(
+            self, "failure_config", "default", "Failure collector config: a name under config/failures/ or a path"
+        )
         output_dir = declare(self, "output_dir", "", "Folder for failure bundles; '' = the config's output_dir")
-        conditions = declare(self, "conditions", "", "Physical conditions the robot runs under, as YAML, written to "
-                                                     "failure.json for replay; '' = ask /sim_robot for its own")
-        identified = declare(self, "identified_config", "",
-                             "Identified parameters YAML (sim2real sysid fit), written to failure.json if set")
-        randomization = declare(self, "randomization", "",
-                                "Randomization YAML the running policy should cover, written to failure.json")
+        conditions = declare(
+            self,
+            "conditions",
+            "",
+            "Physical conditions the robot runs under, as YAML, written to "
+            "failure.json for replay; '' = ask /sim_robot for its own",
+        )
+        identified = declare(
+            self,
+            "identified_config",
+            "",
+            "Identified parameters YAML (sim2real sysid fit), written to failure.json if set",
+        )
+        randomization = declare(
+            self, "randomization", "", "Randomization YAML the running policy should cover, written to failure.json"
+        )
         self.profile = load_profile(robot)
         self.config = load_failure_config(config_name)
-        static: dict[str, Any] = {"robot": self.profile.name,
-                                  "joint_names": list(self.profile.joint_names)}
+        static: dict[str, Any] = {"robot": self.profile.name, "joint_names": list(self.profile.joint_names)}
         if conditions:
             static["conditions"] = yaml.safe_load(conditions) or {}
         for key, path in (("identified_config", identified), ("randomization_config", randomization)):
             if path:
                 static[key] = {"path": str(Path(path).absolute()), "content": yaml.safe_load(Path(path).read_text())}
-        detector = FailureDetector(self.config.triggers, self.profile.joint_names, self.profile.lower_limits,
-                                   self.profile.upper_limits)
+        detector = FailureDetector(
+            self.config.triggers, self.profile.joint_names, self.profile.lower_limits, self.profile.upper_limits
+        )
         self._snapshots: dict[str, list[Future]] = {}  # bundle name -> the ~/snapshot calls awaiting it
         self._snapshot_lock = threading.Lock()
-        self.collector = FailureCollector(self.config, output_dir or self.config.output_dir, static, detector,
-                                          enrich=_add_policy_metadata, on_written=self._on_written)
+        self.collector = FailureCollector(
+            self.config,
+            output_dir or self.config.output_dir,
+            static,
+            detector,
+            enrich=_add_policy_metadata,
+            on_written=self._on_written,
+        )
         self._imu_count = 0
         self._sim_time = bool(self.get_parameter("use_sim_time").value)
         # In sim the conditions are sim_robot's parameter: asked for once it is up, so the plan
@@ -105,9 +129,12 @@ class FailureCollectorNode(Node):
         self._sim_future = None
         self._sim_asked_at = 0.0
         self._sim_attempts = 0
-        self._handlers = {"/safety/status": (DiagnosticArray, self._safety_status),
-                          "/imu/data": (Imu, self._imu), "/policy/joint_commands": (JointState, self._policy),
-                          "/diagnostics": (DiagnosticArray, self._diagnostics)}
+        self._handlers = {
+            "/safety/status": (DiagnosticArray, self._safety_status),
+            "/imu/data": (Imu, self._imu),
+            "/policy/joint_commands": (JointState, self._policy),
+            "/diagnostics": (DiagnosticArray, self._diagnostics),
+        }
         # Per-message executor dispatch is what cost the CPU (18-22 % of a core at 500 Hz
         # sensing; a bare node receiving only the two 500 Hz topics cost ~7 %): each message
         # woke the executor and ran a Python callback. The recording subscriptions sit on a
@@ -115,21 +142,30 @@ class FailureCollectorNode(Node):
         # (RECORD_DEPTH) and the poll timer takes them in a tight loop.
         # Its names are this node's, resolved here: command-line remaps apply as before.
         self._recording = companion_node(self, "recording")
-        self._drains = [(sub, spec.topic, self._handlers.get(spec.topic)) for spec in self.config.topics
-                        for sub in [self._recording.create_subscription(
-                            message_class(spec.msgtype), self.resolve_topic_name(spec.topic), never_called,
-                            RECORD_QOS, raw=True)]]
+        self._drains = [
+            (sub, spec.topic, self._handlers.get(spec.topic))
+            for spec in self.config.topics
+            for sub in [
+                self._recording.create_subscription(
+                    message_class(spec.msgtype), self.resolve_topic_name(spec.topic), never_called, RECORD_QOS, raw=True
+                )
+            ]
+        ]
         self._clock_pair: tuple[int, int] | None = None  # (wall ns, sim ns) at the last drain
         self.create_service(TriggerSrv, "~/snapshot", self._snapshot)
         self.create_timer(POLL_PERIOD_S, self._poll)
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         if self.collector.cleaned:
-            self.get_logger().warning(f"removed {len(self.collector.cleaned)} partial bundle(s) an earlier run left "
-                                      f"while writing: {[p.name for p in self.collector.cleaned]}")
-        self.get_logger().info(f"buffering {len(self.config.topics)} topics "
-                               f"({self.config.pre_event_s:g} s before, {self.config.post_event_s:g} s after a "
-                               f"failure) into {self.collector.output_dir}")
+            self.get_logger().warning(
+                f"removed {len(self.collector.cleaned)} partial bundle(s) an earlier run left "
+                f"while writing: {[p.name for p in self.collector.cleaned]}"
+            )
+        self.get_logger().info(
+            f"buffering {len(self.config.topics)} topics "
+            f"({self.config.pre_event_s:g} s before, {self.config.post_event_s:g} s after a "
+            f"failure) into {self.collector.output_dir}"
+        )
 
     def _now_ns(self) -> int:
         # The ROS clock costs ~16 us a call, half of a message's budget; without sim time it
@@ -228,8 +264,9 @@ class FailureCollectorNode(Node):
         # and a sim_robot older than `suspended` must still give its conditions.
         if self._sim_future is None:
             if self._sim_params.service_is_ready():
-                self._sim_future = {name: self._sim_params.call_async(GetParameters.Request(names=[name]))
-                                    for name in SIM_PARAMETERS}
+                self._sim_future = {
+                    name: self._sim_params.call_async(GetParameters.Request(names=[name])) for name in SIM_PARAMETERS
+                }
                 self._sim_asked_at = time.monotonic()
             return
         pending = [name for name, future in self._sim_future.items() if not future.done()]
@@ -238,25 +275,32 @@ class FailureCollectorNode(Node):
             # busy starting up): ask those again, or the bundles never learn the engine and conditions.
             self._sim_attempts += 1
             if self._sim_attempts == SIM_PARAMETERS_WARN_AFTER:
-                self.get_logger().warning(f"sim_robot has not answered {pending} after {self._sim_attempts} "
-                                          "requests: bundles lack them until it does")
+                self.get_logger().warning(
+                    f"sim_robot has not answered {pending} after {self._sim_attempts} "
+                    "requests: bundles lack them until it does"
+                )
             for name in pending:
                 self._sim_future[name].cancel()
                 self._sim_future[name] = self._sim_params.call_async(GetParameters.Request(names=[name]))
             self._sim_asked_at = time.monotonic()
             return
         if not pending:
-            answers = {name: future.result().values[0] for name, future in self._sim_future.items()
-                       if future.result() is not None and future.result().values}
+            answers = {
+                name: future.result().values[0]
+                for name, future in self._sim_future.items()
+                if future.result() is not None and future.result().values
+            }
             if "conditions" in answers:
                 # A new dict, not an update: the writer thread may be reading the old one.
                 engine = answers["engine"].string_value if "engine" in answers else "pybullet"
                 self.collector.static_info = {
-                    **self.collector.static_info, "hardware": "mujoco" if engine == "mujoco" else "sim",
+                    **self.collector.static_info,
+                    "hardware": "mujoco" if engine == "mujoco" else "sim",
                     "engine": engine or "pybullet",
                     "model": (answers["model"].string_value or None) if "model" in answers else None,
                     "conditions": yaml.safe_load(answers["conditions"].string_value or "{}") or {},
-                    "suspended": bool(answers["suspended"].bool_value) if "suspended" in answers else False}
+                    "suspended": bool(answers["suspended"].bool_value) if "suspended" in answers else False,
+                }
             self._sim_params = None
 
     def _poll(self) -> None:
@@ -285,8 +329,15 @@ class FailureCollectorNode(Node):
     def _publish_diagnostics(self) -> None:
         stats = self.collector.stats()
         level = DiagnosticStatus.WARN if stats["write_errors"] else DiagnosticStatus.OK
-        publish_status(self, self._diag_pub, level, "buffers",
-                       f"{stats['bundles_written']} bundles in {self.collector.output_dir}", stats, self.profile.name)
+        publish_status(
+            self,
+            self._diag_pub,
+            level,
+            "buffers",
+            f"{stats['bundles_written']} bundles in {self.collector.output_dir}",
+            stats,
+            self.profile.name,
+        )
 
     def stop(self) -> None:
         self._drain()
@@ -301,10 +352,11 @@ def _statuses(data: bytes) -> list[tuple[str, str, dict[str, str]]]:
     """(name, message, values) of a serialized DiagnosticArray: read in place, or decoded."""
     statuses = diagnostic_statuses(data)
     if statuses is None:
-        statuses = [(s.name, s.message, {kv.key: kv.value for kv in s.values})
-                    for s in deserialize_message(data, DiagnosticArray).status]
+        statuses = [
+            (s.name, s.message, {kv.key: kv.value for kv in s.values})
+            for s in deserialize_message(data, DiagnosticArray).status
+        ]
     return statuses
-
 
 
 def _add_policy_metadata(info: dict) -> None:
@@ -333,8 +385,9 @@ def _maybe_json(text: str):
 
 
 def main(args=None) -> NoReturn:
-    lifecycle.exit_process(lifecycle.run("failure_collector", FailureCollectorNode, args,
-                                         executor=lifecycle.events_executor))
+    lifecycle.exit_process(
+        lifecycle.run("failure_collector", FailureCollectorNode, args, executor=lifecycle.events_executor)
+    )
 
 
 if __name__ == "__main__":

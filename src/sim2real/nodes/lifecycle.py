@@ -7,6 +7,7 @@ from the handler instead was seen to land inside rclpy's C++ take of a message a
 as a RuntimeError traceback at every shutdown.) A configuration error (bad profile, bad
 parameter) prints one clear line and exits with status 2.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -53,10 +54,17 @@ def stop_with_launcher(stop: threading.Event) -> None:
     if not launcher or not sys.platform.startswith("linux"):
         return
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGTERM), ctypes.c_ulong(0), ctypes.c_ulong(0),
-                  ctypes.c_ulong(0)) != 0:
-        print(f"warning: prctl(PR_SET_PDEATHSIG) failed ({os.strerror(ctypes.get_errno())}): this node will "
-              "not stop by itself if its launcher is killed", flush=True)
+    if (
+        libc.prctl(
+            _PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGTERM), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+        )
+        != 0
+    ):
+        print(
+            f"warning: prctl(PR_SET_PDEATHSIG) failed ({os.strerror(ctypes.get_errno())}): this node will "
+            "not stop by itself if its launcher is killed",
+            flush=True,
+        )
     if os.getppid() != int(launcher):  # it died before the prctl: nobody will send the signal
         print("the launcher (sim2real up) is gone: stopping", flush=True)
         stop.set()
@@ -109,8 +117,13 @@ def _destroy_half_built(node: Node) -> None:
         pass
 
 
-def run(name: str, node_class: type[Node], args=None,
-        until: Callable[[Node], bool] | None = None, executor: Callable[[Node], Any] | None = None) -> int:
+def run(
+    name: str,
+    node_class: type[Node],
+    args=None,
+    until: Callable[[Node], bool] | None = None,
+    executor: Callable[[Node], Any] | None = None,
+) -> int:
     """Create the node and spin it until shutdown, or until ``until(node)`` is true.
 
     A node with worker threads exposes ``start()`` and ``stop()``; they are called here.
@@ -155,8 +168,7 @@ def run(name: str, node_class: type[Node], args=None,
         settle_garbage_collector()
         if hasattr(node, "start"):
             node.start()
-        while (rclpy.ok() and not stop.is_set() and not (until and until(node))
-               and getattr(node, "fault", None) is None):
+        while rclpy.ok() and not stop.is_set() and not (until and until(node)) and getattr(node, "fault", None) is None:
             spinner.spin_once(timeout_sec=SPIN_TIMEOUT_S)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass

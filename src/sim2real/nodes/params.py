@@ -1,4 +1,5 @@
 """Declaring node parameters with descriptors, so `ros2 param describe` teaches."""
+
 from __future__ import annotations
 
 import math
@@ -8,8 +9,15 @@ from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
 
 
-def declare(node: Node, name: str, default: Any, description: str, read_only: bool = True,
-            at_least: float | None = None, above: float | None = None) -> Any:
+def declare(
+    node: Node,
+    name: str,
+    default: Any,
+    description: str,
+    read_only: bool = True,
+    at_least: float | None = None,
+    above: float | None = None,
+) -> Any:
     """Declare one parameter and return its value. ``at_least`` / ``above``: a number parameter
     must be finite and >= / > that, or a ValueError names it (the node exits with a
     configuration error; NaN passes every comparison and would fail only later, in a loop)."""
@@ -29,6 +37,7 @@ def refuse_clock_change(parameters) -> SetParametersResult:
     rclpy lets any participant set it."""
     for parameter in parameters:
         if parameter.name == "use_sim_time":
-            return SetParametersResult(successful=False, reason="use_sim_time is fixed at start: restart the node "
-                                                                  "to change it")
+            return SetParametersResult(
+                successful=False, reason="use_sim_time is fixed at start: restart the node to change it"
+            )
     return SetParametersResult(successful=True)

@@ -48,6 +48,7 @@ asked, is appended to the audit log (``audit_log``; `sim2real policy history`).
 
     ros2 run sim2real policy_runtime --ros-args -p robot:=go2 -p policy_path:=policies/go2_walk.onnx
 """
+
 from __future__ import annotations
 
 import json
@@ -100,74 +101,151 @@ class PolicyRuntimeNode(Node):
     def __init__(self, **kwargs):
         super().__init__("policy_runtime", **kwargs)
         robot = declare(self, "robot", "go2", "Robot profile name or path")
-        policy_path = declare(self, "policy_path", "", "ONNX policy file (sim2real export). Set it while running "
-                              "to hot-swap: refused with the reason, or swapped at a tick boundary", read_only=False)
-        policy_dirs = declare(self, "policy_dirs", [str(share_dir() / "policies")],
-                              "Directories policies may be swapped in from (symlinks resolved); the starting "
-                              "policy file itself is allowed, never its whole folder")
-        trusted_keys = declare(self, "trusted_keys", "",
-                               "Directory of trusted ed25519 public keys (*.pub, sim2real policy keygen); when "
-                               "set, only policies signed by one of them run, at start and at every swap; "
-                               "'' = unsigned policies run")
-        max_policy_mb = declare(self, "max_policy_mb", DEFAULT_MAX_POLICY_MB,
-                                "MB: a larger policy file is refused before it is read", above=0)
-        max_overreach = declare(self, "max_overreach", DEFAULT_MAX_OVERREACH,
-                                "rad a joint target may pass its joint limit; a tick past it is withheld "
-                                "(NaN: the supervisor holds) and a candidate doing it in its dry run is refused")
-        audit_log = declare(self, "audit_log", "",
-                            "Append-only log of every policy start and swap request (sim2real policy history); "
-                            "'' = policy_audit.jsonl in $SIM2REAL_STATE_DIR or ~/.local/state/sim2real")
-        crossfade = declare(self, "crossfade", DEFAULT_CROSSFADE,
-                            "s over which a swap moves the joint targets from the old policy to the new one")
-        max_jump = declare(self, "max_jump", DEFAULT_MAX_JUMP,
-                           "rad: a new policy whose targets differ more from the running one's (dry run on the "
-                           "newest input) is refused")
-        action_bound = declare(self, "action_bound", DEFAULT_ACTION_BOUND,
-                               "|action| allowed in the dry run of a policy exported without an action_clip")
-        cmd_vel_timeout = declare(self, "cmd_vel_timeout", CMD_VEL_TIMEOUT_S,
-                                  "s: an older /cmd_vel counts as zero (stand still)")
-        compensate = declare(self, "latency_compensation", False,
-                             "Predict the state forward by the measured latency (joints: PD with the commands "
-                             "in flight; base orientation: gyro) before building each observation")
-        horizon = declare(self, "compensation_horizon", 0.0,
-                          "s of latency to compensate (e.g. measured earlier); 0 = the live measurement "
-                          "(sensor->command + actuation). Only the part beyond the latency the policy was "
-                          "trained with (its metadata's randomization) is predicted away")
-        budget = declare(self, "latency_budget", 0.0,
-                         "s: sensor->command p99 + actuation latency above this is an overrun (WARN in "
-                         "/diagnostics); 0 = the policy period")
-        self.latency_log = declare(self, "latency_log", "",
-                                   "Append each measured latency sample (JSON lines) to this file, for "
-                                   "`sim2real dr from-latency`; '' = none")
-        self.fit_actuation = declare(self, "fit_actuation", True,
-                                     "Fit the actuation latency from the driver's effort echo once a second "
-                                     "(5-10 ms of numpy on its own thread); always on with "
-                                     "latency_compensation or latency_log") or compensate or bool(self.latency_log)
-        self.executor_kind = declare(self, "executor", "events",
-                                     "rclpy executor: single (SingleThreadedExecutor), multi (MultiThreadedExecutor) "
-                                     "or events (rclpy.experimental.EventsExecutor); see benchmarks/control_loop.py")
+        policy_path = declare(
+            self,
+            "policy_path",
+            "",
+            "ONNX policy file (sim2real export). Set it while running "
+            "to hot-swap: refused with the reason, or swapped at a tick boundary",
+            read_only=False,
+        )
+        policy_dirs = declare(
+            self,
+            "policy_dirs",
+            [str(share_dir() / "policies")],
+            "Directories policies may be swapped in from (symlinks resolved); the starting "
+            "policy file itself is allowed, never its whole folder",
+        )
+        trusted_keys = declare(
+            self,
+            "trusted_keys",
+            "",
+            "Directory of trusted ed25519 public keys (*.pub, sim2real policy keygen); when "
+            "set, only policies signed by one of them run, at start and at every swap; "
+            "'' = unsigned policies run",
+        )
+        max_policy_mb = declare(
+            self,
+            "max_policy_mb",
+            DEFAULT_MAX_POLICY_MB,
+            "MB: a larger policy file is refused before it is read",
+            above=0,
+        )
+        max_overreach = declare(
+            self,
+            "max_overreach",
+            DEFAULT_MAX_OVERREACH,
+            "rad a joint target may pass its joint limit; a tick past it is withheld "
+            "(NaN: the supervisor holds) and a candidate doing it in its dry run is refused",
+        )
+        audit_log = declare(
+            self,
+            "audit_log",
+            "",
+            "Append-only log of every policy start and swap request (sim2real policy history); "
+            "'' = policy_audit.jsonl in $SIM2REAL_STATE_DIR or ~/.local/state/sim2real",
+        )
+        crossfade = declare(
+            self,
+            "crossfade",
+            DEFAULT_CROSSFADE,
+            "s over which a swap moves the joint targets from the old policy to the new one",
+        )
+        max_jump = declare(
+            self,
+            "max_jump",
+            DEFAULT_MAX_JUMP,
+            "rad: a new policy whose targets differ more from the running one's (dry run on the "
+            "newest input) is refused",
+        )
+        action_bound = declare(
+            self,
+            "action_bound",
+            DEFAULT_ACTION_BOUND,
+            "|action| allowed in the dry run of a policy exported without an action_clip",
+        )
+        cmd_vel_timeout = declare(
+            self, "cmd_vel_timeout", CMD_VEL_TIMEOUT_S, "s: an older /cmd_vel counts as zero (stand still)"
+        )
+        compensate = declare(
+            self,
+            "latency_compensation",
+            False,
+            "Predict the state forward by the measured latency (joints: PD with the commands "
+            "in flight; base orientation: gyro) before building each observation",
+        )
+        horizon = declare(
+            self,
+            "compensation_horizon",
+            0.0,
+            "s of latency to compensate (e.g. measured earlier); 0 = the live measurement "
+            "(sensor->command + actuation). Only the part beyond the latency the policy was "
+            "trained with (its metadata's randomization) is predicted away",
+        )
+        budget = declare(
+            self,
+            "latency_budget",
+            0.0,
+            "s: sensor->command p99 + actuation latency above this is an overrun (WARN in "
+            "/diagnostics); 0 = the policy period",
+        )
+        self.latency_log = declare(
+            self,
+            "latency_log",
+            "",
+            "Append each measured latency sample (JSON lines) to this file, for `sim2real dr from-latency`; '' = none",
+        )
+        self.fit_actuation = (
+            declare(
+                self,
+                "fit_actuation",
+                True,
+                "Fit the actuation latency from the driver's effort echo once a second "
+                "(5-10 ms of numpy on its own thread); always on with "
+                "latency_compensation or latency_log",
+            )
+            or compensate
+            or bool(self.latency_log)
+        )
+        self.executor_kind = declare(
+            self,
+            "executor",
+            "events",
+            "rclpy executor: single (SingleThreadedExecutor), multi (MultiThreadedExecutor) "
+            "or events (rclpy.experimental.EventsExecutor); see benchmarks/control_loop.py",
+        )
         if self.executor_kind not in EXECUTORS:
             raise ValueError(f"parameter executor:={self.executor_kind!r} must be one of {list(EXECUTORS)}")
         if not policy_path:
-            raise ValueError("parameter policy_path is empty: give the ONNX policy to run "
-                             "(-p policy_path:=policies/<robot>_<task>.onnx)")
+            raise ValueError(
+                "parameter policy_path is empty: give the ONNX policy to run "
+                "(-p policy_path:=policies/<robot>_<task>.onnx)"
+            )
 
         self.profile = load_profile(robot)
         self.inputs = RobotInputs(self.profile, cmd_vel_timeout)
         self.refused_inputs = 0  # messages dropped at the edge: malformed or not finite
         self.audit = AuditLog(audit_log or default_audit_log())
         keys = TrustedKeys(trusted_keys) if trusted_keys else None  # SignatureError (a ValueError): exit 2
-        self.slot = PolicySlot(self.profile, policy_dirs, max_jump=max_jump, crossfade=crossfade,
-                               action_bound=action_bound, max_overreach=max_overreach,
-                               max_bytes=round(max_policy_mb * 1e6), trusted_keys=keys)
+        self.slot = PolicySlot(
+            self.profile,
+            policy_dirs,
+            max_jump=max_jump,
+            crossfade=crossfade,
+            action_bound=action_bound,
+            max_overreach=max_overreach,
+            max_bytes=round(max_policy_mb * 1e6),
+            trusted_keys=keys,
+        )
         try:
             policy = self.slot.start(policy_path)  # PolicyRefused (a ValueError): exit 2 with every difference
         except ValueError as exc:
             self._audit(policy_path, "", None, "start", False, str(exc))
             raise
         self._audit(policy_path, policy.sha256, policy.signer.signer if policy.signer else None, "start", True, "")
-        self.latency = LatencyMonitor(self.profile, compensate, horizon, budget,
-                                      trained_latency=trained_latency(policy.metadata.randomization))
+        self.latency = LatencyMonitor(
+            self.profile, compensate, horizon, budget, trained_latency=trained_latency(policy.metadata.randomization)
+        )
         self.runtime = PolicyRuntime(self.slot, self.inputs, latency_monitor=self.latency)
         self.sim_time = self.get_parameter("use_sim_time").value
         self._period_ns = round(self.profile.policy_period * stamps.NS_PER_S)
@@ -183,21 +261,24 @@ class PolicyRuntimeNode(Node):
         control = MutuallyExclusiveCallbackGroup()
         self._command_pub = self.create_publisher(JointState, "/policy/joint_commands", qos.COMMAND)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.create_subscription(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE,
-                                 callback_group=control)
+        self.create_subscription(
+            JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE, callback_group=control
+        )
         # The IMU and the estimate only matter at a tick: polled then, not a callback each (500 Hz).
         self._inputs_node = companion_node(self, "inputs")
         self._imu = PolledSubscription(self._inputs_node, self, Imu, "/imu/data")
         self._state_estimate = PolledSubscription(self._inputs_node, self, Odometry, "/state_estimate")
-        self.create_subscription(JointState, "/joint_commands", self._on_hardware_command, qos.COMMAND,
-                                 callback_group=control)
+        self.create_subscription(
+            JointState, "/joint_commands", self._on_hardware_command, qos.COMMAND, callback_group=control
+        )
         self.create_subscription(Twist, "/cmd_vel", self._on_cmd_vel, qos.COMMAND, callback_group=control)
         self.create_subscription(PoseStamped, "/goal_pose", self._on_goal, qos.COMMAND, callback_group=control)
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         # Under realtime:=true one step below the control thread, which it must never hold off.
-        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy_loader",
-                                          initializer=realtime.below_own_priority)
+        self._loader = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="policy_loader", initializer=realtime.below_own_priority
+        )
         self._fitter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="latency_fit")
         self._latency_fit = None
         # While a model loads (Python-heavy: metadata, dry run), the control callbacks wait for the
@@ -211,9 +292,11 @@ class PolicyRuntimeNode(Node):
         self._set_parameters_now = service.callback
         service.callback = self._set_parameters_service
         meta = policy.metadata
-        self.get_logger().info(f"{self.profile.name}: running {policy_path} (sha256 {policy.sha256}, task "
-                               f"{meta.task}, commit {meta.source_commit}) at {1 / self.profile.policy_period:.0f} Hz; "
-                               f"policy directories {[str(d) for d in self.slot.policy_dirs]}")
+        self.get_logger().info(
+            f"{self.profile.name}: running {policy_path} (sha256 {policy.sha256}, task "
+            f"{meta.task}, commit {meta.source_commit}) at {1 / self.profile.policy_period:.0f} Hz; "
+            f"policy directories {[str(d) for d in self.slot.policy_dirs]}"
+        )
 
     # -- inputs (control group) ---------------------------------------------------------------
     def _now(self) -> float:
@@ -232,8 +315,12 @@ class PolicyRuntimeNode(Node):
         self._last_state_wall = time.monotonic()
         if self.fit_actuation and len(msg.effort) == len(msg.name) and len(msg.velocity) == len(msg.name):
             inputs = self.inputs
-            self.latency.on_state(inputs.joint_states_stamp_ns * 1e-9, inputs.in_profile_order(msg.position),
-                                  inputs.in_profile_order(msg.velocity), inputs.in_profile_order(msg.effort))
+            self.latency.on_state(
+                inputs.joint_states_stamp_ns * 1e-9,
+                inputs.in_profile_order(msg.position),
+                inputs.in_profile_order(msg.velocity),
+                inputs.in_profile_order(msg.effort),
+            )
         self._maybe_tick(received)
 
     def _on_hardware_command(self, msg: JointState) -> None:
@@ -270,8 +357,9 @@ class PolicyRuntimeNode(Node):
     def _refuse_input(self, why: str) -> None:
         """A message dropped at the edge (malformed, not finite): counted in /diagnostics."""
         self.refused_inputs += 1
-        self.get_logger().warning(f"{why} ({self.refused_inputs} inputs refused so far)",
-                                  throttle_duration_sec=WARN_THROTTLE_S)
+        self.get_logger().warning(
+            f"{why} ({self.refused_inputs} inputs refused so far)", throttle_duration_sec=WARN_THROTTLE_S
+        )
 
     # -- the tick (control group) -----------------------------------------------------------------
     def _maybe_tick(self, received: float) -> None:
@@ -279,8 +367,9 @@ class PolicyRuntimeNode(Node):
         if stamp < self._next_tick_ns:
             if not stamps.jumped_back(stamp, self._next_tick_ns, self._period_ns):
                 return
-            self.get_logger().warning("/joint_states stamps jumped back (robot or sim restarted?): ticking on "
-                                      "the new time line")
+            self.get_logger().warning(
+                "/joint_states stamps jumped back (robot or sim restarted?): ticking on the new time line"
+            )
         now = self._now()
         age = None if self.sim_time else now - stamp * 1e-9
         self._poll_inputs()
@@ -306,15 +395,27 @@ class PolicyRuntimeNode(Node):
             # Published anyway: the supervisor must see the fault (it holds), not a silent gap.
             guard = self.slot.guard_trips != self._guard_trips_seen
             self._guard_trips_seen = self.slot.guard_trips
-            self.get_logger().error(self.slot.guard_reason if guard else "policy output is not finite",
-                                    throttle_duration_sec=WARN_THROTTLE_S)
+            self.get_logger().error(
+                self.slot.guard_reason if guard else "policy output is not finite",
+                throttle_duration_sec=WARN_THROTTLE_S,
+            )
 
     # -- hot-swap (default group; the model loads on the loader thread) ------------------------------
-    async def _set_parameters_service(self, request: SetParameters.Request,
-                                      response: SetParameters.Response) -> SetParameters.Response:
+    async def _set_parameters_service(
+        self, request: SetParameters.Request, response: SetParameters.Response
+    ) -> SetParameters.Response:
         # `sim2real policy swap` says who asks in a swap_origin pseudo-parameter of the same request.
-        origin = next((p.value.string_value for p in request.parameters if p.name == SWAP_ORIGIN
-                       and p.value.type == ParameterType.PARAMETER_STRING), "") or "parameter service"
+        origin = (
+            next(
+                (
+                    p.value.string_value
+                    for p in request.parameters
+                    if p.name == SWAP_ORIGIN and p.value.type == ParameterType.PARAMETER_STRING
+                ),
+                "",
+            )
+            or "parameter service"
+        )
         for parameter in request.parameters:
             if parameter.name == SWAP_ORIGIN:
                 response.results.append(SetParametersResult(successful=True))
@@ -327,8 +428,11 @@ class PolicyRuntimeNode(Node):
                     response.results.append(SetParametersResult(successful=False, reason=event.reason))
                     continue
                 self._preapproved = path  # already validated and staged: the on-set callback lets it through
-            response.results.append(self._set_parameters_now(SetParameters.Request(parameters=[parameter]),
-                                                             SetParameters.Response()).results[0])
+            response.results.append(
+                self._set_parameters_now(
+                    SetParameters.Request(parameters=[parameter]), SetParameters.Response()
+                ).results[0]
+            )
         return response
 
     async def _on_loader(self, function, *args):
@@ -361,8 +465,10 @@ class PolicyRuntimeNode(Node):
             # Not through the SetParameters service (set_parameters_atomically, or in-process): the
             # model would load on the executor's thread and stall the control callbacks for as long
             # as it takes (0.4-1.6 s for a large file). Refused, with the way that works.
-            reason = ("policy_path is swapped only through the set_parameters service (`ros2 param set`, "
-                      "`sim2real policy swap`), which loads the model off the control path")
+            reason = (
+                "policy_path is swapped only through the set_parameters service (`ros2 param set`, "
+                "`sim2real policy swap`), which loads the model off the control path"
+            )
             self._audit(parameter.value, "", None, "parameter (atomic or in-process)", False, reason)
             return SetParametersResult(successful=False, reason=reason)
         return SetParametersResult(successful=True)
@@ -377,15 +483,31 @@ class PolicyRuntimeNode(Node):
 
     def _recorder(self, origin: str):
         """The audit record of an accepted swap, written (and synced) before it is staged."""
+
         def record(event) -> None:
-            self.audit.record(robot=self.profile.name, file=str(event.path), sha256=event.sha256_new,
-                              signer=event.signer, origin=origin, accepted=True, reason="")
+            self.audit.record(
+                robot=self.profile.name,
+                file=str(event.path),
+                sha256=event.sha256_new,
+                signer=event.signer,
+                origin=origin,
+                accepted=True,
+                reason="",
+            )
+
         return record
 
     def _audit(self, path: str, sha256: str, signer: str | None, origin: str, accepted: bool, reason: str) -> None:
         try:
-            self.audit.record(robot=self.profile.name, file=str(path), sha256=sha256,
-                              signer=signer, origin=origin, accepted=accepted, reason=reason)
+            self.audit.record(
+                robot=self.profile.name,
+                file=str(path),
+                sha256=sha256,
+                signer=signer,
+                origin=origin,
+                accepted=accepted,
+                reason=reason,
+            )
         except OSError as exc:  # the swap itself stands; the operator must learn the log is not kept
             self.get_logger().error(f"policy audit log {self.audit.path} not written: {exc}")
 
@@ -403,18 +525,23 @@ class PolicyRuntimeNode(Node):
         silent = self._last_state_wall is None or time.monotonic() - self._last_state_wall > 0.5
         if silent:
             waiting = waiting or "no /joint_states for more than 0.5 s"
-        values = {"state": f"waiting: {waiting}" if waiting else "running",
-                  "policy_path": str(active.path), "sha256": active.sha256,
-                  "task": active.metadata.task, "source_commit": active.metadata.source_commit,
-                  "executor": self.executor_kind,
-                  # The supervisor acts on estimator divergence only for a policy that reads the estimate.
-                  "observes_state_estimate": str(any(r.reads_state_estimate for r in self.slot.running)).lower(),
-                  **{k: f"{v:.3f}" if isinstance(v, float) else str(v) for k, v in summary.items()},
-                  "swaps": str(self.slot.swaps), "refused_swaps": str(self.slot.refused),
-                  "refused_inputs": str(self.refused_inputs),
-                  "signer": active.signer.signer if active.signer else "unsigned (no trusted_keys)",
-                  "action_guard_trips": str(self.slot.guard_trips),
-                  "commands_clamped": str(self.slot.commands_clamped)}
+        values = {
+            "state": f"waiting: {waiting}" if waiting else "running",
+            "policy_path": str(active.path),
+            "sha256": active.sha256,
+            "task": active.metadata.task,
+            "source_commit": active.metadata.source_commit,
+            "executor": self.executor_kind,
+            # The supervisor acts on estimator divergence only for a policy that reads the estimate.
+            "observes_state_estimate": str(any(r.reads_state_estimate for r in self.slot.running)).lower(),
+            **{k: f"{v:.3f}" if isinstance(v, float) else str(v) for k, v in summary.items()},
+            "swaps": str(self.slot.swaps),
+            "refused_swaps": str(self.slot.refused),
+            "refused_inputs": str(self.refused_inputs),
+            "signer": active.signer.signer if active.signer else "unsigned (no trusted_keys)",
+            "action_guard_trips": str(self.slot.guard_trips),
+            "commands_clamped": str(self.slot.commands_clamped),
+        }
         if self.slot.guard_reason:
             values["last_action_guard"] = self.slot.guard_reason
         if self.slot.last_clamp:
@@ -428,9 +555,13 @@ class PolicyRuntimeNode(Node):
         level = DiagnosticStatus.WARN if waiting else DiagnosticStatus.OK
         if summary["non_finite_ticks"]:
             level = DiagnosticStatus.ERROR
-        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: policy", hardware_id=self.profile.name,
-                                  message=values["state"],
-                                  values=[KeyValue(key=k, value=v) for k, v in values.items()])
+        status = DiagnosticStatus(
+            level=level,
+            name=f"{self.get_name()}: policy",
+            hardware_id=self.profile.name,
+            message=values["state"],
+            values=[KeyValue(key=k, value=v) for k, v in values.items()],
+        )
         # A hot-swapped policy may have been trained with another latency range.
         self.latency.trained_latency = trained_latency(active.metadata.randomization)
         sample = self._latency_fit_result() if self.fit_actuation else None
@@ -438,10 +569,13 @@ class PolicyRuntimeNode(Node):
             with open(self.latency_log, "a") as log:
                 log.write(json.dumps({"t": self.get_clock().now().nanoseconds * 1e-9, **sample}) + "\n")
         overrun = self.latency.overrun()
-        latency = DiagnosticStatus(level=DiagnosticStatus.WARN if overrun else DiagnosticStatus.OK,
-                                   name=f"{self.get_name()}: latency", hardware_id=self.profile.name,
-                                   message=overrun or "within budget",
-                                   values=[KeyValue(key=k, value=v) for k, v in self.latency.summary().items()])
+        latency = DiagnosticStatus(
+            level=DiagnosticStatus.WARN if overrun else DiagnosticStatus.OK,
+            name=f"{self.get_name()}: latency",
+            hardware_id=self.profile.name,
+            message=overrun or "within budget",
+            values=[KeyValue(key=k, value=v) for k, v in self.latency.summary().items()],
+        )
         array = DiagnosticArray(status=[status, latency])
         array.header.stamp = self.get_clock().now().to_msg()
         self._diag_pub.publish(array)
@@ -478,8 +612,11 @@ def make_executor(kind: str, context=None):
 
 
 def main(args=None) -> NoReturn:
-    lifecycle.exit_process(lifecycle.run("policy_runtime", PolicyRuntimeNode, args,
-                                            executor=lambda node: make_executor(node.executor_kind)))
+    lifecycle.exit_process(
+        lifecycle.run(
+            "policy_runtime", PolicyRuntimeNode, args, executor=lambda node: make_executor(node.executor_kind)
+        )
+    )
 
 
 if __name__ == "__main__":

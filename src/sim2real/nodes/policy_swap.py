@@ -6,6 +6,7 @@ keeps no reason for an accepted parameter, so the report of an accepted swap (sh
 dry run, largest jump) is read from the runtime's next /diagnostics. Works without a
 system ROS (rclpy from PyPI wheels).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,9 @@ def swap_origin() -> str:
 
 
 def _last_swap(msg: DiagnosticArray, status_name: str) -> list[str]:
-    return [kv.value for status in msg.status if status.name == status_name
-            for kv in status.values if kv.key == "last_swap"]
+    return [
+        kv.value for status in msg.status if status.name == status_name for kv in status.values if kv.key == "last_swap"
+    ]
 
 
 def swap_policy(path: str | Path, node: str = DEFAULT_NODE, timeout: float = 10.0) -> tuple[bool, str]:
@@ -53,16 +55,18 @@ def swap_policy(path: str | Path, node: str = DEFAULT_NODE, timeout: float = 10.
         client = client_node.create_client(SetParameters, service)
         reports: list[str] = []
         status_name = f"{node.rstrip('/').rsplit('/', 1)[-1]}: policy"
-        client_node.create_subscription(DiagnosticArray, "/diagnostics",
-                                        lambda msg: reports.extend(_last_swap(msg, status_name)), 10)
+        client_node.create_subscription(
+            DiagnosticArray, "/diagnostics", lambda msg: reports.extend(_last_swap(msg, status_name)), 10
+        )
         deadline = time.monotonic() + timeout
         if not client.wait_for_service(timeout_sec=timeout):
             return False, f"no service {service} within {timeout:g} s: is policy_runtime running (node {node})?"
         value = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=target)
         # Who asks, for the runtime's audit log: a pseudo-parameter the runtime consumes.
         origin = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=swap_origin())
-        request = SetParameters.Request(parameters=[Parameter(name="policy_path", value=value),
-                                                    Parameter(name=SWAP_ORIGIN, value=origin)])
+        request = SetParameters.Request(
+            parameters=[Parameter(name="policy_path", value=value), Parameter(name=SWAP_ORIGIN, value=origin)]
+        )
         future = client.call_async(request)
         executor.spin_until_future_complete(future, timeout_sec=max(0.1, deadline - time.monotonic()))
         if not future.done():
@@ -82,12 +86,16 @@ def swap_policy(path: str | Path, node: str = DEFAULT_NODE, timeout: float = 10.
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="sim2real policy swap")
-    parser.description = ("Hot-swap the policy of a running policy_runtime. The runtime checks the file (inside its\n"
-                          "policy directories, metadata matching the robot profile), dry-runs it on the last second\n"
-                          "of real inputs, and swaps at a tick boundary with a cross-fade. A refused model changes\n"
-                          "nothing; the reason is printed. Exit status 0: swapped, 1: refused or no answer.")
-    parser.epilog = ("example:\n  sim2real policy swap policies/go2_walk_v2.onnx\n"
-                     "  sim2real policy swap runs/walk/policy.onnx --node /robot1/policy_runtime --json")
+    parser.description = (
+        "Hot-swap the policy of a running policy_runtime. The runtime checks the file (inside its\n"
+        "policy directories, metadata matching the robot profile), dry-runs it on the last second\n"
+        "of real inputs, and swaps at a tick boundary with a cross-fade. A refused model changes\n"
+        "nothing; the reason is printed. Exit status 0: swapped, 1: refused or no answer."
+    )
+    parser.epilog = (
+        "example:\n  sim2real policy swap policies/go2_walk_v2.onnx\n"
+        "  sim2real policy swap runs/walk/policy.onnx --node /robot1/policy_runtime --json"
+    )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("file", metavar="FILE", help="ONNX policy file, on the machine that runs policy_runtime")
     parser.add_argument("--node", default=DEFAULT_NODE, help=f"the policy_runtime node (default {DEFAULT_NODE})")

@@ -11,6 +11,7 @@ A message's time is when DDS received it (rmw ``received_timestamp``, system clo
 deadline check stays exact to the message however late the poll runs: a node starved of the
 CPU for 100 ms does not mistake its own stall for a silent sensor.
 """
+
 from __future__ import annotations
 
 import time
@@ -21,15 +22,25 @@ from rclpy.qos import QoSDurabilityPolicy, QoSHistoryPolicy, QoSProfile, QoSReli
 
 # Best effort matches every publisher and never slows one down; depth 1 because only the
 # newest message matters to a poller (DDS drops the older ones without waking Python).
-NEWEST_ONLY = QoSProfile(history=QoSHistoryPolicy.KEEP_LAST, depth=1,
-                         reliability=QoSReliabilityPolicy.BEST_EFFORT, durability=QoSDurabilityPolicy.VOLATILE)
+NEWEST_ONLY = QoSProfile(
+    history=QoSHistoryPolicy.KEEP_LAST,
+    depth=1,
+    reliability=QoSReliabilityPolicy.BEST_EFFORT,
+    durability=QoSDurabilityPolicy.VOLATILE,
+)
 
 
 def companion_node(node: Node, suffix: str) -> Node:
     """A node beside ``node`` for polled subscriptions. Its topic names are resolved by ``node``
     (use :meth:`Node.resolve_topic_name`), so command-line remaps apply as before."""
-    return Node(f"{node.get_name()}_{suffix}", namespace=node.get_namespace(), context=node.context,
-                use_global_arguments=False, start_parameter_services=False, enable_rosout=False)
+    return Node(
+        f"{node.get_name()}_{suffix}",
+        namespace=node.get_namespace(),
+        context=node.context,
+        use_global_arguments=False,
+        start_parameter_services=False,
+        enable_rosout=False,
+    )
 
 
 def never_called(msg: Any) -> None:
@@ -39,8 +50,9 @@ def never_called(msg: Any) -> None:
 class PolledSubscription:
     """The newest message of a topic, taken on demand."""
 
-    def __init__(self, companion: Node, owner: Node, msg_type, topic: str, qos: QoSProfile = NEWEST_ONLY,
-                 raw: bool = False):
+    def __init__(
+        self, companion: Node, owner: Node, msg_type, topic: str, qos: QoSProfile = NEWEST_ONLY, raw: bool = False
+    ):
         self.topic = owner.resolve_topic_name(topic)
         self._sub = companion.create_subscription(msg_type, self.topic, never_called, qos, raw=raw)
 
@@ -81,8 +93,9 @@ class Inputs:
         self.companion = companion_node(node, suffix) if polled else None
         self._polled: list[tuple[PolledSubscription, Callable[[Any, float], None]]] = []
 
-    def subscribe(self, msg_type, topic: str, callback: Callable[..., None], qos: QoSProfile,
-                  polled_qos: QoSProfile = NEWEST_ONLY) -> Optional[PolledSubscription]:
+    def subscribe(
+        self, msg_type, topic: str, callback: Callable[..., None], qos: QoSProfile, polled_qos: QoSProfile = NEWEST_ONLY
+    ) -> Optional[PolledSubscription]:
         """``callback(msg)`` in lockstep; ``callback(msg, received_s)`` from :meth:`take_newest_each`."""
         if self.companion is None:
             self._node.create_subscription(msg_type, topic, callback, qos)

@@ -9,6 +9,7 @@ only publisher of ``/joint_commands``.
 
     ros2 run sim2real pose_commander --ros-args -p robot:=panda -p report_path:=runs/demo.json
 """
+
 from __future__ import annotations
 
 import json
@@ -35,14 +36,18 @@ class PoseCommanderNode(Node):
         self.profile = load_profile(robot)
         # Checked: NaN would become NaN targets, a negative period would loop forever in the state callback.
         self.script = PoseScript(
-            self.profile.default_positions, self.profile.lower_limits, self.profile.upper_limits,
+            self.profile.default_positions,
+            self.profile.lower_limits,
+            self.profile.upper_limits,
             hold=declare(self, "hold_duration", 3.0, "Seconds holding the default pose", at_least=0),
             move=declare(self, "move_duration", 6.0, "Seconds of sinusoidal joint motion", at_least=0),
             settle=declare(self, "settle_duration", 1.0, "Seconds holding again at the end", at_least=0),
             amplitude=declare(self, "amplitude", 0.2, "Joint amplitude in rad (capped by the limits)", at_least=0),
-            frequency=declare(self, "frequency", 0.5, "Motion frequency in Hz", above=0))
-        command_period = declare(self, "command_period", 0.0, "Seconds between commands; 0 = the profile's policy "
-                                 "period", at_least=0)
+            frequency=declare(self, "frequency", 0.5, "Motion frequency in Hz", above=0),
+        )
+        command_period = declare(
+            self, "command_period", 0.0, "Seconds between commands; 0 = the profile's policy period", at_least=0
+        )
         self.report_path = declare(self, "report_path", "", "Write the tracking report as JSON here ('' = don't)")
         self.period_ns = round((command_period or self.profile.policy_period) * NS_PER_S)
         self.report = TrackingReport(self.profile.sensing_period)
@@ -66,15 +71,19 @@ class PoseCommanderNode(Node):
             return
         if self.start_ns is None or stamps.jumped_back(stamp_ns, self.next_command_ns, self.period_ns):
             if self.start_ns is not None:
-                self.get_logger().warning("/joint_states stamps jumped back (robot or sim restarted?): the "
-                                          "script starts again on the new time line")
+                self.get_logger().warning(
+                    "/joint_states stamps jumped back (robot or sim restarted?): the "
+                    "script starts again on the new time line"
+                )
             self.start_ns = stamp_ns
             # Command on the period grid of sim time (as policy_runtime does): the supervisor ticks on
             # that grid and, in lockstep, waits for this node's answer to each tick's state.
             self.next_command_ns = -(-stamp_ns // self.period_ns) * self.period_ns
         if self.repeated.stuck(stamp_ns):  # the script's clock is the states' stamps: they must move
-            self.get_logger().error(f"{stamps.RepeatedStamps.LIMIT} /joint_states in a row carry the same "
-                                    "header.stamp: the driver does not stamp its states, so the script cannot advance")
+            self.get_logger().error(
+                f"{stamps.RepeatedStamps.LIMIT} /joint_states in a row carry the same "
+                "header.stamp: the driver does not stamp its states, so the script cannot advance"
+            )
         t = (stamp_ns - self.start_ns) / NS_PER_S
         measured = np.asarray(msg.position, dtype=float)[index]
         phase = self.script.phase(t)

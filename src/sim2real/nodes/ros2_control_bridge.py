@@ -16,6 +16,7 @@ A controller whose joints are not exactly the profile's is refused before anythi
     ros2 run sim2real ros2_control_bridge --ros-args -p robot:=panda \\
         -p controller:=forward_position_controller -p controller_joints:="[panda_joint1, ...]"
 """
+
 from __future__ import annotations
 
 from typing import NoReturn
@@ -41,14 +42,23 @@ class Ros2ControlBridgeNode(Node):
     def __init__(self, **kwargs):
         super().__init__("ros2_control_bridge", **kwargs)
         robot = declare(self, "robot", "panda", "Robot profile name or path")
-        controller = declare(self, "controller", "forward_position_controller",
-                             "Name of the forward_command_controller (position interface); commands go to "
-                             "/<controller>/commands")
-        joints = declare(self, "controller_joints", [""],
-                         "The controller's `joints` parameter, in its order; empty = the profile's joint order")
+        controller = declare(
+            self,
+            "controller",
+            "forward_position_controller",
+            "Name of the forward_command_controller (position interface); commands go to /<controller>/commands",
+        )
+        joints = declare(
+            self,
+            "controller_joints",
+            [""],
+            "The controller's `joints` parameter, in its order; empty = the profile's joint order",
+        )
         if not controller.strip("/"):
-            raise ValueError("parameter controller:='' names no controller: give the forward_command_controller "
-                             "taking the commands (e.g. forward_position_controller)")
+            raise ValueError(
+                "parameter controller:='' names no controller: give the forward_command_controller "
+                "taking the commands (e.g. forward_position_controller)"
+            )
         self.profile = load_profile(robot)
         self.order = ControllerJointOrder(self.profile.joint_names, [j for j in joints if j])
         # No initial pose: before any full command the arm may be anywhere (see JointCommandMapper).
@@ -65,7 +75,8 @@ class Ros2ControlBridgeNode(Node):
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         self.get_logger().info(
             f"{self.profile.name}: /joint_commands -> {self.topic} in order {self.order.controller_joints}; "
-            "position targets only (the hardware's own gains apply; kp/kd, velocity and effort are not sent)")
+            "position targets only (the hardware's own gains apply; kp/kd, velocity and effort are not sent)"
+        )
 
     def _on_command(self, msg: JointState, info: dict) -> None:
         # Two parameters, no default: rclpy passes MessageInfo (the publisher's gid) only then.
@@ -76,19 +87,26 @@ class Ros2ControlBridgeNode(Node):
             targets = self.mapper.apply(msg.name, msg.position, msg.velocity, msg.effort)
         except CommandRefused as exc:
             self.refused += 1
-            held = "the controller keeps the last target" if self.forwarded else "nothing was sent to the controller yet"
+            held = (
+                "the controller keeps the last target" if self.forwarded else "nothing was sent to the controller yet"
+            )
             self.get_logger().warning(f"refused /joint_commands: {exc}; {held}", throttle_duration_sec=WARN_THROTTLE_S)
             return
         self._pub.publish(Float64MultiArray(data=self.order.to_controller(targets.position)))
         self.forwarded += 1
 
     def _publish_diagnostics(self) -> None:
-        values = {"controller_topic": self.topic, "forwarded": str(self.forwarded), "refused": str(self.refused),
-                  "refused_writers": str(self._source.refused),
-                  "controller_joints": ",".join(self.order.controller_joints)}
+        values = {
+            "controller_topic": self.topic,
+            "forwarded": str(self.forwarded),
+            "refused": str(self.refused),
+            "refused_writers": str(self._source.refused),
+            "controller_joints": ",".join(self.order.controller_joints),
+        }
         level = DiagnosticStatus.WARN if self.refused else DiagnosticStatus.OK
-        publish_status(self, self._diag_pub, level, "command bridge", f"{self.forwarded} forwarded", values,
-                       self.profile.name)
+        publish_status(
+            self, self._diag_pub, level, "command bridge", f"{self.forwarded} forwarded", values, self.profile.name
+        )
 
 
 def main(args=None) -> NoReturn:

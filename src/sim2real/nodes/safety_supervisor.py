@@ -32,6 +32,7 @@ starved for a moment does not mistake its own stall for a silent sensor or polic
     ros2 run sim2real safety_supervisor --ros-args -p robot:=go2
     ros2 service call /safety_supervisor/engage std_srvs/srv/Trigger
 """
+
 from __future__ import annotations
 
 import math
@@ -65,8 +66,13 @@ from sim2real.nodes.params import declare, refuse_clock_change
 from sim2real.nodes.polled import Inputs
 from sim2real.nodes.sole_publisher import SolePublisherCheck
 
-LEVELS = {Mode.STANDBY: DiagnosticStatus.OK, Mode.ACTIVE: DiagnosticStatus.OK, Mode.TAKEOVER: DiagnosticStatus.WARN,
-          Mode.DAMPING: DiagnosticStatus.ERROR, Mode.ESTOP: DiagnosticStatus.ERROR}
+LEVELS = {
+    Mode.STANDBY: DiagnosticStatus.OK,
+    Mode.ACTIVE: DiagnosticStatus.OK,
+    Mode.TAKEOVER: DiagnosticStatus.WARN,
+    Mode.DAMPING: DiagnosticStatus.ERROR,
+    Mode.ESTOP: DiagnosticStatus.ERROR,
+}
 WARN_THROTTLE_S = 2.0
 STOPPED = (Mode.DAMPING, Mode.ESTOP)  # a request that enters one of these ticks at once (real time)
 STOP_BUTTONS = {"damp": STOPPED, "estop": (Mode.ESTOP,)}  # button: the modes it changes nothing in
@@ -89,15 +95,24 @@ class SafetySupervisorNode(Node):
     def __init__(self, **kwargs):
         super().__init__("safety_supervisor", **kwargs)
         robot = declare(self, "robot", "go2", "Robot profile name or path")
-        config_name = declare(self, "safety_config", "", "Safety config name under config/safety/ or a path; "
-                                                         "'' = the robot's name")
-        autostart = declare(self, "engage_on_start", False,
-                            "Engage once the robot stands and the policy has streamed for 1 s without a gap; on "
-                            "a simulated robot again after each reset (sim and demos; a real robot waits for an "
-                            "operator, and a reset there never leads to motion by itself)")
-        simulated = declare(self, "simulated", False,
-                            "The robot is a simulation: hardware_only checks (the deadman) are skipped and a "
-                            "safety config weaker than hardware needs is accepted")
+        config_name = declare(
+            self, "safety_config", "", "Safety config name under config/safety/ or a path; '' = the robot's name"
+        )
+        autostart = declare(
+            self,
+            "engage_on_start",
+            False,
+            "Engage once the robot stands and the policy has streamed for 1 s without a gap; on "
+            "a simulated robot again after each reset (sim and demos; a real robot waits for an "
+            "operator, and a reset there never leads to motion by itself)",
+        )
+        simulated = declare(
+            self,
+            "simulated",
+            False,
+            "The robot is a simulation: hardware_only checks (the deadman) are skipped and a "
+            "safety config weaker than hardware needs is accepted",
+        )
         self.profile = load_profile(robot)
         self.config = load_safety_config(config_name or self.profile.name)
         self.period = self.config.command_period or self.profile.policy_period
@@ -105,8 +120,9 @@ class SafetySupervisorNode(Node):
         for weakening in self.core.weakenings:
             self.get_logger().warning(f"{self.config.source}: {weakening} (allow_weakened: true)")
         # On a robot, say at start whether the DDS network can command it (docs/security.md).
-        self.dds_security = security_state(os.environ, os.environ.get("ROS_SECURITY_ENCLAVE_OVERRIDE")
-                                           or "/sim2real/safety_supervisor")
+        self.dds_security = security_state(
+            os.environ, os.environ.get("ROS_SECURITY_ENCLAVE_OVERRIDE") or "/sim2real/safety_supervisor"
+        )
         self.add_on_set_parameters_callback(refuse_clock_change)
         if not simulated:
             log = self.get_logger().info if not self.dds_security.problems else self.get_logger().warning
@@ -128,8 +144,12 @@ class SafetySupervisorNode(Node):
 
         self._command_pub = self.create_publisher(JointState, "/joint_commands", qos.COMMAND)
         self._driver_matched = False
-        SolePublisherCheck(self, self._command_pub, "only the safety supervisor may command the robot",
-                           on_check=self._on_command_writers)
+        SolePublisherCheck(
+            self,
+            self._command_pub,
+            "only the safety supervisor may command the robot",
+            on_check=self._on_command_writers,
+        )
         self._status_pub = self.create_publisher(DiagnosticArray, "/safety/status", 10)
         # Lockstep: the sim's states drive the ticks, so each one is handled as it comes.
         # Real time: the sensors' newest, polled at the tick; each policy command as it comes, and
@@ -137,8 +157,12 @@ class SafetySupervisorNode(Node):
         self._sensor_subs = Inputs(self, polled=not self.sim_time, suffix="sensors")
         self._sensor_subs.subscribe(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE)
         self._sensor_subs.subscribe(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE)
-        self.create_subscription(JointState, "/policy/joint_commands",
-                                 self._on_policy if self.sim_time else self._on_policy_in_real_time, qos.COMMAND)
+        self.create_subscription(
+            JointState,
+            "/policy/joint_commands",
+            self._on_policy if self.sim_time else self._on_policy_in_real_time,
+            qos.COMMAND,
+        )
         self._last_tick_monotonic = -math.inf  # real time: when the newest tick ran
         self._last_tick_by_policy = False  # real time: whether a policy command started it
         self._next_policy_period_ns = 0  # real time: a policy command stamped from here on starts a new period
@@ -154,17 +178,20 @@ class SafetySupervisorNode(Node):
             # the sim's states (and the policy's answers) drive the ticks: a sim-time timer would
             # tick without waiting for the policy.
             # On the steady clock: a system clock stepped back (NTP) must not stop the ticks.
-            self._timer = self.create_timer(self.period, self._realtime_tick,
-                                            clock=rclpy.clock.Clock(clock_type=rclpy.clock.ClockType.STEADY_TIME))
+            self._timer = self.create_timer(
+                self.period, self._realtime_tick, clock=rclpy.clock.Clock(clock_type=rclpy.clock.ClockType.STEADY_TIME)
+            )
         self._awaiting_policy_since = None  # lockstep: wall time since this tick's state arrived
         self._policy_alive = False  # lockstep: a policy answers ticks, so ticks wait for it
         self._policy_stream = GapFreeStream(max(STREAM_GAP_S, STREAM_GAP_PERIODS * self.period))
         self._policy_stamp_ns = -1  # stamp of the newest policy command
         if self.sim_time:
-            self._wall_timer = self.create_timer(0.05, self._lockstep_watchdog,
-                                                 clock=rclpy.clock.Clock(clock_type=rclpy.clock.ClockType.STEADY_TIME))
-        self.get_logger().info(f"{self.profile.name}: supervising at {1 / self.period:.0f} Hz with "
-                               f"{self.config.source}; mode STANDBY")
+            self._wall_timer = self.create_timer(
+                0.05, self._lockstep_watchdog, clock=rclpy.clock.Clock(clock_type=rclpy.clock.ClockType.STEADY_TIME)
+            )
+        self.get_logger().info(
+            f"{self.profile.name}: supervising at {1 / self.period:.0f} Hz with {self.config.source}; mode STANDBY"
+        )
 
     # -- inputs ------------------------------------------------------------------------------
     def _now(self) -> float:
@@ -186,8 +213,9 @@ class SafetySupervisorNode(Node):
         if self.sim_time:
             if self._latest_state_ns < self._answered_ns:
                 # Sim time went back (the sim restarted): tick on the new time line, afresh.
-                self.get_logger().warning("/joint_states stamps jumped back (sim restarted?): ticking on the new "
-                                          "time line")
+                self.get_logger().warning(
+                    "/joint_states stamps jumped back (sim restarted?): ticking on the new time line"
+                )
                 self._next_tick_ns, self._answered_ns, self._last_command = 0, -1, None
                 # The old time line's policy answer is no answer to the new one's states (one on the
                 # new time line may already be here: it stays).
@@ -246,8 +274,11 @@ class SafetySupervisorNode(Node):
         # after an engage on its first command, and the supervisor held the robot for the run.
         # Simulated, it engages again after a trip once an operator has reset and the robot stands;
         # on hardware only once: there a reset never leads to motion by itself (ISO 13850).
-        if (self.engage_on_start and self.core.stood_up(self._now())
-                and self._policy_stream.steady_for() >= ENGAGE_AFTER_STEADY_S):
+        if (
+            self.engage_on_start
+            and self.core.stood_up(self._now())
+            and self._policy_stream.steady_for() >= ENGAGE_AFTER_STEADY_S
+        ):
             accepted, message = self.core.request("engage", self.inputs, self._now())
             if accepted:
                 self.engage_on_start = self.core.simulated
@@ -273,8 +304,9 @@ class SafetySupervisorNode(Node):
     def _refuse(self, why: str) -> None:
         """A malformed message dropped (the previous one stays and ages): counted on /safety/status."""
         self.refused_messages += 1
-        self.get_logger().warning(f"{why} ({self.refused_messages} messages refused so far)",
-                                  throttle_duration_sec=WARN_THROTTLE_S)
+        self.get_logger().warning(
+            f"{why} ({self.refused_messages} messages refused so far)", throttle_duration_sec=WARN_THROTTLE_S
+        )
 
     def _start_teleop_session_on_takeover(self, before: Mode, held: np.ndarray) -> None:
         # A takeover starts a teleop session from what is held now: joints a teleop command does
@@ -318,6 +350,7 @@ class SafetySupervisorNode(Node):
             if self.core.mode in STOPPED and self.core.mode != before and not self.sim_time:
                 self._tick_in_real_time(by_policy=False)  # the stop goes out now, not at the next tick
             return response
+
         return handle
 
     def _lockstep_watchdog(self) -> None:
@@ -358,8 +391,7 @@ class SafetySupervisorNode(Node):
         policy command ticked less than POLICY_TICK_SLACK periods ago. While the policy streams,
         its commands drive the ticks and this timer stays quiet; once it stops (or stalls), the
         timer ticks every period, at most 2 periods after the policy's last tick."""
-        if (self._last_tick_by_policy
-                and time.monotonic() - self._last_tick_monotonic < POLICY_TICK_SLACK * self.period):
+        if self._last_tick_by_policy and time.monotonic() - self._last_tick_monotonic < POLICY_TICK_SLACK * self.period:
             return
         self._tick_in_real_time(by_policy=False)
 
@@ -384,8 +416,12 @@ class SafetySupervisorNode(Node):
         self._tick(round(self._now() * 1e9))
 
     def _command_msg(self, command, stamp) -> JointState:
-        msg = JointState(name=self.profile.joint_names, position=command.position.tolist(),
-                         velocity=command.velocity.tolist(), effort=command.effort.tolist())
+        msg = JointState(
+            name=self.profile.joint_names,
+            position=command.position.tolist(),
+            velocity=command.velocity.tolist(),
+            effort=command.effort.tolist(),
+        )
         msg.header.stamp = stamp
         return msg
 
@@ -400,8 +436,9 @@ class SafetySupervisorNode(Node):
         if now_ns < self._next_tick_ns:
             if not stamps.tick_due(now_ns, self._next_tick_ns, self._period_ns):
                 return
-            self.get_logger().warning(f"the clock jumped back {(self._next_tick_ns - now_ns) * 1e-9:.3f} s: "
-                                      "ticking on the new time line")
+            self.get_logger().warning(
+                f"the clock jumped back {(self._next_tick_ns - now_ns) * 1e-9:.3f} s: ticking on the new time line"
+            )
         self._next_tick_ns = stamps.next_period_start_ns(now_ns, self._period_ns)
         self._tick(now_ns)
 
@@ -428,16 +465,27 @@ class SafetySupervisorNode(Node):
         self._publish_status(decision, stamp)
 
     def _publish_status(self, decision, stamp) -> None:
-        values = [KeyValue(key="mode", value=decision.mode.value),
-                  KeyValue(key="last_trip", value=self.core.last_trip or "none"),
-                  KeyValue(key="trips", value=str(self.core.trips)),
-                  KeyValue(key="refused_messages", value=str(self.refused_messages)),
-                  KeyValue(key="dds_security", value=self.dds_security.describe())]
+        values = [
+            KeyValue(key="mode", value=decision.mode.value),
+            KeyValue(key="last_trip", value=self.core.last_trip or "none"),
+            KeyValue(key="trips", value=str(self.core.trips)),
+            KeyValue(key="refused_messages", value=str(self.refused_messages)),
+            KeyValue(key="dds_security", value=self.dds_security.describe()),
+        ]
         for check in decision.checks:
-            values.append(KeyValue(key=f"check/{check.name}",
-                                   value="ok" if check.ok else f"FAIL ({check.response.name.lower()}): {check.detail}"))
-        status = DiagnosticStatus(level=LEVELS[decision.mode], name="safety_supervisor: mode",
-                                  message=decision.mode.value, hardware_id=self.profile.name, values=values)
+            values.append(
+                KeyValue(
+                    key=f"check/{check.name}",
+                    value="ok" if check.ok else f"FAIL ({check.response.name.lower()}): {check.detail}",
+                )
+            )
+        status = DiagnosticStatus(
+            level=LEVELS[decision.mode],
+            name="safety_supervisor: mode",
+            message=decision.mode.value,
+            hardware_id=self.profile.name,
+            values=values,
+        )
         array = DiagnosticArray(status=[status])
         array.header.stamp = stamp
         self._status_pub.publish(array)

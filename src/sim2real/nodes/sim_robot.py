@@ -24,6 +24,7 @@ command keeps holding.
     ros2 run sim2real sim_robot --ros-args -p robot:=go2 -p lockstep:=true
     ros2 run sim2real sim_robot --ros-args -p robot:=go2 -p engine:=mujoco
 """
+
 from __future__ import annotations
 
 import threading
@@ -58,33 +59,62 @@ class SimRobotNode(Node):
     def __init__(self, **kwargs):
         super().__init__("sim_robot", **kwargs)
         robot = declare(self, "robot", "go2", "Robot profile: a name under config/robots/ or a path to a profile YAML")
-        self.lockstep = declare(self, "lockstep", False,
-                                "Publish /clock and advance only when the graph has answered the current sim time")
+        self.lockstep = declare(
+            self, "lockstep", False, "Publish /clock and advance only when the graph has answered the current sim time"
+        )
         seed = declare(self, "seed", 0, "Seed for terrain and sensor noise; same seed, same run")
-        conditions = declare(self, "conditions", "{}",
-                             "Physical conditions as a YAML mapping, e.g. '{ground_friction: 0.5, latency: 0.01}'")
+        conditions = declare(
+            self,
+            "conditions",
+            "{}",
+            "Physical conditions as a YAML mapping, e.g. '{ground_friction: 0.5, latency: 0.01}'",
+        )
         # Checked: a NaN timeout would never damp, a negative one would damp almost every step.
-        command_timeout = declare(self, "command_timeout", 0.0,
-                                  "Seconds without a valid /joint_commands before damping; 0 = the profile's value",
-                                  at_least=0)
-        lockstep_period = declare(self, "lockstep_period", 0.0,
-                                  "Sim seconds advanced per answered command in lockstep; 0 = the profile's policy "
-                                  "period", at_least=0)
-        suspended = declare(self, "suspended", False,
-                            "Hold a floating-base robot's trunk in the air, feet clear of the ground (a gantry), "
-                            "so joint scripts run without it falling")
+        command_timeout = declare(
+            self,
+            "command_timeout",
+            0.0,
+            "Seconds without a valid /joint_commands before damping; 0 = the profile's value",
+            at_least=0,
+        )
+        lockstep_period = declare(
+            self,
+            "lockstep_period",
+            0.0,
+            "Sim seconds advanced per answered command in lockstep; 0 = the profile's policy period",
+            at_least=0,
+        )
+        suspended = declare(
+            self,
+            "suspended",
+            False,
+            "Hold a floating-base robot's trunk in the air, feet clear of the ground (a gantry), "
+            "so joint scripts run without it falling",
+        )
         engine = declare(self, "engine", DEFAULT_ENGINE, f"Physics engine: {' | '.join(ENGINES)}")
-        model = declare(self, "model", "", "mujoco only: another robot model than the profile's (URDF/MJCF path or "
-                                           "example-robot-data:go2); '' = the profile's")
+        model = declare(
+            self,
+            "model",
+            "",
+            "mujoco only: another robot model than the profile's (URDF/MJCF path or "
+            "example-robot-data:go2); '' = the profile's",
+        )
         self.profile = load_profile(robot)
-        self.world = make_world(engine, self.profile, model=model or None,
-                                conditions=PhysicalConditions.from_yaml(conditions), seed=seed, suspended=suspended)
+        self.world = make_world(
+            engine,
+            self.profile,
+            model=model or None,
+            conditions=PhysicalConditions.from_yaml(conditions),
+            seed=seed,
+            suspended=suspended,
+        )
         self.world.command(self.profile.default_positions)
         self.command_timeout = command_timeout or self.profile.command_timeout
         self.sensing_ns = round(self.profile.sensing_period * NS_PER_S)
         self.substeps = round(self.profile.sensing_period / self.profile.physics_period)
-        self.steps_per_command = max(1, round((lockstep_period or self.profile.policy_period)
-                                              / self.profile.sensing_period))
+        self.steps_per_command = max(
+            1, round((lockstep_period or self.profile.policy_period) / self.profile.sensing_period)
+        )
         self.floating_base = not self.profile.fixed_base
 
         self.mapper = JointCommandMapper(self.profile.joint_names, self.profile.default_positions)
@@ -101,10 +131,10 @@ class SimRobotNode(Node):
         self.stats = PeriodStats(self.profile.sensing_period)
 
         self._joint_pub = self.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
-        self._imu_pub = (self.create_publisher(Imu, "/imu/data", qos.SENSOR_PUBLISH)
-                         if self.floating_base else None)
-        self._truth_pub = (self.create_publisher(Odometry, "/sim/ground_truth", qos.SENSOR_PUBLISH)
-                           if self.floating_base else None)
+        self._imu_pub = self.create_publisher(Imu, "/imu/data", qos.SENSOR_PUBLISH) if self.floating_base else None
+        self._truth_pub = (
+            self.create_publisher(Odometry, "/sim/ground_truth", qos.SENSOR_PUBLISH) if self.floating_base else None
+        )
         self._clock_pub = self.create_publisher(Clock, "/clock", qos.CLOCK) if self.lockstep else None
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         SolePublisherCheck(self, self._joint_pub, "the robot has one driver, this sim")
@@ -119,7 +149,8 @@ class SimRobotNode(Node):
             f"{self.profile.name} on {engine}{f' ({model})' if model else ''}: {self.profile.num_joints} joints, "
             f"sensing {1 / self.profile.sensing_period:.0f} Hz, "
             f"{'lockstep (publishing /clock)' if self.lockstep else 'real time'}"
-            f"{', suspended (feet clear of the ground)' if suspended else ''}")
+            f"{', suspended (feet clear of the ground)' if suspended else ''}"
+        )
 
     # -- commands (executor thread) ------------------------------------------------
     def _on_command(self, msg: JointState, info: dict) -> None:
@@ -132,8 +163,10 @@ class SimRobotNode(Node):
                 targets = self.mapper.apply(msg.name, msg.position, msg.velocity, msg.effort)
             except CommandRefused as exc:
                 self._refused += 1
-                self.get_logger().warning(f"refused /joint_commands: {exc}; holding the last good command",
-                                          throttle_duration_sec=WARN_THROTTLE_S)
+                self.get_logger().warning(
+                    f"refused /joint_commands: {exc}; holding the last good command",
+                    throttle_duration_sec=WARN_THROTTLE_S,
+                )
                 return
             self._pending = targets.copy()
             self._latest_command_stamp_ns = stamps.to_ns(msg.header.stamp)
@@ -150,12 +183,17 @@ class SimRobotNode(Node):
             if self._damping:
                 self.get_logger().info("commands resumed: PD control again")
             self._damping = False
-        elif (not self.lockstep and last is not None and not self._damping
-              and time.monotonic() - last > self.command_timeout):
+        elif (
+            not self.lockstep
+            and last is not None
+            and not self._damping
+            and time.monotonic() - last > self.command_timeout
+        ):
             self._damping = True
             self.world.damp()
             self.get_logger().warning(
-                f"no valid /joint_commands for {self.command_timeout:.3f} s: damping, as a real driver would")
+                f"no valid /joint_commands for {self.command_timeout:.3f} s: damping, as a real driver would"
+            )
 
     # -- loops (own thread) -----------------------------------------------------------
     def _run_loop(self) -> None:
@@ -190,7 +228,8 @@ class SimRobotNode(Node):
             with self._lock:
                 answered = self._command_ready.wait_for(
                     lambda: self._latest_command_stamp_ns >= self.sim_ns or self._stop.is_set(),
-                    timeout=LOCKSTEP_REPUBLISH_WALL_S)
+                    timeout=LOCKSTEP_REPUBLISH_WALL_S,
+                )
             if self._stop.is_set():
                 return
             if not answered:
@@ -199,7 +238,8 @@ class SimRobotNode(Node):
                 self.get_logger().info(
                     f"lockstep: waiting for /joint_commands stamped at or after sim time "
                     f"{self.sim_ns / NS_PER_S:.3f} s (controllers must use use_sim_time)",
-                    throttle_duration_sec=5.0)
+                    throttle_duration_sec=5.0,
+                )
                 continue
             self._apply_pending()
             for _ in range(self.steps_per_command):
@@ -230,8 +270,8 @@ class SimRobotNode(Node):
         imu_msg.angular_velocity.x, imu_msg.angular_velocity.y, imu_msg.angular_velocity.z = map(float, w)
         imu_msg.linear_acceleration.x, imu_msg.linear_acceleration.y, imu_msg.linear_acceleration.z = map(float, a)
         conditions = self.world.conditions
-        imu_msg.angular_velocity_covariance[0::4] = [conditions.gyro_noise ** 2] * 3
-        imu_msg.linear_acceleration_covariance[0::4] = [conditions.accelerometer_noise ** 2] * 3
+        imu_msg.angular_velocity_covariance[0::4] = [conditions.gyro_noise**2] * 3
+        imu_msg.linear_acceleration_covariance[0::4] = [conditions.accelerometer_noise**2] * 3
         self._imu_pub.publish(imu_msg)
 
         position, orientation = self.world.base_pose()
@@ -254,11 +294,20 @@ class SimRobotNode(Node):
             refused = self._refused
         mode = "DAMPING" if self._damping else ("COMMANDED" if self._last_command_wall else "HOLDING_DEFAULT")
         level = DiagnosticStatus.WARN if (self._damping or summary["missed_fraction"] > 0.05) else DiagnosticStatus.OK
-        values = {"mode": mode, "sim_time_s": f"{self.sim_ns / NS_PER_S:.3f}", "refused_commands": str(refused),
-                  "refused_writers": str(self._source.refused),
-                  **{k: f"{v:.4g}" if isinstance(v, float) else str(v) for k, v in summary.items()}}
-        status = DiagnosticStatus(level=level, name=f"{self.get_name()}: sensing loop", hardware_id=self.profile.name,
-                                  message=mode, values=[KeyValue(key=k, value=v) for k, v in values.items()])
+        values = {
+            "mode": mode,
+            "sim_time_s": f"{self.sim_ns / NS_PER_S:.3f}",
+            "refused_commands": str(refused),
+            "refused_writers": str(self._source.refused),
+            **{k: f"{v:.4g}" if isinstance(v, float) else str(v) for k, v in summary.items()},
+        }
+        status = DiagnosticStatus(
+            level=level,
+            name=f"{self.get_name()}: sensing loop",
+            hardware_id=self.profile.name,
+            message=mode,
+            values=[KeyValue(key=k, value=v) for k, v in values.items()],
+        )
         array = DiagnosticArray(status=[status])
         array.header.stamp = self.get_clock().now().to_msg()
         self._diag_pub.publish(array)

@@ -6,6 +6,7 @@ interleave their /joint_states, two supervisors fight over /joint_commands, and 
 fails loudly. The graph is polled every few seconds (DDS discovery, no message traffic)
 and the other publishers are named.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,9 @@ WARN_THROTTLE_S = 10.0
 
 def publisher_names(node: Node, topic: str) -> list[str]:
     """The fully qualified names of the nodes publishing ``topic`` (one entry per publisher)."""
-    return sorted(f"{info.node_namespace.rstrip('/')}/{info.node_name}"
-                  for info in node.get_publishers_info_by_topic(topic))
+    return sorted(
+        f"{info.node_namespace.rstrip('/')}/{info.node_name}" for info in node.get_publishers_info_by_topic(topic)
+    )
 
 
 class SolePublisherCheck:
@@ -35,8 +37,7 @@ class SolePublisherCheck:
         # Throttled per check, not by rclpy's throttle: that is per call site, so one node's
         # checks of two topics (sim_robot's /joint_states and /clock) would silence each other.
         self._last_warning = -WARN_THROTTLE_S
-        node.create_timer(CHECK_PERIOD_S, self.check,
-                          clock=Clock(clock_type=ClockType.STEADY_TIME))
+        node.create_timer(CHECK_PERIOD_S, self.check, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def check(self) -> None:
         names = publisher_names(self.node, self.topic)
@@ -53,4 +54,5 @@ class SolePublisherCheck:
             self.node.get_logger().warning(
                 f"{len(names)} publishers on {self.topic} ({', '.join(names)}): {self.role}. Another graph runs in "
                 f"ROS_DOMAIN_ID={domain} (a second `sim2real up`, or nodes left by a killed one): stop it, or give "
-                "each graph its own ROS_DOMAIN_ID")
+                "each graph its own ROS_DOMAIN_ID"
+            )

@@ -1,4 +1,5 @@
 """builtin_interfaces/Time <-> integer nanoseconds (exact, unlike float seconds)."""
+
 from builtin_interfaces.msg import Time
 
 from sim2real.core.units import NS_PER_S  # also stamps.NS_PER_S, for the nodes

@@ -39,6 +39,7 @@ the samples per step and the sample rate one core could sustain.
 
     ros2 run sim2real state_estimator --ros-args -p robot:=go2
 """
+
 from __future__ import annotations
 
 import time
@@ -75,8 +76,12 @@ class StateEstimatorNode(Node):
     def __init__(self, **kwargs):
         super().__init__("state_estimator", **kwargs)
         robot = declare(self, "robot", "go2", "Robot profile: a name under config/robots/ or a path")
-        config = declare(self, "estimation_config", "",
-                         "Estimator settings: a name under config/estimation/ or a path; '' = the robot's name")
+        config = declare(
+            self,
+            "estimation_config",
+            "",
+            "Estimator settings: a name under config/estimation/ or a path; '' = the robot's name",
+        )
         self.profile = load_profile(robot)
         self.config = load_estimation_config(config or self.profile.name)
         self.quadruped = self.profile.kind == "quadruped"
@@ -92,16 +97,25 @@ class StateEstimatorNode(Node):
         self._last_imu_t = None
         self.imu_missed = 0  # IMU samples absent between two that arrived (by their stamps)
         self.sim_time = self.get_parameter("use_sim_time").value
-        self.batch_period = declare(self, "batch_period", self.profile.policy_period / 2,
-                                    "s between batches: every sample received since the last batch goes "
-                                    "through the filter and the newest estimate is published")
+        self.batch_period = declare(
+            self,
+            "batch_period",
+            self.profile.policy_period / 2,
+            "s between batches: every sample received since the last batch goes "
+            "through the filter and the newest estimate is published",
+        )
         if not self.batch_period > 0:
-            raise ValueError(f"parameter batch_period:={self.batch_period} must be > 0 s (0.002: an estimate "
-                             "per sample at 500 Hz)")
-        self.filter_update = declare(self, "filter_update", "batch",
-                                     "Quadruped, real time: 'batch' (each IMU sample of a batch integrates the "
-                                     "base, the legs update the filter once, at the newest) or 'sample' (every "
-                                     "IMU sample through the whole filter, at about 4x the CPU)")
+            raise ValueError(
+                f"parameter batch_period:={self.batch_period} must be > 0 s (0.002: an estimate per sample at 500 Hz)"
+            )
+        self.filter_update = declare(
+            self,
+            "filter_update",
+            "batch",
+            "Quadruped, real time: 'batch' (each IMU sample of a batch integrates the "
+            "base, the legs update the filter once, at the newest) or 'sample' (every "
+            "IMU sample through the whole filter, at about 4x the CPU)",
+        )
         if self.filter_update not in FILTER_UPDATES:
             raise ValueError(f"parameter filter_update:={self.filter_update!r}: use one of {list(FILTER_UPDATES)}")
         # Lockstep steps the filter per sample whatever is asked: the run must not depend on the machine.
@@ -110,37 +124,48 @@ class StateEstimatorNode(Node):
         # Real time, polled: no executor spins the companion; the batch timer takes all DDS kept.
         self._sample_subs = Inputs(self, polled=not self.sim_time, suffix="samples")
         self._imu_sub = None
-        self._joint_sub = self._sample_subs.subscribe(JointState, "/joint_states", self._on_joint_states,
-                                                 qos.SENSOR_SUBSCRIBE, qos.SENSOR_SUBSCRIBE)
+        self._joint_sub = self._sample_subs.subscribe(
+            JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE, qos.SENSOR_SUBSCRIBE
+        )
         if self.quadruped:
             self.filter = LegKalmanFilter(self.profile, self.config)
             self._odom = Odometry()
             self._odom.header.frame_id = "odom"
             self._odom.child_frame_id = self.profile.base_link
             self._pub = self.create_publisher(Odometry, "/state_estimate", qos.SENSOR_PUBLISH)
-            self._imu_sub = self._sample_subs.subscribe(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE,
-                                                   qos.SENSOR_SUBSCRIBE)
+            self._imu_sub = self._sample_subs.subscribe(
+                Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE, qos.SENSOR_SUBSCRIBE
+            )
         else:
             self.arm = ArmEstimator(self.profile, self.config)
             # Every joint state is filtered; the end effector (two pinocchio passes and three
             # messages) is published at the policy rate: at the sensing rate it took a large share
             # of a 2-core robot computer from the policy runtime (graph tests saw it go stale).
-            self._arm_period = declare(self, "arm_publish_period", self.profile.policy_period,
-                                       "s between arm estimates published (every joint state is filtered)")
+            self._arm_period = declare(
+                self,
+                "arm_publish_period",
+                self.profile.policy_period,
+                "s between arm estimates published (every joint state is filtered)",
+            )
             self._arm_next = -1.0
             self._joints_pub = self.create_publisher(JointState, "/state_estimate/joint_states", qos.SENSOR_PUBLISH)
-            self._accel_pub = self.create_publisher(Float64MultiArray, "/state_estimate/joint_accelerations",
-                                                    qos.SENSOR_PUBLISH)
+            self._accel_pub = self.create_publisher(
+                Float64MultiArray, "/state_estimate/joint_accelerations", qos.SENSOR_PUBLISH
+            )
             self._ee_pub = self.create_publisher(Odometry, "/state_estimate/end_effector", qos.SENSOR_PUBLISH)
         if not self.sim_time:
             # On the steady clock: a system clock stepped back (NTP) must not stop the batches.
             self.create_timer(self.batch_period, self._on_batch, clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         what = "leg Kalman filter per /imu/data sample" if self.quadruped else "arm joint filter per /joint_states"
-        how = "each sample as it comes (lockstep)" if self.sim_time else \
-            f"in batches every {self.batch_period * 1e3:g} ms"
-        self.get_logger().info(f"{self.profile.name}: {what}, {how} "
-                               f"(settings: config/estimation/{config or self.profile.name})")
+        how = (
+            "each sample as it comes (lockstep)"
+            if self.sim_time
+            else f"in batches every {self.batch_period * 1e3:g} ms"
+        )
+        self.get_logger().info(
+            f"{self.profile.name}: {what}, {how} (settings: config/estimation/{config or self.profile.name})"
+        )
 
     # -- inputs -----------------------------------------------------------------------------
     def _on_batch(self) -> None:
@@ -163,8 +188,11 @@ class StateEstimatorNode(Node):
         for msg, _ in imu:
             o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
             try:
-                samples.append(imu_sample(stamps.to_ns(msg.header.stamp) * 1e-9, (o.x, o.y, o.z, o.w),
-                                          (w.x, w.y, w.z), (a.x, a.y, a.z)))
+                samples.append(
+                    imu_sample(
+                        stamps.to_ns(msg.header.stamp) * 1e-9, (o.x, o.y, o.z, o.w), (w.x, w.y, w.z), (a.x, a.y, a.z)
+                    )
+                )
             except ValueError as exc:
                 self._refuse(f"/imu/data: {exc}")
                 continue
@@ -187,8 +215,10 @@ class StateEstimatorNode(Node):
         joint state before an IMU sample of the same instant); then the newest quadruped estimate out."""
         # IMU first: a joint state that arrives between the two takes is newer than every IMU
         # sample taken, and sorts after them, instead of being missed by an IMU sample after it.
-        samples = [(received, stamps.to_ns(msg.header.stamp), 1, msg)
-                   for msg, received in (self._imu_sub.take_all() if self._imu_sub is not None else ())]
+        samples = [
+            (received, stamps.to_ns(msg.header.stamp), 1, msg)
+            for msg, received in (self._imu_sub.take_all() if self._imu_sub is not None else ())
+        ]
         samples += [(received, stamps.to_ns(msg.header.stamp), 0, msg) for msg, received in self._joint_sub.take_all()]
         samples.sort(key=lambda sample: sample[:3])
         newest = None
@@ -229,8 +259,9 @@ class StateEstimatorNode(Node):
     def _refuse(self, what: str) -> None:
         # Folded in, a NaN would make the estimate NaN for good; a short array would raise in the callback.
         self.refused += 1
-        self.get_logger().warning(f"ignoring {what} ({self.refused} samples ignored so far)",
-                                  throttle_duration_sec=WARN_THROTTLE_S)
+        self.get_logger().warning(
+            f"ignoring {what} ({self.refused} samples ignored so far)", throttle_duration_sec=WARN_THROTTLE_S
+        )
 
     def _step_imu(self, msg: Imu):
         """One IMU sample through the filter: (estimate, msg), or None if it was not used."""
@@ -325,9 +356,12 @@ class StateEstimatorNode(Node):
         # sample, or a batch of them (filter_update:=batch); the capacity is the samples per
         # second one core could take at the median step.
         span = self._t - self._window_t0 if self._window_t0 is not None else 0.0
-        values = {"rate_hz": f"{(self._count - 1) / span if span > 0 else 0.0:.1f}",
-                  "wall_rate_hz": f"{self._count / elapsed if elapsed > 0 else 0.0:.1f}",
-                  "samples_ignored": str(self.refused), "imu_samples_missed": str(self.imu_missed)}
+        values = {
+            "rate_hz": f"{(self._count - 1) / span if span > 0 else 0.0:.1f}",
+            "wall_rate_hz": f"{self._count / elapsed if elapsed > 0 else 0.0:.1f}",
+            "samples_ignored": str(self.refused),
+            "imu_samples_missed": str(self.imu_missed),
+        }
         samples_per_step = self._count / self._steps if self._steps else 1.0
         values["samples_per_step"] = f"{samples_per_step:.1f}"
         self._count, self._steps, self._window_start, self._window_t0 = 0, 0, now, None
@@ -338,9 +372,14 @@ class StateEstimatorNode(Node):
         level, message = DiagnosticStatus.OK, "no divergence"
         if self.quadruped:
             monitor = self.filter.divergence
-            values.update({"window_nis_per_dof": f"{monitor.mean_nis:.2f}", "nis_bound": f"{monitor.bound:.2f}",
-                           "divergence_events": str(monitor.events),
-                           "contact": "".join("1" if c else "0" for c in self.filter.contact_detector.contact)})
+            values.update(
+                {
+                    "window_nis_per_dof": f"{monitor.mean_nis:.2f}",
+                    "nis_bound": f"{monitor.bound:.2f}",
+                    "divergence_events": str(monitor.events),
+                    "contact": "".join("1" if c else "0" for c in self.filter.contact_detector.contact),
+                }
+            )
             if monitor.diverged(self._t):
                 level, message = DiagnosticStatus.ERROR, f"diverged: {monitor.reason}"
             if self._joints is None:
@@ -353,8 +392,9 @@ class StateEstimatorNode(Node):
 
 
 def main(args=None) -> NoReturn:
-    lifecycle.exit_process(lifecycle.run("state_estimator", StateEstimatorNode, args,
-                                            executor=lifecycle.events_executor_unless_lockstep))
+    lifecycle.exit_process(
+        lifecycle.run("state_estimator", StateEstimatorNode, args, executor=lifecycle.events_executor_unless_lockstep)
+    )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ live in the ROS-free core. This node only sequences them:
 
     ros2 run sim2real sysid_logger --ros-args -p robot:=panda -p bag:=bags/panda_1
 """
+
 from __future__ import annotations
 
 import importlib
@@ -49,10 +50,9 @@ from sim2real.sysid.standing_check import require_standing
 NS_PER_S = stamps.NS_PER_S
 # Reliable and deep: matches a reliable publisher without dropping a burst; a best-effort
 # publisher (some drivers) matches the sensor subscription below instead.
-RECORD_RELIABLE = QoSProfile(history=QoSHistoryPolicy.KEEP_LAST, depth=200,
-                             reliability=QoSReliabilityPolicy.RELIABLE)
-ENGAGE_RETRY_S = 1.0   # between engage (or reset) calls the supervisor refused
-STARTUP_POLL_S = 0.2   # wall seconds between start-up decisions
+RECORD_RELIABLE = QoSProfile(history=QoSHistoryPolicy.KEEP_LAST, depth=200, reliability=QoSReliabilityPolicy.RELIABLE)
+ENGAGE_RETRY_S = 1.0  # between engage (or reset) calls the supervisor refused
+STARTUP_POLL_S = 0.2  # wall seconds between start-up decisions
 
 
 class SysidLoggerNode(Node):
@@ -63,37 +63,61 @@ class SysidLoggerNode(Node):
         kind = declare(self, "kind", "fourier", "Excitation: fourier | multisine | chirp")
         duration = declare(self, "duration", 40.0, "Excitation seconds")
         joints = declare(self, "joints", "", "Comma-separated joints to excite ('' = all)")
-        amplitude = declare(self, "amplitude", 0.0, "Each joint's largest excursion, rad (limits may lower it); 0: "
-                                                    "0.6, or 0.1 for a quadruped standing on its feet")
-        legs = declare(self, "legs", -1, "A quadruped: 0 every joint at once, 1 one leg at a time, 2 a diagonal "
-                                         "pair; -1: 1 standing, 0 suspended")
+        amplitude = declare(
+            self,
+            "amplitude",
+            0.0,
+            "Each joint's largest excursion, rad (limits may lower it); 0: "
+            "0.6, or 0.1 for a quadruped standing on its feet",
+        )
+        legs = declare(
+            self,
+            "legs",
+            -1,
+            "A quadruped: 0 every joint at once, 1 one leg at a time, 2 a diagonal pair; -1: 1 standing, 0 suspended",
+        )
         f_min = declare(self, "f_min", 0.1, "Lowest frequency, Hz")
         f_max = declare(self, "f_max", 1.0, "Highest frequency, Hz")
         velocity_fraction = declare(self, "velocity_fraction", 0.5, "Peak speed as a fraction of the velocity limit")
         seed = declare(self, "excitation_seed", 0, "Seed of the Fourier coefficient search")
         extra = declare(self, "extra_topics", "", "Comma-separated 'topic:pkg/msg/Type' to record as well")
-        self.settle = declare(self, "settle", 1.0, "Seconds holding the default pose after the excitation",
-                              at_least=0)
+        self.settle = declare(self, "settle", 1.0, "Seconds holding the default pose after the excitation", at_least=0)
         supervisor = declare(self, "supervisor", "/safety_supervisor", "The safety supervisor node")
-        hardware = declare(self, "hardware", "", "Recorded in the bag metadata (sim | mujoco | topic | unitree | ros2_control)")
+        hardware = declare(
+            self, "hardware", "", "Recorded in the bag metadata (sim | mujoco | topic | unitree | ros2_control)"
+        )
         conditions = declare(self, "conditions", "", "Recorded in the bag metadata (sim conditions, if any)")
-        suspended = declare(self, "suspended", False, "Recorded in the bag metadata: the robot hangs on a stand, feet "
-                                                      "clear of the ground (the fit replays it so)")
-        start_timeout = declare(self, "start_timeout", 60.0, "Wall seconds to get the robot engaged before giving "
-                                                             "up with the reason", above=0)
+        suspended = declare(
+            self,
+            "suspended",
+            False,
+            "Recorded in the bag metadata: the robot hangs on a stand, feet "
+            "clear of the ground (the fit replays it so)",
+        )
+        start_timeout = declare(
+            self,
+            "start_timeout",
+            60.0,
+            "Wall seconds to get the robot engaged before giving up with the reason",
+            above=0,
+        )
         if not self.bag_path:
             raise ValueError("parameter 'bag' is required: the rosbag2 directory to create")
         # Everything that can be refused is checked before the bag is created: a bag opened and
         # then abandoned has no metadata.yaml (unreadable) and blocks the same path next time.
         if Path(self.bag_path).exists():
-            raise ValueError(f"parameter bag:={self.bag_path!r} exists already; a bag is never overwritten: "
-                             "choose a new directory or delete the old one")
+            raise ValueError(
+                f"parameter bag:={self.bag_path!r} exists already; a bag is never overwritten: "
+                "choose a new directory or delete the old one"
+            )
         extras = []
         for entry in [e for e in extra.split(",") if e.strip()]:
             topic, _, msgtype = entry.strip().partition(":")
             if msgtype not in TYPESTORE.types:
-                raise ValueError(f"extra_topics: {msgtype!r} is not a message type the bag writer knows (the "
-                                 "standard ROS 2 Humble set); record a standard type or leave it out")
+                raise ValueError(
+                    f"extra_topics: {msgtype!r} is not a message type the bag writer knows (the "
+                    "standard ROS 2 Humble set); record a standard type or leave it out"
+                )
             extras.append((topic, _message_class(msgtype), msgtype))
 
         self.profile = load_profile(robot)
@@ -106,12 +130,21 @@ class SysidLoggerNode(Node):
         self.stand_s = safety.stand_duration
         self.blend_s = safety.blend_duration
         self.startup = EngageStartup(start_timeout)
-        self.excitation = make_excitation(self.profile, seed=seed, **recording_arguments(
-            self.profile, suspended, kind, joints, duration, amplitude, f_min, f_max, velocity_fraction, legs))
+        self.excitation = make_excitation(
+            self.profile,
+            seed=seed,
+            **recording_arguments(
+                self.profile, suspended, kind, joints, duration, amplitude, f_min, f_max, velocity_fraction, legs
+            ),
+        )
         # A standing robot must stay up under the plan: played in sim first, under the
         # conditions the simulated robot runs with (on hardware: nominal).
-        standing = require_standing(self.profile, self.excitation, suspended,
-                                    PhysicalConditions.from_yaml(conditions, "conditions") if conditions else None)
+        standing = require_standing(
+            self.profile,
+            self.excitation,
+            suspended,
+            PhysicalConditions.from_yaml(conditions, "conditions") if conditions else None,
+        )
         if standing is not None:
             self.get_logger().info(f"the excitation keeps the standing robot up in simulation: {standing.summary()}")
         metadata = {"hardware": hardware, "completed": "false", SUSPENDED: suspended}
@@ -144,8 +177,10 @@ class SysidLoggerNode(Node):
         self.repeated = stamps.RepeatedStamps()
         self.done = False
         self.failed = ""
-        self.get_logger().info(f"{self.profile.name}: {self.excitation.kind} excitation of "
-                               f"{len(self.excitation.excited)} joints for {duration:g} s -> {self.bag_path}")
+        self.get_logger().info(
+            f"{self.profile.name}: {self.excitation.kind} excitation of "
+            f"{len(self.excitation.excited)} joints for {duration:g} s -> {self.bag_path}"
+        )
 
     def _record(self, topic: str, cls, msgtype: str, profile: QoSProfile) -> None:
         self.bag.add_topic(topic, msgtype)
@@ -153,6 +188,7 @@ class SysidLoggerNode(Node):
         def write(data: bytes) -> None:
             if not self.done:
                 self.bag.write_raw(topic, self.get_clock().now().nanoseconds, data)
+
         self.create_subscription(cls, topic, write, profile, raw=True)
 
     def _on_status(self, msg: DiagnosticArray) -> None:
@@ -198,13 +234,17 @@ class SysidLoggerNode(Node):
         now = stamps.to_ns(msg.header.stamp)
         if self.next_command_ns is not None and stamps.jumped_back(now, self.next_command_ns, self.period_ns):
             # More than two periods back: the robot or sim restarted under the recording.
-            self._finish(completed=False, reason=f"/joint_states stamps jumped back during {self.phase} "
-                                                 "(robot or sim restarted?)")
+            self._finish(
+                completed=False,
+                reason=f"/joint_states stamps jumped back during {self.phase} (robot or sim restarted?)",
+            )
             return
         if self.repeated.stuck(now):  # the phases run on the states' stamps: they must move
-            self.get_logger().error(f"{stamps.RepeatedStamps.LIMIT} /joint_states in a row carry the same "
-                                    "header.stamp: the driver does not stamp its states, so the excitation "
-                                    "cannot advance")
+            self.get_logger().error(
+                f"{stamps.RepeatedStamps.LIMIT} /joint_states in a row carry the same "
+                "header.stamp: the driver does not stamp its states, so the excitation "
+                "cannot advance"
+            )
         try:
             self.order.index_of(msg.name, msg.position, msg.velocity, msg.effort)
         except ValueError as exc:
@@ -265,6 +305,7 @@ class SysidLoggerNode(Node):
                 else:
                     self.startup.reset_refusal = message
             self.get_logger().info(f"{action}: {message}", throttle_duration_sec=2.0)
+
         client.call_async(Trigger.Request()).add_done_callback(answered)
 
     def _finish(self, completed: bool, reason: str = "") -> None:
@@ -287,8 +328,10 @@ def _message_class(msgtype: str):
     try:
         return getattr(importlib.import_module(f"{package}.msg"), name)
     except (ImportError, AttributeError):
-        raise ValueError(f"extra_topics: message type {msgtype!r} cannot be imported; "
-                         "write 'topic:package/msg/Type' with an installed message package") from None
+        raise ValueError(
+            f"extra_topics: message type {msgtype!r} cannot be imported; "
+            "write 'topic:package/msg/Type' with an installed message package"
+        ) from None
 
 
 def main(args=None) -> NoReturn:
@@ -298,6 +341,7 @@ def main(args=None) -> NoReturn:
         if node.done and node.failed:
             code["value"] = 1
         return node.done
+
     result = lifecycle.run("sysid_logger", SysidLoggerNode, args, until=finished)
     lifecycle.exit_process(result or code["value"])
 

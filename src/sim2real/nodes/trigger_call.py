@@ -5,6 +5,7 @@ std_srvs/srv/Trigger``, and `sim2real failures snapshot` is the collector's
 ``~/snapshot``: the operator's actions on a robot computer that has rclpy from PyPI
 wheels and no ``ros2`` command line.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -23,6 +23,7 @@ passes. ``sim2real preflight`` runs the same checks from a terminal.
 
     ros2 run sim2real unitree_bridge --ros-args -p robot:=go2 -p network_interface:=eth0
 """
+
 from __future__ import annotations
 
 import threading
@@ -48,7 +49,7 @@ from sim2real.nodes.params import declare
 
 DIAGNOSTICS_PERIOD_S = 1.0
 WRITER_CHECK_PERIOD_S = 0.25
-JOY_PERIOD_S = 0.02       # /joy while the remote's buttons do not change
+JOY_PERIOD_S = 0.02  # /joy while the remote's buttons do not change
 WARN_THROTTLE_S = 2.0
 
 
@@ -56,14 +57,26 @@ class UnitreeBridgeNode(Node):
     def __init__(self, **kwargs):
         super().__init__("unitree_bridge", **kwargs)
         robot = declare(self, "robot", "go2", "Robot profile with a unitree: section (motor table, head bytes)")
-        interface = declare(self, "network_interface", "",
-                            "Network interface on the robot's subnet (e.g. eth0); '' = cyclonedds' own choice")
+        interface = declare(
+            self,
+            "network_interface",
+            "",
+            "Network interface on the robot's subnet (e.g. eth0); '' = cyclonedds' own choice",
+        )
         domain = declare(self, "unitree_domain", 0, "DDS domain of the robot's rt/lowstate and rt/lowcmd (the Go2: 0)")
-        safety = declare(self, "safety_config", "", "Safety config whose remote: and joystick: map the remote's "
-                                                    "buttons onto /joy; '' = the robot's name")
-        max_velocity = declare(self, "remote_max_velocity", list(DEFAULT_MAX_VELOCITY),
-                               "Base velocity (vx m/s, vy m/s, yaw rad/s) at full stick: the remote's sticks publish "
-                               "/cmd_vel while one is off centre (the policy runtime clamps it to its trained ranges)")
+        safety = declare(
+            self,
+            "safety_config",
+            "",
+            "Safety config whose remote: and joystick: map the remote's buttons onto /joy; '' = the robot's name",
+        )
+        max_velocity = declare(
+            self,
+            "remote_max_velocity",
+            list(DEFAULT_MAX_VELOCITY),
+            "Base velocity (vx m/s, vy m/s, yaw rad/s) at full stick: the remote's sticks publish "
+            "/cmd_vel while one is off centre (the policy runtime clamps it to its trained ranges)",
+        )
         self.max_velocity = max_velocity_from(max_velocity, "parameter remote_max_velocity")
         self.profile = load_profile(robot)
         self.low_level = Go2LowLevel(self.profile)  # refuses a profile without a unitree: section
@@ -92,9 +105,11 @@ class UnitreeBridgeNode(Node):
         self.create_timer(self.profile.command_timeout / 4, self._check_timeout)
         self._joint_msg = JointState(name=list(self.profile.joint_names))
         self._thread = threading.Thread(target=self._state_loop, name="unitree_lowstate", daemon=True)
-        self.get_logger().info(f"{self.profile.name}: rt/lowstate -> /joint_states, /imu/data, /joy; /joint_commands "
-                               f"-> rt/lowcmd (DDS domain {domain}, interface {interface or 'default'}); nothing is "
-                               "written or published until preflight passes")
+        self.get_logger().info(
+            f"{self.profile.name}: rt/lowstate -> /joint_states, /imu/data, /joy; /joint_commands "
+            f"-> rt/lowcmd (DDS domain {domain}, interface {interface or 'default'}); nothing is "
+            "written or published until preflight passes"
+        )
 
     # -- rt/lowstate -----------------------------------------------------------------------
     def start(self) -> None:
@@ -128,8 +143,11 @@ class UnitreeBridgeNode(Node):
         stamp = self.get_clock().now().to_msg()
         msg = self._joint_msg
         msg.header.stamp = stamp
-        msg.position, msg.velocity, msg.effort = (reading.position.tolist(), reading.velocity.tolist(),
-                                                  reading.effort.tolist())
+        msg.position, msg.velocity, msg.effort = (
+            reading.position.tolist(),
+            reading.velocity.tolist(),
+            reading.effort.tolist(),
+        )
         self._joint_pub.publish(msg)
         imu = Imu()
         imu.header.stamp, imu.header.frame_id = stamp, self.profile.imu_link
@@ -146,8 +164,10 @@ class UnitreeBridgeNode(Node):
             # a joystick's usual rate, not 500 Hz.
             self._joy_buttons, self._joy_at = buttons, received
             remote = reading.remote
-            joy = Joy(buttons=buttons, axes=[remote.lx, remote.ly, remote.rx, remote.ry, remote.l2]
-                      if remote.sticks_finite() else [0.0] * 5)
+            joy = Joy(
+                buttons=buttons,
+                axes=[remote.lx, remote.ly, remote.rx, remote.ry, remote.l2] if remote.sticks_finite() else [0.0] * 5,
+            )
             joy.header.stamp = stamp
             self._joy_pub.publish(joy)
             self._publish_velocity(remote)
@@ -190,8 +210,9 @@ class UnitreeBridgeNode(Node):
         try:
             targets = self.mapper.apply(msg.name, msg.position, msg.velocity, msg.effort)
         except CommandRefused as exc:
-            self.get_logger().warning(f"refused /joint_commands: {exc}; the last frame stays",
-                                      throttle_duration_sec=WARN_THROTTLE_S)
+            self.get_logger().warning(
+                f"refused /joint_commands: {exc}; the last frame stays", throttle_duration_sec=WARN_THROTTLE_S
+            )
             return
         why = self.gate.command(targets, time.monotonic())
         if why:
@@ -203,17 +224,29 @@ class UnitreeBridgeNode(Node):
 
     def _publish_diagnostics(self) -> None:
         latest = self._latest
-        values = {**{k: str(v) for k, v in dict(self.gate.counts).items()}, "state": self.gate.state,
-                  "failures": "; ".join(self.gate.failures) if self.gate.state != ARMED else "",
-                  "refused_writers": str(self._source.refused)}
+        values = {
+            **{k: str(v) for k, v in dict(self.gate.counts).items()},
+            "state": self.gate.state,
+            "failures": "; ".join(self.gate.failures) if self.gate.state != ARMED else "",
+            "refused_writers": str(self._source.refused),
+        }
         if latest is not None:
             values["battery_voltage"] = f"{latest.battery_voltage:.2f}"
-            values.update({f"temperature {name}": f"{t:.0f}"
-                           for name, t in zip(self.profile.joint_names, latest.motor_temperature)})
+            values.update(
+                {
+                    f"temperature {name}": f"{t:.0f}"
+                    for name, t in zip(self.profile.joint_names, latest.motor_temperature)
+                }
+            )
         armed, forwarding = self.gate.state == ARMED, self.gate.forwarding
         level = DiagnosticStatus.OK if forwarding else DiagnosticStatus.WARN if armed else DiagnosticStatus.ERROR
-        message = ("forwarding" if forwarding else "armed, damping: waiting for a command near the measured joints"
-                   if armed else f"{self.gate.state}: " + "; ".join(self.gate.failures))
+        message = (
+            "forwarding"
+            if forwarding
+            else "armed, damping: waiting for a command near the measured joints"
+            if armed
+            else f"{self.gate.state}: " + "; ".join(self.gate.failures)
+        )
         publish_status(self, self._diag_pub, level, "Go2 low-level bridge", message, values, self.profile.name)
 
 

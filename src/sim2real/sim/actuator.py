@@ -5,6 +5,7 @@ called once per physics step with the measured joint state and returns the torqu
 that step; it keeps its own clock in physics steps, so a command is stamped with the
 step it was given at and delivered ``latency`` later.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,8 +51,9 @@ class Actuator:
     ``>= k + round(latency / period)``; when several are due, the latest wins.
     """
 
-    def __init__(self, effort_limits: ArrayLike, period: float, damping_kd: float,
-                 kp: ArrayLike = 0.0, kd: ArrayLike = 0.0):
+    def __init__(
+        self, effort_limits: ArrayLike, period: float, damping_kd: float, kp: ArrayLike = 0.0, kd: ArrayLike = 0.0
+    ):
         limits = np.array(effort_limits, dtype=float).reshape(-1)
         if limits.size == 0 or np.any(limits <= 0) or not np.all(np.isfinite(limits)):
             raise ValueError(f"effort_limits must be positive and finite, got {limits}")
@@ -135,8 +137,9 @@ class Actuator:
     def latency_steps(self) -> int:
         return self._delay_steps
 
-    def set_joint_losses(self, friction: ArrayLike | None = None, damping: ArrayLike | None = None,
-                         inertia: ArrayLike | None = None) -> None:
+    def set_joint_losses(
+        self, friction: ArrayLike | None = None, damping: ArrayLike | None = None, inertia: ArrayLike | None = None
+    ) -> None:
         """Coulomb friction (N*m), viscous damping (N*m*s/rad) and the joints' effective
         inertia (kg*m^2, used only to keep the velocity-opposing terms numerically stable)."""
         if friction is not None:
@@ -178,9 +181,14 @@ class Actuator:
         return self._viscous_gain.copy()
 
     # ------------------------------------------------------------------- commands
-    def command(self, position: ArrayLike, velocity: ArrayLike | None = None,
-                effort: ArrayLike | None = None, kp: ArrayLike | None = None,
-                kd: ArrayLike | None = None) -> None:
+    def command(
+        self,
+        position: ArrayLike,
+        velocity: ArrayLike | None = None,
+        effort: ArrayLike | None = None,
+        kp: ArrayLike | None = None,
+        kd: ArrayLike | None = None,
+    ) -> None:
         """Queue a PD command; it becomes active ``latency`` after the current step."""
         q = self._vector(position, "position", scalar_ok=False)
         dq = np.zeros(self.n) if velocity is None else self._vector(velocity, "velocity", scalar_ok=False)
@@ -276,14 +284,16 @@ class Actuator:
         self._damping = False
         (self._target_q, self._target_dq, self._feedforward, self._kp, self._kd) = entry[1]
 
-    def _vector(self, value: ArrayLike, name: str, *, scalar_ok: bool = True,
-                non_negative: bool = False, positive: bool = False) -> np.ndarray:
+    def _vector(
+        self, value: ArrayLike, name: str, *, scalar_ok: bool = True, non_negative: bool = False, positive: bool = False
+    ) -> np.ndarray:
         array = np.array(value, dtype=float)
         if array.ndim == 0 and scalar_ok:
             array = np.full(self.n, float(array))
         if array.shape != (self.n,):
-            raise ValueError(f"{name}: expected {self.n} values (one per joint, in profile order), "
-                             f"got shape {array.shape}")
+            raise ValueError(
+                f"{name}: expected {self.n} values (one per joint, in profile order), got shape {array.shape}"
+            )
         if not np.all(np.isfinite(array)):
             raise ValueError(f"{name}: values must be finite, got {array}")
         if non_negative and np.any(array < 0):

@@ -5,6 +5,7 @@ Both world classes take the same arguments and offer the same calls (see
 :class:`~sim2real.sim.world.SimWorld`); everything that builds a world goes through
 :func:`make_world`, so an engine is one argument everywhere (``--engine``, ``engine:``).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -35,7 +36,9 @@ def make_world(engine: str, profile, model: str | None = None, **kwargs: Any):
     robot model than the profile's (MuJoCo only; :mod:`sim2real.sim.robot_models`)."""
     if model:
         if check_engine(engine) != "mujoco":
-            raise ValueError(f"a robot model ({model!r}) is for the mujoco engine; PyBullet loads the profile's "
-                             "URDF. Fix: run on MuJoCo (--engine mujoco, hardware:=mujoco), or leave the model out")
+            raise ValueError(
+                f"a robot model ({model!r}) is for the mujoco engine; PyBullet loads the profile's "
+                "URDF. Fix: run on MuJoCo (--engine mujoco, hardware:=mujoco), or leave the model out"
+            )
         kwargs["model"] = model
     return world_class(engine)(profile, **kwargs)

@@ -19,6 +19,7 @@ Tests and demos drive it on stdin, one command a line:
 
     python -m sim2real.sim.go2_double --domain 0 --interface lo
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,12 +41,12 @@ from sim2real.core.unitree.remote import encode_remote
 from sim2real.sim.world import SimWorld
 
 FAULTS = ("drop_lowstate", "freeze_tick", "bad_crc", "low_battery", "hot_motor")
-BATTERY_V = 25.2        # a charged pack (config/robots/go2.yaml: battery_nominal_voltage)
-LOW_BATTERY_V = 20.0    # under the profile's min_battery_voltage
+BATTERY_V = 25.2  # a charged pack (config/robots/go2.yaml: battery_nominal_voltage)
+LOW_BATTERY_V = 20.0  # under the profile's min_battery_voltage
 MOTOR_TEMPERATURE = 40  # deg C, a motor at work
-HOT_MOTOR = 95          # deg C, over the profile's max_motor_temperature
-LYING_HEIGHT = 0.1      # m, trunk centre of a Go2 lying folded (it settles from there)
-MAX_CATCH_UP = 25       # sensing periods a loop that fell behind runs back to back (50 ms)
+HOT_MOTOR = 95  # deg C, over the profile's max_motor_temperature
+LYING_HEIGHT = 0.1  # m, trunk centre of a Go2 lying folded (it settles from there)
+MAX_CATCH_UP = 25  # sensing periods a loop that fell behind runs back to back (50 ms)
 
 
 class Go2Double:
@@ -55,8 +56,9 @@ class Go2Double:
         self.world = SimWorld(self.profile, seed=seed)
         # As a Go2 is switched on: lying folded on the floor (the safety config's lying pose).
         lying = load_safety_config("go2").damp_pose
-        self.world.reset(joint_positions=[lying[name] for name in self.profile.joint_names],
-                         base_position=(0.0, 0.0, LYING_HEIGHT))
+        self.world.reset(
+            joint_positions=[lying[name] for name in self.profile.joint_names], base_position=(0.0, 0.0, LYING_HEIGHT)
+        )
         self.dds = UnitreeDds(domain, interface, role="robot")
         # The sport-mode service is another writer on rt/lowcmd, in a participant of its own.
         self.sport = UnitreeDds(domain, interface, role="bridge") if sport_mode else None
@@ -120,7 +122,7 @@ class Go2Double:
                     self.newest_applied = cmd
             self.world.step(self.substeps)
             if "freeze_tick" not in self.faults:
-                self.tick = (self.tick + round(self.period * 1000)) % 2 ** 32
+                self.tick = (self.tick + round(self.period * 1000)) % 2**32
             if "drop_lowstate" not in self.faults:
                 self.dds.write(self.lowstate())
                 self.counts["states"] += 1
@@ -128,8 +130,13 @@ class Go2Double:
     def lowstate(self) -> LowState_:
         state = self.world.true_joint_state()
         imu = self.world.imu()
-        msg = LowState_(head=[0xFE, 0xEF], level_flag=0xFF, tick=self.tick, wireless_remote=list(self.remote),
-                        power_v=LOW_BATTERY_V if "low_battery" in self.faults else BATTERY_V)
+        msg = LowState_(
+            head=[0xFE, 0xEF],
+            level_flag=0xFF,
+            tick=self.tick,
+            wireless_remote=list(self.remote),
+            power_v=LOW_BATTERY_V if "low_battery" in self.faults else BATTERY_V,
+        )
         x, y, z, w = (float(v) for v in imu.orientation)
         msg.imu_state.quaternion = [w, x, y, z]
         msg.imu_state.gyroscope = [float(v) for v in imu.angular_velocity]
@@ -137,7 +144,11 @@ class Go2Double:
         for i, slot in enumerate(self.low_level.slots):
             motor = msg.motor_state[slot]
             motor.mode = self.low_level.interface.motor_mode  # the profile's unitree: section, checked present
-            motor.q, motor.dq, motor.tau_est = float(state.position[i]), float(state.velocity[i]), float(state.effort[i])
+            motor.q, motor.dq, motor.tau_est = (
+                float(state.position[i]),
+                float(state.velocity[i]),
+                float(state.effort[i]),
+            )
             motor.temperature = HOT_MOTOR if "hot_motor" in self.faults and i == 0 else MOTOR_TEMPERATURE
         seal_state(msg)
         if "bad_crc" in self.faults:
@@ -167,18 +178,27 @@ class Go2Double:
                 frame = self.newest_applied
                 position, _ = self.world.base_pose()
                 gains = self.low_level.joint_targets(frame)[3:] if frame else (np.zeros(1), np.zeros(1))
-                return json.dumps({**self.counts, "sport_mode": self.sport is not None,
-                                   "first_driven_gap": self.first_driven_gap,
-                                   "driven_to_damping": self.driven_to_damping, "damped_at": self.damped_at,
-                                   "last_kp_max": float(np.max(gains[0])), "last_kd_max": float(np.max(gains[1])),
-                                   "base_position": [float(v) for v in position],
-                                   "sim_time": float(self.world.time),
-                                   "applied_q": [m.q for m in frame.motor_cmd] if frame else None})
+                return json.dumps(
+                    {
+                        **self.counts,
+                        "sport_mode": self.sport is not None,
+                        "first_driven_gap": self.first_driven_gap,
+                        "driven_to_damping": self.driven_to_damping,
+                        "damped_at": self.damped_at,
+                        "last_kp_max": float(np.max(gains[0])),
+                        "last_kd_max": float(np.max(gains[1])),
+                        "base_position": [float(v) for v in position],
+                        "sim_time": float(self.world.time),
+                        "applied_q": [m.q for m in frame.motor_cmd] if frame else None,
+                    }
+                )
             elif words[0] == "quit":
                 self._stop.set()
             else:
-                return (f"unknown command {line.strip()!r}: use status, remote [BUTTON ...], sticks LX LY RX RY, fault "
-                        f"{{{'|'.join(FAULTS)}}} on|off, release or quit")
+                return (
+                    f"unknown command {line.strip()!r}: use status, remote [BUTTON ...], sticks LX LY RX RY, fault "
+                    f"{{{'|'.join(FAULTS)}}} on|off, release or quit"
+                )
         return "ok"
 
     def run(self, duration: float = float("inf")) -> None:
@@ -222,13 +242,19 @@ def main(argv=None) -> int:
         double.handle("quit")  # stdin closed: the test or the terminal went away
 
     threading.Thread(target=read_stdin, daemon=True).start()
-    print(f"go2 double: rt/lowstate at {1 / double.period:.0f} Hz on domain {args.domain}, interface "
-          f"{args.interface}{', sport mode on' if double.sport else ''}", flush=True)
+    print(
+        f"go2 double: rt/lowstate at {1 / double.period:.0f} Hz on domain {args.domain}, interface "
+        f"{args.interface}{', sport mode on' if double.sport else ''}",
+        flush=True,
+    )
     try:
         double.run(args.duration)
     finally:
-        print(f"go2 double: {double.counts['applied']} LowCmd applied, {double.counts['bad_crc']} dropped for a bad "
-              f"CRC, {double.counts['states']} LowState sent", flush=True)
+        print(
+            f"go2 double: {double.counts['applied']} LowCmd applied, {double.counts['bad_crc']} dropped for a bad "
+            f"CRC, {double.counts['states']} LowState sent",
+            flush=True,
+        )
         double.close()
     return 0
 

@@ -9,6 +9,7 @@ policy would then fight the real robot's compensation.
 The model here is the URDF's nominal one on purpose: when ``mass_scale`` changes the
 simulated links, the controller's model stays wrong by that much, as on hardware.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,14 +33,18 @@ class GravityCompensation:
                 raise ValueError(f"gravity compensation: joint {name!r} is not in {urdf}")
             joint = self._model.joints[self._model.getJointId(name)]
             if joint.nq != 1 or joint.nv != 1:
-                raise ValueError(f"gravity compensation: joint {name!r} is not a single-axis joint "
-                                 "(revolute or prismatic with limits); it is not supported")
+                raise ValueError(
+                    f"gravity compensation: joint {name!r} is not a single-axis joint "
+                    "(revolute or prismatic with limits); it is not supported"
+                )
             q_index.append(joint.idx_q)
             v_index.append(joint.idx_v)
         if len(q_index) != self._model.nq:
-            raise ValueError(f"gravity compensation: {urdf} has {self._model.nq} joint coordinates but "
-                             f"{len(q_index)} joints were named; a fixed-base robot whose joints are all "
-                             "actuated is required")
+            raise ValueError(
+                f"gravity compensation: {urdf} has {self._model.nq} joint coordinates but "
+                f"{len(q_index)} joints were named; a fixed-base robot whose joints are all "
+                "actuated is required"
+            )
         identity = list(range(len(q_index)))
         # Profile order is URDF order for a chain, so usually no reordering is needed per step.
         self._q_index = None if q_index == identity else np.array(q_index)

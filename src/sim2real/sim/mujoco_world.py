@@ -28,6 +28,7 @@ any URDF or MJCF given as ``model`` whose joint names match the profile's. Frame
 are SimWorld's: base pose and velocity of the base link frame, world z up, quaternions
 (x, y, z, w), joint arrays in the profile's joint order.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -63,9 +64,16 @@ class MujocoWorld(WorldBase):
 
     engine = "mujoco"
 
-    def __init__(self, profile: RobotProfile, conditions: PhysicalConditions | None = None, seed: int = 0,
-                 gravity_compensation: bool | None = None, physics_period: float | None = None,
-                 suspended: bool = False, model: str | Path | None = None):
+    def __init__(
+        self,
+        profile: RobotProfile,
+        conditions: PhysicalConditions | None = None,
+        seed: int = 0,
+        gravity_compensation: bool | None = None,
+        physics_period: float | None = None,
+        suspended: bool = False,
+        model: str | Path | None = None,
+    ):
         """Arguments as :class:`~sim2real.sim.world.SimWorld`'s; ``model``: a model to load
         instead of the profile's (``mujoco_model`` in the profile, else its URDF): a URDF or
         MJCF path, or a packaged model such as ``example-robot-data:go2``
@@ -79,16 +87,21 @@ class MujocoWorld(WorldBase):
         self._model, self._data = self._compile()
         self._index_model()
         self._actuator = Actuator(profile.effort_limits, self._dt, profile.damping_kd, kp=profile.kp, kd=profile.kd)
-        self._gravity = (GravityCompensation(profile.urdf, profile.joint_names).torque
-                         if self.gravity_compensation else None)
+        self._gravity = (
+            GravityCompensation(profile.urdf, profile.joint_names).torque if self.gravity_compensation else None
+        )
         self._velocity_limits = np.asarray(profile.velocity_limits, dtype=float)
         self._stale = True
         m = self._model
         # The model's own values, to which the conditions are relative or added (a model may
         # bring its own rotor inertia, damping and friction).
-        self._nominal = {"mass": m.body_mass.copy(), "inertia": m.body_inertia.copy(),
-                         "armature": m.dof_armature[self._dadr].copy(), "damping": m.dof_damping[self._dadr].copy(),
-                         "frictionloss": m.dof_frictionloss[self._dadr].copy()}
+        self._nominal = {
+            "mass": m.body_mass.copy(),
+            "inertia": m.body_inertia.copy(),
+            "armature": m.dof_armature[self._dadr].copy(),
+            "damping": m.dof_damping[self._dadr].copy(),
+            "frictionloss": m.dof_frictionloss[self._dadr].copy(),
+        }
         self._scratch = mujoco.MjData(m)  # mj_setConst's workspace: it overwrites the state it is given
         self._apply_all()
         self.reset()
@@ -98,8 +111,10 @@ class MujocoWorld(WorldBase):
         try:
             spec = mujoco.MjSpec.from_file(str(self.model_path))
         except Exception as exc:  # MuJoCo raises ValueError with the parser's message
-            raise ValueError(f"{self.model_path}: MuJoCo cannot load this model ({exc}). Fix: give a valid "
-                             "URDF or MJCF whose joints carry the profile's names") from None
+            raise ValueError(
+                f"{self.model_path}: MuJoCo cannot load this model ({exc}). Fix: give a valid "
+                "URDF or MJCF whose joints carry the profile's names"
+            ) from None
         return self._compiled(spec)
 
     def _compiled(self, spec: mujoco.MjSpec) -> tuple[mujoco.MjModel, mujoco.MjData]:
@@ -119,9 +134,11 @@ class MujocoWorld(WorldBase):
             raise ValueError(f"{self.model_path}: the model has no body under the world")
         has_free = any(j.type == mujoco.mjtJoint.mjJNT_FREE for j in root.joints)
         if has_free and (profile.fixed_base or self.suspended):
-            raise ValueError(f"{self.model_path}: the model's base has its own free joint, so it cannot be "
-                             f"{'suspended' if self.suspended else 'bolted down'} here. Fix: give a model whose root "
-                             "body has no joint (the world adds the free joint when the robot needs one)")
+            raise ValueError(
+                f"{self.model_path}: the model's base has its own free joint, so it cannot be "
+                f"{'suspended' if self.suspended else 'bolted down'} here. Fix: give a model whose root "
+                "body has no joint (the world adds the free joint when the robot needs one)"
+            )
         if not profile.fixed_base and not self.suspended and not has_free:
             root.add_freejoint()
         root.pos = (0.0, 0.0, profile.spawn_height)
@@ -130,38 +147,59 @@ class MujocoWorld(WorldBase):
                 geom.contype, geom.conaffinity = _ROBOT_BITS, _GROUND_BITS
         imu_body = spec.body(profile.imu_link)
         if imu_body is None:
-            raise ValueError(f"{self.model_path}: no body {profile.imu_link!r} (the profile's imu_link); "
-                             "MuJoCo keeps a URDF's links as bodies here, so check the link name")
+            raise ValueError(
+                f"{self.model_path}: no body {profile.imu_link!r} (the profile's imu_link); "
+                "MuJoCo keeps a URDF's links as bodies here, so check the link name"
+            )
         imu_body.add_site(name=_IMU_SITE)
-        for kind, name in ((mujoco.mjtSensor.mjSENS_FRAMEQUAT, "imu_quat"),
-                           (mujoco.mjtSensor.mjSENS_GYRO, "imu_gyro"),
-                           (mujoco.mjtSensor.mjSENS_ACCELEROMETER, "imu_accel")):
+        for kind, name in (
+            (mujoco.mjtSensor.mjSENS_FRAMEQUAT, "imu_quat"),
+            (mujoco.mjtSensor.mjSENS_GYRO, "imu_gyro"),
+            (mujoco.mjtSensor.mjSENS_ACCELEROMETER, "imu_accel"),
+        ):
             spec.add_sensor(name=name, type=kind, objtype=mujoco.mjtObj.mjOBJ_SITE, objname=_IMU_SITE)
-        ground = dict(contype=_GROUND_BITS, conaffinity=_ROBOT_BITS, priority=1,
-                      friction=[self._conditions.ground_friction, 0.005, 0.0001])
+        ground = dict(
+            contype=_GROUND_BITS,
+            conaffinity=_ROBOT_BITS,
+            priority=1,
+            friction=[self._conditions.ground_friction, 0.005, 0.0001],
+        )
         spec.worldbody.add_geom(name="ground_plane", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 1], **ground)
         points = int(round(TERRAIN_SIZE / TERRAIN_CELL)) + 1
         half = TERRAIN_SIZE / 2
         # Elevation 2 x MAX_ROUGHNESS at compile time: the bounding volume stays large enough for
         # any roughness set later by rescaling hfield_size in place.
-        spec.add_hfield(name="terrain", size=[half, half, 2.0 * MAX_ROUGHNESS, 0.1], nrow=points, ncol=points,
-                        userdata=[0.0] * (points * points))
-        spec.worldbody.add_geom(name="ground_terrain", type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname="terrain",
-                                pos=[0, 0, _PARKED_Z], **ground)
+        spec.add_hfield(
+            name="terrain",
+            size=[half, half, 2.0 * MAX_ROUGHNESS, 0.1],
+            nrow=points,
+            ncol=points,
+            userdata=[0.0] * (points * points),
+        )
+        spec.worldbody.add_geom(
+            name="ground_terrain",
+            type=mujoco.mjtGeom.mjGEOM_HFIELD,
+            hfieldname="terrain",
+            pos=[0, 0, _PARKED_Z],
+            **ground,
+        )
         try:
             model = spec.compile()
         except Exception as exc:  # a mesh file missing, a bad inertia: MuJoCo's message says which
-            raise ValueError(f"{self.model_path}: MuJoCo cannot compile this model ({exc}). Fix: the model's "
-                             "files (meshes) must be where it says") from None
+            raise ValueError(
+                f"{self.model_path}: MuJoCo cannot compile this model ({exc}). Fix: the model's "
+                "files (meshes) must be where it says"
+            ) from None
         return model, mujoco.MjData(model)
 
     def _index_model(self) -> None:
         m, profile = self._model, self.profile
-        missing = [name for name in profile.joint_names
-                   if mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, name) < 0]
+        missing = [name for name in profile.joint_names if mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, name) < 0]
         if missing:
-            raise ValueError(f"{self.model_path}: joints {missing} of profile {profile.name!r} not in the model. Fix: "
-                             "give a model whose joints carry the profile's names (or rename them in a copy)")
+            raise ValueError(
+                f"{self.model_path}: joints {missing} of profile {profile.name!r} not in the model. Fix: "
+                "give a model whose joints carry the profile's names (or rename them in a copy)"
+            )
         joints = [m.joint(name) for name in profile.joint_names]
         self._qadr = np.array([int(j.qposadr[0]) for j in joints])
         self._dadr = np.array([int(j.dofadr[0]) for j in joints])
@@ -172,8 +210,10 @@ class MujocoWorld(WorldBase):
         self._link_ids = {m.body(i).name: i for i in range(1, m.nbody)}
         absent = [name for name in profile.foot_links if name not in self._link_ids]
         if absent:
-            raise ValueError(f"{self.model_path}: no bodies {absent} (the profile's foot_links): contacts are read "
-                             "per foot body. Fix: give a model with a body per foot named as in the profile")
+            raise ValueError(
+                f"{self.model_path}: no bodies {absent} (the profile's foot_links): contacts are read "
+                "per foot body. Fix: give a model with a body per foot named as in the profile"
+            )
         self._foot_bodies = [self._link_ids[name] for name in profile.foot_links]
         self._plane = m.geom("ground_plane").id
         self._terrain = m.geom("ground_terrain").id
@@ -184,12 +224,13 @@ class MujocoWorld(WorldBase):
     def _check_condition(self, name: str, value) -> None:
         super()._check_condition(name, value)
         if name == "terrain_roughness" and value is not None and value > MAX_ROUGHNESS:
-            raise ValueError(f"condition 'terrain_roughness' {value} m: the MuJoCo world takes at most "
-                             f"{MAX_ROUGHNESS} m. Fix: a lower roughness, or the pybullet engine")
+            raise ValueError(
+                f"condition 'terrain_roughness' {value} m: the MuJoCo world takes at most "
+                f"{MAX_ROUGHNESS} m. Fix: a lower roughness, or the pybullet engine"
+            )
 
     def _apply_conditions(self, names: list[str]) -> None:
-        self._apply_all(terrain="terrain_roughness" in names,
-                        inertia=bool({"mass_scale", "armature"} & set(names)))
+        self._apply_all(terrain="terrain_roughness" in names, inertia=bool({"mass_scale", "armature"} & set(names)))
 
     def _apply_all(self, terrain: bool = True, inertia: bool = True) -> None:
         """Bring the model to the conditions; the robot's state (pose, velocities, time) is kept."""
@@ -241,10 +282,13 @@ class MujocoWorld(WorldBase):
     def terrain_heights(self) -> np.ndarray | None:
         return None if self._heights is None else self._heights.copy()
 
-    def reset(self, joint_positions: Sequence[float] | None = None,
-              base_position: Sequence[float] | None = None,
-              base_orientation: Sequence[float] | None = None,
-              joint_velocities: Sequence[float] | None = None) -> None:
+    def reset(
+        self,
+        joint_positions: Sequence[float] | None = None,
+        base_position: Sequence[float] | None = None,
+        base_orientation: Sequence[float] | None = None,
+        joint_velocities: Sequence[float] | None = None,
+    ) -> None:
         """As :meth:`SimWorld.reset <sim2real.sim.world.SimWorld.reset>`."""
         m, d = self._model, self._data
         q = self.profile.default_positions if joint_positions is None else joint_positions
@@ -262,8 +306,8 @@ class MujocoWorld(WorldBase):
         wxyz = np.roll(orientation, 1)
         mujoco.mj_resetData(m, d)
         if self._free_q is not None:
-            d.qpos[self._free_q:self._free_q + 3] = position
-            d.qpos[self._free_q + 3:self._free_q + 7] = wxyz
+            d.qpos[self._free_q : self._free_q + 3] = position
+            d.qpos[self._free_q + 3 : self._free_q + 7] = wxyz
         else:
             m.body_pos[self._root] = position
             m.body_quat[self._root] = wxyz
@@ -319,9 +363,9 @@ class MujocoWorld(WorldBase):
         acceleration, +9.81 m/s^2 up at rest), in the IMU link's frame, with noise."""
         self._forward()
         data, adr = self._data.sensordata, self._sensor
-        quat = data[adr["imu_quat"]:adr["imu_quat"] + 4]
-        gyro = data[adr["imu_gyro"]:adr["imu_gyro"] + 3].copy()
-        accel = data[adr["imu_accel"]:adr["imu_accel"] + 3].copy()
+        quat = data[adr["imu_quat"] : adr["imu_quat"] + 4]
+        gyro = data[adr["imu_gyro"] : adr["imu_gyro"] + 3].copy()
+        accel = data[adr["imu_accel"] : adr["imu_accel"] + 3].copy()
         self._imu_noise(gyro, accel)
         return ImuReading(np.roll(quat, -1), gyro, accel)
 
@@ -393,4 +437,3 @@ class MujocoWorld(WorldBase):
     def total_mass(self) -> float:
         """Sum of the robot's body masses as MuJoCo simulates them, kg."""
         return float(self._model.body_mass[1:].sum())
-

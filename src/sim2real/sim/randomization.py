@@ -21,6 +21,7 @@ checkpoint's or an ONNX model's randomization can be saved back to YAML and relo
 Every problem found while loading is a :class:`RandomizationError` naming the file, the
 field and the fix.
 """
+
 from __future__ import annotations
 
 import math
@@ -105,8 +106,7 @@ class Distribution:
     def range(self) -> tuple[float, float]:
         """The interval adaptation works on: [low, high]; for normal mean +- 2 std within bounds."""
         if self.kind == "normal":
-            return (max(self.mean - 2.0 * self.std, self.bounds[0]),
-                    min(self.mean + 2.0 * self.std, self.bounds[1]))
+            return (max(self.mean - 2.0 * self.std, self.bounds[0]), min(self.mean + 2.0 * self.std, self.bounds[1]))
         return self.low, self.high
 
     def with_range(self, low: float, high: float) -> "Distribution":
@@ -177,8 +177,9 @@ class Randomization:
         Draws only from ``rng``, in the fixed order of :meth:`PhysicalConditions.names`,
         so a seeded caller gets the same sequence whatever order the YAML listed.
         """
-        return {name: self.parameters[name].sample(rng)
-                for name in PhysicalConditions.names() if name in self.parameters}
+        return {
+            name: self.parameters[name].sample(rng) for name in PhysicalConditions.names() if name in self.parameters
+        }
 
     def ranges(self) -> dict[str, tuple[float, float]]:
         return {name: dist.range() for name, dist in self.parameters.items()}
@@ -189,8 +190,9 @@ class Randomization:
         parameters = dict(self.parameters)
         for name, (low, high) in ranges.items():
             if name not in parameters:
-                raise ValueError(f"with_ranges: {name!r} is not randomized by {self.name!r} "
-                                 f"(its parameters: {sorted(parameters)})")
+                raise ValueError(
+                    f"with_ranges: {name!r} is not randomized by {self.name!r} (its parameters: {sorted(parameters)})"
+                )
             try:
                 parameters[name] = parameters[name].with_range(low, high)
             except ValueError as exc:
@@ -201,8 +203,9 @@ class Randomization:
         """JSON-serialisable, in the YAML format; :meth:`from_dict` reads it back."""
         return {
             "name": self.name,
-            "parameters": {name: self.parameters[name].to_dict()
-                           for name in PhysicalConditions.names() if name in self.parameters},
+            "parameters": {
+                name: self.parameters[name].to_dict() for name in PhysicalConditions.names() if name in self.parameters
+            },
             "pushes": None if self.pushes is None else self.pushes.to_dict(),
         }
 
@@ -244,8 +247,11 @@ class _Reader:
     def read(self) -> Randomization:
         data = self.data
         if not isinstance(data, dict):
-            raise self.fail("(file)", f"expected a mapping with 'parameters:', got {type(data).__name__}",
-                            f"write 'parameters:' (and optionally 'name:', 'pushes:'), see {_EXAMPLE}")
+            raise self.fail(
+                "(file)",
+                f"expected a mapping with 'parameters:', got {type(data).__name__}",
+                f"write 'parameters:' (and optionally 'name:', 'pushes:'), see {_EXAMPLE}",
+            )
         self._no_unknown(data, ("name", "parameters", "pushes"), "")
         name = data.get("name", self.source.stem if self.source is not None else "randomization")
         if not isinstance(name, str) or not name:
@@ -254,13 +260,17 @@ class _Reader:
         if parameters is None:
             parameters = {}
         if not isinstance(parameters, dict):
-            raise self.fail("parameters", f"expected a mapping of condition names, got {parameters!r}",
-                            "write one 'name: {uniform: [low, high]}' entry per line, or 'parameters: {}'")
+            raise self.fail(
+                "parameters",
+                f"expected a mapping of condition names, got {parameters!r}",
+                "write one 'name: {uniform: [low, high]}' entry per line, or 'parameters: {}'",
+            )
         distributions = {}
         for key, entry in parameters.items():
             if key not in PhysicalConditions.names():
-                raise self.fail(f"parameters.{key}", "unknown physical condition",
-                                f"use one of {list(PhysicalConditions.names())}")
+                raise self.fail(
+                    f"parameters.{key}", "unknown physical condition", f"use one of {list(PhysicalConditions.names())}"
+                )
             distributions[key] = self._parameter(key, entry)
         pushes = self._pushes(data.get("pushes"))
         return Randomization(name, distributions, pushes, self.source)
@@ -301,9 +311,12 @@ class _Reader:
             try:
                 PhysicalConditions.check(name, number)
             except ValueError:
-                raise self.fail(field, f"{number:g} is outside the physically valid range "
-                                f"{PhysicalConditions.valid_range(name)} of {name}",
-                                "choose bounds inside the valid range") from None
+                raise self.fail(
+                    field,
+                    f"{number:g} is outside the physically valid range "
+                    f"{PhysicalConditions.valid_range(name)} of {name}",
+                    "choose bounds inside the valid range",
+                ) from None
             ends.append(number)
         if ends[0] > ends[1]:
             raise self.fail(field, f"min {ends[0]:g} is above max {ends[1]:g}", "swap the two numbers")
@@ -312,8 +325,11 @@ class _Reader:
     def _parameter(self, name: str, entry: Any) -> Distribution:
         field = f"parameters.{name}"
         if not isinstance(entry, dict):
-            raise self.fail(field, f"expected a mapping like {{uniform: [low, high]}}, got {entry!r}",
-                            f"write one of {list(KINDS)} (and optionally bounds: [min, max])")
+            raise self.fail(
+                field,
+                f"expected a mapping like {{uniform: [low, high]}}, got {entry!r}",
+                f"write one of {list(KINDS)} (and optionally bounds: [min, max])",
+            )
         self._no_unknown(entry, (*KINDS, "bounds"), f"{field}.")
         kinds = [k for k in KINDS if k in entry]
         if len(kinds) != 1:
@@ -326,11 +342,17 @@ class _Reader:
         if kind in ("uniform", "loguniform"):
             low, high = self._pair(spec, field, "the condition's SI units")
             if kind == "loguniform" and low <= 0:
-                raise self.fail(field, f"low must be > 0 for a loguniform, got {low:g}",
-                                "use a positive low, or a uniform distribution")
+                raise self.fail(
+                    field,
+                    f"low must be > 0 for a loguniform, got {low:g}",
+                    "use a positive low, or a uniform distribution",
+                )
             self._inside(field, (low, high), bounds)
-            return Distribution.uniform(low, high, bounds) if kind == "uniform" else \
-                Distribution.loguniform(low, high, bounds)
+            return (
+                Distribution.uniform(low, high, bounds)
+                if kind == "uniform"
+                else Distribution.loguniform(low, high, bounds)
+            )
         if kind == "normal":
             if not isinstance(spec, dict):
                 raise self.fail(field, f"expected {{mean: m, std: s}}, got {spec!r}", "write normal: {mean: m, std: s}")
@@ -352,8 +374,11 @@ class _Reader:
     def _inside(self, field: str, interval: tuple[float, float], bounds: tuple[float, float]) -> None:
         if interval[0] < bounds[0] or interval[1] > bounds[1]:
             shown = f"{interval[0]:g}" if interval[0] == interval[1] else f"[{interval[0]:g}, {interval[1]:g}]"
-            raise self.fail(field, f"{shown} is outside the bounds [{bounds[0]:g}, {bounds[1]:g}]",
-                            "narrow the distribution, or widen 'bounds:' (within the physically valid range)")
+            raise self.fail(
+                field,
+                f"{shown} is outside the bounds [{bounds[0]:g}, {bounds[1]:g}]",
+                "narrow the distribution, or widen 'bounds:' (within the physically valid range)",
+            )
 
     def _pushes(self, spec: Any) -> PushSpec | None:
         if spec is None:
@@ -370,8 +395,11 @@ class _Reader:
             raise self.fail("pushes.interval", f"must be > 0 s, got {interval[0]:g}", "use a positive interval")
         force = self._pair(spec["force"], "pushes.force", "N")
         if force[0] < 0:
-            raise self.fail("pushes.force", f"must be >= 0 N, got {force[0]:g}",
-                            "use non-negative magnitudes (the direction is random)")
+            raise self.fail(
+                "pushes.force",
+                f"must be >= 0 N, got {force[0]:g}",
+                "use non-negative magnitudes (the direction is random)",
+            )
         duration = self._number(spec["duration"], "pushes.duration", "write the push duration in s")
         if duration <= 0:
             raise self.fail("pushes.duration", f"must be > 0 s, got {duration:g}", "use a positive duration")

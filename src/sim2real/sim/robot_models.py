@@ -11,6 +11,7 @@ A model is named by a spec string:
   copy with absolute mesh paths and without the visual meshes is written to the user's cache
   (``~/.cache/sim2real/models/``) and loaded from there; nothing of it enters the repository.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,8 +43,10 @@ def resolve_model(spec: str | Path) -> Path:
         raise ModelError(f"unknown model {text!r}; packaged models: {', '.join(PACKAGE_MODELS)}")
     path = Path(text).resolve() if Path(text).is_file() else resolve(text)
     if not path.is_file():
-        raise ModelError(f"model {text!r}: no such file (looked for {path}). Fix: give a URDF or MJCF path, or one "
-                         f"of {', '.join(PACKAGE_MODELS)}")
+        raise ModelError(
+            f"model {text!r}: no such file (looked for {path}). Fix: give a URDF or MJCF path, or one "
+            f"of {', '.join(PACKAGE_MODELS)}"
+        )
     return path
 
 
@@ -52,8 +55,10 @@ def _package_model(name: str) -> Path:
     share = _installed_share(package)
     urdf = share / relative
     if not urdf.is_file():
-        raise ModelError(f"model {name!r}: {urdf} is missing from the installed {package} package. Fix: "
-                         f"pip install --force-reinstall {package}")
+        raise ModelError(
+            f"model {name!r}: {urdf} is missing from the installed {package} package. Fix: "
+            f"pip install --force-reinstall {package}"
+        )
     data = urdf.read_bytes()
     out = cache_dir() / f"{name.replace(':', '_')}-{hashlib.sha256(data).hexdigest()[:12]}.urdf"
     if not out.is_file():
@@ -66,7 +71,7 @@ def _package_model(name: str) -> Path:
         for mesh in root.iter("mesh"):
             filename = mesh.get("filename", "")
             if filename.startswith(prefix):
-                mesh.set("filename", str(share / filename[len(prefix):]))
+                mesh.set("filename", str(share / filename[len(prefix) :]))
         out.parent.mkdir(parents=True, exist_ok=True)
         partial = out.with_suffix(".partial")
         tree.write(partial, encoding="utf-8", xml_declaration=True)
@@ -82,5 +87,6 @@ def _installed_share(package: str) -> Path:
         candidate = Path(sysconfig.get_paths()[key]) / "cmeel.prefix" / "share" / package
         if candidate.is_dir():
             return candidate
-    raise ModelError(f"the {package} package is not installed. Fix: pip install -e '.[reality]' "
-                     f"(or pip install {package})")
+    raise ModelError(
+        f"the {package} package is not installed. Fix: pip install -e '.[reality]' (or pip install {package})"
+    )

@@ -9,6 +9,7 @@ friction and gains, and the body sways. :func:`record_trot` runs it in a
 :class:`SimWorld` and keeps, per sensing period, what the robot's sensors report and
 what the simulator knows (the ground truth).
 """
+
 from __future__ import annotations
 
 import math
@@ -25,11 +26,11 @@ TROT_OFFSETS = (0.0, 0.5, 0.5, 0.0)
 
 @dataclass(frozen=True)
 class Trot:
-    period: float = 0.3       # s per gait cycle
-    stride: float = 0.26      # rad: thigh sweep, front to back
-    lift: float = 0.55        # rad: extra knee bend at mid swing
-    duty: float = 0.5         # fraction of the cycle a foot stands
-    ramp: float = 1.0         # s over which stride and lift grow from zero (no jolt at the start)
+    period: float = 0.3  # s per gait cycle
+    stride: float = 0.26  # rad: thigh sweep, front to back
+    lift: float = 0.55  # rad: extra knee bend at mid swing
+    duty: float = 0.5  # fraction of the cycle a foot stands
+    ramp: float = 1.0  # s over which stride and lift grow from zero (no jolt at the start)
 
     def phases(self, t: float) -> np.ndarray:
         return (t / self.period + np.asarray(TROT_OFFSETS)) % 1.0
@@ -45,7 +46,7 @@ class Trot:
             if phase < self.duty:  # stance: thigh from front (-) to back (+) pushes the body forward
                 s = phase / self.duty
                 thigh, knee = -0.5 + s, 0.0
-            else:                  # swing: back to front, knee bent most at mid swing
+            else:  # swing: back to front, knee bent most at mid swing
                 s = (phase - self.duty) / (1.0 - self.duty)
                 thigh, knee = 0.5 - s, math.sin(math.pi * s)
             q[3 * leg + 1] += scale * self.stride * thigh
@@ -67,16 +68,17 @@ class Recording:
     accel: list = field(default_factory=list)
     true_position: list = field(default_factory=list)
     true_velocity: list = field(default_factory=list)  # world frame
-    true_contact: list = field(default_factory=list)   # any contact point with the ground
-    true_force: list = field(default_factory=list)     # ground normal force per foot, N
+    true_contact: list = field(default_factory=list)  # any contact point with the ground
+    true_force: list = field(default_factory=list)  # ground normal force per foot, N
     script_stance: list = field(default_factory=list)
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {k: np.asarray(v) for k, v in self.__dict__.items()}
 
 
-def record_trot(world: SimWorld, duration: float, trot: Trot | None = None, stand: float = 0.5,
-                events=None) -> Recording:
+def record_trot(
+    world: SimWorld, duration: float, trot: Trot | None = None, stand: float = 0.5, events=None
+) -> Recording:
     """Stand for ``stand`` s, then trot for the rest of ``duration``. ``events``: optional
     {time s: callable(world)} run once when the time is reached (a push, a slippery floor)."""
     trot = trot or Trot()
@@ -115,15 +117,16 @@ def record_trot(world: SimWorld, duration: float, trot: Trot | None = None, stan
 class EstimatorReplay:
     """A :class:`LegKalmanFilter` run over a recording, against the recording's ground truth."""
 
-    position: np.ndarray        # (T, 3) estimated, world
-    velocity: np.ndarray        # (T, 3) estimated, world
-    contact: np.ndarray         # (T, feet) estimated
-    diverged: np.ndarray        # (T,) divergence reported at that sample
-    window_nis: np.ndarray      # (T,) window-mean NIS per dof
+    position: np.ndarray  # (T, 3) estimated, world
+    velocity: np.ndarray  # (T, 3) estimated, world
+    contact: np.ndarray  # (T, feet) estimated
+    diverged: np.ndarray  # (T,) divergence reported at that sample
+    window_nis: np.ndarray  # (T,) window-mean NIS per dof
     seconds_per_step: float
 
-    def metrics(self, recording: dict[str, np.ndarray], skip: float = 1.0,
-                bearing_force: float = 25.0) -> dict[str, float]:
+    def metrics(
+        self, recording: dict[str, np.ndarray], skip: float = 1.0, bearing_force: float = 25.0
+    ) -> dict[str, float]:
         """Velocity RMSE (after ``skip`` s), position drift as % of the distance travelled, and how
         often the contact estimate agrees with "the foot bears more than ``bearing_force`` N"
         (a dragging swing foot touches the ground, but the filter must not trust it)."""
@@ -133,15 +136,19 @@ class EstimatorReplay:
         truth = recording["true_position"]
         distance = float(np.linalg.norm(np.diff(truth[:, :2], axis=0), axis=1).sum())
         drift = float(np.linalg.norm((self.position[-1] - self.position[0])[:2] - (truth[-1] - truth[0])[:2]))
-        return {"velocity_rmse_mps": float(np.sqrt((error ** 2).sum(axis=1).mean())),
-                "distance_m": distance, "drift_m": drift,
-                "drift_percent": 100.0 * drift / distance if distance > 0 else float("nan"),
-                "contact_agreement": float((self.contact == (recording["true_force"] > bearing_force)).mean()),
-                "mean_speed_mps": float(np.linalg.norm(recording["true_velocity"][rows, :2], axis=1).mean())}
+        return {
+            "velocity_rmse_mps": float(np.sqrt((error**2).sum(axis=1).mean())),
+            "distance_m": distance,
+            "drift_m": drift,
+            "drift_percent": 100.0 * drift / distance if distance > 0 else float("nan"),
+            "contact_agreement": float((self.contact == (recording["true_force"] > bearing_force)).mean()),
+            "mean_speed_mps": float(np.linalg.norm(recording["true_velocity"][rows, :2], axis=1).mean()),
+        }
 
 
-def replay_estimator(estimator, recording: dict[str, np.ndarray], gyro_bias=(0.0, 0.0, 0.0),
-                     accel_bias=(0.0, 0.0, 0.0), batch: int = 1) -> EstimatorReplay:
+def replay_estimator(
+    estimator, recording: dict[str, np.ndarray], gyro_bias=(0.0, 0.0, 0.0), accel_bias=(0.0, 0.0, 0.0), batch: int = 1
+) -> EstimatorReplay:
     """Feed ``recording`` (``Recording.arrays()``) to ``estimator``, adding constant IMU biases
     (SimWorld's IMU has white noise only; a real IMU's bias is what the filter must bear).
     ``batch`` 1: sample by sample (:meth:`LegKalmanFilter.step`); more: that many IMU samples
@@ -164,14 +171,24 @@ def replay_estimator(estimator, recording: dict[str, np.ndarray], gyro_bias=(0.0
     for k in range(n):
         t = float(recording["t"][k])
         if batch == 1:
-            e = estimator.step(t, recording["orientation"][k], gyro[k], accel[k], recording["joint_position"][k],
-                               recording["joint_velocity"][k], recording["joint_effort"][k])
+            e = estimator.step(
+                t,
+                recording["orientation"][k],
+                gyro[k],
+                accel[k],
+                recording["joint_position"][k],
+                recording["joint_velocity"][k],
+                recording["joint_effort"][k],
+            )
         elif (k + 1) % batch == 0 or k == n - 1:
             first = k - (k % batch)
-            samples = [imu_sample(float(recording["t"][i]), recording["orientation"][i], gyro[i], accel[i])
-                       for i in range(first, k + 1)]
-            e = estimator.step_batch(samples, recording["joint_position"][k], recording["joint_velocity"][k],
-                                     recording["joint_effort"][k])
+            samples = [
+                imu_sample(float(recording["t"][i]), recording["orientation"][i], gyro[i], accel[i])
+                for i in range(first, k + 1)
+            ]
+            e = estimator.step_batch(
+                samples, recording["joint_position"][k], recording["joint_velocity"][k], recording["joint_effort"][k]
+            )
         if e is not None:  # rows before the first batch are filled with its estimate below
             position[k], velocity[k], contact[k] = e.position, e.velocity, e.contact
         diverged[k] = estimator.divergence.diverged(t)

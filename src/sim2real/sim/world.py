@@ -8,6 +8,7 @@ Frames: ``base_pose``/``base_velocity`` and ``reset(base_position=...)`` refer t
 URDF frame of the base link (PyBullet itself reports the base's centre of mass), world
 z up. Joint arrays are in the profile's joint order.
 """
+
 from __future__ import annotations
 
 from typing import Iterator, Sequence
@@ -22,8 +23,16 @@ from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.gravity_compensation import GravityCompensation
 from sim2real.sim.world_base import GRAVITY, ImuReading, JointState, WorldBase, as_quaternion, as_vector3
 
-__all__ = ["GRAVITY", "ImuReading", "JointState", "SimWorld", "as_quaternion", "as_vector3", "draw_terrain",
-           "height_at"]
+__all__ = [
+    "GRAVITY",
+    "ImuReading",
+    "JointState",
+    "SimWorld",
+    "as_quaternion",
+    "as_vector3",
+    "draw_terrain",
+    "height_at",
+]
 # Height-field patch centred at the origin: 0.1 m cells make bumps a Go2 foot (r = 0.022 m)
 # can feel but not get trapped in; 16 m x 16 m covers any evaluation episode; the plane
 # below the patch (at its lowest level) catches a robot that walks off it.
@@ -90,8 +99,7 @@ class _Ground:
         c = self._client
         if roughness <= 0:
             if self._field is not None:
-                pb.resetBasePositionAndOrientation(self._field, (0, 0, self.PARKED_Z), (0, 0, 0, 1),
-                                                   physicsClientId=c)
+                pb.resetBasePositionAndOrientation(self._field, (0, 0, self.PARKED_Z), (0, 0, 0, 1), physicsClientId=c)
             pb.resetBasePositionAndOrientation(self.plane, (0, 0, 0), (0, 0, 0, 1), physicsClientId=c)
             self.heights, self.top = None, 0.0
         else:
@@ -104,8 +112,13 @@ class _Ground:
                 self._field = self._shape = None
             heights[0, 0], heights[0, 1] = -self._cap, self._cap
             # numHeightfieldRows counts points along x: PyBullet reads the data x-fastest.
-            shape_args = dict(meshScale=[TERRAIN_CELL, TERRAIN_CELL, 1.0], heightfieldData=heights.ravel().tolist(),
-                              numHeightfieldRows=points, numHeightfieldColumns=points, physicsClientId=c)
+            shape_args = dict(
+                meshScale=[TERRAIN_CELL, TERRAIN_CELL, 1.0],
+                heightfieldData=heights.ravel().tolist(),
+                numHeightfieldRows=points,
+                numHeightfieldColumns=points,
+                physicsClientId=c,
+            )
             if self._shape is None:
                 self._shape = pb.createCollisionShape(pb.GEOM_HEIGHTFIELD, **shape_args)
                 self._field = pb.createMultiBody(0, self._shape, physicsClientId=c)
@@ -133,9 +146,15 @@ class SimWorld(WorldBase):
 
     engine = "pybullet"
 
-    def __init__(self, profile: RobotProfile, conditions: PhysicalConditions | None = None, seed: int = 0,
-                 gravity_compensation: bool | None = None, physics_period: float | None = None,
-                 suspended: bool = False):
+    def __init__(
+        self,
+        profile: RobotProfile,
+        conditions: PhysicalConditions | None = None,
+        seed: int = 0,
+        gravity_compensation: bool | None = None,
+        physics_period: float | None = None,
+        suspended: bool = False,
+    ):
         """Arguments: see :class:`~sim2real.sim.world_base.WorldBase`."""
         super().__init__(profile, conditions, seed, gravity_compensation, physics_period, suspended)
         self._client = pb.connect(pb.DIRECT)
@@ -151,20 +170,37 @@ class SimWorld(WorldBase):
     def _setup(self, terrain_rng: np.random.Generator) -> None:
         c, profile = self._client, self.profile
         pb.setGravity(0, 0, -GRAVITY, physicsClientId=c)
-        pb.setPhysicsEngineParameter(fixedTimeStep=self._dt, numSubSteps=0,
-                                     deterministicOverlappingPairs=1, physicsClientId=c)
+        pb.setPhysicsEngineParameter(
+            fixedTimeStep=self._dt, numSubSteps=0, deterministicOverlappingPairs=1, physicsClientId=c
+        )
         self._ground = _Ground(c, terrain_rng)
         self._robot = pb.loadURDF(
-            str(profile.urdf), (0.0, 0.0, profile.spawn_height), (0, 0, 0, 1),
+            str(profile.urdf),
+            (0.0, 0.0, profile.spawn_height),
+            (0, 0, 0, 1),
             useFixedBase=profile.fixed_base,
             # Without this flag PyBullet replaces the URDF inertia by one computed from
             # the collision shapes, which would silently change the robot.
-            flags=pb.URDF_USE_INERTIA_FROM_FILE, physicsClientId=c)
+            flags=pb.URDF_USE_INERTIA_FROM_FILE,
+            physicsClientId=c,
+        )
         # The gantry: a fixed joint between the trunk's centre of mass and the world, moved to
         # the base's pose at every reset.
-        self._gantry = (pb.createConstraint(self._robot, -1, -1, -1, pb.JOINT_FIXED, (0, 0, 0), (0, 0, 0),
-                                            (0, 0, profile.spawn_height), physicsClientId=c)
-                        if self.suspended else None)
+        self._gantry = (
+            pb.createConstraint(
+                self._robot,
+                -1,
+                -1,
+                -1,
+                pb.JOINT_FIXED,
+                (0, 0, 0),
+                (0, 0, 0),
+                (0, 0, profile.spawn_height),
+                physicsClientId=c,
+            )
+            if self.suspended
+            else None
+        )
         joints, links = {}, {pb.getBodyInfo(self._robot, physicsClientId=c)[0].decode(): -1}
         for index in range(pb.getNumJoints(self._robot, physicsClientId=c)):
             info = pb.getJointInfo(self._robot, index, physicsClientId=c)
@@ -191,8 +227,9 @@ class SimWorld(WorldBase):
         self._base_inertial_inv = pb.invertTransform(*self._base_inertial)
 
         # PyBullet starts every joint with a velocity motor that would fight the torques.
-        pb.setJointMotorControlArray(self._robot, self._joint_ids, pb.VELOCITY_CONTROL,
-                                     forces=[0.0] * self._n, physicsClientId=c)
+        pb.setJointMotorControlArray(
+            self._robot, self._joint_ids, pb.VELOCITY_CONTROL, forces=[0.0] * self._n, physicsClientId=c
+        )
         # Bullet multiplies the two bodies' coefficients: with the robot at 1 the contact
         # coefficient is exactly ground_friction.
         for link in links.values():
@@ -202,13 +239,12 @@ class SimWorld(WorldBase):
         # Without it the shipped reach policy learned to flick the Panda's wrist at 79 rad/s
         # (limit 2.61), which a real arm cannot do and the safety supervisor damps at once.
         for joint, limit in zip(self._joint_ids, profile.velocity_limits):
-            pb.changeDynamics(self._robot, joint, maxJointVelocity=float(limit),
-                              physicsClientId=c)
+            pb.changeDynamics(self._robot, joint, maxJointVelocity=float(limit), physicsClientId=c)
 
-        self._actuator = Actuator(profile.effort_limits, self._dt, profile.damping_kd,
-                                  kp=profile.kp, kd=profile.kd)
-        self._gravity = (GravityCompensation(profile.urdf, profile.joint_names).torque
-                         if self.gravity_compensation else None)
+        self._actuator = Actuator(profile.effort_limits, self._dt, profile.damping_kd, kp=profile.kp, kd=profile.kd)
+        self._gravity = (
+            GravityCompensation(profile.urdf, profile.joint_names).torque if self.gravity_compensation else None
+        )
         self._q = np.zeros(self._n)
         self._dq = np.zeros(self._n)
         self._imu_velocity_before: tuple[float, ...] | None = None
@@ -252,8 +288,9 @@ class SimWorld(WorldBase):
             diagonal = np.asarray(inertia) * scale
             if armature > 0 and link in self._armature_weights:
                 diagonal = diagonal + armature * self._armature_weights[link]
-            pb.changeDynamics(self._robot, link, mass=mass * scale,
-                              localInertiaDiagonal=diagonal.tolist(), physicsClientId=c)
+            pb.changeDynamics(
+                self._robot, link, mass=mass * scale, localInertiaDiagonal=diagonal.tolist(), physicsClientId=c
+            )
         if self._gantry is not None:  # the gantry's cap follows the robot's weight
             pb.changeConstraint(self._gantry, maxForce=GANTRY_WEIGHTS * GRAVITY * self.total_mass(), physicsClientId=c)
         self._apply_joint_losses()
@@ -277,7 +314,7 @@ class SimWorld(WorldBase):
             frame = pb.getDynamicsInfo(self._robot, joint, physicsClientId=c)[4]  # link -> principal axes
             b = np.asarray(pb.getMatrixFromQuaternion(frame), dtype=float).reshape(3, 3).T @ axis
             b /= np.linalg.norm(b)
-            weights[joint] = b ** 2 / np.sum(b ** 4)
+            weights[joint] = b**2 / np.sum(b**4)
         return weights
 
     def _apply_motor_strength(self) -> None:
@@ -293,8 +330,9 @@ class SimWorld(WorldBase):
         self._ground.build(self._conditions.terrain_roughness, self._conditions.ground_friction)
 
     def _apply_joint_losses(self) -> None:
-        self._actuator.set_joint_losses(self._conditions.joint_friction, self._conditions.joint_damping,
-                                        inertia=self._joint_inertia())
+        self._actuator.set_joint_losses(
+            self._conditions.joint_friction, self._conditions.joint_damping, inertia=self._joint_inertia()
+        )
 
     def _joint_inertia(self) -> np.ndarray:
         """Each joint's effective inertia (mass-matrix diagonal) in the default pose, under the
@@ -308,11 +346,15 @@ class SimWorld(WorldBase):
         # ignores changeDynamics, and refuses a link inertia that armature made
         # non-physical for a rigid body (one axis above the sum of the other two).
         c = self._client
-        movable = [i for i in range(pb.getNumJoints(self._robot, physicsClientId=c))
-                   if pb.getJointInfo(self._robot, i, physicsClientId=c)[2] != pb.JOINT_FIXED]
+        movable = [
+            i
+            for i in range(pb.getNumJoints(self._robot, physicsClientId=c))
+            if pb.getJointInfo(self._robot, i, physicsClientId=c)[2] != pb.JOINT_FIXED
+        ]
         pose = dict(zip(self._joint_ids, self.profile.default_positions))
-        matrix = np.array(pb.calculateMassMatrix(self._robot, [float(pose.get(i, 0.0)) for i in movable],
-                                                 physicsClientId=c))
+        matrix = np.array(
+            pb.calculateMassMatrix(self._robot, [float(pose.get(i, 0.0)) for i in movable], physicsClientId=c)
+        )
         offset = matrix.shape[0] - len(movable)  # 6 base coordinates on a floating base
         diagonal = {joint: matrix[offset + k, offset + k] for k, joint in enumerate(movable)}
         return np.array([max(diagonal[j], 1e-9) for j in self._joint_ids])
@@ -356,10 +398,13 @@ class SimWorld(WorldBase):
         (0, 0). Samples [0, 0] and [0, 1], a far corner, are pinned (see ``_Ground``)."""
         return None if self._ground.heights is None else self._ground.heights.copy()
 
-    def reset(self, joint_positions: Sequence[float] | None = None,
-              base_position: Sequence[float] | None = None,
-              base_orientation: Sequence[float] | None = None,
-              joint_velocities: Sequence[float] | None = None) -> None:
+    def reset(
+        self,
+        joint_positions: Sequence[float] | None = None,
+        base_position: Sequence[float] | None = None,
+        base_orientation: Sequence[float] | None = None,
+        joint_velocities: Sequence[float] | None = None,
+    ) -> None:
         """Put the robot at rest in a pose, clear time, pushes and commands in flight.
 
         ``joint_velocities`` (rad/s, default 0) starts the joints moving instead: replaying a
@@ -382,8 +427,12 @@ class SimWorld(WorldBase):
         com_position, com_orientation = pb.multiplyTransforms(position, orientation, *self._base_inertial)
         pb.resetBasePositionAndOrientation(self._robot, com_position, com_orientation, physicsClientId=c)
         if self._gantry is not None:
-            pb.changeConstraint(self._gantry, jointChildPivot=com_position, jointChildFrameOrientation=com_orientation,
-                                physicsClientId=c)
+            pb.changeConstraint(
+                self._gantry,
+                jointChildPivot=com_position,
+                jointChildFrameOrientation=com_orientation,
+                physicsClientId=c,
+            )
         pb.resetBaseVelocity(self._robot, (0, 0, 0), (0, 0, 0), physicsClientId=c)
         velocities = np.zeros(len(q)) if joint_velocities is None else np.asarray(joint_velocities, dtype=float)
         if velocities.shape != q.shape or not np.all(np.isfinite(velocities)):
@@ -431,15 +480,16 @@ class SimWorld(WorldBase):
                 # The IMU differentiates velocity over the last step only, so only the last
                 # step of a batch pays for reading it.
                 self._imu_velocity_before = (
-                    pb.getBaseVelocity(robot, physicsClientId=c)[0] if self._imu_at_com
-                    else self._imu_kinematics()[2])
+                    pb.getBaseVelocity(robot, physicsClientId=c)[0] if self._imu_at_com else self._imu_kinematics()[2]
+                )
             simulate(physicsClientId=c)
 
     # ---------------------------------------------------------------- sensing
     def true_joint_state(self) -> JointState:
         states = pb.getJointStates(self._robot, self._joint_ids, physicsClientId=self._client)
-        return JointState(np.array([s[0] for s in states]), np.array([s[1] for s in states]),
-                          self._actuator.motor_torque.copy())
+        return JointState(
+            np.array([s[0] for s in states]), np.array([s[1] for s in states]), self._actuator.motor_torque.copy()
+        )
 
     def imu(self) -> ImuReading:
         """IMU reading in the frame of ``profile.imu_link``, with the configured noise.
@@ -466,8 +516,9 @@ class SimWorld(WorldBase):
             origin, orientation = pb.multiplyTransforms(com, com_orientation, *self._imu_on_base)
             v, w = pb.getBaseVelocity(robot, physicsClientId=c)
         else:
-            link = pb.getLinkState(robot, self._imu_id, computeLinkVelocity=1, computeForwardKinematics=1,
-                                   physicsClientId=c)
+            link = pb.getLinkState(
+                robot, self._imu_id, computeLinkVelocity=1, computeForwardKinematics=1, physicsClientId=c
+            )
             com, origin, orientation, v, w = link[0], link[4], link[5], link[6], link[7]
         # PyBullet gives the centre-of-mass velocity; the sensor sits at the frame origin.
         return orientation, w, _add(v, _cross(w, _sub(origin, com)))
@@ -518,8 +569,11 @@ class SimWorld(WorldBase):
     def foot_contacts(self) -> np.ndarray:
         """Whether each of ``profile.foot_links`` touches the ground, in that order."""
         ground = self._ground.bodies
-        touching = {point[3] for point in pb.getContactPoints(bodyA=self._robot, physicsClientId=self._client)
-                    if point[2] in ground}
+        touching = {
+            point[3]
+            for point in pb.getContactPoints(bodyA=self._robot, physicsClientId=self._client)
+            if point[2] in ground
+        }
         return np.array([foot in touching for foot in self._foot_ids], dtype=bool)
 
     def foot_normal_forces(self) -> np.ndarray:
@@ -533,8 +587,9 @@ class SimWorld(WorldBase):
 
     def total_mass(self) -> float:
         """Sum of the robot's link masses as PyBullet simulates them, kg."""
-        return float(sum(pb.getDynamicsInfo(self._robot, link, physicsClientId=self._client)[0]
-                         for link in self._links.values()))
+        return float(
+            sum(pb.getDynamicsInfo(self._robot, link, physicsClientId=self._client)[0] for link in self._links.values())
+        )
 
 
 def _ignore() -> None:
@@ -552,4 +607,3 @@ def _sub(a, b) -> tuple[float, float, float]:
 def _cross(a, b) -> tuple[float, float, float]:
     # Plain floats: np.cross costs ~10 us on 3-vectors, more than the rest of the IMU read.
     return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
-

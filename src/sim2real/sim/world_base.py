@@ -5,6 +5,7 @@ checks, the actuator's commands, pushes, sensor noise and the clock.
 :class:`~sim2real.sim.mujoco_world.MujocoWorld` derive from :class:`WorldBase`; an engine
 adds loading, stepping, applying conditions to its model, and reading its state.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,12 +25,12 @@ GRAVITY = 9.81
 class JointState(NamedTuple):
     position: np.ndarray  # rad
     velocity: np.ndarray  # rad/s
-    effort: np.ndarray    # N*m, motor torque of the last physics step
+    effort: np.ndarray  # N*m, motor torque of the last physics step
 
 
 class ImuReading(NamedTuple):
-    orientation: np.ndarray          # (x, y, z, w), IMU frame in world
-    angular_velocity: np.ndarray     # rad/s, IMU frame
+    orientation: np.ndarray  # (x, y, z, w), IMU frame in world
+    angular_velocity: np.ndarray  # rad/s, IMU frame
     linear_acceleration: np.ndarray  # m/s^2, IMU frame, proper acceleration (+g up at rest)
 
 
@@ -44,8 +45,15 @@ class WorldBase(ABC):
     _actuator: Actuator
     _n: int
 
-    def __init__(self, profile: RobotProfile, conditions: PhysicalConditions | None, seed: int,
-                 gravity_compensation: bool | None, physics_period: float | None, suspended: bool):
+    def __init__(
+        self,
+        profile: RobotProfile,
+        conditions: PhysicalConditions | None,
+        seed: int,
+        gravity_compensation: bool | None,
+        physics_period: float | None,
+        suspended: bool,
+    ):
         """``gravity_compensation``: emulate a robot controller that adds gravity torques to
         every command (see :mod:`sim2real.sim.gravity_compensation`). None takes the
         profile's ``gravity_compensation``.
@@ -61,8 +69,10 @@ class WorldBase(ABC):
         if gravity_compensation is None:
             gravity_compensation = profile.gravity_compensation
         if gravity_compensation and not profile.fixed_base:
-            raise ValueError(f"gravity_compensation: robot {profile.name!r} has a floating base; "
-                             "only a fixed-base robot's controller can compensate gravity per joint")
+            raise ValueError(
+                f"gravity_compensation: robot {profile.name!r} has a floating base; "
+                "only a fixed-base robot's controller can compensate gravity per joint"
+            )
         self.gravity_compensation = bool(gravity_compensation)
         self._conditions = replace(conditions) if conditions is not None else PhysicalConditions()
         self._conditions.validate()
@@ -117,8 +127,10 @@ class WorldBase(ABC):
         """ValueError for a valid condition value this world cannot take (nothing applied yet).
         Engines extend it with their own limits."""
         if name == "battery_voltage" and value is not None and self.profile.battery_nominal_voltage is None:
-            raise ValueError(f"condition 'battery_voltage': robot {self.profile.name!r} has no "
-                             "battery_nominal_voltage in its profile; leave battery_voltage None")
+            raise ValueError(
+                f"condition 'battery_voltage': robot {self.profile.name!r} has no "
+                "battery_nominal_voltage in its profile; leave battery_voltage None"
+            )
 
     def _battery_torque_scale(self) -> float:
         voltage, nominal = self._conditions.battery_voltage, self.profile.battery_nominal_voltage
@@ -144,10 +156,14 @@ class WorldBase(ABC):
         self.close()
 
     # ---------------------------------------------------------------- control
-    def command(self, position: Sequence[float] | np.ndarray, velocity: Sequence[float] | np.ndarray | None = None,
-                effort: Sequence[float] | np.ndarray | None = None,
-                kp: Sequence[float] | np.ndarray | float | None = None,
-                kd: Sequence[float] | np.ndarray | float | None = None) -> None:
+    def command(
+        self,
+        position: Sequence[float] | np.ndarray,
+        velocity: Sequence[float] | np.ndarray | None = None,
+        effort: Sequence[float] | np.ndarray | None = None,
+        kp: Sequence[float] | np.ndarray | float | None = None,
+        kd: Sequence[float] | np.ndarray | float | None = None,
+    ) -> None:
         """PD command in profile joint order (rad, rad/s, N*m); kp/kd default to the profile's.
 
         Takes effect ``latency`` after the current time and ends damping mode then.
@@ -180,8 +196,11 @@ class WorldBase(ABC):
         """Joint readings as an encoder would give them: with the configured noise. ``true``:
         this instant's :meth:`true_joint_state` when the caller has read it already (a
         training step reads both; the noise goes on copies)."""
-        state = (self.true_joint_state() if true is None
-                 else JointState(true.position.copy(), true.velocity.copy(), true.effort.copy()))
+        state = (
+            self.true_joint_state()
+            if true is None
+            else JointState(true.position.copy(), true.velocity.copy(), true.effort.copy())
+        )
         conditions, rng = self._conditions, self._noise_rng
         position, velocity, _ = state
         if conditions.joint_position_noise > 0:

@@ -16,6 +16,7 @@ receipt for drivers that leave ``header.stamp`` zero.
 Several bags make one dataset of separate *segments*: the fit replays each from its own
 initial state and never across the gap between two recordings.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,11 @@ COMMANDS = "/joint_commands"
 IMU = "/imu/data"
 JOINT_STATE_TYPE = "sensor_msgs/msg/JointState"
 MIN_STATES = 50
-COMMAND_TYPES = {"JointState": JOINT_STATE_TYPE, "Float64MultiArray": "std_msgs/msg/Float64MultiArray",
-                 "JointTrajectory": "trajectory_msgs/msg/JointTrajectory"}
+COMMAND_TYPES = {
+    "JointState": JOINT_STATE_TYPE,
+    "Float64MultiArray": "std_msgs/msg/Float64MultiArray",
+    "JointTrajectory": "trajectory_msgs/msg/JointTrajectory",
+}
 STAMP_SOURCES = ("header", "receive")
 # A bag whose commanded positions move less than this (rad, on every joint) holds no
 # excitation: a robot standing still identifies nothing, whatever the fit reports.
@@ -57,14 +61,17 @@ class BagTopics:
 
     states: str = STATES
     commands: str = COMMANDS
-    command_type: str = "JointState"        # a key of COMMAND_TYPES
-    command_joints: tuple[str, ...] = ()    # Float64MultiArray: the joint of each value ('': the profile's order)
-    stamps: str = "header"                  # header | receive
+    command_type: str = "JointState"  # a key of COMMAND_TYPES
+    command_joints: tuple[str, ...] = ()  # Float64MultiArray: the joint of each value ('': the profile's order)
+    stamps: str = "header"  # header | receive
 
     def __post_init__(self):
         if self.command_type not in COMMAND_TYPES:
-            raise BagError(self.commands, f"command type {self.command_type!r} is not one the fit reads",
-                           f"use one of {sorted(COMMAND_TYPES)}")
+            raise BagError(
+                self.commands,
+                f"command type {self.command_type!r} is not one the fit reads",
+                f"use one of {sorted(COMMAND_TYPES)}",
+            )
         if self.stamps not in STAMP_SOURCES:
             raise BagError(self.states, f"stamps {self.stamps!r} is unknown", f"use one of {list(STAMP_SOURCES)}")
 
@@ -126,16 +133,24 @@ class Dataset:
 
 def read_bags(paths: Sequence[str | Path], profile: RobotProfile, topics: BagTopics = BagTopics()) -> Dataset:
     if not paths:
-        raise BagError("(no bag)", "no bag given", "pass one or more rosbag2 directories recorded by 'sim2real sysid record'")
+        raise BagError(
+            "(no bag)", "no bag given", "pass one or more rosbag2 directories recorded by 'sim2real sysid record'"
+        )
     segments = [read_bag(p, profile, topics) for p in paths]
     hanging = [s.source for s in segments if s.suspended]
     if hanging and profile.fixed_base:
-        raise BagError(hanging[0], f"its metadata says the robot hung on a stand (suspended), but {profile.name!r} "
-                                   "has a fixed base", "record it again without --suspended")
+        raise BagError(
+            hanging[0],
+            f"its metadata says the robot hung on a stand (suspended), but {profile.name!r} has a fixed base",
+            "record it again without --suspended",
+        )
     if hanging and len(hanging) < len(segments):
         standing = [s.source for s in segments if not s.suspended]
-        raise BagError(standing[0], f"recorded standing, while {hanging[0]} was recorded on a stand (suspended)",
-                       "fit the bags recorded on the stand and those recorded standing separately")
+        raise BagError(
+            standing[0],
+            f"recorded standing, while {hanging[0]} was recorded on a stand (suspended)",
+            "fit the bags recorded on the stand and those recorded standing separately",
+        )
     return Dataset(profile.joint_names, segments)
 
 
@@ -144,37 +159,70 @@ def read_bag(path: str | Path, profile: RobotProfile, topics: BagTopics = BagTop
     if not path.exists():
         raise BagError(path, "no such file or directory", "pass the rosbag2 directory (the one holding metadata.yaml)")
     if path.is_dir() and not (path / "metadata.yaml").is_file() and not any(path.glob("*.mcap")):
-        raise BagError(path, "no metadata.yaml and no .mcap file in this directory (not a rosbag2 bag)",
-                       "pass the rosbag2 directory the recorder wrote")
+        raise BagError(
+            path,
+            "no metadata.yaml and no .mcap file in this directory (not a rosbag2 bag)",
+            "pass the rosbag2 directory the recorder wrote",
+        )
     found, streams, metadata = _read_streams(path, (topics.states, topics.commands))
     options = "--states TOPIC and --commands TOPIC:TYPE name the bag's own topics"
     for topic, expected in ((topics.states, JOINT_STATE_TYPE), (topics.commands, COMMAND_TYPES[topics.command_type])):
         if topic not in found:
-            raise BagError(path, f"no topic {topic} (it has {sorted(found)})",
-                           f"record with 'sim2real sysid record', or {options}")
+            raise BagError(
+                path, f"no topic {topic} (it has {sorted(found)})", f"record with 'sim2real sysid record', or {options}"
+            )
         if found[topic] != expected:
             kinds = {v: k for k, v in COMMAND_TYPES.items()}
-            hint = (f"--commands {topic}:{kinds[found[topic]]}" if topic == topics.commands and found[topic] in kinds
-                    else options)
+            hint = (
+                f"--commands {topic}:{kinds[found[topic]]}"
+                if topic == topics.commands and found[topic] in kinds
+                else options
+            )
             raise BagError(path, f"{topic} has type {found[topic]}, expected {expected}", f"use {hint}")
-    states = _arrays(path, topics.states, _joint_state_rows(path, topics.states, streams[topics.states], topics.stamps),
-                     profile, need_velocity=True)
-    commands = _arrays(path, topics.commands, _command_rows(path, topics, streams[topics.commands], profile),
-                       profile, need_velocity=False)
+    states = _arrays(
+        path,
+        topics.states,
+        _joint_state_rows(path, topics.states, streams[topics.states], topics.stamps),
+        profile,
+        need_velocity=True,
+    )
+    commands = _arrays(
+        path,
+        topics.commands,
+        _command_rows(path, topics, streams[topics.commands], profile),
+        profile,
+        need_velocity=False,
+    )
     if len(states[0]) < MIN_STATES:
-        raise BagError(path, f"only {len(states[0])} {topics.states} messages",
-                       f"record at least {MIN_STATES} (a whole excitation, tens of seconds)")
+        raise BagError(
+            path,
+            f"only {len(states[0])} {topics.states} messages",
+            f"record at least {MIN_STATES} (a whole excitation, tens of seconds)",
+        )
     if len(commands[0]) == 0:
         raise BagError(path, f"no {topics.commands} messages", "record while the safety supervisor commands the robot")
     if commands[0][-1] < states[0][0] or commands[0][0] > states[0][-1]:
         # Every state would then look like "no command yet" and the fit would replay the default pose.
-        raise BagError(path, f"the {topics.commands} stamps ({commands[0][0]:.3f} to {commands[0][-1]:.3f} s) and the "
-                             f"{topics.states} stamps ({states[0][0]:.3f} to {states[0][-1]:.3f} s) do not overlap: "
-                             "the driver and the computer running the supervisor stamp with different clocks",
-                       "synchronise the two clocks (chrony, PTP) or stamp the states on receipt, then record again")
+        raise BagError(
+            path,
+            f"the {topics.commands} stamps ({commands[0][0]:.3f} to {commands[0][-1]:.3f} s) and the "
+            f"{topics.states} stamps ({states[0][0]:.3f} to {states[0][-1]:.3f} s) do not overlap: "
+            "the driver and the computer running the supervisor stamp with different clocks",
+            "synchronise the two clocks (chrony, PTP) or stamp the states on receipt, then record again",
+        )
     t0 = states[0][0]
-    segment = Segment(str(path), states[0] - t0, states[1], states[2], states[3],
-                      commands[0] - t0, commands[1], commands[2], commands[3], metadata)
+    segment = Segment(
+        str(path),
+        states[0] - t0,
+        states[1],
+        states[2],
+        states[3],
+        commands[0] - t0,
+        commands[1],
+        commands[2],
+        commands[3],
+        metadata,
+    )
     expected = profile.name
     recorded = metadata.get("robot")
     if recorded and recorded != expected:
@@ -182,14 +230,20 @@ def read_bag(path: str | Path, profile: RobotProfile, topics: BagTopics = BagTop
     if metadata.get("completed") is False:
         # After an abort the supervisor held or damped the joints: fitted as excitation, that
         # would identify the supervisor's stop, not the robot.
-        raise BagError(path, f"the excitation was aborted ({metadata.get('aborted') or 'no reason recorded'}); "
-                             "the bag is marked completed: false",
-                       "record it again once what tripped is fixed (sim2real sysid record)")
+        raise BagError(
+            path,
+            f"the excitation was aborted ({metadata.get('aborted') or 'no reason recorded'}); "
+            "the bag is marked completed: false",
+            "record it again once what tripped is fixed (sim2real sysid record)",
+        )
     moved = float(np.ptp(commands[1], axis=0).max())
     if moved < MIN_EXCITATION_RAD:
-        raise BagError(path, f"the commanded positions never move (largest range {moved:.4f} rad): the bag holds no "
-                             "excitation, and a robot standing still identifies nothing",
-                       "record one with 'sim2real sysid record' (or any recording where the commanded joints move)")
+        raise BagError(
+            path,
+            f"the commanded positions never move (largest range {moved:.4f} rad): the bag holds no "
+            "excitation, and a robot standing still identifies nothing",
+            "record one with 'sim2real sysid record' (or any recording where the commanded joints move)",
+        )
     return segment
 
 
@@ -211,14 +265,19 @@ def _read_streams(path: Path, wanted: Sequence[str]) -> tuple[dict[str, str], di
             # A recorder writes metadata.yaml as it closes the bag: without it the excitation,
             # the robot and whether it hung on a stand are unknown, and an aborted recording
             # could not be told from a complete one.
-            raise BagError(path, f"cannot be opened ({type(exc).__name__}: {exc}) and has no metadata.yaml (its "
-                                 "recorder never finished): the robot, the excitation and whether it completed are "
-                                 "unknown", "record it again") from None
+            raise BagError(
+                path,
+                f"cannot be opened ({type(exc).__name__}: {exc}) and has no metadata.yaml (its "
+                "recorder never finished): the robot, the excitation and whether it completed are "
+                "unknown",
+                "record it again",
+            ) from None
         try:
             salvage = salvage_or_raise(path, set(wanted), exc)
         except BagReadError as error:
-            raise BagError(path, f"cannot be opened, and nothing could be recovered from it ({error})",
-                           "record it again") from None
+            raise BagError(
+                path, f"cannot be opened, and nothing could be recovered from it ({error})", "record it again"
+            ) from None
         topics = {topic: msgtype for topic, msgtype, _, _ in salvage.messages}
         for topic, msgtype, stamp_ns, data in salvage.messages:
             if topic in streams:
@@ -231,8 +290,11 @@ def _read_streams(path: Path, wanted: Sequence[str]) -> tuple[dict[str, str], di
             for connection, stamp_ns, raw in reader.messages(connections=selected):
                 streams[connection.topic].append((stamp_ns, reader.deserialize(raw, connection.msgtype)))
         except Exception as exc:
-            raise BagError(path, f"reading messages failed ({type(exc).__name__}: {exc})",
-                           "the bag is truncated or damaged: record it again") from None
+            raise BagError(
+                path,
+                f"reading messages failed ({type(exc).__name__}: {exc})",
+                "the bag is truncated or damaged: record it again",
+            ) from None
         custom: dict[str, str] = {}
         for sub in getattr(reader, "readers", []):
             meta = getattr(getattr(sub, "storage", None), "metadata", None)
@@ -267,10 +329,12 @@ def _check_stamps(path: Path, topic: str, messages: list, stamps: str) -> None:
         return
     zero = sum(1 for _, msg in messages if msg.header.stamp.sec == 0 and msg.header.stamp.nanosec == 0)
     if zero > 1 and zero > 0.5 * len(messages):
-        raise BagError(path, f"{zero} of {len(messages)} {topic} messages carry a zero header.stamp (the driver "
-                             "does not stamp them)",
-                       "fit with --stamps receive (the recorder's receive times, transport jitter included), or "
-                       "make the driver stamp its measurement time")
+        raise BagError(
+            path,
+            f"{zero} of {len(messages)} {topic} messages carry a zero header.stamp (the driver does not stamp them)",
+            "fit with --stamps receive (the recorder's receive times, transport jitter included), or "
+            "make the driver stamp its measurement time",
+        )
 
 
 def _joint_state_rows(path: Path, topic: str, messages: list, stamps: str):
@@ -306,9 +370,12 @@ def _arrays(path: Path, topic: str, rows: list, profile: RobotProfile, need_velo
     first = list(rows[0][1])
     missing = [j for j in names if j not in first]
     if missing:
-        raise BagError(path, f"{topic} names {first} lack the profile's joints {missing}",
-                       "fit with the robot profile the bag was recorded on (--robot), or check the driver's joint "
-                       "names (--command-joints for a Float64MultiArray)")
+        raise BagError(
+            path,
+            f"{topic} names {first} lack the profile's joints {missing}",
+            "fit with the robot profile the bag was recorded on (--robot), or check the driver's joint "
+            "names (--command-joints for a Float64MultiArray)",
+        )
     index = [first.index(j) for j in names]
     t, q, dq, eff = [], [], [], []
     for i, (stamp, row_names, positions, velocities, efforts) in enumerate(rows):
@@ -316,8 +383,11 @@ def _arrays(path: Path, topic: str, rows: list, profile: RobotProfile, need_velo
             raise BagError(path, f"{topic} message {i} changes the joint names/order", "record from one driver only")
         position = np.asarray(positions, dtype=float)
         if position.size != len(first):
-            raise BagError(path, f"{topic} message {i} has {position.size} positions for {len(first)} joints",
-                           "the driver publishes malformed messages (or --command-joints names another count)")
+            raise BagError(
+                path,
+                f"{topic} message {i} has {position.size} positions for {len(first)} joints",
+                "the driver publishes malformed messages (or --command-joints names another count)",
+            )
         velocity = np.asarray(velocities, dtype=float)
         effort = np.asarray(efforts, dtype=float)
         if need_velocity and velocity.size != len(first):
@@ -331,8 +401,11 @@ def _arrays(path: Path, topic: str, rows: list, profile: RobotProfile, need_velo
     eff = np.nan_to_num(np.asarray(eff, dtype=float), nan=0.0, posinf=0.0, neginf=0.0)
     finite = np.isfinite(t) & np.all(np.isfinite(q), axis=1) & np.all(np.isfinite(dq), axis=1)
     if np.count_nonzero(~finite) > 0.05 * len(t):
-        raise BagError(path, f"{np.count_nonzero(~finite)} of {len(t)} {topic} messages hold NaN or infinite values",
-                       "check the driver's encoders and velocity estimate, then record again")
+        raise BagError(
+            path,
+            f"{np.count_nonzero(~finite)} of {len(t)} {topic} messages hold NaN or infinite values",
+            "check the driver's encoders and velocity estimate, then record again",
+        )
     # A few glitched samples (an encoder read error) are left out, not fitted: one NaN made
     # every simulated trajectory's error NaN and the fit end in a traceback.
     t, q, dq, eff = t[finite], np.asarray(q)[finite], np.asarray(dq)[finite], np.asarray(eff)[finite]
@@ -340,8 +413,11 @@ def _arrays(path: Path, topic: str, rows: list, profile: RobotProfile, need_velo
     t = t[order]
     keep = np.concatenate([[True], np.diff(t) > 0])  # duplicates (republished states) carry no information
     if len(t) >= MIN_STATES and np.count_nonzero(keep) < 0.5 * len(t):
-        raise BagError(path, f"{len(t)} {topic} messages carry only {np.count_nonzero(keep)} distinct header stamps",
-                       "the driver must stamp each message with its measurement time (header.stamp)")
+        raise BagError(
+            path,
+            f"{len(t)} {topic} messages carry only {np.count_nonzero(keep)} distinct header stamps",
+            "the driver must stamp each message with its measurement time (header.stamp)",
+        )
     arrays = [np.asarray(a)[order][keep] for a in (q, dq, eff)]
     return (t[keep], *arrays)
 

@@ -8,6 +8,7 @@ operator's damp ends the start-up. So does the time limit, with the reason the r
 engaged (the supervisor's failing check, its refusal of the engage, or the silence of a
 topic), never a guess.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -30,14 +31,17 @@ class SupervisorView:
         except ValueError:
             trips = None
         last_trip = values.get("last_trip", "")
-        return cls(mode=values.get("mode", ""), last_trip="" if last_trip == "none" else last_trip, trips=trips,
-                   failing={k[len("check/"):]: v for k, v in values.items()
-                            if k.startswith("check/") and v != "ok"})
+        return cls(
+            mode=values.get("mode", ""),
+            last_trip="" if last_trip == "none" else last_trip,
+            trips=trips,
+            failing={k[len("check/") :]: v for k, v in values.items() if k.startswith("check/") and v != "ok"},
+        )
 
 
 @dataclass(frozen=True)
 class Step:
-    action: str   # wait | engage | reset | engaged | give_up
+    action: str  # wait | engage | reset | engaged | give_up
     reason: str = ""
     first: bool = False  # the first answer of a reset: the one to tell the operator about
 
@@ -52,8 +56,8 @@ class EngageStartup:
         self.resets_left = resets
         self.started: float | None = None
         self.waiting_for = "nothing yet"
-        self.engage_refusal = ""     # the supervisor's last answer to an engage that failed
-        self.reset_refusal = ""      # ... and to a reset
+        self.engage_refusal = ""  # the supervisor's last answer to an engage that failed
+        self.reset_refusal = ""  # ... and to a reset
         self._trips_before: int | None = None  # trips in the last status that was not DAMPING
         self._resetting = False  # a reset asked, the supervisor still in DAMPING
 
@@ -67,15 +71,19 @@ class EngageStartup:
         if view.mode == "ACTIVE":
             return Step("engaged")
         if view.mode == "ESTOP":
-            return Step("give_up", f"the supervisor is in ESTOP ({view.last_trip or 'an operator e-stop'}); the "
-                                   "recorder never resets an e-stop: clear its cause, reset it "
-                                   "(sim2real safety reset) and record again")
+            return Step(
+                "give_up",
+                f"the supervisor is in ESTOP ({view.last_trip or 'an operator e-stop'}); the "
+                "recorder never resets an e-stop: clear its cause, reset it "
+                "(sim2real safety reset) and record again",
+            )
         if now - self.started > self.timeout_s:
             refusal = f"; its last answer to engage: {self.engage_refusal}" if self.engage_refusal else ""
             if self._resetting and self.reset_refusal:
                 refusal = f"; its last answer to reset: {self.reset_refusal}"
-            return Step("give_up", f"the robot was not engaged within {self.timeout_s:g} s: "
-                                   f"{self.waiting_for}{refusal}")
+            return Step(
+                "give_up", f"the robot was not engaged within {self.timeout_s:g} s: {self.waiting_for}{refusal}"
+            )
         if view.mode == "DAMPING":
             if self._resetting:
                 if view.trips is not None and self._trips_before is not None and view.trips > self._trips_before:
@@ -93,8 +101,9 @@ class EngageStartup:
             self._resetting = True
             self._trips_before = view.trips
             self.waiting_for = f"the supervisor to leave DAMPING after the reset ({view.last_trip})"
-            return Step("reset", f"the supervisor tripped before the engage ({view.last_trip}): resetting it once",
-                        first=True)
+            return Step(
+                "reset", f"the supervisor tripped before the engage ({view.last_trip}): resetting it once", first=True
+            )
         self._resetting = False
         if view.trips is not None:
             self._trips_before = view.trips

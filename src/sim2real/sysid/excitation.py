@@ -16,6 +16,7 @@ its own envelope while the other legs hold the stand pose and carry the robot.
 A description (:meth:`Excitation.describe`) is a plain mapping that rebuilds the same
 trajectory (:meth:`Excitation.from_description`); sysid bags carry it in their metadata.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,16 +48,32 @@ def excitation_defaults(profile: RobotProfile, suspended: bool) -> tuple[float, 
     return STANDING_AMPLITUDE, 1 if len(profile.foot_links) == 4 else 0
 
 
-def recording_arguments(profile: RobotProfile, suspended: bool, kind: str, joints: str, duration: float,
-                        amplitude: float, f_min: float, f_max: float, velocity_fraction: float,
-                        legs: int) -> dict[str, Any]:
+def recording_arguments(
+    profile: RobotProfile,
+    suspended: bool,
+    kind: str,
+    joints: str,
+    duration: float,
+    amplitude: float,
+    f_min: float,
+    f_max: float,
+    velocity_fraction: float,
+    legs: int,
+) -> dict[str, Any]:
     """:func:`make_excitation`'s keyword arguments (but the seed) from a recording's parameters, as
     sysid_logger and the recording plan take them: ``joints`` comma-separated ('' = all),
     ``amplitude`` 0 and ``legs`` -1 for the robot's defaults (:func:`excitation_defaults`)."""
     auto_amplitude, auto_legs = excitation_defaults(profile, suspended)
-    return {"kind": kind, "joints": [j for j in joints.split(",") if j] or None, "duration": duration,
-            "amplitude": amplitude or auto_amplitude, "f_min": f_min, "f_max": f_max,
-            "velocity_fraction": velocity_fraction, "legs": auto_legs if legs < 0 else legs}
+    return {
+        "kind": kind,
+        "joints": [j for j in joints.split(",") if j] or None,
+        "duration": duration,
+        "amplitude": amplitude or auto_amplitude,
+        "f_min": f_min,
+        "f_max": f_max,
+        "velocity_fraction": velocity_fraction,
+        "legs": auto_legs if legs < 0 else legs,
+    }
 
 
 class ExcitationError(InputError):
@@ -142,22 +159,37 @@ class Excitation:
             if isinstance(value, dict):
                 return {k: plain(v) for k, v in value.items()}
             return value
-        return {"kind": self.kind, "joint_names": list(self.joint_names), "excited": list(self.excited),
-                "default": self.default.tolist(), "amplitude": self.amplitude.tolist(),
-                "duration": self.duration, "ramp": self.ramp, "params": plain(self.params),
-                "condition_number": self.condition_number}
+
+        return {
+            "kind": self.kind,
+            "joint_names": list(self.joint_names),
+            "excited": list(self.excited),
+            "default": self.default.tolist(),
+            "amplitude": self.amplitude.tolist(),
+            "duration": self.duration,
+            "ramp": self.ramp,
+            "params": plain(self.params),
+            "condition_number": self.condition_number,
+        }
 
     @classmethod
     def from_description(cls, data: dict[str, Any]) -> "Excitation":
         try:
-            return cls(kind=data["kind"], joint_names=list(data["joint_names"]), excited=list(data["excited"]),
-                       default=np.asarray(data["default"], dtype=float),
-                       amplitude=np.asarray(data["amplitude"], dtype=float), duration=float(data["duration"]),
-                       ramp=float(data["ramp"]), params=dict(data["params"]),
-                       condition_number=data.get("condition_number"))
+            return cls(
+                kind=data["kind"],
+                joint_names=list(data["joint_names"]),
+                excited=list(data["excited"]),
+                default=np.asarray(data["default"], dtype=float),
+                amplitude=np.asarray(data["amplitude"], dtype=float),
+                duration=float(data["duration"]),
+                ramp=float(data["ramp"]),
+                params=dict(data["params"]),
+                condition_number=data.get("condition_number"),
+            )
         except (KeyError, TypeError, ValueError) as exc:
-            raise ExcitationError(f"excitation description is incomplete or malformed ({exc!r}); "
-                                  "it must come from Excitation.describe()") from None
+            raise ExcitationError(
+                f"excitation description is incomplete or malformed ({exc!r}); it must come from Excitation.describe()"
+            ) from None
 
 
 def _gain(params: dict[str, Any], joints: int, default: float) -> np.ndarray:
@@ -190,10 +222,18 @@ def _envelope(t: np.ndarray, duration: float, ramp: float) -> tuple[np.ndarray, 
     return up * down, dup * down + up * ddown
 
 
-def check_excitation(profile: RobotProfile, kind: str = "fourier", joints: Sequence[str] | None = None,
-                     duration: float = 40.0, amplitude: float = 0.6, f_min: float = 0.1, f_max: float = 1.0,
-                     ramp: float = 2.0, velocity_fraction: float = 0.5,
-                     legs: int = 0) -> tuple[list[str], list | None, float]:
+def check_excitation(
+    profile: RobotProfile,
+    kind: str = "fourier",
+    joints: Sequence[str] | None = None,
+    duration: float = 40.0,
+    amplitude: float = 0.6,
+    f_min: float = 0.1,
+    f_max: float = 1.0,
+    ramp: float = 2.0,
+    velocity_fraction: float = 0.5,
+    legs: int = 0,
+) -> tuple[list[str], list | None, float]:
     """The checks of :func:`make_excitation`'s arguments, without its search (seconds for a
     Fourier excitation): a recording plan refuses a bad one before any process starts.
     Returns the excited joints, the legs' windows (None: all at once) and the ramp."""
@@ -204,8 +244,13 @@ def check_excitation(profile: RobotProfile, kind: str = "fourier", joints: Seque
     unknown = [j for j in excited if j not in names]
     if unknown:
         raise ExcitationError(f"joints {unknown} are not joints of robot {profile.name!r}; use some of {names}")
-    for name, value in (("duration", duration), ("ramp", ramp), ("amplitude", amplitude), ("f_min", f_min),
-                        ("f_max", f_max)):
+    for name, value in (
+        ("duration", duration),
+        ("ramp", ramp),
+        ("amplitude", amplitude),
+        ("f_min", f_min),
+        ("f_max", f_max),
+    ):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             # NaN would pass every comparison below and become NaN targets streamed to the robot.
             raise ExcitationError(f"{name} must be a finite number > 0, got {value!r}")
@@ -221,10 +266,20 @@ def check_excitation(profile: RobotProfile, kind: str = "fourier", joints: Seque
     return excited, windows, ramp
 
 
-def make_excitation(profile: RobotProfile, kind: str = "fourier", joints: Sequence[str] | None = None,
-                    duration: float = 40.0, amplitude: float = 0.6, f_min: float = 0.1, f_max: float = 1.0,
-                    ramp: float = 2.0, margin: float = 0.1, velocity_fraction: float = 0.5,
-                    seed: int = 0, legs: int = 0) -> Excitation:
+def make_excitation(
+    profile: RobotProfile,
+    kind: str = "fourier",
+    joints: Sequence[str] | None = None,
+    duration: float = 40.0,
+    amplitude: float = 0.6,
+    f_min: float = 0.1,
+    f_max: float = 1.0,
+    ramp: float = 2.0,
+    margin: float = 0.1,
+    velocity_fraction: float = 0.5,
+    seed: int = 0,
+    legs: int = 0,
+) -> Excitation:
     """An excitation of ``joints`` (default: all) within the profile's limits.
 
     ``amplitude`` (rad) is each excited joint's largest excursion from the default pose;
@@ -234,14 +289,16 @@ def make_excitation(profile: RobotProfile, kind: str = "fourier", joints: Sequen
     ``legs`` (floating base): 0 moves every excited joint at once; 1 one leg at a time; 2 a
     diagonal pair at a time, each group in its own window of ``duration``.
     """
-    excited, windows, ramp = check_excitation(profile, kind, joints, duration, amplitude, f_min, f_max, ramp,
-                                              velocity_fraction, legs)
+    excited, windows, ramp = check_excitation(
+        profile, kind, joints, duration, amplitude, f_min, f_max, ramp, velocity_fraction, legs
+    )
     names = profile.joint_names
     rng = np.random.default_rng(seed)
     n = len(names)
     mask = np.array([name in excited for name in names])
-    base = Excitation(kind, list(names), excited, profile.default_positions.copy(), np.zeros(n),
-                      float(duration), float(ramp))
+    base = Excitation(
+        kind, list(names), excited, profile.default_positions.copy(), np.zeros(n), float(duration), float(ramp)
+    )
     if kind == "chirp":
         base.params = {"f_min": f_min, "f_max": f_max, "phases": (2 * math.pi * np.arange(n) / n).tolist()}
         candidates = [base]
@@ -264,9 +321,18 @@ def make_excitation(profile: RobotProfile, kind: str = "fourier", joints: Sequen
             # Higher harmonics get smaller coefficients, so accelerations stay moderate.
             a /= np.arange(1, harmonics + 1)
             b /= np.arange(1, harmonics + 1)
-            candidates.append(Excitation(kind, list(names), excited, base.default.copy(), np.zeros(n),
-                                         float(duration), float(ramp),
-                                         {"base_frequency": base_frequency, "a": a.tolist(), "b": b.tolist()}))
+            candidates.append(
+                Excitation(
+                    kind,
+                    list(names),
+                    excited,
+                    base.default.copy(),
+                    np.zeros(n),
+                    float(duration),
+                    float(ramp),
+                    {"base_frequency": base_frequency, "a": a.tolist(), "b": b.tolist()},
+                )
+            )
     for candidate in candidates:
         if windows is not None:
             candidate.params["windows"] = windows
@@ -300,8 +366,9 @@ def leg_joints(profile: RobotProfile) -> list[list[str]]:
     return legs
 
 
-def _leg_windows(profile: RobotProfile, excited: Sequence[str], legs: int, duration: float,
-                 ramp: float) -> tuple[list[list[float]], float]:
+def _leg_windows(
+    profile: RobotProfile, excited: Sequence[str], legs: int, duration: float, ramp: float
+) -> tuple[list[list[float]], float]:
     """Per profile joint, the [start, end] s of its group's window (unexcited joints: [0, 0]),
     and the ramp, shortened to a quarter of a window where the windows are short."""
     if legs not in (1, 2):
@@ -313,8 +380,10 @@ def _leg_windows(profile: RobotProfile, excited: Sequence[str], legs: int, durat
     in_legs = {j for chain in chains for j in chain}
     stray = [j for j in excited if j not in in_legs]
     if stray:
-        raise ExcitationError(f"joints {stray} belong to no leg of robot {profile.name!r}, so legs:={legs} cannot "
-                              "give them a window; excite them with legs 0 (or leave them out)")
+        raise ExcitationError(
+            f"joints {stray} belong to no leg of robot {profile.name!r}, so legs:={legs} cannot "
+            "give them a window; excite them with legs 0 (or leave them out)"
+        )
     groups = [[j for j in group if j in excited] for group in groups]
     groups = [group for group in groups if group]
     window = duration / len(groups)
@@ -325,8 +394,9 @@ def _leg_windows(profile: RobotProfile, excited: Sequence[str], legs: int, durat
     return [windows[name] for name in profile.joint_names], ramp if len(groups) == 1 else min(ramp, window / 4)
 
 
-def _fit_amplitude(exc: Excitation, profile: RobotProfile, mask: np.ndarray, amplitude: float,
-                   margin: float, velocity_fraction: float) -> None:
+def _fit_amplitude(
+    exc: Excitation, profile: RobotProfile, mask: np.ndarray, amplitude: float, margin: float, velocity_fraction: float
+) -> None:
     t = np.arange(0.0, exc.duration + CHECK_STEP, CHECK_STEP)
     exc.amplitude = np.ones(len(exc.joint_names))
     unit_q, unit_dq = exc.sample(t)
@@ -336,16 +406,20 @@ def _fit_amplitude(exc: Excitation, profile: RobotProfile, mask: np.ndarray, amp
     room_up = profile.upper_limits - margin - exc.default
     room_down = exc.default - (profile.lower_limits + margin)
     tiny = 1e-12
-    bound = np.minimum.reduce([
-        np.full_like(room_up, amplitude),
-        np.where(excursion_up > tiny, room_up / np.maximum(excursion_up, tiny), np.inf),
-        np.where(excursion_down > tiny, room_down / np.maximum(excursion_down, tiny), np.inf),
-        np.where(speed > tiny, velocity_fraction * profile.velocity_limits / np.maximum(speed, tiny), np.inf),
-    ])
+    bound = np.minimum.reduce(
+        [
+            np.full_like(room_up, amplitude),
+            np.where(excursion_up > tiny, room_up / np.maximum(excursion_up, tiny), np.inf),
+            np.where(excursion_down > tiny, room_down / np.maximum(excursion_down, tiny), np.inf),
+            np.where(speed > tiny, velocity_fraction * profile.velocity_limits / np.maximum(speed, tiny), np.inf),
+        ]
+    )
     blocked = [name for name, ok, b in zip(exc.joint_names, mask, bound) if ok and b <= 1e-3]
     if blocked:
-        raise ExcitationError(f"joints {blocked} cannot move: their default pose lies within {margin:g} rad of a "
-                              "limit; lower the margin or leave them out of the excited joints")
+        raise ExcitationError(
+            f"joints {blocked} cannot move: their default pose lies within {margin:g} rad of a "
+            "limit; lower the margin or leave them out of the excited joints"
+        )
     exc.amplitude = np.where(mask, np.maximum(bound, 0.0), 0.0)
 
 

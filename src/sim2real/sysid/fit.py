@@ -20,6 +20,7 @@ deviations as lower bounds. Latency moves in whole physics steps: it is settled 
 comparing the neighbouring steps, then by walking its profile downhill (neighbours with the
 other parameters re-polished), and its std is the step's quantisation std (step / sqrt(12)).
 """
+
 from __future__ import annotations
 
 import math
@@ -109,26 +110,40 @@ class FitResult:
     def to_dict(self, joint_names: list[str]) -> dict[str, Any]:
         def per_joint(values):
             return {name: round(float(v), 6) for name, v in zip(joint_names, values)}
+
         parameters = {}
         for p in self.space:
-            parameters[p.name] = {"value": round(self.values[p.name], 6), "std": round(self.std[p.name], 6),
-                                  "nominal": p.nominal, "unit": p.unit, "search_range": [p.low, p.high]}
+            parameters[p.name] = {
+                "value": round(self.values[p.name], 6),
+                "std": round(self.std[p.name], 6),
+                "nominal": p.nominal,
+                "unit": p.unit,
+                "search_range": [p.low, p.high],
+            }
         return {
             "method": "CMA-ES over replays of the recorded commands in SimWorld (windows from the measured state)",
             "parameters": parameters,
             "not_identified": {
                 "per_joint_losses": "SimWorld's joint_friction/joint_damping/armature are one value for all "
-                                    "joints; see rigid_body for per-joint friction and armature (arms)",
-                **({"ground_friction": "recorded on a stand (suspended): the feet never touched the ground"}
-                   if self.suspended else {}),
+                "joints; see rigid_body for per-joint friction and armature (arms)",
+                **(
+                    {"ground_friction": "recorded on a stand (suspended): the feet never touched the ground"}
+                    if self.suspended
+                    else {}
+                ),
             },
             "position_rmse_rad": {
-                "train_before": per_joint(self.train_rmse_before), "train_after": per_joint(self.train_rmse_after),
+                "train_before": per_joint(self.train_rmse_before),
+                "train_after": per_joint(self.train_rmse_after),
                 "heldout_before": per_joint(self.heldout_rmse_before),
                 "heldout_after": per_joint(self.heldout_rmse_after),
             },
-            "optimizer": {"evaluations": self.evaluations, "iterations": self.iterations, "stop": self.stop,
-                          "wall_time_s": round(self.wall_time, 1)},
+            "optimizer": {
+                "evaluations": self.evaluations,
+                "iterations": self.iterations,
+                "stop": self.stop,
+                "wall_time_s": round(self.wall_time, 1),
+            },
         }
 
 
@@ -172,13 +187,13 @@ def _cost(job: tuple[dict[str, float], str]) -> float:
         r = _residual_vector(job)
     except ValueError:  # conditions the world refuses: worst cost, never a crash of the search
         return math.inf
-    value = float(np.mean(r ** 2)) * 3.0  # the three terms have equal sizes: this sums their mean squares
+    value = float(np.mean(r**2)) * 3.0  # the three terms have equal sizes: this sums their mean squares
     return value if math.isfinite(value) else math.inf
 
 
 def _rmse(job: tuple[dict[str, float], str]) -> np.ndarray:
     q_err, _, _ = _residuals(*job)
-    return np.sqrt(np.mean(q_err ** 2, axis=0))
+    return np.sqrt(np.mean(q_err**2, axis=0))
 
 
 class _Pool:
@@ -222,8 +237,12 @@ def _spread(items: list[Window], seconds: float, window: float) -> list[Window]:
     return [items[int(i)] for i in np.linspace(0, len(items) - 1, count).round()]
 
 
-def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions | None = None,
-                   log: Callable[[str], None] = lambda _: None) -> FitResult:
+def fit_conditions(
+    profile: RobotProfile,
+    dataset: Dataset,
+    options: FitOptions | None = None,
+    log: Callable[[str], None] = lambda _: None,
+) -> FitResult:
     """CMA-ES finds the basin (latency included), least squares polishes the continuous
     parameters: CMA-ES alone needs hundreds of replays to converge tightly, which this
     problem (smooth in everything but latency) does not justify."""
@@ -232,21 +251,27 @@ def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions 
 
     options = options or FitOptions()
     if not 0.0 < options.train_fraction < 1.0:  # NaN fails too
-        raise FitError(f"train fraction {options.train_fraction!r} must lie strictly between 0 and 1 (the rest "
-                       "of each recording is held out to judge the fit); e.g. 0.7")
+        raise FitError(
+            f"train fraction {options.train_fraction!r} must lie strictly between 0 and 1 (the rest "
+            "of each recording is held out to judge the fit); e.g. 0.7"
+        )
     for name, least in (("max_iterations", 1), ("cma_iterations", 1), ("popsize", 1), ("workers", 0)):
         value = getattr(options, name)  # workers 0: replays in this process
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise FitError(f"{name.replace('_', '-')} must be a whole number >= {least}, got {value!r}")
     started = time.monotonic()
     space = search_space(profile, dataset.suspended)
-    train = _spread(windows(dataset.segments, options.window, 0.0, options.train_fraction),
-                    options.train_seconds, options.window)
-    heldout = _spread(windows(dataset.segments, options.window, options.train_fraction, 1.0),
-                      options.heldout_seconds, options.window)
+    train = _spread(
+        windows(dataset.segments, options.window, 0.0, options.train_fraction), options.train_seconds, options.window
+    )
+    heldout = _spread(
+        windows(dataset.segments, options.window, options.train_fraction, 1.0), options.heldout_seconds, options.window
+    )
     if not train or not heldout:
-        raise FitError(f"the recordings ({dataset.duration:.1f} s) are too short for {options.window:g} s windows "
-                       "in both the training and the held-out part: record at least 20 s of excitation")
+        raise FitError(
+            f"the recordings ({dataset.duration:.1f} s) are too short for {options.window:g} s windows "
+            "in both the training and the held-out part: record at least 20 s of excitation"
+        )
     lows = np.array([p.low for p in space])
     spans = np.array([p.high - p.low for p in space])
     names = [p.name for p in space]
@@ -266,11 +291,21 @@ def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions 
     try:
         nominal = conditions(x0)
         before_train, before_heldout = pool.map(_rmse, [(nominal, "train"), (nominal, "heldout")])
-        log(f"nominal simulator: training position RMSE {_mean_rmse(before_train) * 1e3:.2f} mrad; "
-            f"CMA-ES over {names} ({len(train)} training windows of {options.window:g} s)")
-        es = cma.CMAEvolutionStrategy(np.clip(x0, 0.05, 0.95), 0.3, {
-            "bounds": [0.0, 1.0], "popsize": options.popsize, "maxiter": options.cma_iterations,
-            "seed": options.seed + 1, "verbose": -9})
+        log(
+            f"nominal simulator: training position RMSE {_mean_rmse(before_train) * 1e3:.2f} mrad; "
+            f"CMA-ES over {names} ({len(train)} training windows of {options.window:g} s)"
+        )
+        es = cma.CMAEvolutionStrategy(
+            np.clip(x0, 0.05, 0.95),
+            0.3,
+            {
+                "bounds": [0.0, 1.0],
+                "popsize": options.popsize,
+                "maxiter": options.cma_iterations,
+                "seed": options.seed + 1,
+                "verbose": -9,
+            },
+        )
         while not es.stop():
             xs = es.ask()
             costs = pool.map(_cost, [(conditions(x), "train") for x in xs])
@@ -310,8 +345,9 @@ def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions 
                 down[k] = max(0.0, x[k] - h)
                 points += [up, down]
             r = residuals_at(points)
-            return np.stack([(r[2 * k] - r[2 * k + 1]) / (points[2 * k][k] - points[2 * k + 1][k])
-                             for k in range(len(x))], axis=1)
+            return np.stack(
+                [(r[2 * k] - r[2 * k + 1]) / (points[2 * k][k] - points[2 * k + 1][k]) for k in range(len(x))], axis=1
+            )
 
         def polish(at: dict[str, float], x0: np.ndarray, max_nfev: int):
             """Least squares over the continuous parameters from ``x0``, the rest (latency) held at ``at``."""
@@ -319,8 +355,9 @@ def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions 
             anchor.clear()
             anchor.update(at)
             cache.clear()  # residuals depend on the latency held fixed
-            result = least_squares(fun, x0, jac=jac, bounds=(0.0, 1.0), method="trf",
-                                   ftol=options.tolerance, xtol=1e-6, max_nfev=max_nfev)
+            result = least_squares(
+                fun, x0, jac=jac, bounds=(0.0, 1.0), method="trf", ftol=options.tolerance, xtol=1e-6, max_nfev=max_nfev
+            )
             evaluations += result.nfev + result.njev * 2 * len(smooth)
             return result
 
@@ -331,12 +368,16 @@ def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions 
 
         def polish_fully(at: dict[str, float], x0: np.ndarray):
             polished = polish(at, x0, options.max_iterations)
-            log(f"least squares (latency {at['latency'] * 1e3:.0f} ms): {polished.message} after "
-                f"{polished.nfev} steps; cost {2 * polished.cost / polished.fun.size * 3:.3e}")
+            log(
+                f"least squares (latency {at['latency'] * 1e3:.0f} ms): {polished.message} after "
+                f"{polished.nfev} steps; cost {2 * polished.cost / polished.fun.size * 3:.3e}"
+            )
             if polished.status <= 0:
-                raise FitError(f"the fit did not converge: least squares stopped with '{polished.message}' after "
-                               f"{polished.nfev} steps. Record a longer or richer excitation (all joints moving, "
-                               "tens of seconds), or raise --max-iterations")
+                raise FitError(
+                    f"the fit did not converge: least squares stopped with '{polished.message}' after "
+                    f"{polished.nfev} steps. Record a longer or richer excitation (all joints moving, "
+                    "tens of seconds), or raise --max-iterations"
+                )
             return polished
 
         # Latency trades off against damping and friction: alternate polishing the continuous
@@ -372,30 +413,47 @@ def fit_conditions(profile: RobotProfile, dataset: Dataset, options: FitOptions 
         full = normalised(values)
         after_train, after_heldout = pool.map(_rmse, [(values, "train"), (values, "heldout")])
         if _mean_rmse(after_train) > options.max_rmse:
-            raise FitError(f"the fit did not converge to a model that explains the data: training position RMSE "
-                           f"{_mean_rmse(after_train):.3f} rad > {options.max_rmse:g} rad. Check that the bag "
-                           "matches the robot profile (gains, URDF) and that the robot touched nothing")
+            raise FitError(
+                f"the fit did not converge to a model that explains the data: training position RMSE "
+                f"{_mean_rmse(after_train):.3f} rad > {options.max_rmse:g} rad. Check that the bag "
+                "matches the robot profile (gains, URDF) and that the robot touched nothing"
+            )
         # A parameter whose range starts at 0 (friction, latency, ...) may rest there; at any other bound
         # the search range, not the robot, stopped it.
-        at_edge = [name for name, x in zip(names, full) if x > 1 - 1e-3 or (lows[names.index(name)] != 0.0 and x < 1e-3)]
+        at_edge = [
+            name for name, x in zip(names, full) if x > 1 - 1e-3 or (lows[names.index(name)] != 0.0 and x < 1e-3)
+        ]
         if at_edge:
-            raise FitError(f"the fit did not converge inside the search range: {at_edge} ended at a bound "
-                           f"({ {n: round(values[n], 4) for n in at_edge} }); the simulator model cannot match "
-                           "this robot (check the profile's gains and limits)")
+            raise FitError(
+                f"the fit did not converge inside the search range: {at_edge} ended at a bound "
+                f"({ {n: round(values[n], 4) for n in at_edge} }); the simulator model cannot match "
+                "this robot (check the profile's gains and limits)"
+            )
         std = _uncertainty(polished, [space[i] for i in smooth], spans[smooth], profile.physics_period)
     finally:
         pool.close()
-    return FitResult(values, std, space, before_train, after_train, before_heldout, after_heldout,
-                     evaluations, es.countiter, f"CMA-ES {es.countiter} iterations; least squares: {polished.message}",
-                     time.monotonic() - started, heldout, dataset.suspended)
+    return FitResult(
+        values,
+        std,
+        space,
+        before_train,
+        after_train,
+        before_heldout,
+        after_heldout,
+        evaluations,
+        es.countiter,
+        f"CMA-ES {es.countiter} iterations; least squares: {polished.message}",
+        time.monotonic() - started,
+        heldout,
+        dataset.suspended,
+    )
 
 
 def _mean_rmse(per_joint: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.asarray(per_joint) ** 2)))
 
 
-def _settle_latency(pool: _Pool, values: dict[str, float], step: float, top: int,
-                    reach: int = 1) -> tuple[float, int]:
+def _settle_latency(pool: _Pool, values: dict[str, float], step: float, top: int, reach: int = 1) -> tuple[float, int]:
     """The whole number of physics steps, in [0, top], within ``reach`` of the fit that fits best."""
     centre = min(max(int(round(values["latency"] / step)), 0), top)
     candidates = [k for k in range(centre - reach, centre + reach + 1) if 0 <= k <= top]
@@ -403,8 +461,9 @@ def _settle_latency(pool: _Pool, values: dict[str, float], step: float, top: int
     return candidates[int(np.argmin(costs))] * step, len(candidates)
 
 
-def walk_latency_profile(start: int, start_cost: float, start_x: Any, top: int,
-                         evaluate: Callable[[int, Any], tuple[float, Any]]) -> tuple[int, float, Any]:
+def walk_latency_profile(
+    start: int, start_cost: float, start_x: Any, top: int, evaluate: Callable[[int, Any], tuple[float, Any]]
+) -> tuple[int, float, Any]:
     """Walk the latency profile downhill on the physics-step grid [0, top].
 
     From the best step so far, evaluate the steps within two of it not evaluated yet

@@ -13,6 +13,7 @@ Layout::
     rigid_body: {...}                # arms only (rigid_body.RigidBodyResult.to_dict)
     plots: [...]
 """
+
 from __future__ import annotations
 
 import datetime
@@ -34,12 +35,16 @@ class IdentifiedError(ConfigError):
 def write_identified(path: str | Path, content: dict[str, Any]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    document = {"format_version": FORMAT_VERSION,
-                "identified_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                **content}
-    header = ("# Identified parameters, written by 'sim2real sysid fit'. Values in SI units; std are\n"
-              "# Gauss-Newton lower bounds. Re-centre a randomization on them with:\n"
-              f"#   sim2real dr from-sysid {path} -o config/randomization/<robot>_identified.yaml\n")
+    document = {
+        "format_version": FORMAT_VERSION,
+        "identified_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **content,
+    }
+    header = (
+        "# Identified parameters, written by 'sim2real sysid fit'. Values in SI units; std are\n"
+        "# Gauss-Newton lower bounds. Re-centre a randomization on them with:\n"
+        f"#   sim2real dr from-sysid {path} -o config/randomization/<robot>_identified.yaml\n"
+    )
     path.write_text(header + yaml.safe_dump(document, sort_keys=False))
     return path
 
@@ -53,24 +58,37 @@ def read_identified(path: str | Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise IdentifiedError(path, "(file)", f"not valid YAML ({exc})", "regenerate it with sim2real sysid fit") from None
-    if not isinstance(data, dict) or not isinstance(data.get("simulator"), dict) \
-            or not isinstance(data["simulator"].get("parameters"), dict):
-        raise IdentifiedError(path, "simulator.parameters", "missing",
-                              "this is not a file written by 'sim2real sysid fit'; regenerate it")
+        raise IdentifiedError(
+            path, "(file)", f"not valid YAML ({exc})", "regenerate it with sim2real sysid fit"
+        ) from None
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("simulator"), dict)
+        or not isinstance(data["simulator"].get("parameters"), dict)
+    ):
+        raise IdentifiedError(
+            path, "simulator.parameters", "missing", "this is not a file written by 'sim2real sysid fit'; regenerate it"
+        )
     for name, entry in data["simulator"]["parameters"].items():
         field = f"simulator.parameters.{name}"
         if name not in PhysicalConditions.names():
-            raise IdentifiedError(path, field, "not a physical condition",
-                                  f"use one of {list(PhysicalConditions.names())}")
+            raise IdentifiedError(
+                path, field, "not a physical condition", f"use one of {list(PhysicalConditions.names())}"
+            )
         if not isinstance(entry, dict) or "value" not in entry or "std" not in entry:
             raise IdentifiedError(path, field, "needs 'value' and 'std'", "regenerate the file with sim2real sysid fit")
         try:
             PhysicalConditions.check(name, entry["value"])
         except ValueError as exc:
-            raise IdentifiedError(path, f"{field}.value", str(exc), "regenerate the file with sim2real sysid fit") from None
+            raise IdentifiedError(
+                path, f"{field}.value", str(exc), "regenerate the file with sim2real sysid fit"
+            ) from None
         std = entry["std"]
         if isinstance(std, bool) or not isinstance(std, (int, float)) or not std >= 0:
-            raise IdentifiedError(path, f"{field}.std", f"must be a number >= 0, got {std!r}",
-                                  "regenerate the file with sim2real sysid fit")
+            raise IdentifiedError(
+                path,
+                f"{field}.std",
+                f"must be a number >= 0, got {std!r}",
+                "regenerate the file with sim2real sysid fit",
+            )
     return data

@@ -1,5 +1,6 @@
 """What a sysid bag says about itself (``custom_data`` in metadata.yaml), in one place,
 so the recorder node and the sim recorder write the same keys."""
+
 from __future__ import annotations
 
 import datetime
@@ -21,8 +22,9 @@ def profile_hash(profile: RobotProfile) -> str:
     return digest.hexdigest()
 
 
-def bag_custom_data(profile: RobotProfile, excitation: Excitation, source: str,
-                    extra: dict | None = None) -> dict[str, str]:
+def bag_custom_data(
+    profile: RobotProfile, excitation: Excitation, source: str, extra: dict | None = None
+) -> dict[str, str]:
     data = {
         "sim2real.kind": "sysid",
         "robot": profile.name,

@@ -1,5 +1,6 @@
 """Before/after plots: measured joint positions vs the simulator replay with nominal and with
 identified conditions, on held-out windows (matplotlib, PNG, no display needed)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,8 +10,15 @@ from sim2real.sysid.dataset import Dataset
 from sim2real.sysid.replay import Replayer, Window
 
 
-def plot_before_after(profile: RobotProfile, dataset: Dataset, windows: list[Window], nominal: dict[str, float],
-                      identified: dict[str, float], out: str | Path, max_windows: int = 3) -> Path:
+def plot_before_after(
+    profile: RobotProfile,
+    dataset: Dataset,
+    windows: list[Window],
+    nominal: dict[str, float],
+    identified: dict[str, float],
+    out: str | Path,
+    max_windows: int = 3,
+) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -29,9 +37,9 @@ def plot_before_after(profile: RobotProfile, dataset: Dataset, windows: list[Win
     for j, ax in enumerate(axes[:, 0]):
         for k, (w, before, after) in enumerate(runs):
             seg = dataset.segments[w.segment]
-            t = seg.t[w.start + 1:w.stop]
+            t = seg.t[w.start + 1 : w.stop]
             label = k == 0
-            ax.plot(t, seg.q[w.start + 1:w.stop, j], color="black", lw=1.0, label="measured" if label else None)
+            ax.plot(t, seg.q[w.start + 1 : w.stop, j], color="black", lw=1.0, label="measured" if label else None)
             ax.plot(t, before[:, j], color="tab:red", lw=0.8, ls="--", label="sim, nominal" if label else None)
             ax.plot(t, after[:, j], color="tab:blue", lw=0.8, label="sim, identified" if label else None)
         ax.set_ylabel(f"{profile.joint_names[j]}\n[rad]", fontsize=7)

@@ -16,6 +16,7 @@ Conditions the fit did not identify (sensor noise, pushes, terrain) are taken un
 a base randomization (by default ``<robot>_reference`` when it exists), so the result is a
 complete training randomization.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -67,8 +68,11 @@ def recentred(identified_path: str | Path, base: str | Path | None = None, name:
         # null = the physical limit (an open limit like mass_scale > 0 has no finite number to write).
         spec["bounds"] = [None if b in physical else round(b, 6) for b in bounds]
         parameters[key] = spec
-    data = {"name": name or f"{robot}_identified", "parameters": parameters,
-            "pushes": base_randomization.to_dict()["pushes"] if base_randomization is not None else None}
+    data = {
+        "name": name or f"{robot}_identified",
+        "parameters": parameters,
+        "pushes": base_randomization.to_dict()["pushes"] if base_randomization is not None else None,
+    }
     Randomization.from_dict(data, source=f"recentred from {identified_path}")  # validate before anyone writes it
     return data
 
@@ -92,9 +96,11 @@ def write_recentred(identified_path: str | Path, out: str | Path, base: str | Pa
     data = recentred(identified_path, base)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    header = (f"# Domain randomization re-centred on identified parameters ({identified_path}),\n"
-              "# written by 'sim2real dr from-sysid'. Identified conditions: centre = identified value,\n"
-              "# width from its uncertainty (friction kept wide, mass narrow); the others come from the\n"
-              "# base randomization unchanged. Train with: sim2real train --config <train config using it>\n")
+    header = (
+        f"# Domain randomization re-centred on identified parameters ({identified_path}),\n"
+        "# written by 'sim2real dr from-sysid'. Identified conditions: centre = identified value,\n"
+        "# width from its uncertainty (friction kept wide, mass narrow); the others come from the\n"
+        "# base randomization unchanged. Train with: sim2real train --config <train config using it>\n"
+    )
     out.write_text(header + yaml.safe_dump(data, sort_keys=False))
     return out

@@ -6,6 +6,7 @@ which delivers it ``latency`` later; the world then steps the interval's physics
 The replay runs on *windows* (a few seconds each) that each start from the measured
 state, so an error early in the recording does not drown the rest of the fit.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -70,8 +71,9 @@ class Replayer:
         """Indices of the states :meth:`run` returns for this window and stride."""
         return np.arange(window.start + stride, window.stop, stride)
 
-    def run(self, window: Window, conditions: dict[str, float], stride: int = 1
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def run(
+        self, window: Window, conditions: dict[str, float], stride: int = 1
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Simulated (q, dq, motor effort) at the states :meth:`compared` lists (every
         ``stride``-th after the first)."""
         seg = self.segments[window.segment]

@@ -41,6 +41,7 @@ The OLS solution counts as physically consistent when the consistent fit reprodu
 within ``OLS_CONSISTENCY_TOLERANCE`` standard deviations (Mahalanobis distance of the two
 solutions under the OLS covariance): then some physical parameter set has its base parameters.
 """
+
 from __future__ import annotations
 
 import time
@@ -89,12 +90,15 @@ class RegressorModel:
         self.v_index = np.array([self.model.joints[i].idx_v for i in ids])
         self.n = profile.num_joints
         if self.model.nq != self.n:
-            raise ValueError(f"robot {profile.name!r}: the URDF has {self.model.nq} joint coordinates, the profile "
-                             f"{self.n}; rigid-body identification needs every movable joint in the profile")
+            raise ValueError(
+                f"robot {profile.name!r}: the URDF has {self.model.nq} joint coordinates, the profile "
+                f"{self.n}; rigid-body identification needs every movable joint in the profile"
+            )
         self.bodies = self.model.njoints - 1
         self.body_names = [str(self.model.names[i]) for i in range(1, self.model.njoints)]
-        self.nominal = np.concatenate([self.model.inertias[i].toDynamicParameters()
-                                       for i in range(1, self.model.njoints)])
+        self.nominal = np.concatenate(
+            [self.model.inertias[i].toDynamicParameters() for i in range(1, self.model.njoints)]
+        )
         self.nominal_armature = np.asarray(self.model.armature, dtype=float)[self.v_index].copy()
         self.base_columns, self.base_map, self.armature_separable = self._base_parameters(seed)
 
@@ -184,25 +188,33 @@ class RigidBodyResult:
 
     def to_dict(self, joint_names: list[str]) -> dict:
         def per_joint(values, digits=6):
-            return {name: (None if not np.isfinite(v) else round(float(v), digits))
-                    for name, v in zip(joint_names, values)}
+            return {
+                name: (None if not np.isfinite(v) else round(float(v), digits)) for name, v in zip(joint_names, values)
+            }
+
         lumped = [name for name, ok in zip(joint_names, self.armature_separable) if not ok]
         links = {}
         for name, p in zip(self.body_names, self.link_parameters):
             m = float(p[0])
-            links[name] = {"mass": round(m, 6), "com": [round(float(v / m), 6) for v in p[1:4]],
-                           "inertia_at_joint_frame": [round(float(v), 7) for v in p[4:10]]}
+            links[name] = {
+                "mass": round(m, 6),
+                "com": [round(float(v / m), 6) for v in p[1:4]],
+                "inertia_at_joint_frame": [round(float(v), 7) for v in p[4:10]],
+            }
         return {
             "method": "pinocchio computeJointTorqueRegressor + armature + friction; least squares with every "
-                      "body's pseudo-inertia positive definite, weakly regularised towards the URDF (LogDet "
-                      "divergence); std from the unconstrained OLS fit",
+            "body's pseudo-inertia positive definite, weakly regularised towards the URDF (LogDet "
+            "divergence); std from the unconstrained OLS fit",
             "base_parameter_count": int(self.base_parameters.size),
             "regressor_condition_number": round(self.condition_number, 2),
             "inertial_scale": round(self.inertial_scale, 5),
-            "armature": per_joint(self.armature), "armature_std": per_joint(self.armature_std),
+            "armature": per_joint(self.armature),
+            "armature_std": per_joint(self.armature_std),
             "armature_lumped_with_link_inertia": lumped,
-            "coulomb_friction": per_joint(self.coulomb), "coulomb_friction_std": per_joint(self.coulomb_std),
-            "viscous_friction": per_joint(self.viscous), "viscous_friction_std": per_joint(self.viscous_std),
+            "coulomb_friction": per_joint(self.coulomb),
+            "coulomb_friction_std": per_joint(self.coulomb_std),
+            "viscous_friction": per_joint(self.viscous),
+            "viscous_friction_std": per_joint(self.viscous_std),
             "torque_rmse_train": per_joint(self.train_rmse),
             "torque_rmse_heldout": per_joint(self.heldout_rmse),
             "torque_rmse_heldout_ols": per_joint(self.ols_heldout_rmse),
@@ -236,8 +248,10 @@ def identify(model: RegressorModel, segments, train_fraction: float = 0.7, strid
     parts = {"train": [], "heldout": []}
     for seg in segments:
         if not np.any(seg.effort):
-            raise ValueError(f"{seg.source}: /joint_states carry no effort; rigid-body identification needs "
-                             "measured joint torques (skip it with --no-rigid-body)")
+            raise ValueError(
+                f"{seg.source}: /joint_states carry no effort; rigid-body identification needs "
+                "measured joint torques (skip it with --no-rigid-body)"
+            )
         dq, ddq = derivatives(seg.t, seg.q)
         split = seg.t[0] + train_fraction * seg.duration
         for name, mask in (("train", seg.t < split), ("heldout", seg.t >= split)):
@@ -249,8 +263,8 @@ def identify(model: RegressorModel, segments, train_fraction: float = 0.7, strid
         W = model.stacked(q, dq, ddq)
         friction = np.zeros((len(q) * n, 2 * n))
         for k in range(len(q)):
-            friction[k * n:(k + 1) * n, :n] = np.diag(np.sign(dq[k]))
-            friction[k * n:(k + 1) * n, n:] = np.diag(dq[k])
+            friction[k * n : (k + 1) * n, :n] = np.diag(np.sign(dq[k]))
+            friction[k * n : (k + 1) * n, n:] = np.diag(dq[k])
         return W, friction, tau.reshape(-1)
 
     W, F, tau = rows("train")
@@ -283,26 +297,40 @@ def identify(model: RegressorModel, segments, train_fraction: float = 0.7, strid
         return np.sqrt((error.reshape(-1, n) ** 2).mean(0))
 
     nominal_p = np.concatenate([model.nominal, model.nominal_armature])
-    inertial_p = v[:model.inertial_size + n]
-    links = inertial_p[:model.inertial_size].reshape(model.bodies, 10)
+    inertial_p = v[: model.inertial_size + n]
+    links = inertial_p[: model.inertial_size].reshape(model.bodies, 10)
     rigid_identified = W @ inertial_p
     rigid_nominal = W @ nominal_p
     inertial_scale = float(rigid_identified @ rigid_nominal / max(rigid_nominal @ rigid_nominal, 1e-12))
-    armature = inertial_p[model.inertial_size:]
+    armature = inertial_p[model.inertial_size :]
     armature_std = np.full(n, np.nan)
     for j in np.flatnonzero(model.armature_separable):
         armature_std[j] = std[list(model.base_columns).index(model.inertial_size + j)]
     return RigidBodyResult(
-        base_parameters=consistent_z[:nb], base_std=std[:nb], base_parameters_ols=solution[:nb],
-        link_parameters=links, body_names=model.body_names, armature=armature, armature_std=armature_std,
+        base_parameters=consistent_z[:nb],
+        base_std=std[:nb],
+        base_parameters_ols=solution[:nb],
+        link_parameters=links,
+        body_names=model.body_names,
+        armature=armature,
+        armature_std=armature_std,
         armature_separable=model.armature_separable.copy(),
-        coulomb=consistent_z[nb:nb + n], coulomb_std=std[nb:nb + n],
-        viscous=consistent_z[nb + n:], viscous_std=std[nb + n:],
-        train_rmse=rmse(tau - A @ consistent_z), heldout_rmse=rmse(tauh - Ah @ consistent_z),
-        ols_heldout_rmse=rmse(tauh - Ah @ solution), nominal_heldout_rmse=rmse(tauh - Wh @ nominal_p),
-        inertial_scale=inertial_scale, consistent=all(_realisable(p) for p in links),
-        ols_consistent=ols_distance < OLS_CONSISTENCY_TOLERANCE, ols_distance=ols_distance,
-        condition_number=float(np.linalg.cond(As)), iterations=iterations, wall_time=time.monotonic() - started)
+        coulomb=consistent_z[nb : nb + n],
+        coulomb_std=std[nb : nb + n],
+        viscous=consistent_z[nb + n :],
+        viscous_std=std[nb + n :],
+        train_rmse=rmse(tau - A @ consistent_z),
+        heldout_rmse=rmse(tauh - Ah @ consistent_z),
+        ols_heldout_rmse=rmse(tauh - Ah @ solution),
+        nominal_heldout_rmse=rmse(tauh - Wh @ nominal_p),
+        inertial_scale=inertial_scale,
+        consistent=all(_realisable(p) for p in links),
+        ols_consistent=ols_distance < OLS_CONSISTENCY_TOLERANCE,
+        ols_distance=ols_distance,
+        condition_number=float(np.linalg.cond(As)),
+        iterations=iterations,
+        wall_time=time.monotonic() - started,
+    )
 
 
 # -- the consistent fit ---------------------------------------------------------------------------
@@ -324,17 +352,17 @@ def _consistent_fit(model: RegressorModel, M: np.ndarray, b: np.ndarray, ols: np
     n, size = model.n, model.inertial_size
     nv = size + 3 * n
     T = np.zeros((M.shape[1], nv))
-    T[:model.base_map.shape[0], :size + n] = model.base_map
-    T[model.base_map.shape[0]:, size + n:] = np.eye(2 * n)
+    T[: model.base_map.shape[0], : size + n] = model.base_map
+    T[model.base_map.shape[0] :, size + n :] = np.eye(2 * n)
     G = M @ T
-    J0_inv = [np.linalg.inv(pseudo_inertia(_nearest_realisable(model.nominal[k:k + 10]))) for k in range(0, size, 10)]
+    J0_inv = [np.linalg.inv(pseudo_inertia(_nearest_realisable(model.nominal[k : k + 10]))) for k in range(0, size, 10)]
     prior_curvature = np.zeros(nv)
-    prior_curvature[size:size + n] = 1.0 / ARMATURE_PRIOR ** 2
+    prior_curvature[size : size + n] = 1.0 / ARMATURE_PRIOR**2
     positive = np.arange(size, nv)
     lam = REGULARIZATION
 
     def objective(v, mu):
-        pseudo = [np.tensordot(v[k:k + 10], _BASIS, 1) for k in range(0, size, 10)]
+        pseudo = [np.tensordot(v[k : k + 10], _BASIS, 1) for k in range(0, size, 10)]
         value = 0.0
         for J, J0i in zip(pseudo, J0_inv):
             sign, logdet = np.linalg.slogdet(J)
@@ -344,9 +372,12 @@ def _consistent_fit(model: RegressorModel, M: np.ndarray, b: np.ndarray, ols: np
         if np.any(v[positive] <= 0):
             return np.inf
         r = G @ v - b
-        armature = v[size:size + n] - model.nominal_armature
-        return 0.5 * r @ r + 0.5 * lam * armature @ (prior_curvature[size:size + n] * armature) \
+        armature = v[size : size + n] - model.nominal_armature
+        return (
+            0.5 * r @ r
+            + 0.5 * lam * armature @ (prior_curvature[size : size + n] * armature)
             - mu * np.sum(np.log(v[positive]))
+        )
 
     root = np.sqrt(lam)
     diagonal = np.arange(size, nv)
@@ -360,15 +391,17 @@ def _consistent_fit(model: RegressorModel, M: np.ndarray, b: np.ndarray, ols: np
         C_k = vec(J^-1/2 A_k J^-1/2), and gradient C^T vec(J^1/2 J0^-1 J^1/2 - 1)."""
         rows, rhs = [G], [G @ v - b]
         for body, k in enumerate(range(0, size, 10)):
-            w, V = np.linalg.eigh(np.tensordot(v[k:k + 10], _BASIS, 1))
+            w, V = np.linalg.eigh(np.tensordot(v[k : k + 10], _BASIS, 1))
             half, inverse_half = (V * np.sqrt(w)) @ V.T, (V / np.sqrt(w)) @ V.T
             C = np.zeros((16, nv))
-            C[:, k:k + 10] = root * (inverse_half @ _BASIS @ inverse_half).reshape(10, 16).T
+            C[:, k : k + 10] = root * (inverse_half @ _BASIS @ inverse_half).reshape(10, 16).T
             rows.append(C)
             rhs.append(root * (half @ J0_inv[body] @ half - np.eye(4)).reshape(16))
         curvature = lam * prior_curvature[diagonal] + mu / v[diagonal] ** 2
-        gradient = lam * prior_curvature[diagonal] * (v[diagonal] - np.concatenate(
-            [model.nominal_armature, np.zeros(2 * n)])) - mu / v[diagonal]
+        gradient = (
+            lam * prior_curvature[diagonal] * (v[diagonal] - np.concatenate([model.nominal_armature, np.zeros(2 * n)]))
+            - mu / v[diagonal]
+        )
         D = np.zeros((diagonal.size, nv))
         D[np.arange(diagonal.size), diagonal] = np.sqrt(curvature)
         rows.append(D)
@@ -382,8 +415,13 @@ def _consistent_fit(model: RegressorModel, M: np.ndarray, b: np.ndarray, ols: np
     for j in np.flatnonzero(model.armature_separable):
         armature0[j] = ols[list(model.base_columns).index(size + j)]
     nb = model.base_columns.size
-    v = np.concatenate([np.concatenate([_nearest_realisable(model.nominal[k:k + 10]) for k in range(0, size, 10)]),
-                        np.maximum(armature0, 1e-3), np.maximum(ols[nb:], 1e-3)])
+    v = np.concatenate(
+        [
+            np.concatenate([_nearest_realisable(model.nominal[k : k + 10]) for k in range(0, size, 10)]),
+            np.maximum(armature0, 1e-3),
+            np.maximum(ols[nb:], 1e-3),
+        ]
+    )
     steps = 0
     for mu in (1e-1, 1e-3, 1e-5, 1e-7, 1e-9):
         for _ in range(100):

@@ -5,6 +5,7 @@ Used to check the fitter against known hidden parameters (tests, the accuracy be
 and to try the workflow on a laptop. Commands are given every policy period, states
 read every sensing period (with the world's sensor noise), as ``sim_robot`` does.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,15 +25,28 @@ from sim2real.sysid.metadata import SUSPENDED, bag_custom_data
 def joint_state_message(names, stamp_ns: int, position, velocity=(), effort=()):
     types = TYPESTORE.types
     header = types["std_msgs/msg/Header"](
-        stamp=types["builtin_interfaces/msg/Time"](sec=int(stamp_ns // NS_PER_S), nanosec=int(stamp_ns % NS_PER_S)), frame_id="")
+        stamp=types["builtin_interfaces/msg/Time"](sec=int(stamp_ns // NS_PER_S), nanosec=int(stamp_ns % NS_PER_S)),
+        frame_id="",
+    )
     as_array = lambda values: np.asarray(values, dtype=np.float64)  # noqa: E731
-    return types[JOINT_STATE_TYPE](header=header, name=list(names), position=as_array(position),
-                                   velocity=as_array(velocity), effort=as_array(effort))
+    return types[JOINT_STATE_TYPE](
+        header=header,
+        name=list(names),
+        position=as_array(position),
+        velocity=as_array(velocity),
+        effort=as_array(effort),
+    )
 
 
-def record_in_sim(profile: RobotProfile, excitation: Excitation, out: str | Path,
-                  conditions: PhysicalConditions | None = None, seed: int = 0, settle: float = 0.5,
-                  suspended: bool = False) -> Path:
+def record_in_sim(
+    profile: RobotProfile,
+    excitation: Excitation,
+    out: str | Path,
+    conditions: PhysicalConditions | None = None,
+    seed: int = 0,
+    settle: float = 0.5,
+    suspended: bool = False,
+) -> Path:
     """Run ``excitation`` on a simulated robot under ``conditions``; write a sysid bag to
     ``out``. ``suspended``: a floating-base robot hangs on a stand (SimWorld's gantry)."""
     world = SimWorld(profile, conditions, seed=seed, suspended=suspended)
@@ -43,9 +57,12 @@ def record_in_sim(profile: RobotProfile, excitation: Excitation, out: str | Path
         sensing_ns = round(profile.sensing_period * NS_PER_S)
         total = int(round((excitation.duration + 2 * settle) / profile.sensing_period))
         names = profile.joint_names
-        custom = bag_custom_data(profile, excitation, "sim2real.sysid.sim_recording",
-                                 {"sim_conditions": {k: v for k, v in vars(world.conditions).items()}, "seed": seed,
-                                  SUSPENDED: suspended})
+        custom = bag_custom_data(
+            profile,
+            excitation,
+            "sim2real.sysid.sim_recording",
+            {"sim_conditions": {k: v for k, v in vars(world.conditions).items()}, "seed": seed, SUSPENDED: suspended},
+        )
         with BagWriter(out, custom) as bag:
             bag.add_topic(STATES, JOINT_STATE_TYPE)
             bag.add_topic(COMMANDS, JOINT_STATE_TYPE)

@@ -7,6 +7,7 @@ robot, exactly as the recording commands it (targets on the policy period, the p
 PD), and reports the largest base tilt and the lowest trunk height against margins; the
 recorder refuses a plan that leaves them, with what to change.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,24 +19,26 @@ from sim2real.core.robot_profile import RobotProfile
 from sim2real.core.rotations import tilt_angle
 from sim2real.sysid.excitation import Excitation
 
-MAX_TILT_DEG = 20.0        # a trunk tilted further is close to losing a foot's contact
+MAX_TILT_DEG = 20.0  # a trunk tilted further is close to losing a foot's contact
 MIN_HEIGHT_FRACTION = 0.75  # of the trunk's settled stand height
-SETTLE_S = 1.0             # stand before the excitation starts
+SETTLE_S = 1.0  # stand before the excitation starts
 
 
 @dataclass(frozen=True)
 class StandingCheck:
     max_tilt_deg: float
-    min_height: float       # m, trunk
-    stand_height: float     # m, trunk after settling in the stand pose
-    worst_time: float       # s into the excitation of the largest tilt
+    min_height: float  # m, trunk
+    stand_height: float  # m, trunk after settling in the stand pose
+    worst_time: float  # s into the excitation of the largest tilt
     ok: bool
-    reason: str             # '' when ok
+    reason: str  # '' when ok
 
     def summary(self) -> str:
-        return (f"base tilt up to {self.max_tilt_deg:.1f} deg (limit {MAX_TILT_DEG:g}), trunk down to "
-                f"{self.min_height:.3f} m of {self.stand_height:.3f} m standing (limit "
-                f"{MIN_HEIGHT_FRACTION:.0%})")
+        return (
+            f"base tilt up to {self.max_tilt_deg:.1f} deg (limit {MAX_TILT_DEG:g}), trunk down to "
+            f"{self.min_height:.3f} m of {self.stand_height:.3f} m standing (limit "
+            f"{MIN_HEIGHT_FRACTION:.0%})"
+        )
 
 
 def check_standing(profile: RobotProfile, excitation: Excitation, conditions=None) -> StandingCheck:
@@ -72,20 +75,24 @@ def check_standing(profile: RobotProfile, excitation: Excitation, conditions=Non
     too_low = lowest < MIN_HEIGHT_FRACTION * stand_height
     reason = ""
     if too_tilted or too_low:
-        reason = (f"the planned excitation would not keep the standing {profile.name} up in simulation: "
-                  f"{'base tilt ' + format(worst_tilt, '.0f') + ' deg' if too_tilted else ''}"
-                  f"{' and ' if too_tilted and too_low else ''}"
-                  f"{'trunk at ' + format(lowest, '.3f') + ' m' if too_low else ''} around "
-                  f"{worst_time:.1f} s into it ({_margins()}). Fix: excite one leg at a time (--legs 1, launch: "
-                  f"legs:=1), lower the amplitude (--amplitude, launch: amplitude:=; now "
-                  f"{float(np.max(excitation.amplitude)):.2f} rad), or hang the robot on a stand (--suspended, "
-                  "launch: suspended:=true)")
-    return StandingCheck(round(worst_tilt, 2), round(lowest, 4), round(stand_height, 4), round(worst_time, 3),
-                         not reason, reason)
+        reason = (
+            f"the planned excitation would not keep the standing {profile.name} up in simulation: "
+            f"{'base tilt ' + format(worst_tilt, '.0f') + ' deg' if too_tilted else ''}"
+            f"{' and ' if too_tilted and too_low else ''}"
+            f"{'trunk at ' + format(lowest, '.3f') + ' m' if too_low else ''} around "
+            f"{worst_time:.1f} s into it ({_margins()}). Fix: excite one leg at a time (--legs 1, launch: "
+            f"legs:=1), lower the amplitude (--amplitude, launch: amplitude:=; now "
+            f"{float(np.max(excitation.amplitude)):.2f} rad), or hang the robot on a stand (--suspended, "
+            "launch: suspended:=true)"
+        )
+    return StandingCheck(
+        round(worst_tilt, 2), round(lowest, 4), round(stand_height, 4), round(worst_time, 3), not reason, reason
+    )
 
 
-def require_standing(profile: RobotProfile, excitation: Excitation, suspended: bool,
-                     conditions=None) -> StandingCheck | None:
+def require_standing(
+    profile: RobotProfile, excitation: Excitation, suspended: bool, conditions=None
+) -> StandingCheck | None:
     """The check every recorder runs first: None for an arm or a robot on a stand (nothing to
     tip over), the passed check for a standing robot, ValueError with the reason otherwise."""
     if profile.fixed_base or suspended:

@@ -2,6 +2,7 @@
 
 Imports flow train -> sim -> core; nothing here imports rclpy.
 """
+
 import os
 
 # The PPO update runs on as many threads as the machine leaves idle (runner.update_threads),

@@ -14,6 +14,7 @@ of each range separately, after OpenAI et al., "Solving Rubik's Cube with a Robo
 (2019), section on automatic domain randomization. Both leave constants alone, and
 never move a range outside its parameter's hard ``bounds``.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,9 @@ def _adaptable(randomization: Randomization, parameters: Iterable[str] | None) -
     chosen = list(parameters)
     unknown = [n for n in chosen if n not in names]
     if unknown:
-        raise ValueError(f"cannot adapt {unknown}: not a non-constant parameter of "
-                         f"{randomization.name!r} (adaptable: {names})")
+        raise ValueError(
+            f"cannot adapt {unknown}: not a non-constant parameter of {randomization.name!r} (adaptable: {names})"
+        )
     return [n for n in names if n in chosen]
 
 
@@ -85,8 +87,9 @@ class _Adaptive:
 
     def _load_base_state(self, state: Mapping[str, Any]) -> None:
         if state.get("kind") != self.KIND:
-            raise ValueError(f"state of a {state.get('kind')!r} adaptive randomization cannot be "
-                             f"loaded into a {self.KIND!r} one")
+            raise ValueError(
+                f"state of a {state.get('kind')!r} adaptive randomization cannot be loaded into a {self.KIND!r} one"
+            )
         restored = Randomization.from_dict(state["randomization"], source=self._randomization.source)
         missing = [n for n in self.parameters if n not in restored.parameters]
         if missing:
@@ -116,9 +119,15 @@ class AdaptiveRandomization(_Adaptive):
 
     KIND = "threshold"
 
-    def __init__(self, randomization: Randomization, target_return: float, rate: float = 0.1,
-                 widen_above: float = 0.10, narrow_below: float = 0.20,
-                 parameters: Iterable[str] | None = None):
+    def __init__(
+        self,
+        randomization: Randomization,
+        target_return: float,
+        rate: float = 0.1,
+        widen_above: float = 0.10,
+        narrow_below: float = 0.20,
+        parameters: Iterable[str] | None = None,
+    ):
         super().__init__(randomization, parameters)
         self.target_return = _finite(target_return, "target_return")
         self.rate = _finite(rate, "rate")
@@ -193,9 +202,17 @@ class BoundaryAdaptiveRandomization(_Adaptive):
 
     KIND = "boundary"
 
-    def __init__(self, randomization: Randomization, probe_probability: float = 0.5, buffer_size: int = 20,
-                 t_low: float = 0.5, t_high: float = 0.8, step_fraction: float = 0.1,
-                 steps: Mapping[str, float] | None = None, parameters: Iterable[str] | None = None):
+    def __init__(
+        self,
+        randomization: Randomization,
+        probe_probability: float = 0.5,
+        buffer_size: int = 20,
+        t_low: float = 0.5,
+        t_high: float = 0.8,
+        step_fraction: float = 0.1,
+        steps: Mapping[str, float] | None = None,
+        parameters: Iterable[str] | None = None,
+    ):
         super().__init__(randomization, parameters)
         self.probe_probability = _finite(probe_probability, "probe_probability")
         if not 0 <= self.probe_probability <= 1:
@@ -221,8 +238,9 @@ class BoundaryAdaptiveRandomization(_Adaptive):
             self.nominal[name] = self._from_space(name, (low + high) / 2)
             step = steps.get(name, fraction * (high - low))
             if not (math.isfinite(step) and step > 0):
-                raise ValueError(f"step of {name!r} must be > 0 (its initial range has zero width: "
-                                 "give it in steps={...})")
+                raise ValueError(
+                    f"step of {name!r} must be > 0 (its initial range has zero width: give it in steps={{...}})"
+                )
             self.steps[name] = float(step)
         self.buffers: dict[Probe, list[float]] = {(n, s): [] for n in self.parameters for s in SIDES}
         # Boundary moves since the start: dicts of parameter, side, direction, value, mean.
@@ -250,8 +268,9 @@ class BoundaryAdaptiveRandomization(_Adaptive):
             return
         probe = (probe[0], probe[1])
         if probe not in self.buffers:
-            raise ValueError(f"unknown probe {probe!r}; probes are (parameter, 'low'|'high') "
-                             f"with parameter in {self.parameters}")
+            raise ValueError(
+                f"unknown probe {probe!r}; probes are (parameter, 'low'|'high') with parameter in {self.parameters}"
+            )
         buffer = self.buffers[probe]
         buffer.append(_finite(success, "success"))
         if len(buffer) < self.buffer_size:
@@ -275,20 +294,35 @@ class BoundaryAdaptiveRandomization(_Adaptive):
             high = high + step if outward else max(high - step, nominal)
         before = self._randomization.parameters[name].range()
         self._randomization = self._randomization.with_ranges(
-            {name: (self._from_space(name, low), self._from_space(name, high))})
+            {name: (self._from_space(name, low), self._from_space(name, high))}
+        )
         after = self._randomization.parameters[name].range()
         if after != before:
-            self.moves.append({"parameter": name, "side": side, "direction": direction,
-                               "value": after[SIDES.index(side)], "mean_success": mean})
+            self.moves.append(
+                {
+                    "parameter": name,
+                    "side": side,
+                    "direction": direction,
+                    "value": after[SIDES.index(side)],
+                    "mean_success": mean,
+                }
+            )
 
     def update(self, mean_return: float | None = None) -> str:
         """Close a training iteration: log the ranges. Returns what the boundaries did since
         the last call: "widen" (only outward), "narrow" (only inward), "mixed" or "hold".
         ``mean_return`` is accepted for the common protocol and not used."""
-        directions = {m["direction"] for m in self.moves[self._moves_at_last_update:]}
+        directions = {m["direction"] for m in self.moves[self._moves_at_last_update :]}
         self._moves_at_last_update = len(self.moves)
-        decision = ("hold" if not directions else "mixed" if len(directions) == 2
-                    else "widen" if "outward" in directions else "narrow")
+        decision = (
+            "hold"
+            if not directions
+            else "mixed"
+            if len(directions) == 2
+            else "widen"
+            if "outward" in directions
+            else "narrow"
+        )
         self.decisions.append(decision)
         self.history.append(self._randomization.ranges())
         return decision
@@ -298,9 +332,11 @@ class BoundaryAdaptiveRandomization(_Adaptive):
         except the nominal centres and steps, which belong to the run's first ranges)."""
         state = self._base_state()
         state.update(
-            nominal=dict(self.nominal), steps=dict(self.steps),
+            nominal=dict(self.nominal),
+            steps=dict(self.steps),
             buffers=[[name, side, list(values)] for (name, side), values in self.buffers.items()],
-            moves=[dict(m) for m in self.moves], moves_at_last_update=self._moves_at_last_update,
+            moves=[dict(m) for m in self.moves],
+            moves_at_last_update=self._moves_at_last_update,
         )
         return state
 

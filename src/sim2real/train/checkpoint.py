@@ -20,6 +20,7 @@ A checkpoint ``model_<iteration>.pt`` is a dict that rsl_rl's own
 Everything is plain Python, numbers, strings and tensors, so it loads with
 ``torch.load(weights_only=True)``: opening a checkpoint never runs code from it.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,18 @@ import numpy as np
 from sim2real.core.errors import InputError
 
 FORMAT = "sim2real.checkpoint/1"
-REQUIRED = ("format", "actor_state_dict", "critic_state_dict", "optimizer_state_dict", "iteration",
-            "robot", "task", "training_config", "rsl_rl_config", "interface")
+REQUIRED = (
+    "format",
+    "actor_state_dict",
+    "critic_state_dict",
+    "optimizer_state_dict",
+    "iteration",
+    "robot",
+    "task",
+    "training_config",
+    "rsl_rl_config",
+    "interface",
+)
 
 
 class CheckpointError(InputError):
@@ -64,15 +75,20 @@ def describe_env(env: Any) -> dict[str, Any]:
         return getattr(env, name)
 
     return {
-        "robot": profile.name, "task": get("task_name"), "joint_names": names,
-        "observation_terms": spec.to_metadata(), "observation_size": int(spec.size),
+        "robot": profile.name,
+        "task": get("task_name"),
+        "joint_names": names,
+        "observation_terms": spec.to_metadata(),
+        "observation_size": int(spec.size),
         "num_actions": n,
         "action_scale": _per_joint(get("action_scale"), n, "action_scale"),
         "action_offset": _per_joint(get("action_offset"), n, "action_offset"),
         "action_clip": None if clip is None or math.isinf(float(clip)) else float(clip),
         "default_joint_positions": _per_joint(profile.default_positions, n, "default_positions"),
-        "control_period": float(get("policy_period")), "physics_period": float(get("physics_period")),
-        "kp": _per_joint(profile.kp, n, "kp"), "kd": _per_joint(profile.kd, n, "kd"),
+        "control_period": float(get("policy_period")),
+        "physics_period": float(get("physics_period")),
+        "kp": _per_joint(profile.kp, n, "kp"),
+        "kd": _per_joint(profile.kd, n, "kd"),
         "max_episode_steps": int(get("max_episode_steps")),
         "task_config": json.loads(json.dumps(get("task_config"))),
         "trained_robot": trained_robot(profile, float(get("physics_period")), getattr(env, "engine", "pybullet")),
@@ -96,11 +112,22 @@ def trained_robot(profile: Any, physics_period: float, engine: str) -> dict[str,
     except (AttributeError, OSError):
         return {}
     return {
-        "actuator": {"model": "pd_torque", "physics_period": physics_period, "pd_rate_hz": 1.0 / physics_period,
-                     "effort_limits": effort, "velocity_limits": velocity, "damping_kd": profile.damping_kd,
-                     "gravity_compensation": bool(profile.gravity_compensation)},
-        "world": {"engine": engine, "physics_period": physics_period, "gravity": GRAVITY,
-                  "ground_friction": PhysicalConditions().ground_friction, "spawn_height": profile.spawn_height},
+        "actuator": {
+            "model": "pd_torque",
+            "physics_period": physics_period,
+            "pd_rate_hz": 1.0 / physics_period,
+            "effort_limits": effort,
+            "velocity_limits": velocity,
+            "damping_kd": profile.damping_kd,
+            "gravity_compensation": bool(profile.gravity_compensation),
+        },
+        "world": {
+            "engine": engine,
+            "physics_period": physics_period,
+            "gravity": GRAVITY,
+            "ground_friction": PhysicalConditions().ground_friction,
+            "spawn_height": profile.spawn_height,
+        },
         "robot_model": {"urdf": urdf.name, "sha256": sha256},
     }
 
@@ -148,20 +175,26 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     with path.open("rb") as handle:
         is_zip = handle.read(4) == b"PK\x03\x04"  # torch.save writes a zip archive
     if not is_zip:
-        raise CheckpointError(path, "not a PyTorch checkpoint file",
-                              "give a model_<iteration>.pt written by `sim2real train`")
+        raise CheckpointError(
+            path, "not a PyTorch checkpoint file", "give a model_<iteration>.pt written by `sim2real train`"
+        )
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
         if "weights_only" in str(exc):
             problem = "holds Python objects beyond tensors and plain data, so it was not written by sim2real"
         else:
-            problem = f"unreadable ({str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__})"
+            problem = (
+                f"unreadable ({str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__})"
+            )
         raise CheckpointError(path, problem, "give a model_<iteration>.pt written by `sim2real train`") from None
     if not isinstance(checkpoint, dict) or checkpoint.get("format") != FORMAT:
         found = checkpoint.get("format") if isinstance(checkpoint, dict) else type(checkpoint).__name__
-        raise CheckpointError(path, f"not a {FORMAT} checkpoint (format: {found!r})",
-                              "give a model_<iteration>.pt written by `sim2real train`")
+        raise CheckpointError(
+            path,
+            f"not a {FORMAT} checkpoint (format: {found!r})",
+            "give a model_<iteration>.pt written by `sim2real train`",
+        )
     missing = [key for key in REQUIRED if key not in checkpoint]
     if missing:
         raise CheckpointError(path, f"incomplete checkpoint, missing {missing}", "use another checkpoint of the run")
@@ -181,19 +214,31 @@ def warm_start(checkpoint: dict[str, Any], config: dict[str, Any], path: str | P
     over (``critic_state_dict`` and ``optimizer_state_dict`` None: the runner starts them afresh)."""
     for key in ("robot", "task"):
         if checkpoint[key] != config[key]:
-            raise CheckpointError(path, f"it is a {checkpoint['robot']} {checkpoint['task']} checkpoint and the "
-                                        f"config trains {config['robot']} {config['task']}",
-                                  "warm-start from a checkpoint of the same robot and task")
+            raise CheckpointError(
+                path,
+                f"it is a {checkpoint['robot']} {checkpoint['task']} checkpoint and the "
+                f"config trains {config['robot']} {config['task']}",
+                "warm-start from a checkpoint of the same robot and task",
+            )
     old, new = checkpoint["training_config"]["policy"], config["policy"]
-    differences = [f"{key} {old.get(key)!r} -> {new.get(key)!r}" for key in NETWORK_KEYS if old.get(key) != new.get(key)]
+    differences = [
+        f"{key} {old.get(key)!r} -> {new.get(key)!r}" for key in NETWORK_KEYS if old.get(key) != new.get(key)
+    ]
     if differences:
-        raise CheckpointError(path, f"the config's networks differ from the checkpoint's ({'; '.join(differences)})",
-                              "keep the checkpoint's policy section (sizes, activation, normalization) or "
-                              "train from scratch")
+        raise CheckpointError(
+            path,
+            f"the config's networks differ from the checkpoint's ({'; '.join(differences)})",
+            "keep the checkpoint's policy section (sizes, activation, normalization) or train from scratch",
+        )
     warm = dict(checkpoint)
     # The learner's random stream starts from the new config's seed (torch_rng None).
-    warm.update(training_config=config, randomization=None, adr=None, torch_rng=None,
-                warm_start={"from": str(path), "iteration": int(checkpoint["iteration"])})
+    warm.update(
+        training_config=config,
+        randomization=None,
+        adr=None,
+        torch_rng=None,
+        warm_start={"from": str(path), "iteration": int(checkpoint["iteration"])},
+    )
     if checkpoint["training_config"].get("critic_observation", "policy") != config.get("critic_observation", "policy"):
         # Another critic input: the critic and its optimizer state start afresh, the actor carries over.
         warm.update(critic_state_dict=None, optimizer_state_dict=None)

@@ -14,6 +14,7 @@ training config's ``curriculum:`` mapping::
 
 ``d_min`` / ``d_max`` default to 0 / 1; ``total_iterations`` defaults to the run's.
 """
+
 from __future__ import annotations
 
 import math
@@ -156,8 +157,15 @@ class AutomaticCurriculum(Curriculum):
 
     KIND = "automatic"
 
-    def __init__(self, d_min: float, d_max: float, step: float, raise_above: float, lower_below: float,
-                 start: float | None = None):
+    def __init__(
+        self,
+        d_min: float,
+        d_max: float,
+        step: float,
+        raise_above: float,
+        lower_below: float,
+        start: float | None = None,
+    ):
         d_min, d_max = _check_range(d_min, d_max)
         start = d_min if start is None else float(start)
         if not d_min <= start <= d_max:
@@ -190,14 +198,21 @@ class AutomaticCurriculum(Curriculum):
 _KINDS: dict[str, tuple[type, tuple[str, ...], dict[str, Any]]] = {
     "linear": (LinearCurriculum, ("total_iterations",), {"d_min": 0.0, "d_max": 1.0}),
     "reverse": (ReverseCurriculum, ("total_iterations",), {"d_min": 0.0, "d_max": 1.0, "hard_fraction": 0.5}),
-    "automatic": (AutomaticCurriculum, ("step", "raise_above", "lower_below"),
-                  {"d_min": 0.0, "d_max": 1.0, "start": None}),
+    "automatic": (
+        AutomaticCurriculum,
+        ("step", "raise_above", "lower_below"),
+        {"d_min": 0.0, "d_max": 1.0, "start": None},
+    ),
     "none": (ConstantCurriculum, (), {"difficulty": 1.0}),
 }
 
 
-def make_curriculum(config: Mapping[str, Any] | None, total_iterations: int | None = None,
-                    source: str | Path = "<config>", field: str = "curriculum") -> Curriculum:
+def make_curriculum(
+    config: Mapping[str, Any] | None,
+    total_iterations: int | None = None,
+    source: str | Path = "<config>",
+    field: str = "curriculum",
+) -> Curriculum:
     """Build a curriculum from ``{kind: linear|automatic|reverse|none, ...}``.
 
     ``None`` (no curriculum section) is ``{kind: none}``. ``total_iterations`` is used
@@ -206,8 +221,12 @@ def make_curriculum(config: Mapping[str, Any] | None, total_iterations: int | No
     if config is None:
         config = {"kind": "none"}
     if not isinstance(config, Mapping):
-        raise CurriculumError(source, field, f"expected a mapping with 'kind:', got {config!r}",
-                              f"write {field}: {{kind: one of {list(_KINDS)}, ...}}")
+        raise CurriculumError(
+            source,
+            field,
+            f"expected a mapping with 'kind:', got {config!r}",
+            f"write {field}: {{kind: one of {list(_KINDS)}, ...}}",
+        )
     kind = config.get("kind")
     if kind not in _KINDS:
         problem = "missing 'kind'" if kind is None else f"unknown kind {kind!r}"
@@ -216,8 +235,12 @@ def make_curriculum(config: Mapping[str, Any] | None, total_iterations: int | No
     allowed = ("kind", *required, *optional)
     for key in config:
         if key not in allowed:
-            raise CurriculumError(source, f"{field}.{key}", f"unknown field for a {kind!r} curriculum",
-                                  f"remove it or use one of {list(allowed)}")
+            raise CurriculumError(
+                source,
+                f"{field}.{key}",
+                f"unknown field for a {kind!r} curriculum",
+                f"remove it or use one of {list(allowed)}",
+            )
     arguments = dict(optional)
     arguments.update({k: v for k, v in config.items() if k != "kind"})
     if "total_iterations" in required and "total_iterations" not in config and total_iterations is not None:
@@ -231,8 +254,9 @@ def make_curriculum(config: Mapping[str, Any] | None, total_iterations: int | No
         if value is None and optional.get(key, ...) is None:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise CurriculumError(source, f"{field}.{key}", f"expected a finite number, got {value!r}",
-                                  "write a number")
+            raise CurriculumError(
+                source, f"{field}.{key}", f"expected a finite number, got {value!r}", "write a number"
+            )
     try:
         return cls(**arguments)
     except ValueError as exc:

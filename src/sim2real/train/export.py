@@ -12,6 +12,7 @@ Before the file is kept, the same 1000 observations go through torch and through
 onnxruntime (via :func:`sim2real.core.policy_file.load_policy`, as the robot will load
 it); a difference above ``tolerance`` deletes the file and fails the export.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -53,13 +54,18 @@ class ExportReport:
 def _check_finite(state: dict[str, Any], path: Path) -> None:
     import torch
 
-    bad = {name: int((~torch.isfinite(t)).sum()) for name, t in state.items()
-           if torch.is_tensor(t) and t.is_floating_point() and not torch.isfinite(t).all()}
+    bad = {
+        name: int((~torch.isfinite(t)).sum())
+        for name, t in state.items()
+        if torch.is_tensor(t) and t.is_floating_point() and not torch.isfinite(t).all()
+    }
     if bad:
         listed = ", ".join(f"{name} ({count} values)" for name, count in bad.items())
-        raise ExportError(f"{path}: the actor has non-finite weights (NaN or inf): {listed}. The training "
-                          "diverged before this checkpoint. Fix: export an earlier checkpoint of the run, or "
-                          "retrain with a lower learning rate")
+        raise ExportError(
+            f"{path}: the actor has non-finite weights (NaN or inf): {listed}. The training "
+            "diverged before this checkpoint. Fix: export an earlier checkpoint of the run, or "
+            "retrain with a lower learning rate"
+        )
 
 
 def build_actor(checkpoint: dict[str, Any]):
@@ -90,17 +96,31 @@ def _to_onnx_bytes(model, obs_size: int) -> bytes:
         warnings.simplefilter("ignore")  # the TorchScript exporter warns that it is deprecated
         try:
             buffer = io.BytesIO()
-            torch.onnx.export(model, (dummy,), buffer, dynamo=False, opset_version=OPSET,
-                              input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
-                              dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}})
+            torch.onnx.export(
+                model,
+                (dummy,),
+                buffer,
+                dynamo=False,
+                opset_version=OPSET,
+                input_names=[INPUT_NAME],
+                output_names=[OUTPUT_NAME],
+                dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}},
+            )
             return buffer.getvalue()
         except (TypeError, RuntimeError, NotImplementedError):
             pass  # no TorchScript exporter in this torch: use dynamo, then embed its sidecar weights
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "policy.onnx"
-            torch.onnx.export(model, (dummy,), str(path), dynamo=True, opset_version=max(OPSET, 18),
-                              input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
-                              dynamic_shapes=({0: torch.export.Dim("batch")},))
+            torch.onnx.export(
+                model,
+                (dummy,),
+                str(path),
+                dynamo=True,
+                opset_version=max(OPSET, 18),
+                input_names=[INPUT_NAME],
+                output_names=[OUTPUT_NAME],
+                dynamic_shapes=({0: torch.export.Dim("batch")},),
+            )
             proto = onnx.load(str(path), load_external_data=True)
             onnx.external_data_helper.convert_model_from_external_data(proto)
             return proto.SerializeToString()
@@ -113,8 +133,9 @@ def _with_metadata(data: bytes, props: dict[str, str]) -> tuple[bytes, int]:
     proto = onnx.load_from_string(data)
     external = [t.name for t in proto.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
     if external:
-        raise ExportError(f"the exported graph keeps weights outside the file ({external[:3]}...); "
-                          "a policy must be one file")
+        raise ExportError(
+            f"the exported graph keeps weights outside the file ({external[:3]}...); a policy must be one file"
+        )
     onnx.checker.check_model(proto)
     kept = [p for p in proto.metadata_props if not p.key.startswith("sim2real.")]
     del proto.metadata_props[:]
@@ -131,19 +152,27 @@ def policy_metadata(checkpoint: dict[str, Any], checkpoint_path: str | Path) -> 
     interface = checkpoint["interface"]
     source = checkpoint.get("source") or source_revision()
     return PolicyMetadata(
-        robot=interface["robot"], task=interface["task"], joint_names=tuple(interface["joint_names"]),
+        robot=interface["robot"],
+        task=interface["task"],
+        joint_names=tuple(interface["joint_names"]),
         observation_spec=ObservationSpec.from_metadata(interface["observation_terms"]),
-        action_scale=np.array(interface["action_scale"]), action_offset=np.array(interface["action_offset"]),
+        action_scale=np.array(interface["action_scale"]),
+        action_offset=np.array(interface["action_offset"]),
         action_clip=interface["action_clip"],
         default_joint_positions=np.array(interface["default_joint_positions"]),
-        control_period=interface["control_period"], kp=np.array(interface["kp"]), kd=np.array(interface["kd"]),
-        task_config=interface["task_config"], training_config=checkpoint["training_config"],
+        control_period=interface["control_period"],
+        kp=np.array(interface["kp"]),
+        kd=np.array(interface["kd"]),
+        task_config=interface["task_config"],
+        training_config=checkpoint["training_config"],
         randomization=checkpoint.get("randomization"),
-        source_commit=source.get("commit", "unknown"), source_dirty=source.get("dirty", "unknown"),
+        source_commit=source.get("commit", "unknown"),
+        source_dirty=source.get("dirty", "unknown"),
         export_time=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         checkpoint=f"{checkpoint_path} (iteration {checkpoint['iteration']})",
         # Recorded at training time (older checkpoints lack it: then nothing is claimed).
-        difficulty=_difficulty(checkpoint), **(interface.get("trained_robot") or {}),
+        difficulty=_difficulty(checkpoint),
+        **(interface.get("trained_robot") or {}),
     )
 
 
@@ -171,8 +200,12 @@ def parity_observations(model, obs_size: int, samples: int, seed: int = 0) -> np
     return obs.astype(np.float32)
 
 
-def export_policy(checkpoint_path: str | Path, out_path: str | Path, samples: int = PARITY_SAMPLES,
-                  tolerance: float = PARITY_TOLERANCE) -> ExportReport:
+def export_policy(
+    checkpoint_path: str | Path,
+    out_path: str | Path,
+    samples: int = PARITY_SAMPLES,
+    tolerance: float = PARITY_TOLERANCE,
+) -> ExportReport:
     import torch
 
     checkpoint_path, out_path = Path(checkpoint_path), Path(out_path)
@@ -195,12 +228,21 @@ def export_policy(checkpoint_path: str | Path, out_path: str | Path, samples: in
         singles = np.stack([policy.act(o) for o in obs[:10]])  # the robot runs batch 1
         diff = float(max(np.max(np.abs(batched - expected)), np.max(np.abs(singles - expected[:10]))))
         if not np.isfinite(diff) or diff > tolerance:
-            raise ExportError(f"{out_path}: onnxruntime and torch disagree on {samples} observations: max |diff| "
-                              f"{diff:.3g} > {tolerance:g}. The file was not written. Fix: report this with the "
-                              f"checkpoint; check the torch/onnx/onnxruntime versions")
+            raise ExportError(
+                f"{out_path}: onnxruntime and torch disagree on {samples} observations: max |diff| "
+                f"{diff:.3g} > {tolerance:g}. The file was not written. Fix: report this with the "
+                f"checkpoint; check the torch/onnx/onnxruntime versions"
+            )
         os.replace(partial, out_path)
     finally:
         partial.unlink(missing_ok=True)
     policy.path = out_path
-    return ExportReport(path=out_path, policy=policy, max_abs_diff=diff, samples=samples, size_bytes=len(data),
-                        iteration=int(checkpoint["iteration"]), opset=opset)
+    return ExportReport(
+        path=out_path,
+        policy=policy,
+        max_abs_diff=diff,
+        samples=samples,
+        size_bytes=len(data),
+        iteration=int(checkpoint["iteration"]),
+        opset=opset,
+    )

@@ -14,6 +14,7 @@ The weights are read from the graph the exporter writes (rsl_rl ``MLPModel.as_on
 Anything else (a graph from another exporter, other layer sizes than the config's
 ``policy.actor_hidden_dims``) is refused with the reason and the fix.
 """
+
 from __future__ import annotations
 
 import re
@@ -42,35 +43,50 @@ def actor_from_policy_file(path: str | Path) -> tuple[dict[str, Any], dict[str, 
     try:
         model = onnx.load(str(path))
     except Exception as exc:
-        raise CheckpointError(path, f"not a readable ONNX file ({exc})",
-                              "give a policy written by `sim2real export`") from exc
+        raise CheckpointError(
+            path, f"not a readable ONNX file ({exc})", "give a policy written by `sim2real export`"
+        ) from exc
     weights = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
     nodes = list(model.graph.node)
     refuse = "this graph is not the one `sim2real export` writes ({}); warm-start from the run's checkpoint instead"
 
     def constant(name: str) -> np.ndarray:
         if name not in weights:
-            raise CheckpointError(path, f"graph input {name!r} is not a stored weight", refuse.format("computed weight"))
+            raise CheckpointError(
+                path, f"graph input {name!r} is not a stored weight", refuse.format("computed weight")
+            )
         return np.asarray(weights[name], dtype=np.float32)
 
     if len(nodes) < 3 or nodes[0].op_type != "Sub" or nodes[1].op_type != "Div":
-        raise CheckpointError(path, "the graph does not start with the observation normalizer (Sub, Div)",
-                              refuse.format("no normalizer in front"))
+        raise CheckpointError(
+            path,
+            "the graph does not start with the observation normalizer (Sub, Div)",
+            refuse.format("no normalizer in front"),
+        )
     mean = constant(nodes[0].input[1]).reshape(1, -1)
     std = constant(nodes[1].input[1]).reshape(1, -1) - NORMALIZER_EPS
     if not np.all(std >= 0.0):
-        raise CheckpointError(path, "the normalizer's divisor is below its epsilon", refuse.format("unknown normalizer"))
-    state: dict[str, Any] = {"obs_normalizer._mean": torch.from_numpy(mean.copy()),
-                             "obs_normalizer._std": torch.from_numpy(std),
-                             "obs_normalizer._var": torch.from_numpy(std * std)}
+        raise CheckpointError(
+            path, "the normalizer's divisor is below its epsilon", refuse.format("unknown normalizer")
+        )
+    state: dict[str, Any] = {
+        "obs_normalizer._mean": torch.from_numpy(mean.copy()),
+        "obs_normalizer._std": torch.from_numpy(std),
+        "obs_normalizer._var": torch.from_numpy(std * std),
+    }
     layers, activations = [], set()
     for node in nodes[2:]:
         if node.op_type == "Gemm":
             attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-            if attributes.get("transB", 0) != 1 or attributes.get("transA", 0) != 0 \
-                    or attributes.get("alpha", 1.0) != 1.0 or attributes.get("beta", 1.0) != 1.0:
-                raise CheckpointError(path, f"layer {len(layers)} is a Gemm with {attributes}",
-                                      refuse.format("unexpected Gemm form"))
+            if (
+                attributes.get("transB", 0) != 1
+                or attributes.get("transA", 0) != 0
+                or attributes.get("alpha", 1.0) != 1.0
+                or attributes.get("beta", 1.0) != 1.0
+            ):
+                raise CheckpointError(
+                    path, f"layer {len(layers)} is a Gemm with {attributes}", refuse.format("unexpected Gemm form")
+                )
             layers.append((constant(node.input[1]), constant(node.input[2])))
         elif node.op_type in _ACTIVATIONS:
             activations.add(_ACTIVATIONS[node.op_type])
@@ -85,9 +101,12 @@ def actor_from_policy_file(path: str | Path) -> tuple[dict[str, Any], dict[str, 
     bad = [name for name, tensor in state.items() if not torch.isfinite(tensor).all()]
     if bad:
         raise CheckpointError(path, f"non-finite weights in {bad}", "warm-start from another policy file")
-    facts = {"hidden_dims": [int(w.shape[0]) for w, _ in layers[:-1]],
-             "activation": activations.pop() if activations else None,
-             "observation_size": int(mean.shape[1]), "num_actions": int(layers[-1][0].shape[0])}
+    facts = {
+        "hidden_dims": [int(w.shape[0]) for w, _ in layers[:-1]],
+        "activation": activations.pop() if activations else None,
+        "observation_size": int(mean.shape[1]),
+        "num_actions": int(layers[-1][0].shape[0]),
+    }
     return state, facts
 
 
@@ -113,20 +132,29 @@ def warm_start_from_policy(path: str | Path, config: dict[str, Any]) -> dict[str
         raise CheckpointError(path, str(exc).split(": ", 1)[-1], "give a policy written by `sim2real export`") from None
     meta = policy.metadata
     if (meta.robot, meta.task) != (config["robot"], config["task"]):
-        raise CheckpointError(path, f"it is a {meta.robot} {meta.task} policy and the config trains "
-                                    f"{config['robot']} {config['task']}",
-                              "warm-start from a policy of the same robot and task")
+        raise CheckpointError(
+            path,
+            f"it is a {meta.robot} {meta.task} policy and the config trains {config['robot']} {config['task']}",
+            "warm-start from a policy of the same robot and task",
+        )
     state, facts = actor_from_policy_file(path)
     wanted = config["policy"]
-    if facts["hidden_dims"] != list(wanted["actor_hidden_dims"]) or \
-            (facts["activation"] is not None and facts["activation"] != wanted["activation"]):
-        raise CheckpointError(path, f"its actor is {facts['hidden_dims']} {facts['activation']} and the config asks "
-                                    f"{wanted['actor_hidden_dims']} {wanted['activation']}",
-                              f"set policy.actor_hidden_dims: {facts['hidden_dims']} and policy.activation: "
-                              f"{facts['activation']} in the config")
+    if facts["hidden_dims"] != list(wanted["actor_hidden_dims"]) or (
+        facts["activation"] is not None and facts["activation"] != wanted["activation"]
+    ):
+        raise CheckpointError(
+            path,
+            f"its actor is {facts['hidden_dims']} {facts['activation']} and the config asks "
+            f"{wanted['actor_hidden_dims']} {wanted['activation']}",
+            f"set policy.actor_hidden_dims: {facts['hidden_dims']} and policy.activation: "
+            f"{facts['activation']} in the config",
+        )
     if not wanted["obs_normalization"]:
-        raise CheckpointError(path, "the file normalizes its observations and the config has "
-                                    "policy.obs_normalization: false", "set policy.obs_normalization: true")
+        raise CheckpointError(
+            path,
+            "the file normalizes its observations and the config has policy.obs_normalization: false",
+            "set policy.obs_normalization: true",
+        )
     iteration = policy_iteration(meta)
     trained = meta.training_config or {}
     # The normalizer's weight against new samples: as many as the run that made the file saw.
@@ -135,13 +163,30 @@ def warm_start_from_policy(path: str | Path, config: dict[str, Any]) -> dict[str
 
     state["obs_normalizer.count"] = torch.tensor(max(samples, 1), dtype=torch.long)
     # What the runner checks against the task env it builds (it then stores that env's own interface).
-    interface = {"robot": meta.robot, "task": meta.task, "joint_names": list(meta.joint_names),
-                 "observation_terms": meta.observation_spec.to_metadata(),
-                 "observation_size": int(meta.observation_size)}
+    interface = {
+        "robot": meta.robot,
+        "task": meta.task,
+        "joint_names": list(meta.joint_names),
+        "observation_terms": meta.observation_spec.to_metadata(),
+        "observation_size": int(meta.observation_size),
+    }
     return {
-        "format": FORMAT, "actor_state_dict": state, "critic_state_dict": None, "optimizer_state_dict": None,
-        "iteration": iteration, "iter": iteration, "infos": None, "robot": meta.robot, "task": meta.task,
-        "training_config": config, "rsl_rl_config": rsl_rl_config(config), "interface": interface,
-        "randomization": None, "adr": None, "curriculum": None, "source": source_revision(), "torch_rng": None,
+        "format": FORMAT,
+        "actor_state_dict": state,
+        "critic_state_dict": None,
+        "optimizer_state_dict": None,
+        "iteration": iteration,
+        "iter": iteration,
+        "infos": None,
+        "robot": meta.robot,
+        "task": meta.task,
+        "training_config": config,
+        "rsl_rl_config": rsl_rl_config(config),
+        "interface": interface,
+        "randomization": None,
+        "adr": None,
+        "curriculum": None,
+        "source": source_revision(),
+        "torch_rng": None,
         "warm_start": {"from": str(path), "iteration": iteration, "policy_sha256": policy.sha256},
     }

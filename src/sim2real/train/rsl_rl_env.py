@@ -20,6 +20,7 @@ What rsl_rl 5.5 reads, and where it comes from here:
 Finished episodes are also kept whole for the training loop (:meth:`pop_episodes`),
 which needs their success flags and returns for the curriculum and adaptive DR.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -43,8 +44,7 @@ def obs_groups(critic_observation: str = "policy") -> dict[str, list[str]]:
 
 
 class RslRlVecEnv(VecEnv):
-    def __init__(self, vec_env: ProcessVecEnv, max_episode_length: int, cfg: dict | None = None,
-                 seed: int | None = 0):
+    def __init__(self, vec_env: ProcessVecEnv, max_episode_length: int, cfg: dict | None = None, seed: int | None = 0):
         self.vec_env = vec_env
         self.num_envs = vec_env.num_envs
         self.num_actions = vec_env.num_actions

@@ -22,6 +22,7 @@ by thread on AVX-512 processors; with it the weights were bitwise those of one t
 and a build without MKL are not covered by that mode, so this stays a checked property of
 the machine, not a guarantee.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -69,7 +70,7 @@ class TrainResult:
     out: Path
     checkpoint: Path
     start_iteration: int
-    iterations: int                  # completed iterations at the end (the checkpoint's number)
+    iterations: int  # completed iterations at the end (the checkpoint's number)
     seconds: float
     env_steps: int
     interrupted: bool = False
@@ -144,8 +145,14 @@ class Trainer:
     worker; it must be picklable (a module-level function).
     """
 
-    def __init__(self, config: dict[str, Any], out: str | Path, resume: str | Path | None = None,
-                 make_env: Callable[..., Any] = _default_make_env, progress: bool = True):
+    def __init__(
+        self,
+        config: dict[str, Any],
+        out: str | Path,
+        resume: str | Path | None = None,
+        make_env: Callable[..., Any] = _default_make_env,
+        progress: bool = True,
+    ):
         self.config = config
         self.out = Path(out)
         self.resume = Path(resume) if resume is not None else None
@@ -157,12 +164,16 @@ class Trainer:
         """Refuse to write a new run over an existing one, or a resumed run into another's folder."""
         existing = latest_checkpoint(self.out) if self.out.is_dir() else None
         if existing is not None and self.resume is None:
-            raise TrainingError(f"{self.out} already holds a training run ({existing.name}). Fix: choose another "
-                                f"--out, or continue it with --resume {existing}")
+            raise TrainingError(
+                f"{self.out} already holds a training run ({existing.name}). Fix: choose another "
+                f"--out, or continue it with --resume {existing}"
+            )
         if existing is not None and Path(self.resume).resolve().parent != self.out.resolve():
-            raise TrainingError(f"{self.out} holds another training run ({existing.name}): resuming "
-                                f"{self.resume} there would mix the two runs' checkpoints. Fix: leave out --out "
-                                "(the run continues in its own folder) or give an empty folder")
+            raise TrainingError(
+                f"{self.out} holds another training run ({existing.name}): resuming "
+                f"{self.resume} there would mix the two runs' checkpoints. Fix: leave out --out "
+                "(the run continues in its own folder) or give an empty folder"
+            )
 
     def _randomization(self, checkpoint: dict | None) -> tuple[Randomization | None, AdaptiveRandomization | None]:
         cfg = self.config
@@ -175,18 +186,31 @@ class Trainer:
         if not cfg["adr"]["enabled"]:
             return base, None
         settings = cfg["adr"]
-        adr = AdaptiveRandomization(base, target_return=settings["target_return"], rate=settings["rate"],
-                                    widen_above=settings["widen_above"], narrow_below=settings["narrow_below"],
-                                    parameters=settings["parameters"])
+        adr = AdaptiveRandomization(
+            base,
+            target_return=settings["target_return"],
+            rate=settings["rate"],
+            widen_above=settings["widen_above"],
+            narrow_below=settings["narrow_below"],
+            parameters=settings["parameters"],
+        )
         if checkpoint is not None and checkpoint.get("adr") is not None:
             adr.load_state_dict(checkpoint["adr"])
         return adr.randomization, adr
 
     def _env_fns(self, randomization: Randomization | None) -> list[Callable[[], Any]]:
         cfg = self.config
-        return [partial(self.make_env, cfg["robot"], cfg["task"], seed=env_seed(cfg["seed"], 0, cfg["num_envs"]) + i,
-                        randomization=randomization, config=cfg["task_config"] or None)
-                for i in range(cfg["num_envs"])]
+        return [
+            partial(
+                self.make_env,
+                cfg["robot"],
+                cfg["task"],
+                seed=env_seed(cfg["seed"], 0, cfg["num_envs"]) + i,
+                randomization=randomization,
+                config=cfg["task_config"] or None,
+            )
+            for i in range(cfg["num_envs"])
+        ]
 
     # ------------------------------------------------------------------ run
     def run(self) -> TrainResult:
@@ -212,8 +236,11 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "train_config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
         source = source_revision()
-        vec = ProcessVecEnv(self._env_fns(randomization), workers=cfg["workers"],
-                            privileged=cfg.get("critic_observation", "policy") == "privileged")
+        vec = ProcessVecEnv(
+            self._env_fns(randomization),
+            workers=cfg["workers"],
+            privileged=cfg.get("critic_observation", "policy") == "privileged",
+        )
         try:
             run = self._start(vec, checkpoint, schedule, randomization, adr, curriculum, source)
             return self._iterate(run, schedule)
@@ -226,13 +253,17 @@ class Trainer:
         already complete and a line that would end before it starts."""
         cfg = self.config
         if checkpoint is not None and (checkpoint["robot"], checkpoint["task"]) != (cfg["robot"], cfg["task"]):
-            raise TrainingError(f"{self.resume} is a {checkpoint['robot']} {checkpoint['task']} checkpoint, not "
-                                f"{cfg['robot']} {cfg['task']}. Fix: resume with a checkpoint of the same task")
+            raise TrainingError(
+                f"{self.resume} is a {checkpoint['robot']} {checkpoint['task']} checkpoint, not "
+                f"{cfg['robot']} {cfg['task']}. Fix: resume with a checkpoint of the same task"
+            )
         start = int(checkpoint["iteration"]) if checkpoint is not None else 0
         total = int(cfg["iterations"])
         if start >= total:
-            raise TrainingError(f"{self.resume} has already run {start} iterations and --iterations is {total}. "
-                                f"Fix: pass --iterations N with N > {start} (the run's total)")
+            raise TrainingError(
+                f"{self.resume} has already run {start} iterations and --iterations is {total}. "
+                f"Fix: pass --iterations N with N > {start} (the run's total)"
+            )
         warmup = cfg.get("critic_warmup") or {"iterations": 0, "learning_rate": None}
         warmup_start = int((checkpoint or {}).get("warm_start", {}).get("iteration", 0))
         warmup_end = warmup_start + int(warmup["iterations"])
@@ -241,11 +272,20 @@ class Trainer:
             raise TrainingError(
                 f"ppo.learning_rate_final_iteration is {line_end}, but the linear schedule starts at "
                 f"iteration {warmup_end} (the warm start's iteration plus any critic warm-up). "
-                f"Fix: set it above {warmup_end}, or remove it to end the line at the run's end ({total})")
+                f"Fix: set it above {warmup_end}, or remove it to end the line at the run's end ({total})"
+            )
         return _Schedule(start, total, warmup, warmup_start, warmup_end, line_end)
 
-    def _start(self, vec, checkpoint: dict | None, schedule: _Schedule, randomization: Randomization | None,
-               adr: AdaptiveRandomization | None, curriculum, source: dict) -> _Run:
+    def _start(
+        self,
+        vec,
+        checkpoint: dict | None,
+        schedule: _Schedule,
+        randomization: Randomization | None,
+        adr: AdaptiveRandomization | None,
+        curriculum,
+        source: dict,
+    ) -> _Run:
         """The envs as rsl_rl sees them and rsl_rl's PPO (symmetry added), loaded from the
         checkpoint if there is one."""
         from rsl_rl.runners import OnPolicyRunner
@@ -255,8 +295,12 @@ class Trainer:
         cfg = self.config
         interface = vec.run_on_first(describe_env)
         vec.set_difficulty(curriculum.difficulty)
-        env = RslRlVecEnv(vec, interface["max_episode_steps"], cfg=interface["task_config"],
-                          seed=env_seed(cfg["seed"], schedule.start, cfg["num_envs"]))
+        env = RslRlVecEnv(
+            vec,
+            interface["max_episode_steps"],
+            cfg=interface["task_config"],
+            seed=env_seed(cfg["seed"], schedule.start, cfg["num_envs"]),
+        )
         rsl_cfg = rsl_rl_config(cfg)  # plain data: every checkpoint keeps it
         # rsl_rl gets a copy: symmetry adds a function to it (and rsl_rl changes what it is
         # given), and a checkpoint must stay plain data (it loads weights-only).
@@ -275,9 +319,19 @@ class Trainer:
             log_mirror_loss_without_gradients(alg.symmetry)
         if checkpoint is not None:
             self._load_into(alg, checkpoint, interface, rsl_cfg, schedule.start)
-        return _Run(vec=vec, env=env, alg=alg, rsl_cfg=rsl_cfg, interface=interface, randomization=randomization,
-                    adr=adr, curriculum=curriculum, checkpoint=checkpoint, source=source,
-                    window=deque(maxlen=max(100, cfg["num_envs"])))
+        return _Run(
+            vec=vec,
+            env=env,
+            alg=alg,
+            rsl_cfg=rsl_cfg,
+            interface=interface,
+            randomization=randomization,
+            adr=adr,
+            curriculum=curriculum,
+            checkpoint=checkpoint,
+            source=source,
+            window=deque(maxlen=max(100, cfg["num_envs"])),
+        )
 
     def _load_into(self, alg, checkpoint: dict, interface: dict, rsl_cfg: dict, start: int) -> None:
         if _term_names(checkpoint["interface"]) != _term_names(interface):
@@ -285,14 +339,21 @@ class Trainer:
                 f"{self.resume}: its policy observes {_term_names(checkpoint['interface'])} "
                 f"({checkpoint['interface']['observation_size']} values) and this task config gives "
                 f"{_term_names(interface)} ({interface['observation_size']}). Fix: keep the observation "
-                "terms of the checkpoint's task config")
+                "terms of the checkpoint's task config"
+            )
         # A warm start from a policy file (or across critic inputs) brings no critic or
         # optimizer: those start afresh. Actor entries it lacks (the action noise) keep
         # their fresh values.
         actor_state = {**alg.actor.state_dict(), **checkpoint["actor_state_dict"]}
-        alg.load({**checkpoint, "actor_state_dict": actor_state},
-                 {"actor": True, "critic": checkpoint["critic_state_dict"] is not None,
-                  "optimizer": checkpoint["optimizer_state_dict"] is not None}, strict=True)
+        alg.load(
+            {**checkpoint, "actor_state_dict": actor_state},
+            {
+                "actor": True,
+                "critic": checkpoint["critic_state_dict"] is not None,
+                "optimizer": checkpoint["optimizer_state_dict"] is not None,
+            },
+            strict=True,
+        )
         warm = checkpoint.get("warm_start")
         if warm and warm["iteration"] == start:  # a fine-tune starts at its own config's rate
             _set_learning_rate(alg, rsl_cfg["algorithm"]["learning_rate"])
@@ -309,8 +370,14 @@ class Trainer:
         steps_per_iteration = cfg["num_envs"] * cfg["num_steps_per_env"]
         env_steps, started = 0, time.monotonic()
         completed, interrupted, path = schedule.start, False, None
-        bar = tqdm(total=schedule.total, initial=schedule.start, desc=f"train {cfg['robot']} {cfg['task']}",
-                   unit="it", dynamic_ncols=True, disable=not self.progress)
+        bar = tqdm(
+            total=schedule.total,
+            initial=schedule.start,
+            desc=f"train {cfg['robot']} {cfg['task']}",
+            unit="it",
+            dynamic_ncols=True,
+            disable=not self.progress,
+        )
         obs = run.env.get_observations()
         run.alg.train_mode()
         try:
@@ -335,16 +402,24 @@ class Trainer:
             writer.close()
         if path is None or not path.name.endswith(f"_{completed}.pt"):
             path = self._save(run, completed)
-        return TrainResult(out=self.out, checkpoint=path, start_iteration=schedule.start, iterations=completed,
-                           seconds=time.monotonic() - started, env_steps=env_steps, interrupted=interrupted,
-                           history=run.history)
+        return TrainResult(
+            out=self.out,
+            checkpoint=path,
+            start_iteration=schedule.start,
+            iterations=completed,
+            seconds=time.monotonic() - started,
+            env_steps=env_steps,
+            interrupted=interrupted,
+            history=run.history,
+        )
 
     def _schedule_rate(self, run: _Run, schedule: _Schedule, it: int) -> None:
         """The learning rate of iteration ``it``: the critic warm-up's, then the linear line's."""
         warmup, ppo = schedule.warmup, self.config["ppo"]
         if schedule.warmup_start <= it <= schedule.warmup_end and warmup["iterations"]:
-            _warm_up_critic(run.alg, it < schedule.warmup_end, warmup["learning_rate"],
-                            run.rsl_cfg["algorithm"]["learning_rate"])
+            _warm_up_critic(
+                run.alg, it < schedule.warmup_end, warmup["learning_rate"], run.rsl_cfg["algorithm"]["learning_rate"]
+            )
         if ppo["schedule"] == "linear" and it >= schedule.warmup_end:
             _set_learning_rate(run.alg, linear_rate(ppo, it, schedule.warmup_end, schedule.line_end))
 
@@ -398,33 +473,47 @@ class Trainer:
 
         cfg, checkpoint = self.config, run.checkpoint
         state = {
-            **run.alg.save(), "iter": completed, "infos": None, "format": FORMAT, "iteration": completed,
-            "robot": cfg["robot"], "task": cfg["task"], "training_config": cfg, "rsl_rl_config": run.rsl_cfg,
+            **run.alg.save(),
+            "iter": completed,
+            "infos": None,
+            "format": FORMAT,
+            "iteration": completed,
+            "robot": cfg["robot"],
+            "task": cfg["task"],
+            "training_config": cfg,
+            "rsl_rl_config": run.rsl_cfg,
             "interface": run.interface,
             "randomization": None if run.randomization is None else run.randomization.to_dict(),
-            "adr": None if run.adr is None else run.adr.state_dict(), "curriculum": run.curriculum.state_dict(),
-            "source": run.source, "torch_rng": torch.get_rng_state(),
+            "adr": None if run.adr is None else run.adr.state_dict(),
+            "curriculum": run.curriculum.state_dict(),
+            "source": run.source,
+            "torch_rng": torch.get_rng_state(),
             **({"warm_start": checkpoint["warm_start"]} if checkpoint and checkpoint.get("warm_start") else {}),
         }
         return save_checkpoint(self.out / f"model_{completed}.pt", state)
 
-    def _adapt(self, adr: AdaptiveRandomization | None, curriculum, episodes: list[dict],
-               completed: int) -> str | None:
+    def _adapt(self, adr: AdaptiveRandomization | None, curriculum, episodes: list[dict], completed: int) -> str | None:
         """ADR's decision from the episodes since its last one. None (ADR holds) while it is
         off, during its warm-up (an untrained policy's low return says nothing about the
         ranges: ADR would only narrow them towards a point) and until the curriculum is at
         its hardest (a harder task lowers the return too, which ADR would take for a too
         wide randomization)."""
-        if adr is None or completed <= self.config["adr"]["warmup_iterations"] \
-                or curriculum.difficulty < curriculum.d_max:
+        if (
+            adr is None
+            or completed <= self.config["adr"]["warmup_iterations"]
+            or curriculum.difficulty < curriculum.d_max
+        ):
             return None
         return adr.update(_mean(episodes, "return"))
 
-    def _log(self, writer, it: int, row: dict, episodes: list[dict], losses: dict, alg,
-             randomization: Randomization | None) -> None:
+    def _log(
+        self, writer, it: int, row: dict, episodes: list[dict], losses: dict, alg, randomization: Randomization | None
+    ) -> None:
         scalars: dict[str, float] = {
-            "Perf/collection_time": row["collect_time"], "Perf/learning_time": row["learn_time"],
-            "Perf/env_steps_per_s": row["env_steps_per_s"], "Curriculum/difficulty": row["difficulty"],
+            "Perf/collection_time": row["collect_time"],
+            "Perf/learning_time": row["learn_time"],
+            "Perf/env_steps_per_s": row["env_steps_per_s"],
+            "Curriculum/difficulty": row["difficulty"],
             "Loss/learning_rate": alg.learning_rate,
             "Policy/mean_std": float(alg.get_policy().output_std.detach().mean()),
         }
@@ -447,8 +536,13 @@ class Trainer:
 def _iteration_row(completed: int, times: tuple[float, float, float], steps: int, episodes: list[dict]) -> dict:
     """An iteration's timings and the figures of the episodes it finished."""
     t0, t1, t2 = times
-    row = {"iteration": completed, "collect_time": t1 - t0, "learn_time": t2 - t1,
-           "env_steps_per_s": steps / max(t1 - t0, 1e-9), "episodes": len(episodes)}
+    row = {
+        "iteration": completed,
+        "collect_time": t1 - t0,
+        "learn_time": t2 - t1,
+        "env_steps_per_s": steps / max(t1 - t0, 1e-9),
+        "episodes": len(episodes),
+    }
     if episodes:
         row["iteration_return"] = _mean(episodes, "return")
         row["iteration_success_rate"] = _mean(episodes, "success")
@@ -516,8 +610,11 @@ def _window_stats(window: deque) -> dict[str, float]:
     if not window:
         return {}
     episodes = list(window)
-    return {"mean_return": _mean(episodes, "return"), "success_rate": _mean(episodes, "success"),
-            "mean_length": _mean(episodes, "length")}
+    return {
+        "mean_return": _mean(episodes, "return"),
+        "success_rate": _mean(episodes, "success"),
+        "mean_length": _mean(episodes, "length"),
+    }
 
 
 def _numeric(episodes: list[dict]) -> dict[str, list[float]]:
@@ -553,8 +650,10 @@ def summary(result: TrainResult) -> str:
         f"({result.iterations_per_second:.2f} it/s, {result.env_steps_per_second:.0f} env steps/s)",
     ]
     if "mean_return" in last:
-        lines.append(f"  last 100 episodes: mean return {last['mean_return']:.3f}, "
-                     f"success rate {100 * last['success_rate']:.0f}%")
+        lines.append(
+            f"  last 100 episodes: mean return {last['mean_return']:.3f}, "
+            f"success rate {100 * last['success_rate']:.0f}%"
+        )
     lines += [
         f"  checkpoint:  {result.checkpoint}",
         f"  tensorboard: tensorboard --logdir {result.out}",
@@ -563,4 +662,3 @@ def summary(result: TrainResult) -> str:
     if result.interrupted:
         lines.append(f"  resume:      sim2real train --resume {result.checkpoint}")
     return "\n".join(lines)
-

@@ -18,6 +18,7 @@ mirrored inputs are scaled by statistics of the unmirrored ones: for the Go2 the
 nearly mirror-symmetric anyway (the commands, the terrain and the start poses are drawn
 symmetrically).
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping

@@ -6,6 +6,7 @@
 so a typo fails loudly instead of being ignored. The envs are also registered with
 gymnasium as ``sim2real/Go2Walk-v0`` and ``sim2real/PandaReach-v0``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -77,8 +78,9 @@ def _merge(base: dict, overrides: Mapping, prefix: str, source: str, defaults: P
     for key, value in overrides.items():
         field = f"{prefix}{key}"
         if key not in base:
-            raise TaskConfigError(f"{source}: unknown task config key {field!r}; known keys here: "
-                                  f"{sorted(base)} (declared in {defaults})")
+            raise TaskConfigError(
+                f"{source}: unknown task config key {field!r}; known keys here: {sorted(base)} (declared in {defaults})"
+            )
         if isinstance(base[key], dict):
             if not isinstance(value, Mapping):
                 raise TaskConfigError(f"{source}: {field} must be a mapping like the default {base[key]!r}")
@@ -88,9 +90,15 @@ def _merge(base: dict, overrides: Mapping, prefix: str, source: str, defaults: P
             base[key] = copy.deepcopy(value)
 
 
-def make_env(robot: str, task: str, seed: int = 0, randomization=None,
-             config: Mapping[str, Any] | str | Path | None = None, engine: str = DEFAULT_ENGINE,
-             model: str | None = None) -> RobotTaskEnv:
+def make_env(
+    robot: str,
+    task: str,
+    seed: int = 0,
+    randomization=None,
+    config: Mapping[str, Any] | str | Path | None = None,
+    engine: str = DEFAULT_ENGINE,
+    model: str | None = None,
+) -> RobotTaskEnv:
     """Build a task env. ``randomization``: a Randomization, its name (``go2_reference``)
     or path, or None (nominal). ``config``: overrides of the task's YAML defaults. The
     first ``reset()`` without a seed uses ``seed``. ``engine``: the physics engine
@@ -109,6 +117,7 @@ def make_env(robot: str, task: str, seed: int = 0, randomization=None,
 def _gym_factory(robot: str, task: str):
     def create(**kwargs) -> RobotTaskEnv:
         return make_env(robot, task, **kwargs)
+
     return create
 
 

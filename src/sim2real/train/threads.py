@@ -1,4 +1,5 @@
 """The learner's threads: one for torch and OpenMP, so the environment workers keep the cores."""
+
 from __future__ import annotations
 
 import os

@@ -14,6 +14,7 @@ The PPO defaults are chosen for CPU training: a fixed learning rate of 3e-4 (rsl
 KL-adaptive schedule collapsed the learning rate on the Panda reach task here), and
 few, large mini-batches because a CPU learner pays per mini-batch.
 """
+
 from __future__ import annotations
 
 import copy
@@ -39,8 +40,15 @@ DEFAULTS: dict[str, Any] = {
     "min_episodes_per_update": 16,
     "task_config": {},
     "randomization": None,
-    "adr": {"enabled": False, "target_return": 0.0, "rate": 0.1, "widen_above": 0.1, "narrow_below": 0.2,
-            "parameters": None, "warmup_iterations": 0},
+    "adr": {
+        "enabled": False,
+        "target_return": 0.0,
+        "rate": 0.1,
+        "widen_above": 0.1,
+        "narrow_below": 0.2,
+        "parameters": None,
+        "warmup_iterations": 0,
+    },
     "curriculum": None,
     # Learn from the mirror image of every sample too (train/symmetry.py): needs a robot with a
     # mirror: section in its profile. augmentation doubles each PPO mini-batch with mirrored
@@ -53,25 +61,58 @@ DEFAULTS: dict[str, Any] = {
     # actor frozen, at their own learning rate: a fresh critic's advantages would otherwise
     # pull a trained actor around.
     "critic_warmup": {"iterations": 0, "learning_rate": 1.0e-3},
-    "policy": {"actor_hidden_dims": [256, 128, 64], "critic_hidden_dims": [256, 128, 64], "activation": "elu",
-               "init_noise_std": 1.0, "obs_normalization": True},
+    "policy": {
+        "actor_hidden_dims": [256, 128, 64],
+        "critic_hidden_dims": [256, 128, 64],
+        "activation": "elu",
+        "init_noise_std": 1.0,
+        "obs_normalization": True,
+    },
     # schedule: fixed | adaptive (rsl_rl's KL-driven rate) | linear (from learning_rate down to
     # learning_rate_final at iteration learning_rate_final_iteration, by default the run's end,
     # `iterations`, and held after it; the line starts at the end of any critic warm-up). A
     # final iteration past the run's end stops a run part-way down a longer line: the same
     # rates, iteration for iteration, as the longer run up to there (the same weights too
     # unless something else follows `iterations`, e.g. a linear curriculum's default length).
-    "ppo": {"learning_rate": 3.0e-4, "schedule": "fixed", "learning_rate_final": None,
-            "learning_rate_final_iteration": None, "desired_kl": 0.01,
-            "num_learning_epochs": 5, "num_mini_batches": 4, "clip_param": 0.2, "gamma": 0.99, "lam": 0.95,
-            "value_loss_coef": 1.0, "entropy_coef": 0.005, "max_grad_norm": 1.0},
+    "ppo": {
+        "learning_rate": 3.0e-4,
+        "schedule": "fixed",
+        "learning_rate_final": None,
+        "learning_rate_final_iteration": None,
+        "desired_kl": 0.01,
+        "num_learning_epochs": 5,
+        "num_mini_batches": 4,
+        "clip_param": 0.2,
+        "gamma": 0.99,
+        "lam": 0.95,
+        "value_loss_coef": 1.0,
+        "entropy_coef": 0.005,
+        "max_grad_norm": 1.0,
+    },
 }
 # Sections whose content another module validates (make_env, make_curriculum).
 _FREE_FORM = ("task_config", "curriculum")
-_INTEGERS = {"seed": 0, "iterations": 1, "num_envs": 1, "workers": 1, "num_steps_per_env": 1, "save_interval": 1,
-             "min_episodes_per_update": 1, "ppo.num_learning_epochs": 1, "ppo.num_mini_batches": 1,
-             "adr.warmup_iterations": 0, "critic_warmup.iterations": 0}
-_POSITIVE = ("critic_warmup.learning_rate", "ppo.learning_rate", "ppo.clip_param", "ppo.max_grad_norm", "policy.init_noise_std", "adr.rate")
+_INTEGERS = {
+    "seed": 0,
+    "iterations": 1,
+    "num_envs": 1,
+    "workers": 1,
+    "num_steps_per_env": 1,
+    "save_interval": 1,
+    "min_episodes_per_update": 1,
+    "ppo.num_learning_epochs": 1,
+    "ppo.num_mini_batches": 1,
+    "adr.warmup_iterations": 0,
+    "critic_warmup.iterations": 0,
+}
+_POSITIVE = (
+    "critic_warmup.learning_rate",
+    "ppo.learning_rate",
+    "ppo.clip_param",
+    "ppo.max_grad_norm",
+    "policy.init_noise_std",
+    "adr.rate",
+)
 _EXAMPLE = "config/train/go2_walk.yaml"
 
 
@@ -89,19 +130,28 @@ def available_configs() -> list[str]:
     return sorted(p.stem for p in (share_dir() / "config" / "train").glob("*.yaml"))
 
 
-def load_train_config(robot: str | None, task: str | None, path: str | Path | None = None,
-                      overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def load_train_config(
+    robot: str | None, task: str | None, path: str | Path | None = None, overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The resolved config for ``robot``/``task``: defaults, then ``path`` (default:
     ``config/train/<robot>_<task>.yaml``), then ``overrides`` (dotted keys allowed:
     ``{"ppo.learning_rate": 1e-3}``; None values are ignored). ``robot`` or ``task`` None:
     the file's (a config that names them needs nothing else)."""
     if path is None and (robot is None or task is None):
-        raise TrainConfigError("(no file)", "robot" if robot is None else "task", "not given",
-                               "give --robot and --task, or --config FILE naming them")
+        raise TrainConfigError(
+            "(no file)",
+            "robot" if robot is None else "task",
+            "not given",
+            "give --robot and --task, or --config FILE naming them",
+        )
     source = Path(path) if path is not None else config_path(robot, task)
     if not source.is_file():
-        raise TrainConfigError(source, "(file)", "not found",
-                               f"give --config FILE, or use a robot/task with a config ({available_configs()})")
+        raise TrainConfigError(
+            source,
+            "(file)",
+            "not found",
+            f"give --config FILE, or use a robot/task with a config ({available_configs()})",
+        )
     data: dict[str, Any] = {}
     for layer, layer_data in _extends_chain(source):
         _merge(copy.deepcopy(DEFAULTS), layer_data, layer, "")  # each file's own fields, named by that file
@@ -114,19 +164,28 @@ def load_train_config(robot: str | None, task: str | None, path: str | Path | No
     for key, expected in (("robot", robot), ("task", task)):
         if expected is None:
             if config[key] is None:
-                raise TrainConfigError(source, key, "not set, and not given on the command line",
-                                       f"add `{key}: ...` to the file or pass --{key}")
+                raise TrainConfigError(
+                    source,
+                    key,
+                    "not set, and not given on the command line",
+                    f"add `{key}: ...` to the file or pass --{key}",
+                )
         elif config[key] is None:
             config[key] = expected
         elif config[key] != expected:
-            raise TrainConfigError(source, key, f"the file is for {key} {config[key]!r}, not {expected!r}",
-                                   f"use --{key} {config[key]} or another --config")
+            raise TrainConfigError(
+                source,
+                key,
+                f"the file is for {key} {config[key]!r}, not {expected!r}",
+                f"use --{key} {config[key]} or another --config",
+            )
     _validate(config, source)
     return config
 
 
-def override_config(config: Mapping[str, Any], overrides: Mapping[str, Any] | None,
-                    source: str | Path = "command line") -> dict[str, Any]:
+def override_config(
+    config: Mapping[str, Any], overrides: Mapping[str, Any] | None, source: str | Path = "command line"
+) -> dict[str, Any]:
     """A resolved config (e.g. a checkpoint's) with ``overrides`` applied and checked again."""
     result = copy.deepcopy(dict(config))
     for key, default in DEFAULTS.items():  # a config saved before the key (or a section's key) existed
@@ -166,21 +225,32 @@ def _extends_chain(source: Path) -> list[tuple[Path, dict[str, Any]]]:
         if parent is None:
             return chain[::-1]
         if not isinstance(parent, str) or not parent.strip():
-            raise TrainConfigError(source, "extends", f"expected a file, got {parent!r}",
-                                   "write e.g. extends: go2_walk (config/train/go2_walk.yaml) or a relative path")
+            raise TrainConfigError(
+                source,
+                "extends",
+                f"expected a file, got {parent!r}",
+                "write e.g. extends: go2_walk (config/train/go2_walk.yaml) or a relative path",
+            )
         named = "/" not in parent and not parent.endswith((".yaml", ".yml"))
         parent_path = share_dir() / "config" / "train" / f"{parent}.yaml" if named else source.parent / parent
         if not parent_path.is_file():
-            raise TrainConfigError(source, "extends", f"{parent_path} not found",
-                                   f"name a file in config/train ({available_configs()}) or a path relative to "
-                                   f"{source.parent}")
+            raise TrainConfigError(
+                source,
+                "extends",
+                f"{parent_path} not found",
+                f"name a file in config/train ({available_configs()}) or a path relative to {source.parent}",
+            )
         source = parent_path
 
 
 def _deep_update(into: dict[str, Any], data: Mapping[str, Any]) -> None:
     for key, value in data.items():
-        other_kind = isinstance(value, Mapping) and "kind" in value and isinstance(into.get(key), dict) \
-            and value["kind"] != into[key].get("kind")  # e.g. another curriculum: the old one's keys mean nothing
+        other_kind = (
+            isinstance(value, Mapping)
+            and "kind" in value
+            and isinstance(into.get(key), dict)
+            and value["kind"] != into[key].get("kind")
+        )  # e.g. another curriculum: the old one's keys mean nothing
         if isinstance(value, Mapping) and isinstance(into.get(key), dict) and not other_kind:
             _deep_update(into[key], value)
         else:
@@ -226,16 +296,22 @@ def _validate_numbers(config: dict[str, Any], source: str | Path) -> None:
     for field, minimum in _INTEGERS.items():
         value = get(field)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise TrainConfigError(source, field, f"expected an integer >= {minimum}, got {value!r}",
-                                   "write a whole number")
+            raise TrainConfigError(
+                source, field, f"expected an integer >= {minimum}, got {value!r}", "write a whole number"
+            )
     for section in ("ppo", "policy", "adr"):
         for key, value in config[section].items():
-            if key in ("parameters", "activation", "schedule", "enabled") or key.endswith("hidden_dims") \
-                    or key == "obs_normalization" or (key.startswith("learning_rate_final") and value is None):
+            if (
+                key in ("parameters", "activation", "schedule", "enabled")
+                or key.endswith("hidden_dims")
+                or key == "obs_normalization"
+                or (key.startswith("learning_rate_final") and value is None)
+            ):
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise TrainConfigError(source, f"{section}.{key}", f"expected a finite number, got {value!r}",
-                                       "write a number")
+                raise TrainConfigError(
+                    source, f"{section}.{key}", f"expected a finite number, got {value!r}", "write a number"
+                )
     for field in _POSITIVE:
         if get(field) <= 0:
             raise TrainConfigError(source, field, f"must be > 0, got {get(field)}", "use a positive value")
@@ -244,31 +320,51 @@ def _validate_numbers(config: dict[str, Any], source: str | Path) -> None:
 def _validate_schedule(config: dict[str, Any], source: str | Path) -> None:
     """The critic's inputs and the learning-rate schedule."""
     if config["critic_observation"] not in ("policy", "privileged"):
-        raise TrainConfigError(source, "critic_observation", f"unknown value {config['critic_observation']!r}",
-                               "use policy (the critic sees what the actor sees) or privileged (plus "
-                               "simulator truth; the deployed actor is unchanged)")
+        raise TrainConfigError(
+            source,
+            "critic_observation",
+            f"unknown value {config['critic_observation']!r}",
+            "use policy (the critic sees what the actor sees) or privileged (plus "
+            "simulator truth; the deployed actor is unchanged)",
+        )
     if config["ppo"]["schedule"] not in ("fixed", "adaptive", "linear"):
-        raise TrainConfigError(source, "ppo.schedule", f"unknown schedule {config['ppo']['schedule']!r}",
-                               "use fixed (CPU default), adaptive (KL-driven) or linear (decay to "
-                               "ppo.learning_rate_final)")
+        raise TrainConfigError(
+            source,
+            "ppo.schedule",
+            f"unknown schedule {config['ppo']['schedule']!r}",
+            "use fixed (CPU default), adaptive (KL-driven) or linear (decay to ppo.learning_rate_final)",
+        )
     final = config["ppo"]["learning_rate_final"]
     if config["ppo"]["schedule"] == "linear" and (final is None or not 0 < final <= config["ppo"]["learning_rate"]):
-        raise TrainConfigError(source, "ppo.learning_rate_final",
-                               f"the linear schedule needs a final rate in (0, learning_rate], got {final!r}",
-                               "write e.g. learning_rate_final: 3.0e-5")
+        raise TrainConfigError(
+            source,
+            "ppo.learning_rate_final",
+            f"the linear schedule needs a final rate in (0, learning_rate], got {final!r}",
+            "write e.g. learning_rate_final: 3.0e-5",
+        )
     if config["ppo"]["schedule"] != "linear" and final is not None:
-        raise TrainConfigError(source, "ppo.learning_rate_final", "only the linear schedule uses a final rate",
-                               "set ppo.schedule: linear, or remove learning_rate_final")
+        raise TrainConfigError(
+            source,
+            "ppo.learning_rate_final",
+            "only the linear schedule uses a final rate",
+            "set ppo.schedule: linear, or remove learning_rate_final",
+        )
     final_iteration = config["ppo"]["learning_rate_final_iteration"]
     if final_iteration is not None:
         if isinstance(final_iteration, bool) or not isinstance(final_iteration, int) or final_iteration < 1:
-            raise TrainConfigError(source, "ppo.learning_rate_final_iteration",
-                                   f"expected an iteration (a whole number >= 1), got {final_iteration!r}",
-                                   "write e.g. learning_rate_final_iteration: 2400, or remove it (the run's end)")
+            raise TrainConfigError(
+                source,
+                "ppo.learning_rate_final_iteration",
+                f"expected an iteration (a whole number >= 1), got {final_iteration!r}",
+                "write e.g. learning_rate_final_iteration: 2400, or remove it (the run's end)",
+            )
         if config["ppo"]["schedule"] != "linear":
-            raise TrainConfigError(source, "ppo.learning_rate_final_iteration",
-                                   "only the linear schedule has a final iteration",
-                                   "set ppo.schedule: linear, or remove learning_rate_final_iteration")
+            raise TrainConfigError(
+                source,
+                "ppo.learning_rate_final_iteration",
+                "only the linear schedule has a final iteration",
+                "set ppo.schedule: linear, or remove learning_rate_final_iteration",
+            )
 
 
 def _validate_structure(config: dict[str, Any], source: str | Path) -> None:
@@ -276,22 +372,32 @@ def _validate_structure(config: dict[str, Any], source: str | Path) -> None:
     for key in ("actor_hidden_dims", "critic_hidden_dims"):
         dims = config["policy"][key]
         if not isinstance(dims, list) or not dims or not all(isinstance(d, int) and d > 0 for d in dims):
-            raise TrainConfigError(source, f"policy.{key}", f"expected a list of layer widths, got {dims!r}",
-                                   "write e.g. [256, 128, 64]")
+            raise TrainConfigError(
+                source, f"policy.{key}", f"expected a list of layer widths, got {dims!r}", "write e.g. [256, 128, 64]"
+            )
     if not isinstance(config["adr"]["enabled"], bool):
-        raise TrainConfigError(source, "adr.enabled", f"expected true or false, got {config['adr']['enabled']!r}",
-                               "write true or false")
+        raise TrainConfigError(
+            source, "adr.enabled", f"expected true or false, got {config['adr']['enabled']!r}", "write true or false"
+        )
     if config["adr"]["enabled"] and config["randomization"] is None:
-        raise TrainConfigError(source, "adr.enabled", "adaptive DR needs a randomization to adapt",
-                               "set randomization: <name> or adr.enabled: false")
+        raise TrainConfigError(
+            source,
+            "adr.enabled",
+            "adaptive DR needs a randomization to adapt",
+            "set randomization: <name> or adr.enabled: false",
+        )
     if not isinstance(config["symmetry"]["augmentation"], bool):
-        raise TrainConfigError(source, "symmetry.augmentation",
-                               f"expected true or false, got {config['symmetry']['augmentation']!r}",
-                               "write true or false")
+        raise TrainConfigError(
+            source,
+            "symmetry.augmentation",
+            f"expected true or false, got {config['symmetry']['augmentation']!r}",
+            "write true or false",
+        )
     coef = config["symmetry"]["mirror_loss_coef"]
     if isinstance(coef, bool) or not isinstance(coef, (int, float)) or not math.isfinite(coef) or coef < 0:
-        raise TrainConfigError(source, "symmetry.mirror_loss_coef", f"expected a number >= 0, got {coef!r}",
-                               "write e.g. 0.0 (off) or 0.1")
+        raise TrainConfigError(
+            source, "symmetry.mirror_loss_coef", f"expected a number >= 0, got {coef!r}", "write e.g. 0.0 (off) or 0.1"
+        )
     if not isinstance(config["task_config"], dict):
         raise TrainConfigError(source, "task_config", "expected a mapping", "write task_config: {} or a mapping")
 
@@ -303,14 +409,21 @@ def _validate_run_shape(config: dict[str, Any], source: str | Path) -> None:
     if config["adr"]["enabled"] and curriculum.get("kind") == "linear" and line_end >= config["iterations"]:
         # ADR decides only at the curriculum's hardest difficulty (a harder task lowers the return
         # too), which a linear curriculum reaches at its total_iterations: past the run's end.
-        raise TrainConfigError(source, "curriculum.total_iterations",
-                               f"the linear curriculum reaches d_max at iteration {line_end} and the run ends at "
-                               f"{config['iterations']}, so ADR (which waits for d_max) would never act",
-                               f"set curriculum.total_iterations below iterations (e.g. "
-                               f"{max(1, int(0.7 * config['iterations']))}), or train without adr")
+        raise TrainConfigError(
+            source,
+            "curriculum.total_iterations",
+            f"the linear curriculum reaches d_max at iteration {line_end} and the run ends at "
+            f"{config['iterations']}, so ADR (which waits for d_max) would never act",
+            f"set curriculum.total_iterations below iterations (e.g. "
+            f"{max(1, int(0.7 * config['iterations']))}), or train without adr",
+        )
     if config["num_envs"] * config["num_steps_per_env"] < config["ppo"]["num_mini_batches"]:
-        raise TrainConfigError(source, "ppo.num_mini_batches", "more mini-batches than samples per iteration",
-                               "lower num_mini_batches or raise num_envs * num_steps_per_env")
+        raise TrainConfigError(
+            source,
+            "ppo.num_mini_batches",
+            "more mini-batches than samples per iteration",
+            "lower num_mini_batches or raise num_envs * num_steps_per_env",
+        )
 
 
 def _validate_task_config(config: dict[str, Any], source: str | Path) -> None:
@@ -325,8 +438,12 @@ def _validate_task_config(config: dict[str, Any], source: str | Path) -> None:
     try:
         load_task_config(config["robot"], config["task"], config["task_config"])
     except TaskConfigError as exc:
-        raise TrainConfigError(source, "task_config", str(exc), "correct the key (task_config may only set "
-                               f"keys of config/tasks/{config['robot']}_{config['task']}.yaml)") from None
+        raise TrainConfigError(
+            source,
+            "task_config",
+            str(exc),
+            f"correct the key (task_config may only set keys of config/tasks/{config['robot']}_{config['task']}.yaml)",
+        ) from None
 
 
 def rsl_rl_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -339,17 +456,29 @@ def rsl_rl_config(config: Mapping[str, Any]) -> dict[str, Any]:
     ppo.pop("learning_rate_final_iteration", None)
     if ppo.pop("learning_rate_final", None) is not None:
         ppo["schedule"] = "fixed"
-    model = {"class_name": "rsl_rl.models:MLPModel", "activation": policy["activation"],
-             "obs_normalization": bool(policy["obs_normalization"])}
+    model = {
+        "class_name": "rsl_rl.models:MLPModel",
+        "activation": policy["activation"],
+        "obs_normalization": bool(policy["obs_normalization"]),
+    }
     return {
         "num_steps_per_env": config["num_steps_per_env"],
         "save_interval": config["save_interval"],
         "obs_groups": obs_groups(config.get("critic_observation", "policy")),
-        "algorithm": {"class_name": "rsl_rl.algorithms:PPO", **ppo,
-                      "symmetry_cfg": symmetry_cfg(config.get("symmetry") or {})},
-        "actor": {**model, "hidden_dims": list(policy["actor_hidden_dims"]),
-                  "distribution_cfg": {"class_name": "rsl_rl.modules.distribution:GaussianDistribution",
-                                       "init_std": float(policy["init_noise_std"]), "std_type": "scalar"}},
+        "algorithm": {
+            "class_name": "rsl_rl.algorithms:PPO",
+            **ppo,
+            "symmetry_cfg": symmetry_cfg(config.get("symmetry") or {}),
+        },
+        "actor": {
+            **model,
+            "hidden_dims": list(policy["actor_hidden_dims"]),
+            "distribution_cfg": {
+                "class_name": "rsl_rl.modules.distribution:GaussianDistribution",
+                "init_std": float(policy["init_noise_std"]),
+                "std_type": "scalar",
+            },
+        },
         "critic": {**model, "hidden_dims": list(policy["critic_hidden_dims"])},
         "check_for_nan": True,
     }

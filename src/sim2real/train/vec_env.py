@@ -25,6 +25,7 @@ A worker that raises takes the whole vector env down: the parent re-raises a
 Workers exit when the parent closes them, when the parent process dies (their pipe
 reaches EOF), and ignore Ctrl-C, which the parent handles.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -48,10 +49,10 @@ class WorkerError(Sim2RealError, RuntimeError):
 
 
 class VecStep(NamedTuple):
-    obs: np.ndarray          # (num_envs, obs_size) float32; after auto-reset where an episode ended
-    rewards: np.ndarray      # (num_envs,) float32
-    terminated: np.ndarray   # (num_envs,) bool: a terminal state (fall, success that ends the task)
-    time_outs: np.ndarray    # (num_envs,) bool: truncated by the time limit and not terminal
+    obs: np.ndarray  # (num_envs, obs_size) float32; after auto-reset where an episode ended
+    rewards: np.ndarray  # (num_envs,) float32
+    terminated: np.ndarray  # (num_envs,) bool: a terminal state (fall, success that ends the task)
+    time_outs: np.ndarray  # (num_envs,) bool: truncated by the time limit and not terminal
     episodes: list[tuple[int, dict]]  # finished episodes of this step, by env index
     privileged: np.ndarray | None = None  # (num_envs, privileged_size) float32 when asked for
 
@@ -65,8 +66,9 @@ class ProcessVecEnv:
     (module-level functions or ``functools.partial`` of them), because workers are
     started with ``spawn``: a fresh interpreter, no state inherited from the learner."""
 
-    def __init__(self, env_fns: Sequence[EnvFn], workers: int = 2, start_method: str = "spawn",
-                 privileged: bool = False):
+    def __init__(
+        self, env_fns: Sequence[EnvFn], workers: int = 2, start_method: str = "spawn", privileged: bool = False
+    ):
         if not env_fns:
             raise ValueError("ProcessVecEnv needs at least one env")
         if workers < 1:
@@ -87,8 +89,12 @@ class ProcessVecEnv:
         try:
             for index, (begin, end) in enumerate(self._slices):
                 parent, child = context.Pipe()
-                process = context.Process(target=_worker_main, args=(child, list(env_fns[begin:end]), self.privileged),
-                                          name=f"sim2real-vec-env-{index}", daemon=True)
+                process = context.Process(
+                    target=_worker_main,
+                    args=(child, list(env_fns[begin:end]), self.privileged),
+                    name=f"sim2real-vec-env-{index}",
+                    daemon=True,
+                )
                 process.start()
                 child.close()  # only the worker holds its end: its death or ours reaches the other as EOF
                 self._pipes.append(parent)
@@ -214,9 +220,11 @@ class ProcessVecEnv:
         except (EOFError, ConnectionResetError, OSError):
             code = self._processes[index].exitcode
             self.close(timeout=1.0)
-            raise WorkerError(f"vec env worker {index} died without answering (exit code {code}); its own error, "
-                              "if any, is printed above. A script that starts workers needs an "
-                              "`if __name__ == \"__main__\":` guard (workers are spawned)") from None
+            raise WorkerError(
+                f"vec env worker {index} died without answering (exit code {code}); its own error, "
+                "if any, is printed above. A script that starts workers needs an "
+                '`if __name__ == "__main__":` guard (workers are spawned)'
+            ) from None
         if status == "error":
             self.close(timeout=1.0)
             begin, end = self._slices[index]
@@ -263,16 +271,25 @@ class _Slice:
             for name, value in info.get("reward_terms", {}).items():
                 self.terms[i][name] = self.terms[i].get(name, 0.0) + float(value)
             if term or trunc:
-                episode = {"return": float(self.returns[i]), "length": int(self.lengths[i]),
-                           "reward_terms": dict(self.terms[i])}
+                episode = {
+                    "return": float(self.returns[i]),
+                    "length": int(self.lengths[i]),
+                    "reward_terms": dict(self.terms[i]),
+                }
                 episode.update(info.get("episode", {}))
                 episodes.append((i, episode))
                 terminated[i], time_outs[i] = bool(term), bool(trunc) and not term
                 observation, _ = env.reset()
                 self._clear(i)
             obs[i] = observation
-        return (np.stack(obs).astype(np.float32, copy=False), rewards, terminated, time_outs, episodes,
-                self._privileged())
+        return (
+            np.stack(obs).astype(np.float32, copy=False),
+            rewards,
+            terminated,
+            time_outs,
+            episodes,
+            self._privileged(),
+        )
 
     def _clear(self, i: int) -> None:
         self.returns[i], self.lengths[i], self.terms[i] = 0.0, 0, {}
@@ -292,8 +309,10 @@ def _worker_main(pipe: Any, env_fns: list[EnvFn], privileged: bool = False) -> N
         envs = _Slice(env_fns, privileged)
         first = envs.envs[0]
         if privileged and not hasattr(first, "privileged_observation"):
-            raise TypeError(f"{type(first).__name__} has no privileged_observation(): it cannot feed a "
-                            "privileged critic. Fix: train with critic_observation: policy")
+            raise TypeError(
+                f"{type(first).__name__} has no privileged_observation(): it cannot feed a "
+                "privileged critic. Fix: train with critic_observation: policy"
+            )
         size = len(first.privileged_names()) if privileged else 0
         pipe.send(("ok", (first.observation_space, first.action_space, size)))
         while True:

@@ -1,5 +1,6 @@
 """The arm's estimator: joint position, velocity and acceleration from a constant-acceleration
 Kalman filter per joint, and the end effector's pose and twist from pinocchio."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,9 +20,9 @@ class ArmEstimate:
     joint_position: np.ndarray
     joint_velocity: np.ndarray
     joint_acceleration: np.ndarray
-    ee_position: np.ndarray       # base frame, m
-    ee_rotation: np.ndarray       # base frame, 3x3
-    ee_linear_velocity: np.ndarray   # base frame, m/s
+    ee_position: np.ndarray  # base frame, m
+    ee_rotation: np.ndarray  # base frame, 3x3
+    ee_linear_velocity: np.ndarray  # base frame, m/s
     ee_angular_velocity: np.ndarray  # base frame, rad/s
 
 
@@ -39,9 +40,9 @@ class ArmEstimator:
         self.config = config
         self.kinematics = Kinematics(profile)
         self.x: Optional[np.ndarray] = None  # (3, n): q, dq, ddq
-        self.P = np.diag([config.joint_position_noise ** 2, config.joint_velocity_noise ** 2, 1.0])
+        self.P = np.diag([config.joint_position_noise**2, config.joint_velocity_noise**2, 1.0])
         self._t: Optional[float] = None
-        self._R = np.diag([config.joint_position_noise ** 2, config.joint_velocity_noise ** 2])
+        self._R = np.diag([config.joint_position_noise**2, config.joint_velocity_noise**2])
 
     def step(self, t: float, joint_position: Sequence[float], joint_velocity: Sequence[float]) -> ArmEstimate:
         self.filter(t, joint_position, joint_velocity)
@@ -62,10 +63,10 @@ class ArmEstimator:
         if dt > 0:
             F = np.array([[1.0, dt, 0.5 * dt * dt], [0.0, 1.0, dt], [0.0, 0.0, 1.0]])
             # White jerk noise integrated over the step (the usual discrete Wiener-acceleration model).
-            j = self.config.joint_jerk_noise ** 2
-            Q = j * np.array([[dt ** 5 / 20, dt ** 4 / 8, dt ** 3 / 6],
-                              [dt ** 4 / 8, dt ** 3 / 3, dt ** 2 / 2],
-                              [dt ** 3 / 6, dt ** 2 / 2, dt]])
+            j = self.config.joint_jerk_noise**2
+            Q = j * np.array(
+                [[dt**5 / 20, dt**4 / 8, dt**3 / 6], [dt**4 / 8, dt**3 / 3, dt**2 / 2], [dt**3 / 6, dt**2 / 2, dt]]
+            )
             self.x = F @ self.x
             self.P = F @ self.P @ F.T + Q
         S = self.P[:2, :2] + self._R

@@ -1,4 +1,5 @@
 """The estimator's settings: ``config/estimation/<robot>.yaml``, checked as it loads."""
+
 from __future__ import annotations
 
 import math
@@ -18,34 +19,34 @@ class EstimationError(ConfigError):
 # ------------------------------------------------------------------------------------ config
 @dataclass(frozen=True)
 class ContactConfig:
-    source: str = "effort"            # effort | gait
-    on_force: float = 30.0            # N, vertical foot force above which a free foot lands
-    off_force: float = 12.0           # N, below which a standing foot lifts (hysteresis)
-    gait_period: float = 0.3          # s, gait source: one full gait cycle
-    gait_duty: float = 0.5            # fraction of the cycle a foot stands
+    source: str = "effort"  # effort | gait
+    on_force: float = 30.0  # N, vertical foot force above which a free foot lands
+    off_force: float = 12.0  # N, below which a standing foot lifts (hysteresis)
+    gait_period: float = 0.3  # s, gait source: one full gait cycle
+    gait_duty: float = 0.5  # fraction of the cycle a foot stands
     gait_offsets: tuple[float, ...] = (0.0, 0.5, 0.5, 0.0)  # phase of each foot, profile foot order
 
 
 @dataclass(frozen=True)
 class EstimationConfig:
-    accelerometer_noise: float = 0.3    # m/s^2/sqrt(Hz)-like: velocity random walk from the IMU
-    position_noise: float = 0.01        # m/sqrt(s): base position process noise
-    foot_stance_noise: float = 0.01     # m/sqrt(s): how much a standing foot may creep
-    foot_swing_noise: float = 3.0       # m/sqrt(s): a foot in the air moves freely
+    accelerometer_noise: float = 0.3  # m/s^2/sqrt(Hz)-like: velocity random walk from the IMU
+    position_noise: float = 0.01  # m/sqrt(s): base position process noise
+    foot_stance_noise: float = 0.01  # m/sqrt(s): how much a standing foot may creep
+    foot_swing_noise: float = 3.0  # m/sqrt(s): a foot in the air moves freely
     foot_position_noise: float = 0.005  # m, leg kinematics (encoder noise, link lengths)
-    foot_velocity_noise: float = 0.08   # m/s, leg kinematics velocity (encoder velocity noise)
-    foot_height_noise: float = 0.01     # m, standing foot height against the ground height
+    foot_velocity_noise: float = 0.08  # m/s, leg kinematics velocity (encoder velocity noise)
+    foot_height_noise: float = 0.01  # m, standing foot height against the ground height
     ground_height: Optional[float] = 0.0  # m, world height of the ground a foot stands on; None: no height update
-    foot_radius: float = 0.022          # m, a rolling foot sphere: its centre moves while the contact point stands
-    swing_inflation: float = 1.0e4      # measurement variance factor for a foot not in contact
+    foot_radius: float = 0.022  # m, a rolling foot sphere: its centre moves while the contact point stands
+    swing_inflation: float = 1.0e4  # measurement variance factor for a foot not in contact
     contact: ContactConfig = ContactConfig()
-    divergence_window: float = 0.2      # s over which the NIS is averaged
-    divergence_nis: float = 5.0         # bound on the window-mean NIS per degree of freedom
-    divergence_hold: float = 1.0        # s a divergence stays reported after the NIS fell back
-    max_velocity_std: float = 2.0       # m/s: a velocity covariance beyond this is divergence
-    joint_position_noise: float = 0.001     # arm: rad, encoder position noise
-    joint_velocity_noise: float = 0.02      # arm: rad/s, encoder velocity noise
-    joint_jerk_noise: float = 20.0          # arm: rad/s^3/sqrt(Hz), how fast acceleration may change
+    divergence_window: float = 0.2  # s over which the NIS is averaged
+    divergence_nis: float = 5.0  # bound on the window-mean NIS per degree of freedom
+    divergence_hold: float = 1.0  # s a divergence stays reported after the NIS fell back
+    max_velocity_std: float = 2.0  # m/s: a velocity covariance beyond this is divergence
+    joint_position_noise: float = 0.001  # arm: rad, encoder position noise
+    joint_velocity_noise: float = 0.02  # arm: rad/s, encoder velocity noise
+    joint_jerk_noise: float = 20.0  # arm: rad/s^3/sqrt(Hz), how fast acceleration may change
 
 
 _FIELDS = tuple(f for f in EstimationConfig.__dataclass_fields__ if f != "contact")
@@ -65,15 +66,21 @@ def estimation_config_from_dict(data: dict[str, Any], source: str | Path = "<est
     contact = data.pop("contact", {}) or {}
     unknown = sorted(set(data) - set(_FIELDS))
     if unknown:
-        raise EstimationError(source, ", ".join(unknown), "unknown setting",
-                              f"use only {sorted(_FIELDS) + ['contact', 'robot']}")
+        raise EstimationError(
+            source, ", ".join(unknown), "unknown setting", f"use only {sorted(_FIELDS) + ['contact', 'robot']}"
+        )
     if not isinstance(contact, dict):
-        raise EstimationError(source, "contact", f"expected a mapping, got {contact!r}",
-                              "write contact: {source: effort, on_force: 30, off_force: 15}")
+        raise EstimationError(
+            source,
+            "contact",
+            f"expected a mapping, got {contact!r}",
+            "write contact: {source: effort, on_force: 30, off_force: 15}",
+        )
     unknown = sorted(set(contact) - _CONTACT_FIELDS)
     if unknown:
-        raise EstimationError(source, "contact." + ", contact.".join(unknown), "unknown setting",
-                              f"use only {sorted(_CONTACT_FIELDS)}")
+        raise EstimationError(
+            source, "contact." + ", contact.".join(unknown), "unknown setting", f"use only {sorted(_CONTACT_FIELDS)}"
+        )
     values: dict[str, Any] = {}
     for key, value in data.items():
         if key == "ground_height" and value is None:
@@ -84,30 +91,46 @@ def estimation_config_from_dict(data: dict[str, Any], source: str | Path = "<est
     for key, value in contact.items():
         if key == "source":
             if value not in CONTACT_SOURCES:
-                raise EstimationError(source, "contact.source", f"unknown contact source {value!r}",
-                                      f"use one of {list(CONTACT_SOURCES)}")
+                raise EstimationError(
+                    source, "contact.source", f"unknown contact source {value!r}", f"use one of {list(CONTACT_SOURCES)}"
+                )
             contact_values[key] = value
         elif key == "gait_offsets":
             if not isinstance(value, list) or not all(isinstance(v, (int, float)) for v in value):
-                raise EstimationError(source, "contact.gait_offsets", f"expected a list of numbers, got {value!r}",
-                                      "give one phase offset in [0, 1) per foot, in the profile's foot order")
+                raise EstimationError(
+                    source,
+                    "contact.gait_offsets",
+                    f"expected a list of numbers, got {value!r}",
+                    "give one phase offset in [0, 1) per foot, in the profile's foot order",
+                )
             contact_values[key] = tuple(float(v) for v in value)
         else:
             contact_values[key] = _positive(source, f"contact.{key}", value)
     contact_config = ContactConfig(**contact_values)
     if contact_config.off_force >= contact_config.on_force:
-        raise EstimationError(source, "contact.off_force",
-                              f"{contact_config.off_force} N is not below on_force ({contact_config.on_force} N)",
-                              "make off_force < on_force: the gap is the hysteresis")
+        raise EstimationError(
+            source,
+            "contact.off_force",
+            f"{contact_config.off_force} N is not below on_force ({contact_config.on_force} N)",
+            "make off_force < on_force: the gap is the hysteresis",
+        )
     if not 0 < contact_config.gait_duty < 1:
-        raise EstimationError(source, "contact.gait_duty", f"{contact_config.gait_duty} is not in (0, 1)",
-                              "give the fraction of the gait cycle a foot stands, e.g. 0.5 for a trot")
+        raise EstimationError(
+            source,
+            "contact.gait_duty",
+            f"{contact_config.gait_duty} is not in (0, 1)",
+            "give the fraction of the gait cycle a foot stands, e.g. 0.5 for a trot",
+        )
     return EstimationConfig(**values, contact=contact_config)
 
 
 def _positive(source, field: str, value: Any, allow_zero: bool = False) -> float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < 0 or (value == 0 and not allow_zero):
-        raise EstimationError(source, field, f"expected a {'non-negative' if allow_zero else 'positive'} "
-                              f"number, got {value!r}", "write a number in SI units")
+        raise EstimationError(
+            source,
+            field,
+            f"expected a {'non-negative' if allow_zero else 'positive'} number, got {value!r}",
+            "write a number in SI units",
+        )
     return float(value)

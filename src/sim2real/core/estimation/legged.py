@@ -1,5 +1,6 @@
 """The quadruped's linear Kalman filter over base position, base velocity and foot positions,
 its contact detector and its divergence monitor (the package docstring says how)."""
+
 from __future__ import annotations
 
 import collections
@@ -24,13 +25,21 @@ class ContactDetector:
     def __init__(self, config: ContactConfig, num_feet: int):
         self.config = config
         if config.source == "gait" and len(config.gait_offsets) != num_feet:
-            raise ValueError(f"contact.gait_offsets has {len(config.gait_offsets)} entries for {num_feet} feet; "
-                             "give one phase offset per foot, in the profile's foot order")
+            raise ValueError(
+                f"contact.gait_offsets has {len(config.gait_offsets)} entries for {num_feet} feet; "
+                "give one phase offset per foot, in the profile's foot order"
+            )
         self.contact = np.ones(num_feet, dtype=bool)  # a robot starts standing
         self.force = np.zeros(num_feet)
 
-    def update(self, t: float, rotation: np.ndarray, jacobians: np.ndarray, effort: Optional[np.ndarray],
-               leg_joints: Sequence[np.ndarray]) -> np.ndarray:
+    def update(
+        self,
+        t: float,
+        rotation: np.ndarray,
+        jacobians: np.ndarray,
+        effort: Optional[np.ndarray],
+        leg_joints: Sequence[np.ndarray],
+    ) -> np.ndarray:
         """``jacobians``: (feet, 3, n) in the base frame; ``leg_joints``: each foot's joint indices."""
         c = self.config
         if c.source == "gait":
@@ -85,8 +94,10 @@ class DivergenceMonitor:
         elif math.sqrt(max(float(np.max(np.diag(velocity_cov))), 0.0)) > self.max_velocity_std:
             reason = f"velocity std above {self.max_velocity_std} m/s (no foot in contact for too long?)"
         elif self.mean_nis > self.bound:
-            reason = (f"innovation NIS {self.mean_nis:.1f} per dof over {self.window_s:.2f} s above bound "
-                      f"{self.bound:.1f} (a foot slipping, or contact misdetected)")
+            reason = (
+                f"innovation NIS {self.mean_nis:.1f} per dof over {self.window_s:.2f} s above bound "
+                f"{self.bound:.1f} (a foot slipping, or contact misdetected)"
+            )
         if reason:
             if t > self.diverged_until:
                 self.events += 1
@@ -103,13 +114,13 @@ class DivergenceMonitor:
 @dataclass
 class BaseEstimate:
     stamp: float
-    position: np.ndarray         # world, m
-    velocity: np.ndarray         # world, m/s
-    orientation: np.ndarray      # xyzw, from the IMU
+    position: np.ndarray  # world, m
+    velocity: np.ndarray  # world, m/s
+    orientation: np.ndarray  # xyzw, from the IMU
     angular_velocity: np.ndarray  # body, rad/s
-    feet: np.ndarray             # (feet, 3) world, m
-    contact: np.ndarray          # (feet,) bool
-    covariance: np.ndarray       # (18, 18): position, velocity, feet
+    feet: np.ndarray  # (feet, 3) world, m
+    contact: np.ndarray  # (feet,) bool
+    covariance: np.ndarray  # (18, 18): position, velocity, feet
 
     @property
     def velocity_body(self) -> np.ndarray:
@@ -124,11 +135,12 @@ class LegKalmanFilter:
     reference robots; see ``imu_link`` in the profile).
     """
 
-    def __init__(self, profile: RobotProfile, config: EstimationConfig,
-                 initial_position: Sequence[float] = (0.0, 0.0)):
+    def __init__(self, profile: RobotProfile, config: EstimationConfig, initial_position: Sequence[float] = (0.0, 0.0)):
         if profile.kind != "quadruped" or not profile.foot_links:
-            raise ValueError(f"LegKalmanFilter: robot {profile.name!r} is not a quadruped with foot_links; "
-                             "use ArmEstimator for an arm")
+            raise ValueError(
+                f"LegKalmanFilter: robot {profile.name!r} is not a quadruped with foot_links; "
+                "use ArmEstimator for an arm"
+            )
         self.profile = profile
         self.config = config
         self.kinematics = Kinematics(profile)
@@ -141,8 +153,9 @@ class LegKalmanFilter:
         self.P = np.eye(n)
         self._initial_xy = np.asarray(initial_position, dtype=float)[:2]
         self._t: Optional[float] = None
-        self.divergence = DivergenceMonitor(config.divergence_window, config.divergence_nis,
-                                            config.divergence_hold, config.max_velocity_std)
+        self.divergence = DivergenceMonitor(
+            config.divergence_window, config.divergence_nis, config.divergence_hold, config.max_velocity_std
+        )
         # Measurement model: per foot, relative position (3), base velocity (3), height (1).
         self._rows_per_foot = 7 if config.ground_height is not None else 6
         rows = self._rows_per_foot * self.num_feet
@@ -150,9 +163,9 @@ class LegKalmanFilter:
         for foot in range(self.num_feet):
             r = self._rows_per_foot * foot
             f = 6 + 3 * foot
-            H[r:r + 3, 0:3] = -np.eye(3)
-            H[r:r + 3, f:f + 3] = np.eye(3)
-            H[r + 3:r + 6, 3:6] = np.eye(3)
+            H[r : r + 3, 0:3] = -np.eye(3)
+            H[r : r + 3, f : f + 3] = np.eye(3)
+            H[r + 3 : r + 6, 3:6] = np.eye(3)
             if self._rows_per_foot == 7:
                 H[r + 6, f + 2] = 1.0
         self.H = H
@@ -172,8 +185,10 @@ class LegKalmanFilter:
         legs = [np.flatnonzero(np.any(np.abs(j) > 1e-9, axis=0)) for j in jacobians]
         for foot, joints in zip(self.profile.foot_links, legs):
             if len(joints) != 3:
-                raise ValueError(f"LegKalmanFilter: foot {foot!r} moves with {len(joints)} joints; effort-based "
-                                 "contact needs three joints per leg (use contact source: gait)")
+                raise ValueError(
+                    f"LegKalmanFilter: foot {foot!r} moves with {len(joints)} joints; effort-based "
+                    "contact needs three joints per leg (use contact source: gait)"
+                )
         return legs
 
     def reset(self, rotation: np.ndarray, feet_body: np.ndarray) -> None:
@@ -188,21 +203,43 @@ class LegKalmanFilter:
         self.x[6:] = (position + feet_rel).ravel()
         self.P = np.diag([1e-4] * 3 + [1e-2] * 3 + [1e-3] * 3 * self.num_feet)
 
-    def step(self, t: float, orientation: Sequence[float], angular_velocity: Sequence[float],
-             linear_acceleration: Sequence[float], joint_position: Sequence[float],
-             joint_velocity: Sequence[float], joint_effort: Optional[Sequence[float]] = None) -> BaseEstimate:
+    def step(
+        self,
+        t: float,
+        orientation: Sequence[float],
+        angular_velocity: Sequence[float],
+        linear_acceleration: Sequence[float],
+        joint_position: Sequence[float],
+        joint_velocity: Sequence[float],
+        joint_effort: Optional[Sequence[float]] = None,
+    ) -> BaseEstimate:
         """One IMU sample at time ``t`` (s) with the newest joint state (profile order, SI).
         ValueError, the state untouched, for a sample with a NaN or infinite value: folded in,
         one would make the state NaN for good."""
-        require_finite(t=t, orientation=orientation, angular_velocity=angular_velocity,
-                        linear_acceleration=linear_acceleration, joint_position=joint_position,
-                        joint_velocity=joint_velocity, joint_effort=joint_effort)
-        sample = ImuSample(t, unit_orientation(orientation), np.asarray(angular_velocity, dtype=float),
-                           np.asarray(linear_acceleration, dtype=float))
+        require_finite(
+            t=t,
+            orientation=orientation,
+            angular_velocity=angular_velocity,
+            linear_acceleration=linear_acceleration,
+            joint_position=joint_position,
+            joint_velocity=joint_velocity,
+            joint_effort=joint_effort,
+        )
+        sample = ImuSample(
+            t,
+            unit_orientation(orientation),
+            np.asarray(angular_velocity, dtype=float),
+            np.asarray(linear_acceleration, dtype=float),
+        )
         return self._advance((sample,), joint_position, joint_velocity, joint_effort)
 
-    def step_batch(self, samples: Sequence["ImuSample"], joint_position: Sequence[float],
-                   joint_velocity: Sequence[float], joint_effort: Optional[Sequence[float]] = None) -> BaseEstimate:
+    def step_batch(
+        self,
+        samples: Sequence["ImuSample"],
+        joint_position: Sequence[float],
+        joint_velocity: Sequence[float],
+        joint_effort: Optional[Sequence[float]] = None,
+    ) -> BaseEstimate:
         """The IMU samples since the last call (checked with :func:`imu_sample`, in the order
         they came) with the newest joint state: each sample's acceleration integrates the base
         over its own interval, then the covariance is propagated and the legs update the filter
@@ -244,8 +281,16 @@ class LegKalmanFilter:
         if elapsed > 0:
             self._propagate(elapsed, contact, rolling)
         self._update(t, R, omega, dq, feet_body, jacobians, contact, rolling)
-        return BaseEstimate(t, self.x[0:3].copy(), self.x[3:6].copy(), q_xyzw.copy(), omega.copy(),
-                            self.x[6:].reshape(-1, 3).copy(), contact, self.P.copy())
+        return BaseEstimate(
+            t,
+            self.x[0:3].copy(),
+            self.x[3:6].copy(),
+            q_xyzw.copy(),
+            omega.copy(),
+            self.x[6:].reshape(-1, 3).copy(),
+            contact,
+            self.P.copy(),
+        )
 
     def _propagate(self, dt: float, contact: np.ndarray, rolling: np.ndarray) -> None:
         """The feet over ``dt`` and the covariance: P = F P F^T + Q. Over a batch, one F and Q for
@@ -258,14 +303,23 @@ class LegKalmanFilter:
         P[0:3, :] += dt * P[3:6, :]
         P[:, 0:3] += dt * P[:, 3:6]
         q = np.empty(len(x))
-        q[0:3] = c.position_noise ** 2 * dt
-        q[3:6] = c.accelerometer_noise ** 2 * dt
+        q[0:3] = c.position_noise**2 * dt
+        q[3:6] = c.accelerometer_noise**2 * dt
         feet = np.where(contact, c.foot_stance_noise, c.foot_swing_noise) ** 2 * dt
         q[6:] = np.repeat(feet, 3)
         P[self._state_diagonal] += q
 
-    def _update(self, t: float, R: np.ndarray, omega: np.ndarray, dq: np.ndarray, feet_body: np.ndarray,
-                jacobians: np.ndarray, contact: np.ndarray, rolling: np.ndarray) -> None:
+    def _update(
+        self,
+        t: float,
+        R: np.ndarray,
+        omega: np.ndarray,
+        dq: np.ndarray,
+        feet_body: np.ndarray,
+        jacobians: np.ndarray,
+        contact: np.ndarray,
+        rolling: np.ndarray,
+    ) -> None:
         c = self.config
         k = self._rows_per_foot
         skew = np.array([[0.0, -omega[2], omega[1]], [omega[2], 0.0, -omega[0]], [-omega[1], omega[0], 0.0]])
@@ -278,11 +332,11 @@ class LegKalmanFilter:
         z[:, 2] -= c.foot_radius
         inflation = np.where(contact, 1.0, c.swing_inflation)[:, None]
         noise = np.empty((self.num_feet, k))
-        noise[:, 0:3] = c.foot_position_noise ** 2
-        noise[:, 3:6] = c.foot_velocity_noise ** 2 * inflation
+        noise[:, 0:3] = c.foot_position_noise**2
+        noise[:, 3:6] = c.foot_velocity_noise**2 * inflation
         if k == 7:
             z[:, 6] = c.ground_height
-            noise[:, 6] = c.foot_height_noise ** 2 * inflation[:, 0]
+            noise[:, 6] = c.foot_height_noise**2 * inflation[:, 0]
         H, P = self.H, self.P
         y = z.ravel() - H @ self.x
         PHt = P @ H.T

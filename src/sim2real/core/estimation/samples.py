@@ -1,5 +1,6 @@
 """What the filters take in: a sample refused when anything in it is NaN or infinite, and the
 IMU sample."""
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,11 @@ def require_finite(**values: Any) -> None:
             total += value if isinstance(value, (int, float)) else sum(value)
     if math.isfinite(total):
         return
-    bad = [name for name, value in values.items()
-           if value is not None and not np.all(np.isfinite(np.asarray(value, dtype=float)))]
+    bad = [
+        name
+        for name, value in values.items()
+        if value is not None and not np.all(np.isfinite(np.asarray(value, dtype=float)))
+    ]
     if bad:
         raise ValueError(f"sample refused: {', '.join(bad)} NaN or infinite")
 
@@ -29,16 +33,23 @@ def require_finite(**values: Any) -> None:
 @dataclass(frozen=True)
 class ImuSample:
     """One IMU sample, checked: finite, a unit orientation (x, y, z, w), SI units."""
+
     t: float
     orientation: np.ndarray
     angular_velocity: np.ndarray
     linear_acceleration: np.ndarray
 
 
-def imu_sample(t: float, orientation: Sequence[float], angular_velocity: Sequence[float],
-               linear_acceleration: Sequence[float]) -> ImuSample:
+def imu_sample(
+    t: float, orientation: Sequence[float], angular_velocity: Sequence[float], linear_acceleration: Sequence[float]
+) -> ImuSample:
     """ValueError naming the problem for a sample that must not reach the filter (NaN, inf, no orientation)."""
-    require_finite(t=t, orientation=orientation, angular_velocity=angular_velocity,
-                    linear_acceleration=linear_acceleration)
-    return ImuSample(float(t), unit_orientation(orientation), np.asarray(angular_velocity, dtype=float),
-                     np.asarray(linear_acceleration, dtype=float))
+    require_finite(
+        t=t, orientation=orientation, angular_velocity=angular_velocity, linear_acceleration=linear_acceleration
+    )
+    return ImuSample(
+        float(t),
+        unit_orientation(orientation),
+        np.asarray(angular_velocity, dtype=float),
+        np.asarray(linear_acceleration, dtype=float),
+    )

@@ -8,6 +8,7 @@ zlib computes the reflected CRC-32 in C; feeding it bit-reversed bytes and rever
 register gives the unreflected one at C speed (a Python bit loop costs ~1 ms a frame, and a
 Go2 sends 500 frames a second).
 """
+
 from __future__ import annotations
 
 import zlib
@@ -28,5 +29,5 @@ def frame_crc(frame: bytes) -> int:
     words = memoryview(bytes(frame))[:-4]
     big_endian = bytearray(len(words))
     for byte in range(4):  # each little-endian word, most significant byte first
-        big_endian[byte::4] = words[3 - byte::4]
+        big_endian[byte::4] = words[3 - byte :: 4]
     return crc32_mpeg2(big_endian)

@@ -4,6 +4,7 @@ The bridge reads ``rt/lowstate`` and writes ``rt/lowcmd``; a robot (or the Go2 d
 other way round. Plain DDS with Unitree's types: no ROS, so its own domain and network
 interface.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterator, Optional
@@ -31,8 +32,10 @@ def _configure(domain: int, interface: str) -> None:
     config = interface_config(interface)
     if domain in _domains:
         if _domains[domain][0] != config:
-            raise ValueError(f"DDS domain {domain} is already bound to interface {_domains[domain][0]!r} in this "
-                             f"process; use one network_interface per domain")
+            raise ValueError(
+                f"DDS domain {domain} is already bound to interface {_domains[domain][0]!r} in this "
+                f"process; use one network_interface per domain"
+            )
         return
     if config:
         _domains[domain] = (config, Domain(domain, config))
@@ -42,8 +45,10 @@ def interface_config(interface: str) -> str:
     """cyclonedds XML that binds a participant to one network interface ('' = cyclonedds' choice)."""
     if not interface:
         return ""
-    return ('<CycloneDDS><Domain id="any"><General><Interfaces>'
-            f'<NetworkInterface name="{interface}"/></Interfaces></General></Domain></CycloneDDS>')
+    return (
+        '<CycloneDDS><Domain id="any"><General><Interfaces>'
+        f'<NetworkInterface name="{interface}"/></Interfaces></General></Domain></CycloneDDS>'
+    )
 
 
 class UnitreeDds:
@@ -105,8 +110,9 @@ class UnitreeDds:
 
     def rivals(self) -> tuple[list[str], list[str]]:
         """Both of the above from one read of the discovered publications."""
-        assert self.participant is not None and self._publications is not None and self._alive is not None, \
+        assert self.participant is not None and self._publications is not None and self._alive is not None, (
             "writers asked after close()"
+        )
         own = str(self.participant.guid)
         command_writers: set[str] = set()
         state_participants: set[str] = set()

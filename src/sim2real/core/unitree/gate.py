@@ -18,6 +18,7 @@ Three states:
   /joint_states), until the bridge restarts: it never re-arms by itself.
 - **stopped**: the bridge stopped before it ever armed: it writes nothing, as while waiting.
 """
+
 from __future__ import annotations
 
 import collections
@@ -33,10 +34,10 @@ from sim2real.core.unitree.preflight import SEVERAL_ROBOTS, preflight
 
 PREFLIGHT_WINDOW_S = 1.0
 PREFLIGHT_EVERY_S = 0.25  # while it fails: a check walks the whole window
-DISCOVERY_S = 1.0         # DDS discovery has found the other rt/lowcmd writers by then
-RESYNC_TOLERANCE = 0.25   # rad between a resuming command's targets and the measured joints
+DISCOVERY_S = 1.0  # DDS discovery has found the other rt/lowcmd writers by then
+RESYNC_TOLERANCE = 0.25  # rad between a resuming command's targets and the measured joints
 MEASUREMENT_FRESH_S = 0.5  # s: a measurement older than this cannot vouch for a resuming command
-TICK_RESTART = 1000       # ms backwards: the robot restarted (or the tick wrapped), not a replay
+TICK_RESTART = 1000  # ms backwards: the robot restarted (or the tick wrapped), not a replay
 
 WAITING, ARMED, LATCHED, STOPPED = "waiting", "armed", "latched", "stopped"
 COUNTS = ("states", "bad_crc", "stale_tick", "forwarded", "refused_waiting", "refused_far", "timeouts")
@@ -47,8 +48,9 @@ class BridgeGate:
     """Every rt/lowcmd write goes through here, under one lock: a frame decided on by one thread
     can never be written after another thread latched the bridge or timed the command out."""
 
-    def __init__(self, low_level: Go2LowLevel, command_timeout: float, created: float,
-                 write: Callable[[LowCmd_], None]):
+    def __init__(
+        self, low_level: Go2LowLevel, command_timeout: float, created: float, write: Callable[[LowCmd_], None]
+    ):
         self.low_level = low_level
         self.command_timeout = command_timeout
         self.state = WAITING
@@ -84,12 +86,16 @@ class BridgeGate:
             self._writers = list(writers)
             self._state_writers = list(state_writers)
             if writers and self.state == ARMED:
-                return self._latch(f"another writer on rt/lowcmd ({', '.join(writers)}): the robot's sport mode "
-                                   "came back or a second controller runs; restart the bridge after stopping it")
+                return self._latch(
+                    f"another writer on rt/lowcmd ({', '.join(writers)}): the robot's sport mode "
+                    "came back or a second controller runs; restart the bridge after stopping it"
+                )
             if len(state_writers) > 1 and self.state == ARMED:
-                return self._latch(f"rt/lowstate has {len(state_writers)} writers (participants "
-                                   f"{', '.join(state_writers)}): "
-                                   f"{SEVERAL_ROBOTS}; restart the bridge after")
+                return self._latch(
+                    f"rt/lowstate has {len(state_writers)} writers (participants "
+                    f"{', '.join(state_writers)}): "
+                    f"{SEVERAL_ROBOTS}; restart the bridge after"
+                )
         return None
 
     def lowstate(self, reading: LowStateReading, received: float) -> bool:
@@ -122,8 +128,10 @@ class BridgeGate:
             far_back = last - reading.tick >= TICK_RESTART
             if not (far_back and self.state == WAITING):  # before arming, a restarted robot is followed
                 if far_back and self.state == ARMED:
-                    self._latch(f"the robot's tick went back from {last} to {reading.tick}: it restarted, or a "
-                                "second source publishes rt/lowstate; restart the bridge")
+                    self._latch(
+                        f"the robot's tick went back from {last} to {reading.tick}: it restarted, or a "
+                        "second source publishes rt/lowstate; restart the bridge"
+                    )
                 self.counts["stale_tick"] += 1
                 return False
         self._last_tick = reading.tick
@@ -136,8 +144,9 @@ class BridgeGate:
             self.failures = ["collecting the first second of lowstate"]
             return
         writers = self._writers if self._writers is not None else []
-        failures = preflight(list(self._window), PREFLIGHT_WINDOW_S, self.low_level.profile, writers,
-                             self._state_writers)
+        failures = preflight(
+            list(self._window), PREFLIGHT_WINDOW_S, self.low_level.profile, writers, self._state_writers
+        )
         if self._writers is None:
             failures.append("rt/lowcmd writers not known yet (DDS discovery takes about a second)")
         self.failures = failures
@@ -151,8 +160,11 @@ class BridgeGate:
         with self._lock:
             if self.state != ARMED:
                 self.counts["refused_waiting"] += 1
-                return ("preflight has not passed: " + "; ".join(self.failures) if self.state == WAITING
-                        else f"{self.state}: " + "; ".join(self.failures))
+                return (
+                    "preflight has not passed: " + "; ".join(self.failures)
+                    if self.state == WAITING
+                    else f"{self.state}: " + "; ".join(self.failures)
+                )
             if not self._synced:
                 problem = self._resync_problem(targets, now)
                 if problem:
@@ -172,9 +184,11 @@ class BridgeGate:
         if np.all(far <= RESYNC_TOLERANCE):  # a NaN is never near
             return ""
         worst = int(np.nanargmax(np.where(np.isnan(far), np.inf, far)))
-        return (f"targets {far[worst]:.2f} rad from the measured joints ({self.low_level.profile.joint_names[worst]}), "
-                f"over {RESYNC_TOLERANCE} rad after arming or a command timeout: damping until the supervisor "
-                "commands from where the robot is (damp and reset it)")
+        return (
+            f"targets {far[worst]:.2f} rad from the measured joints ({self.low_level.profile.joint_names[worst]}), "
+            f"over {RESYNC_TOLERANCE} rad after arming or a command timeout: damping until the supervisor "
+            "commands from where the robot is (damp and reset it)"
+        )
 
     def timed_out(self, now: float) -> bool:
         """Write the damping frame at once when commands stopped (between LowStates); True if so."""

@@ -2,6 +2,7 @@
 
 ROS-free: :mod:`sim2real.nodes.unitree_bridge` moves the messages, this decides their content.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,12 +29,12 @@ class LowStateReading:
     crc_ok: bool
     position: np.ndarray
     velocity: np.ndarray
-    effort: np.ndarray               # tau_est, N*m
-    orientation: np.ndarray          # x, y, z, w (ROS order; the robot sends w first)
-    angular_velocity: np.ndarray     # rad/s, body frame
+    effort: np.ndarray  # tau_est, N*m
+    orientation: np.ndarray  # x, y, z, w (ROS order; the robot sends w first)
+    angular_velocity: np.ndarray  # rad/s, body frame
     linear_acceleration: np.ndarray  # m/s^2, body frame
     battery_voltage: float
-    motor_temperature: np.ndarray    # deg C, profile joint order
+    motor_temperature: np.ndarray  # deg C, profile joint order
     remote: RemoteState
 
 
@@ -42,8 +43,10 @@ class Go2LowLevel:
 
     def __init__(self, profile: RobotProfile):
         if profile.unitree is None:
-            raise ValueError(f"robot profile {profile.name!r} has no unitree: section (motor indices, head bytes): "
-                             "hardware:=unitree drives a Unitree robot; see config/robots/go2.yaml")
+            raise ValueError(
+                f"robot profile {profile.name!r} has no unitree: section (motor indices, head bytes): "
+                "hardware:=unitree drives a Unitree robot; see config/robots/go2.yaml"
+            )
         self.profile = profile
         self.interface = profile.unitree
         self.slots = profile.unitree.slots(profile.joint_names)
@@ -55,7 +58,8 @@ class Go2LowLevel:
         imu = msg.imu_state
         w, x, y, z = imu.quaternion
         return LowStateReading(
-            tick=int(msg.tick), crc_ok=lowstate_crc(msg) == msg.crc,
+            tick=int(msg.tick),
+            crc_ok=lowstate_crc(msg) == msg.crc,
             position=np.array([m.q for m in motors], dtype=float),
             velocity=np.array([m.dq for m in motors], dtype=float),
             effort=np.array([m.tau_est for m in motors], dtype=float),
@@ -64,7 +68,8 @@ class Go2LowLevel:
             linear_acceleration=np.array(imu.accelerometer, dtype=float),
             battery_voltage=float(msg.power_v),
             motor_temperature=np.array([m.temperature for m in motors], dtype=float),
-            remote=decode_remote(msg.wireless_remote))
+            remote=decode_remote(msg.wireless_remote),
+        )
 
     def _frame(self) -> LowCmd_:
         cmd = LowCmd_(head=list(self.interface.head), level_flag=self.interface.level_flag)
@@ -78,7 +83,11 @@ class Go2LowLevel:
         for i, slot in enumerate(self.slots):
             motor = cmd.motor_cmd[slot]
             motor.mode = self.interface.motor_mode
-            motor.q, motor.dq, motor.tau = float(targets.position[i]), float(targets.velocity[i]), float(targets.effort[i])
+            motor.q, motor.dq, motor.tau = (
+                float(targets.position[i]),
+                float(targets.velocity[i]),
+                float(targets.effort[i]),
+            )
             motor.kp, motor.kd = float(self.kp[i]), float(self.kd[i])
         return seal(cmd)
 

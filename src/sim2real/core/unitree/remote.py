@@ -4,6 +4,7 @@
 (bit 0 upward: R1, L1, start, select, R2, L2, F1, F2, A, B, X, Y, up, right, down, left),
 then float32 sticks lx, rx, ry, the L2 trigger, ly; the rest unused.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,8 +40,9 @@ def decode_remote(data: Sequence[int]) -> RemoteState:
     return RemoteState(pressed, lx=lx, ly=ly, rx=rx, ry=ry, l2=l2)
 
 
-def encode_remote(pressed: Iterable[str] = (), lx: float = 0.0, ly: float = 0.0, rx: float = 0.0,
-                  ry: float = 0.0, l2: float = 0.0) -> list[int]:
+def encode_remote(
+    pressed: Iterable[str] = (), lx: float = 0.0, ly: float = 0.0, rx: float = 0.0, ry: float = 0.0, l2: float = 0.0
+) -> list[int]:
     """The 40 bytes a remote in this state sends (what a Go2 double puts in LowState)."""
     pressed = set(pressed)
     unknown = sorted(pressed - set(BUTTONS))
@@ -65,7 +67,7 @@ def joy_buttons(state: RemoteState, remote: dict[str, str], joystick: dict[str, 
 # A stick at rest reads a few hundredths off centre. Two thresholds, so one drifting at the edge
 # does not switch between a small velocity and zero (each zero would override a teleop node).
 STICK_DEAD_ZONE = 0.05  # back under this on every stick: at rest again
-STICK_MOVED = 0.08      # past this on any stick: moved
+STICK_MOVED = 0.08  # past this on any stick: moved
 
 
 DEFAULT_MAX_VELOCITY = (1.0, 0.5, 1.0)  # vx m/s, vy m/s, yaw rad/s at full stick
@@ -80,13 +82,13 @@ def max_velocity_from(values: Sequence[float] | str, where: str) -> tuple[float,
         speeds = []
     if len(speeds) != 3 or not all(0.0 <= v < float("inf") for v in speeds):
         shown = values if isinstance(values, str) else list(values)
-        raise ValueError(f"{where}:={shown!r}: give three speeds >= 0, vx,vy,yaw in m/s, m/s, rad/s, "
-                         "e.g. 0.6,0.3,0.8")
+        raise ValueError(f"{where}:={shown!r}: give three speeds >= 0, vx,vy,yaw in m/s, m/s, rad/s, e.g. 0.6,0.3,0.8")
     return (speeds[0], speeds[1], speeds[2])
 
 
-def remote_velocity(state: RemoteState, max_velocity: tuple[float, float, float],
-                    moving: bool = False) -> tuple[float, float, float] | None:
+def remote_velocity(
+    state: RemoteState, max_velocity: tuple[float, float, float], moving: bool = False
+) -> tuple[float, float, float] | None:
     """The base velocity command (vx m/s forward, vy m/s left, yaw rate rad/s counter-clockwise)
     the sticks ask for: left stick forward/back and sideways, right stick left/right to turn,
     each scaled to ``max_velocity``; None while the sticks rest (``moving``: they did not rest

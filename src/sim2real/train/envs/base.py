@@ -6,6 +6,7 @@ episode is about (command, goal), its reward terms, termination and success. The
 attributes listed in :class:`RobotTaskEnv` are what the PPO runner and the ONNX
 exporter read: keep their names.
 """
+
 from __future__ import annotations
 
 import json
@@ -64,8 +65,7 @@ class RobotTaskEnv(gymnasium.Env):
     #: (1 on a fall, added after the positive clip) is computed here for tasks that list it
     REWARD_TERMS: tuple[str, ...] = ()
 
-    def __init__(self, profile: RobotProfile, config: dict[str, Any], randomization=None,
-                 seed: int | None = None):
+    def __init__(self, profile: RobotProfile, config: dict[str, Any], randomization=None, seed: int | None = None):
         super().__init__()
         try:
             self.task_config: dict[str, Any] = json.loads(json.dumps(config))
@@ -77,8 +77,10 @@ class RobotTaskEnv(gymnasium.Env):
         self.physics_period = float(cfg.get("physics_period") or profile.physics_period)
         ratio = self.policy_period / self.physics_period
         if abs(ratio - round(ratio)) > 1e-6 or round(ratio) < 1:
-            raise ValueError(f"physics_period {self.physics_period} s does not divide the policy period "
-                             f"{self.policy_period} s of robot {profile.name!r}")
+            raise ValueError(
+                f"physics_period {self.physics_period} s does not divide the policy period "
+                f"{self.policy_period} s of robot {profile.name!r}"
+            )
         self.decimation = int(round(ratio))
         self.max_episode_steps = int(round(float(cfg["episode_length"]) / self.policy_period))
 
@@ -97,13 +99,16 @@ class RobotTaskEnv(gymnasium.Env):
         rewards = cfg["rewards"]
         unknown = sorted(set(rewards["weights"]) - set(self.REWARD_TERMS))
         if unknown:
-            raise ValueError(f"task {self.task_name!r}: unknown reward terms {unknown}; "
-                             f"known: {list(self.REWARD_TERMS)}")
+            raise ValueError(
+                f"task {self.task_name!r}: unknown reward terms {unknown}; known: {list(self.REWARD_TERMS)}"
+            )
         dt = self.policy_period
         # Zero weights cost nothing: only weighted terms are computed each step.
         self._reward_fns: list[tuple[str, float, Callable[[], float]]] = [
             (name, float(w) * dt, getattr(self, f"_reward_{name}"))
-            for name, w in rewards["weights"].items() if float(w) != 0.0 and name != "termination"]
+            for name, w in rewards["weights"].items()
+            if float(w) != 0.0 and name != "termination"
+        ]
         self._termination_weight = float(rewards["weights"].get("termination", 0.0)) * dt
         self._only_positive = bool(rewards.get("only_positive", False))
 
@@ -139,8 +144,9 @@ class RobotTaskEnv(gymnasium.Env):
     def _build_world(self, seed: int) -> None:
         if self._world is not None:
             self._world.close()
-        self._world = make_world(self.engine, self.profile, model=self.model, seed=seed,
-                                 physics_period=self.physics_period)
+        self._world = make_world(
+            self.engine, self.profile, model=self.model, seed=seed, physics_period=self.physics_period
+        )
         self._world_fresh = True
         self._on_world_built()
 
@@ -189,11 +195,13 @@ class RobotTaskEnv(gymnasium.Env):
         world.set_conditions(**conditions)
         # Once per episode, from the world's own state: what a privileged critic reads each step.
         applied = world.conditions
-        self._privileged_conditions = np.array([getattr(applied, name) for name in _PRIVILEGED_CONDITIONS]
-                                               + [world.torque_limit_scale])
+        self._privileged_conditions = np.array(
+            [getattr(applied, name) for name in _PRIVILEGED_CONDITIONS] + [world.torque_limit_scale]
+        )
         # What this episode drew, as applied (after task scaling): evaluations report it per episode.
-        self.episode_conditions = ({} if self.randomization is None
-                                   else {name: conditions[name] for name in self.randomization.parameters})
+        self.episode_conditions = (
+            {} if self.randomization is None else {name: conditions[name] for name in self.randomization.parameters}
+        )
         self._noisy = any(conditions[name] > 0 for name in _NOISE_CONDITIONS)
         world.reset(joint_positions=self._initial_joint_positions(rng))
         pushes = None if self.randomization is None else self.randomization.pushes
@@ -210,8 +218,9 @@ class RobotTaskEnv(gymnasium.Env):
         self._start_episode(rng, options or {})
         return self._observe(), {}
 
-    def action_targets(self, action: np.ndarray, clipped: np.ndarray | None = None,
-                       out: np.ndarray | None = None) -> np.ndarray:
+    def action_targets(
+        self, action: np.ndarray, clipped: np.ndarray | None = None, out: np.ndarray | None = None
+    ) -> np.ndarray:
         """Joint position targets for actions (the last axis in profile joint order; any
         leading axes, e.g. one row per robot): clip, scale, offset, and the joint limits if the
         task clips to them. ``clipped`` receives the clipped action; ``out`` the targets."""
@@ -227,7 +236,9 @@ class RobotTaskEnv(gymnasium.Env):
             raise RuntimeError("step() called before reset() or after the episode ended; call reset()")
         a = np.asarray(action, dtype=float).reshape(-1)
         if a.shape != self._action.shape:
-            raise ValueError(f"action must have {self._action.size} values (one per joint), got shape {np.shape(action)}")
+            raise ValueError(
+                f"action must have {self._action.size} values (one per joint), got shape {np.shape(action)}"
+            )
         if not np.all(np.isfinite(a)):
             raise ValueError(f"action contains non-finite values: {a}")
         self._previous_action, self._action = self._action, self._previous_action
@@ -258,8 +269,12 @@ class RobotTaskEnv(gymnasium.Env):
         info: dict[str, Any] = {"reward_terms": terms}
         if terminated or truncated:
             self._episode_open = False
-            info["episode"] = {"return": self._return, "length": self._steps,
-                               "success": bool(self._success()), **self._episode_metrics()}
+            info["episode"] = {
+                "return": self._return,
+                "length": self._steps,
+                "success": bool(self._success()),
+                **self._episode_metrics(),
+            }
         return self._observe(), float(reward), terminated, truncated, info
 
     def privileged_observation(self) -> np.ndarray:
@@ -281,19 +296,28 @@ class RobotTaskEnv(gymnasium.Env):
         has no ``mirror:`` section or a task that cannot be mirrored."""
         mirror = self.profile.mirror
         if mirror is None:
-            raise ValueError(f"{self.profile.name} has no left-right twins: add a mirror: section to "
-                             f"{self.profile.source} (see config/robots/go2.yaml), or train without symmetry")
+            raise ValueError(
+                f"{self.profile.name} has no left-right twins: add a mirror: section to "
+                f"{self.profile.source} (see config/robots/go2.yaml), or train without symmetry"
+            )
         conditions = SignedPermutation.identity(len(self._privileged_conditions))  # scalars: a mirror keeps them
-        mirrors = {"policy": self.observation_spec.mirror(mirror, self._gait_shift()),
-                   "privileged": SignedPermutation.concatenate([self._privileged_state_mirror(), conditions]),
-                   "action": mirror.joints}
-        sizes = {"policy": self.observation_spec.size, "privileged": len(self.privileged_names()),
-                 "action": self.profile.num_joints}
+        mirrors = {
+            "policy": self.observation_spec.mirror(mirror, self._gait_shift()),
+            "privileged": SignedPermutation.concatenate([self._privileged_state_mirror(), conditions]),
+            "action": mirror.joints,
+        }
+        sizes = {
+            "policy": self.observation_spec.size,
+            "privileged": len(self.privileged_names()),
+            "action": self.profile.num_joints,
+        }
         for name, permutation in mirrors.items():
             if len(permutation) != sizes[name] or not permutation.is_involution():
-                raise ValueError(f"{type(self).__name__}: the {name} mirror maps {len(permutation)} values "
-                                 f"(the {name} vector has {sizes[name]}) or is not its own inverse: "
-                                 "fix the task's mirror hooks")
+                raise ValueError(
+                    f"{type(self).__name__}: the {name} mirror maps {len(permutation)} values "
+                    f"(the {name} vector has {sizes[name]}) or is not its own inverse: "
+                    "fix the task's mirror hooks"
+                )
         return mirrors
 
     def close(self) -> None:
@@ -342,8 +366,10 @@ class RobotTaskEnv(gymnasium.Env):
         """The left-right mirror of :meth:`_privileged_state` (a task with one must say it).
         A ValueError, as every reason a task cannot be mirrored: the runner reports it by name."""
         if self._privileged_state_names():
-            raise ValueError(f"{type(self).__name__} has a privileged state but no mirror of it: override "
-                             "_privileged_state_mirror, or train without symmetry")
+            raise ValueError(
+                f"{type(self).__name__} has a privileged state but no mirror of it: override "
+                "_privileged_state_mirror, or train without symmetry"
+            )
         return SignedPermutation.identity(0)
 
     def _gait_shift(self) -> float | None:

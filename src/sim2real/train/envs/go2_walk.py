@@ -1,4 +1,5 @@
 """Quadruped velocity tracking (Go2-class): walk at a commanded body velocity."""
+
 from __future__ import annotations
 
 import math
@@ -118,12 +119,27 @@ class Go2WalkEnv(RobotTaskEnv):
     """
 
     task_name = "walk"
-    REWARD_TERMS = ("tracking_lin_vel", "tracking_ang_vel", "lin_vel_z", "ang_vel_xy", "orientation",
-                    "torques", "dof_vel", "dof_acc", "base_height", "feet_air_time", "collision",
-                    "action_rate", "stand_still", "dof_pos_limits", "gait_contact", "feet_clearance", "termination")
+    REWARD_TERMS = (
+        "tracking_lin_vel",
+        "tracking_ang_vel",
+        "lin_vel_z",
+        "ang_vel_xy",
+        "orientation",
+        "torques",
+        "dof_vel",
+        "dof_acc",
+        "base_height",
+        "feet_air_time",
+        "collision",
+        "action_rate",
+        "stand_still",
+        "dof_pos_limits",
+        "gait_contact",
+        "feet_clearance",
+        "termination",
+    )
 
-    def __init__(self, profile: RobotProfile, config: dict[str, Any], randomization=None,
-                 seed: int | None = None):
+    def __init__(self, profile: RobotProfile, config: dict[str, Any], randomization=None, seed: int | None = None):
         if profile.kind != "quadruped":
             raise ValueError(f"task 'walk' needs a quadruped profile, got {profile.name!r} ({profile.kind})")
         super().__init__(profile, config, randomization, seed)
@@ -150,8 +166,10 @@ class Go2WalkEnv(RobotTaskEnv):
         self._min_height = float(termination["min_base_height"])
         patch = float(termination["ground_patch"])
         if patch < 0:
-            raise ValueError(f"termination.ground_patch must be >= 0 m (the side of the ground square the base "
-                             f"height is measured over), got {patch}")
+            raise ValueError(
+                f"termination.ground_patch must be >= 0 m (the side of the ground square the base "
+                f"height is measured over), got {patch}"
+            )
         # Odd so the square is centred on the vertex under the base.
         self._patch_points = 2 * int(round(patch / TERRAIN_CELL / 2.0)) + 1
         self._min_up = math.cos(float(termination["max_tilt"]))
@@ -161,12 +179,15 @@ class Go2WalkEnv(RobotTaskEnv):
         self._settle_steps = int(round(float(success["settle_time"]) / self.policy_period))
         self._contact_links = cfg["contacts"]
 
-        self._gait = gait_settings(cfg, required="gait_clock" in self.observation_spec.names
-                                   or any(float(rewards["weights"].get(term, 0.0)) != 0.0
-                                          for term in ("gait_contact", "feet_clearance")))
+        self._gait = gait_settings(
+            cfg,
+            required="gait_clock" in self.observation_spec.names
+            or any(float(rewards["weights"].get(term, 0.0)) != 0.0 for term in ("gait_contact", "feet_clearance")),
+        )
         if self._gait is not None and len(self._gait["offsets"]) != len(profile.foot_links):
-            raise ValueError(f"gait.offsets: one phase offset per foot {list(profile.foot_links)}, "
-                             f"got {self._gait['offsets']}")
+            raise ValueError(
+                f"gait.offsets: one phase offset per foot {list(profile.foot_links)}, got {self._gait['offsets']}"
+            )
         self._clock: GaitClock | None = None
         n, feet = profile.num_joints, len(profile.foot_links)
         self._contact = np.zeros(feet, dtype=bool)
@@ -176,15 +197,16 @@ class Go2WalkEnv(RobotTaskEnv):
         self._last_contact = np.zeros(feet, dtype=bool)
         self._touchdown_air = np.zeros(feet)
         self._ground_means: np.ndarray | None = None  # patch-mean ground height per vertex, m
-        self._terrain: np.ndarray | None = None       # the height field's own vertex heights, m
+        self._terrain: np.ndarray | None = None  # the height field's own vertex heights, m
 
     @staticmethod
     def _ranges(spec: dict, field: str) -> np.ndarray:
         try:
             ranges = np.array([spec["vx"], spec["vy"], spec["yaw_rate"]], dtype=float)
         except (KeyError, TypeError, ValueError):
-            raise ValueError(f"{field}: expected {{vx: [lo, hi], vy: [lo, hi], yaw_rate: [lo, hi]}}, "
-                             f"got {spec!r}") from None
+            raise ValueError(
+                f"{field}: expected {{vx: [lo, hi], vy: [lo, hi], yaw_rate: [lo, hi]}}, got {spec!r}"
+            ) from None
         if ranges.shape != (3, 2) or np.any(ranges[:, 0] > ranges[:, 1]):
             raise ValueError(f"{field}: each range must be [low, high] with low <= high, got {spec!r}")
         return ranges
@@ -251,13 +273,17 @@ class Go2WalkEnv(RobotTaskEnv):
     def _start_episode(self, rng: np.random.Generator, options: dict) -> None:
         heights = self._terrain = self.world.terrain_heights
         # Mean height of the patch around each vertex, once per episode: a lookup per step.
-        self._ground_means = (None if heights is None
-                              else uniform_filter(heights, size=self._patch_points, mode="nearest"))
+        self._ground_means = (
+            None if heights is None else uniform_filter(heights, size=self._patch_points, mode="nearest")
+        )
         self._settled, self._all = _SegmentMean(), _SegmentMean()
         self._new_command(rng)
         # A random start phase: the deployed clock starts at 0 whatever the robot is doing.
-        self._clock = None if self._gait is None else GaitClock(self._gait["frequency"], self.policy_period,
-                                                                 phase=float(rng.uniform()))
+        self._clock = (
+            None
+            if self._gait is None
+            else GaitClock(self._gait["frequency"], self.policy_period, phase=float(rng.uniform()))
+        )
         self._air_time[:] = 0.0
         self._last_contact[:] = False
         self._touchdown_air[:] = 0.0
@@ -336,30 +362,58 @@ class Go2WalkEnv(RobotTaskEnv):
 
     def _signals(self) -> RobotSignals:
         return RobotSignals(
-            joint_position=self._measured.position, joint_velocity=self._measured.velocity,
-            base_orientation=self._imu.orientation, base_angular_velocity=self._imu.angular_velocity,
-            base_linear_velocity=self._v_body, velocity_command=self._command,
-            last_action=self._action, default_joint_position=self.action_offset,
-            gait_phase=None if self._clock is None else self._clock.phase)
+            joint_position=self._measured.position,
+            joint_velocity=self._measured.velocity,
+            base_orientation=self._imu.orientation,
+            base_angular_velocity=self._imu.angular_velocity,
+            base_linear_velocity=self._v_body,
+            velocity_command=self._command,
+            last_action=self._action,
+            default_joint_position=self.action_offset,
+            gait_phase=None if self._clock is None else self._clock.phase,
+        )
 
     def _privileged_state(self) -> np.ndarray:
         # Noise-free truth the blind actor must infer: body velocity, height over the ground,
         # which feet bear load and for how long they have been up, the joints unperturbed.
-        return np.concatenate([self._v_body, self._w_body, [self._base_height], self._contact,
-                               self._air_time, self._q - self.action_offset, self._dq])
+        return np.concatenate(
+            [
+                self._v_body,
+                self._w_body,
+                [self._base_height],
+                self._contact,
+                self._air_time,
+                self._q - self.action_offset,
+                self._dq,
+            ]
+        )
 
     def _privileged_state_names(self) -> list[str]:
         feet = list(self.profile.foot_links)
         joints = list(self.profile.joint_names)
-        return ([f"base_lin_vel_{a}" for a in "xyz"] + [f"base_ang_vel_{a}" for a in "xyz"] + ["base_height"]
-                + [f"{f}_contact" for f in feet] + [f"{f}_air_time" for f in feet]
-                + [f"{j}_pos_rel_true" for j in joints] + [f"{j}_vel_true" for j in joints])
+        return (
+            [f"base_lin_vel_{a}" for a in "xyz"]
+            + [f"base_ang_vel_{a}" for a in "xyz"]
+            + ["base_height"]
+            + [f"{f}_contact" for f in feet]
+            + [f"{f}_air_time" for f in feet]
+            + [f"{j}_pos_rel_true" for j in joints]
+            + [f"{j}_vel_true" for j in joints]
+        )
 
     def _privileged_state_mirror(self) -> SignedPermutation:
         feet, joints = self.profile.mirror.feet, self.profile.mirror.joints
-        return SignedPermutation.concatenate([
-            SignedPermutation.of_vector("polar"), SignedPermutation.of_vector("axial"),
-            SignedPermutation.identity(1), feet, feet, joints, joints])
+        return SignedPermutation.concatenate(
+            [
+                SignedPermutation.of_vector("polar"),
+                SignedPermutation.of_vector("axial"),
+                SignedPermutation.identity(1),
+                feet,
+                feet,
+                joints,
+                joints,
+            ]
+        )
 
     def _gait_shift(self) -> float | None:
         if self._gait is None:
@@ -369,9 +423,11 @@ class Go2WalkEnv(RobotTaskEnv):
         if len(shifts) != 1:
             feet = self.profile.foot_links
             pairs = sorted({tuple(sorted((feet[i], feet[twin[i]]))) for i in range(len(feet))})
-            raise ValueError(f"gait.offsets {offsets} (feet {list(feet)}): the twin feet {pairs} are not all the "
-                             "same phase apart, so the mirror image of this gait is another gait; train without "
-                             "symmetry, or use a symmetric gait (a trot, a pace, a bound)")
+            raise ValueError(
+                f"gait.offsets {offsets} (feet {list(feet)}): the twin feet {pairs} are not all the "
+                "same phase apart, so the mirror image of this gait is another gait; train without "
+                "symmetry, or use a symmetric gait (a trot, a pace, a bound)"
+            )
         return shifts.pop()
 
     # ----------------------------------------------------------------- rewards

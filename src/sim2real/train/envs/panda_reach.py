@@ -1,4 +1,5 @@
 """Arm reaching (Panda-class): bring the end effector to a goal position."""
+
 from __future__ import annotations
 
 import math
@@ -57,8 +58,7 @@ class PandaReachEnv(RobotTaskEnv):
     task_name = "reach"
     REWARD_TERMS = ("distance", "distance_fine", "reached", "action_rate", "joint_vel", "joint_vel_limits")
 
-    def __init__(self, profile: RobotProfile, config: dict[str, Any], randomization=None,
-                 seed: int | None = None):
+    def __init__(self, profile: RobotProfile, config: dict[str, Any], randomization=None, seed: int | None = None):
         if profile.kind != "arm" or profile.end_effector_link is None:
             raise ValueError(f"task 'reach' needs an arm profile with an end_effector_link, got {profile.name!r}")
         super().__init__(profile, config, randomization, seed)
@@ -67,8 +67,9 @@ class PandaReachEnv(RobotTaskEnv):
         goal = cfg["goal"]
         box = np.asarray(goal["box"], dtype=float)
         if box.shape != (3, 2) or np.any(box[:, 0] > box[:, 1]):
-            raise ValueError(f"goal.box: expected [[x_lo, x_hi], [y_lo, y_hi], [z_lo, z_hi]] (m, base frame), "
-                             f"got {goal['box']!r}")
+            raise ValueError(
+                f"goal.box: expected [[x_lo, x_hi], [y_lo, y_hi], [z_lo, z_hi]] (m, base frame), got {goal['box']!r}"
+            )
         self._box = box
         self._start_noise = float(goal["start_joint_noise"])
         self.start_position = self.kinematics.end_effector_position(profile.default_positions)
@@ -119,8 +120,11 @@ class PandaReachEnv(RobotTaskEnv):
     def _initial_joint_positions(self, rng: np.random.Generator) -> np.ndarray:
         q = self.profile.default_positions
         if self._start_noise > 0:
-            q = np.clip(q + rng.uniform(-self._start_noise, self._start_noise, q.size),
-                        self.profile.lower_limits, self.profile.upper_limits)
+            q = np.clip(
+                q + rng.uniform(-self._start_noise, self._start_noise, q.size),
+                self.profile.lower_limits,
+                self.profile.upper_limits,
+            )
         return q
 
     def _start_episode(self, rng: np.random.Generator, options: dict) -> None:
@@ -157,9 +161,13 @@ class PandaReachEnv(RobotTaskEnv):
 
     def _signals(self) -> RobotSignals:
         return RobotSignals(
-            joint_position=self._measured.position, joint_velocity=self._measured.velocity,
-            goal_position=self._goal, end_effector_position=self._ee_measured,
-            last_action=self._action, default_joint_position=self.action_offset)
+            joint_position=self._measured.position,
+            joint_velocity=self._measured.velocity,
+            goal_position=self._goal,
+            end_effector_position=self._ee_measured,
+            last_action=self._action,
+            default_joint_position=self.action_offset,
+        )
 
     # ------------------------------------------------------------------ rewards
     def _reward_distance(self) -> float:

@@ -30,10 +30,11 @@ test: $(STAMP)
 	$(BIN)/python -m pytest tests/ros tests/e2e; graph=$$?; \
 	exit $$(( unit || graph ))
 
-# Lint (pyflakes, bugbear, import order), the import layers of pyproject.toml, spelling, and
-# the types of the core and the sim (mypy, basic mode; [tool.mypy] in pyproject.toml).
+# Lint (pyflakes, bugbear, import order), the format (`ruff format`), the import layers of
+# pyproject.toml, spelling, and the types of the core and the sim (mypy, basic mode).
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks launch
+	$(BIN)/ruff format --check src tests benchmarks launch setup.py
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/codespell src tests benchmarks launch config docs policies README.md CHANGELOG.md
 	$(BIN)/mypy

@@ -420,10 +420,11 @@ def test_a_dead_supervisor_leaves_the_robot_damped_within_the_command_timeout(pr
     assert wait_for(lambda: double.status()["last_kp_max"] == 0.0, 5.0)
     status = double.status()
     assert status["last_kd_max"] == pytest.approx(GO2.damping_kd)
-    # On the robot's side, from the kill: the supervisor's last command left at most one of its
-    # periods (20 ms) before it, and the bridge damps one timeout after that. (Not timed from the
-    # last new frame the robot saw: a supervisor holding a pose sends the same frame for a while.)
-    assert GO2.command_timeout - 0.03 < status["damped_at"] - killed < GO2.command_timeout + 0.05, status
+    # On the robot's side, from the kill: the supervisor's last command left about one of its
+    # periods (20 ms) before it, and the bridge damps one timeout after that (0.082-0.103 s in 15
+    # runs; the bounds leave a loaded machine's ~0.1 s stall of a process). Not timed from the
+    # last new frame the robot saw: a supervisor holding a pose sends the same frame for a while.
+    assert GO2.command_timeout - 0.06 < status["damped_at"] - killed < GO2.command_timeout + 0.15, status
 
 
 def test_a_second_lowcmd_writer_after_arming_latches_the_bridge_on_damping(probe, start_graph, run_double):

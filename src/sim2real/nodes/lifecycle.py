@@ -102,8 +102,11 @@ def exit_process(code: int) -> NoReturn:
     while their threads still run, and once turned a clean exit (code 2, after a refused
     policy) into SIGSEGV, losing the code a launcher reports. Everything that must outlive
     the node (bags, failure bundles, the audit log) is closed by then."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # the launcher has gone (a broken pipe) or closed it: exit all the same
+            pass
     os._exit(code)
 
 

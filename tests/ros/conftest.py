@@ -134,6 +134,18 @@ def start_graph(tmp_path_factory):
         plan = make_plan(**arguments)
         if only is not None:
             plan = dataclasses.replace(plan, nodes=tuple(n for n in plan.nodes if n.name in only))
+            # Without the plan's driver, the test plays the robot: any reader of /joint_commands
+            # (the test's own) lets the supervisor's stand-up begin.
+            started = {n.name for n in plan.nodes}
+            plan = dataclasses.replace(
+                plan,
+                nodes=tuple(
+                    dataclasses.replace(n, parameters={**n.parameters, "driver": ""})
+                    if n.name == "safety_supervisor" and n.parameters.get("driver") not in started
+                    else n
+                    for n in plan.nodes
+                ),
+            )
         if parameters:
             unknown = set(parameters) - {n.name for n in plan.nodes}
             assert not unknown, f"parameters for nodes the plan does not start: {sorted(unknown)}"

@@ -40,9 +40,10 @@ def test_launch_strings_are_typed_like_python_values():
 
 
 def rest(plan):
-    """The plan's nodes but the hardware part, less the supervisor's `simulated` (which differs)."""
+    """The plan's nodes but the hardware part, less the supervisor's `simulated` and `driver`
+    (which name the hardware part)."""
     return [
-        (n.name, {k: v for k, v in n.parameters.items() if k != "simulated"})
+        (n.name, {k: v for k, v in n.parameters.items() if k not in ("simulated", "driver")})
         for n in plan.nodes
         if n.role != "hardware"
     ]
@@ -362,3 +363,16 @@ def test_hardware_mujoco_is_the_sim_robot_on_the_second_engine_and_nothing_else_
     assert pybullet.node("sim_robot").parameters["engine"] == "pybullet"
     with pytest.raises(PlanError, match="lockstep:=true needs hardware:=sim or mujoco"):
         make_plan(hardware="topic", lockstep=True)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "driver"),
+    [
+        ({"hardware": "sim"}, "sim_robot"),
+        ({"hardware": "unitree", "network_interface": "eth0"}, "unitree_bridge"),
+        ({"robot": "panda", "hardware": "ros2_control"}, "ros2_control_bridge"),
+        ({"hardware": "topic"}, ""),  # an outside driver: any reader of /joint_commands counts
+    ],
+)
+def test_the_supervisor_is_told_which_node_drives_the_robot(arguments, driver):
+    assert make_plan(**arguments).node("safety_supervisor").parameters["driver"] == driver

@@ -9,7 +9,7 @@ import pytest
 from sim2real.core.joint_command import JointTargets
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import Response, SafetyConfigError, load_safety_config, parse_safety_config
-from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
+from sim2real.core.supervisor import WAITING_FOR_DRIVER, Mode, SupervisorCore, SupervisorInputs
 from sim2real.evaluate.hold_trial import silent_policy_held
 
 GO2 = load_profile("go2")
@@ -112,6 +112,23 @@ def test_a_reset_before_the_robot_stood_starts_the_stand_up_again_from_where_it_
     assert rig.request("reset") == (True, "nothing to reset in STANDBY")  # it stood: a reset changes nothing
 
 
+def test_a_stand_up_reset_goes_on_from_the_targets_the_robot_follows_and_ignores_a_takeover_pressed_with_it():
+    rig = Rig()
+    lying = GO2.default_positions + np.where(np.arange(12) % 3 == 2, -0.8, 0.0)
+    rig.inputs.joint_position = lying.copy()
+    pad = [0] * 8
+    rig.inputs.joy_buttons, rig.inputs.joy_time = list(pad), rig.now
+    sent = rig.tick(int(0.6 / PERIOD)).command.position
+    rig.inputs.joint_position = sent + 0.05  # mid stand-up, the robot following its targets
+    buttons = rig.core.config.buttons
+    pad[buttons["reset"]] = pad[buttons["takeover"]] = 1
+    rig.inputs.joy_buttons = list(pad)
+    decision = rig.tick()
+    assert decision.mode == Mode.STANDBY  # the takeover pressed with the reset is ignored
+    assert any("ignored, pressed with reset" in event for event in decision.events)
+    assert np.max(np.abs(decision.command.position - sent)) < 0.02  # from its targets, not a sag to the robot
+
+
 def test_the_stand_up_waits_where_the_robot_lies_until_its_commands_are_received():
     """Begun before the driver listens, the first command the driver got would be from mid-way
     through the stand-up: a jump from where the robot lies."""
@@ -121,7 +138,9 @@ def test_the_stand_up_waits_where_the_robot_lies_until_its_commands_are_received
     rig.inputs.commands_received = False
     held = rig.tick(int(3.0 / PERIOD)).command.position
     np.testing.assert_allclose(held, lying, atol=1e-9)
-    assert "standing up" in rig.request("engage")[1]
+    assert "waiting for the robot's driver" in rig.request("engage")[1]
+    # nor a takeover: its hold pose would be reached from mid-way too
+    assert rig.request("takeover") == (False, f"refused: {WAITING_FOR_DRIVER}")
     rig.inputs.commands_received = True
     first = rig.tick().command.position
     assert np.max(np.abs(first - lying)) < 0.01  # the stand-up starts now, from where the robot lies

@@ -64,6 +64,14 @@ TELEOP_FRESH_S = 0.2  # teleop older than this no longer steers; the hold pose t
 # Go2 collapsed by damping lies 1.2 rad from it (calves); stood up again, it sags under its weight
 # at the stand gains to 0.37-0.48 rad (calves), so the bound sits between.
 ENGAGE_STAND_TOLERANCE = 0.7
+# rad: a reset before the robot stood starts the stand-up again from the last targets when every
+# joint is this near them (the robot follows: they hold it up), else from the measured joints. As
+# near as a driver that damped on a command gap requires (the Go2 bridge's RESYNC_TOLERANCE).
+RESTART_TOLERANCE = 0.25
+WAITING_FOR_DRIVER = (
+    "waiting for the robot's driver to read /joint_commands (DDS discovery): the stand-up starts "
+    "from where the robot lies once it does"
+)
 DAMP_SETTLE_S = 0.2
 
 
@@ -166,6 +174,7 @@ class SupervisorCore:
         self._blend_time = 0.0
         self._previous_buttons: list[int] = []  # of the newest /joy message noted (joystick())
         self._pending_presses: list[frozenset[str]] = []  # per /joy message, until the next tick
+        self._stand_restarts = 0  # resets that started the stand-up again in STANDBY
         # The newest /joint_states with every position finite, and when it came.
         self._valid_state: Optional[tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray], Optional[float]]] = (
             None
@@ -288,6 +297,8 @@ class SupervisorCore:
         if action == "takeover":
             if mode in (Mode.ESTOP, Mode.DAMPING):
                 return False, f"refused in {mode.value}: reset first"
+            if mode == Mode.STANDBY and inputs.commands_received is False:
+                return False, f"refused: {WAITING_FOR_DRIVER}"
             self._hold_in_place = False
             if mode != Mode.TAKEOVER:
                 self._enter(Mode.TAKEOVER, now, inputs, "operator: takeover")
@@ -346,14 +357,20 @@ class SupervisorCore:
         return index is not None and buttons is not None and index < len(buttons) and buttons[index] == 1
 
     def _restart_stand_up(self, inputs: SupervisorInputs, now: float) -> tuple[bool, str]:
-        """A reset in STANDBY before the robot stood: the stand-up starts again from the measured
-        joints. A driver that damped on a command gap (the Go2 bridge does, then takes only
-        commands near the robot) takes the new stand-up's first command, and a robot that was
-        blocked is tried again from where it now lies."""
+        """A reset in STANDBY before the robot stood: the stand-up starts again, from the measured
+        joints unless the robot follows the last targets. A driver that damped on a command gap
+        (the Go2 bridge does, then takes only commands near the robot) takes the new stand-up's
+        first command, and a robot that was blocked is tried again from where it now lies."""
         if not self._fresh(inputs.joint_states_time, now, "joint_states_stale") or inputs.joint_position is None:
             return False, "refused: /joint_states are stale; the stand-up needs a live robot"
-        self._segment_start = np.array(inputs.joint_position, dtype=float)
+        measured = np.array(inputs.joint_position, dtype=float)
+        last = self._last_sent.position if self._last_sent is not None else None
+        # A robot that followed the targets goes on from them (from where it is, they hold it up);
+        # one that did not (damped, blocked) starts from where it is.
+        followed = last is not None and bool(np.all(np.abs(last - measured) <= RESTART_TOLERANCE))
+        self._segment_start = last.copy() if followed and last is not None else measured
         self._segment_time = now
+        self._stand_restarts += 1
         self.events.append("operator: reset: the stand-up starts again from where the robot is")
         return True, "STANDBY (standing up again from where the robot is; engage once it stands)"
 
@@ -362,6 +379,8 @@ class SupervisorCore:
         measured joints reached the stand pose)."""
         if self._segment_start is None:
             return "waiting for the first /joint_states"
+        if inputs.commands_received is False:
+            return WAITING_FOR_DRIVER
         left = self.config.stand_duration - (now - self._segment_time)
         if left > 0:
             return f"the robot is still standing up ({left:.1f} s left); engage once it stands"
@@ -526,9 +545,10 @@ class SupervisorCore:
                     "joystick reset: ignored, pressed with a stop (damp or e-stop); release both, then reset"
                 )
                 continue
-            before = self.mode
+            before, restarts = self.mode, self._stand_restarts
             accepted, message = self._request(action, inputs, now)
-            was_reset = was_reset or (action == "reset" and accepted and before != self.mode)
+            restarted = self._stand_restarts != restarts
+            was_reset = was_reset or (action == "reset" and accepted and (before != self.mode or restarted))
             stopped = stopped or (action in ("estop", "damp") and accepted)
             if not accepted:
                 self.events.append(f"joystick {action}: {message}")

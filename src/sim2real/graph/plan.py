@@ -281,6 +281,9 @@ def make_plan(**arguments: Any) -> BringupPlan:
                 "engage_on_start": args["autoengage"],
                 "safety_config": args["safety_config"],
                 "simulated": sim,
+                # The stand-up waits until this node reads /joint_commands ('' with
+                # hardware:=topic: an outside driver, any reader counts).
+                "driver": next((node.name for node in nodes if node.role == "hardware"), ""),
             },
         )
     )

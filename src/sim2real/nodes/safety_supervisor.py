@@ -113,6 +113,13 @@ class SafetySupervisorNode(Node):
             "The robot is a simulation: hardware_only checks (the deadman) are skipped and a "
             "safety config weaker than hardware needs is accepted",
         )
+        self._driver = declare(
+            self,
+            "driver",
+            "",
+            "Name of the node that drives the robot (sim_robot, unitree_bridge, ...): the stand-up "
+            "waits where the robot lies until it reads /joint_commands; '' = until anything does",
+        )
         self.profile = load_profile(robot)
         self.config = load_safety_config(config_name or self.profile.name)
         self.period = self.config.command_period or self.profile.policy_period
@@ -504,11 +511,13 @@ class SafetySupervisorNode(Node):
             time.sleep(0.1)
 
     def _driver_listening(self) -> bool:
-        """Whether anything reads /joint_commands yet: the driver once DDS has matched it with
-        the supervisor (a recorder or the failure collector counts too: a node's name comes later,
-        with the ROS graph, and the stand-up must not wait on that; the Go2 bridge takes a first
-        command only near the robot, and a reset starts the stand-up again)."""
-        self._driver_matched = self._driver_matched or self._command_pub.get_subscription_count() > 0
+        """Whether the driver reads /joint_commands yet: DDS has matched it with the supervisor
+        and the ROS graph names it (the failure collector and the policy runtime read the topic
+        too, and often match first). With no ``driver`` named, any reader counts. Latched; one
+        graph query per tick while waiting, in STANDBY only."""
+        if not self._driver_matched and self._command_pub.get_subscription_count() > 0:
+            readers = self.get_subscriptions_info_by_topic(self._command_pub.topic_name)
+            self._driver_matched = not self._driver or any(r.node_name == self._driver for r in readers)
         return self._driver_matched
 
     def destroy_node(self) -> None:

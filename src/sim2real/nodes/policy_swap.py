@@ -75,13 +75,30 @@ def swap_policy(path: str | Path, node: str = DEFAULT_NODE, timeout: float = 10.
         if not result.successful:
             return False, result.reason
         # rclpy drops the reason of an accepted parameter: the swap's report comes with the
-        # runtime's next /diagnostics (1 Hz) instead.
+        # runtime's /diagnostics (1 Hz) instead, once it has swapped at a tick. Until then they
+        # carry the previous swap's report: only one that names this file answers.
+        previous = set(reports)  # a swap to the same file as the last one must not answer with that one
         del reports[:]
+        names = {target, str(Path(target).resolve())}
+
+        def outcome() -> str | None:
+            for report in reversed(reports):
+                if report in previous:
+                    continue
+                for name in names:
+                    if (report.startswith(f"{name} sha256") and "swapped" in report) or report.startswith(
+                        f"refused {name} "
+                    ):
+                        return report
+            return None
+
         until = min(time.monotonic() + SWAP_REPORT_WAIT_S, deadline)
-        while not any("swapped" in r for r in reports) and time.monotonic() < until:
+        while outcome() is None and time.monotonic() < until:
             executor.spin_once(timeout_sec=0.05)
-        done = [r for r in reports if "swapped" in r]
-        return True, done[-1] if done else f"accepted {target}: the runtime swaps at its next tick"
+        report = outcome()
+        if report is None:
+            return True, f"accepted {target}: the runtime swaps at its next tick"
+        return not report.startswith("refused "), report
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:

@@ -19,6 +19,23 @@ pytestmark = pytest.mark.ros
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def survivor(pid: int) -> str:
+    """What a process that outlived its launcher is and where it waits (Linux /proc)."""
+    proc = Path(f"/proc/{pid}")
+    try:
+        command = proc.joinpath("cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        state = next(line for line in proc.joinpath("status").read_text().splitlines() if line.startswith("State"))
+        signals = [
+            line
+            for line in proc.joinpath("status").read_text().splitlines()
+            if line.startswith(("SigPnd", "ShdPnd", "SigBlk", "SigCgt"))
+        ]
+        threads = len(list(proc.joinpath("task").iterdir()))
+        return f"{pid} {command!r} {state} threads={threads} wchan={proc.joinpath('wchan').read_text()} {signals}"
+    except (FileNotFoundError, ProcessLookupError):
+        return f"{pid} (gone)"
+
+
 def test_a_node_that_exits_leaves_the_others_running_and_sigterm_stops_them_all(tmp_path):
     # A policy for another robot: policy_runtime refuses it and exits; the supervisor must stay.
     up = subprocess.Popen(
@@ -79,7 +96,9 @@ def test_nodes_stop_when_up_is_killed_outright(tmp_path, probe):
         ), "the nodes never came up"
         up.kill()
         up.wait()
-        assert wait_for(lambda: not any(process_alive(pid) for pid in nodes), 15.0), "nodes outlived their launcher"
+        assert wait_for(lambda: not any(process_alive(pid) for pid in nodes), 15.0), (
+            f"nodes outlived their launcher: {[survivor(pid) for pid in nodes if process_alive(pid)]}"
+        )
     finally:
         try:
             os.killpg(up.pid, signal.SIGKILL)

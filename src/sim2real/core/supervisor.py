@@ -65,9 +65,10 @@ TELEOP_FRESH_S = 0.2  # teleop older than this no longer steers; the hold pose t
 # at the stand gains to 0.37-0.48 rad (calves), so the bound sits between.
 ENGAGE_STAND_TOLERANCE = 0.7
 # rad: a reset before the robot stood starts the stand-up again from the last targets when every
-# joint is this near them (the robot follows: they hold it up), else from the measured joints. As
-# near as a driver that damped on a command gap requires (the Go2 bridge's RESYNC_TOLERANCE).
-RESTART_TOLERANCE = 0.25
+# joint is this near them (the robot follows: they hold it up), else from the measured joints.
+# Inside the Go2 bridge's RESYNC_TOLERANCE (0.25) with a margin: the bridge checks against a newer
+# reading of a robot that may still be sinking.
+RESTART_TOLERANCE = 0.15
 WAITING_FOR_DRIVER = (
     "waiting for the robot's driver to read /joint_commands (DDS discovery): the stand-up starts "
     "from where the robot lies once it does"
@@ -371,8 +372,8 @@ class SupervisorCore:
         self._segment_start = last.copy() if followed and last is not None else measured
         self._segment_time = now
         self._stand_restarts += 1
-        self.events.append("operator: reset: the stand-up starts again from where the robot is")
-        return True, "STANDBY (standing up again from where the robot is; engage once it stands)"
+        self.events.append("operator: reset: the stand-up starts again")
+        return True, "STANDBY (standing up again; engage once it stands)"
 
     def _stand_problem(self, inputs: SupervisorInputs, now: float) -> str:
         """Why the robot does not stand yet in STANDBY ("" once its stand-up finished and the

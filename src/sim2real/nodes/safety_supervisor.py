@@ -88,6 +88,9 @@ TICK_BURST = 2.0
 # own ticks, so a supervisor starved of the CPU delays the engage as well.
 ENGAGE_AFTER_STEADY_S = 1.0
 STREAM_GAP_S = 0.05
+# Readers of /joint_commands among this project's nodes: none of them drives a robot.
+PROJECT_READERS = frozenset({"policy_runtime", "failure_collector", "sysid_logger", "state_estimator", "demo_script"})
+WAITING_WARN_S = 5.0  # s: how often a stand-up still waiting for the driver says so
 STREAM_GAP_PERIODS = 2.5
 
 
@@ -151,6 +154,7 @@ class SafetySupervisorNode(Node):
 
         self._command_pub = self.create_publisher(JointState, "/joint_commands", qos.COMMAND)
         self._driver_matched = False
+        self._waiting_since = time.monotonic()
         SolePublisherCheck(
             self,
             self._command_pub,
@@ -513,11 +517,24 @@ class SafetySupervisorNode(Node):
     def _driver_listening(self) -> bool:
         """Whether the driver reads /joint_commands yet: DDS has matched it with the supervisor
         and the ROS graph names it (the failure collector and the policy runtime read the topic
-        too, and often match first). With no ``driver`` named, any reader counts. Latched; one
-        graph query per tick while waiting, in STANDBY only."""
-        if not self._driver_matched and self._command_pub.get_subscription_count() > 0:
-            readers = self.get_subscriptions_info_by_topic(self._command_pub.topic_name)
-            self._driver_matched = not self._driver or any(r.node_name == self._driver for r in readers)
+        too, and often match first). With no ``driver`` named (an outside driver), any reader but
+        this project's own nodes counts. Latched; a graph query per tick while waiting, in
+        STANDBY only, and a warning every WAITING_WARN_S that names the readers seen."""
+        if self._driver_matched:
+            return True
+        readers = []
+        if self._command_pub.get_subscription_count() > 0:
+            readers = [r.node_name for r in self.get_subscriptions_info_by_topic(self._command_pub.topic_name)]
+            self._driver_matched = (
+                self._driver in readers if self._driver else any(name not in PROJECT_READERS for name in readers)
+            )
+        if not self._driver_matched and time.monotonic() - self._waiting_since > WAITING_WARN_S:
+            self.get_logger().warning(
+                f"the stand-up waits where the robot lies: {self._driver or 'no robot driver'} does not read "
+                f"/joint_commands yet (readers: {sorted(readers) or 'none'}); is it running, on this "
+                "ROS_DOMAIN_ID?",
+                throttle_duration_sec=WAITING_WARN_S,
+            )
         return self._driver_matched
 
     def destroy_node(self) -> None:

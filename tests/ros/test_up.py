@@ -24,14 +24,12 @@ def survivor(pid: int) -> str:
     proc = Path(f"/proc/{pid}")
     try:
         command = proc.joinpath("cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-        state = next(line for line in proc.joinpath("status").read_text().splitlines() if line.startswith("State"))
-        signals = [
+        status = [
             line
             for line in proc.joinpath("status").read_text().splitlines()
-            if line.startswith(("SigPnd", "ShdPnd", "SigBlk", "SigCgt"))
+            if line.startswith(("State", "Threads", "SigPnd", "ShdPnd", "SigBlk", "SigCgt"))
         ]
-        threads = len(list(proc.joinpath("task").iterdir()))
-        return f"{pid} {command!r} {state} threads={threads} wchan={proc.joinpath('wchan').read_text()} {signals}"
+        return f"{pid} {command!r} wchan={proc.joinpath('wchan').read_text()} {status}"
     except (FileNotFoundError, ProcessLookupError):
         return f"{pid} (gone)"
 

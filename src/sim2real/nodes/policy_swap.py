@@ -79,17 +79,14 @@ def swap_policy(path: str | Path, node: str = DEFAULT_NODE, timeout: float = 10.
         # carry the previous swap's report: only one that names this file answers.
         previous = set(reports)  # a swap to the same file as the last one must not answer with that one
         del reports[:]
-        names = {target, str(Path(target).resolve())}
+        names = (target, str(Path(target).resolve()))
+        swapped, refused = tuple(f"{name} sha256" for name in names), tuple(f"refused {name} " for name in names)
 
         def outcome() -> str | None:
             for report in reversed(reports):
-                if report in previous:
-                    continue
-                for name in names:
-                    if (report.startswith(f"{name} sha256") and "swapped" in report) or report.startswith(
-                        f"refused {name} "
-                    ):
-                        return report
+                new = report not in previous
+                if new and ((report.startswith(swapped) and "swapped" in report) or report.startswith(refused)):
+                    return report
             return None
 
         until = min(time.monotonic() + SWAP_REPORT_WAIT_S, deadline)

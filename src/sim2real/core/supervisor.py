@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Optional, Sequence, TypeGuard, cast
+from typing import Callable, Optional, Sequence, TypeGuard, cast
 
 import numpy as np
 
@@ -74,6 +74,10 @@ WAITING_FOR_DRIVER = (
     "from where the robot lies once it does"
 )
 DAMP_SETTLE_S = 0.2
+
+
+# check(name, failed, detail): one check's result, kept if the robot's safety config has that check.
+_Check = Callable[[str, bool, str], None]
 
 
 class Mode(str, Enum):
@@ -261,68 +265,84 @@ class SupervisorCore:
 
     def _request(self, action: str, inputs: SupervisorInputs, now: float) -> tuple[bool, str]:
         """:meth:`request` on inputs already validated (the tick's joystick presses)."""
+        handler = {
+            "estop": self._request_estop,
+            "damp": self._request_damp,
+            "reset": self._request_reset,
+            "takeover": self._request_takeover,
+            "engage": self._request_engage,
+        }.get(action)
+        if handler is None:
+            return False, f"unknown request {action!r}; use one of {', '.join(OPERATOR_ACTIONS)}"
+        return handler(inputs, now)
+
+    def _request_estop(self, inputs: SupervisorInputs, now: float) -> tuple[bool, str]:
+        self._enter(Mode.ESTOP, now, inputs, "operator: estop")
+        return True, "ESTOP (latched until reset)"
+
+    def _request_damp(self, inputs: SupervisorInputs, now: float) -> tuple[bool, str]:
+        if self.mode == Mode.ESTOP:
+            return False, "ESTOP is latched: call reset first"
+        if self.mode == Mode.DAMPING:
+            return True, "already DAMPING"
+        self._enter(Mode.DAMPING, now, inputs, "operator: damp")
+        return True, "DAMPING"
+
+    def _request_reset(self, inputs: SupervisorInputs, now: float) -> tuple[bool, str]:
         mode = self.mode
-        if action == "estop":
-            self._enter(Mode.ESTOP, now, inputs, "operator: estop")
-            return True, "ESTOP (latched until reset)"
-        if action == "damp":
-            if mode == Mode.ESTOP:
-                return False, "ESTOP is latched: call reset first"
-            if mode == Mode.DAMPING:
-                return True, "already DAMPING"
-            self._enter(Mode.DAMPING, now, inputs, "operator: damp")
-            return True, "DAMPING"
-        if action == "reset":
-            if mode == Mode.STANDBY and not self._stood:
-                return self._restart_stand_up(inputs, now)
-            if mode not in (Mode.ESTOP, Mode.DAMPING):
-                return True, f"nothing to reset in {mode.value}"
-            if not self._fresh(inputs.joint_states_time, now, "joint_states_stale"):
-                return False, "refused: /joint_states are stale; reset needs a live robot"
-            # ISO 13850: a reset is a separate act once the e-stop is released, and it never
-            # hides a fault that is still there (it would trip again within a few ticks).
-            if self._pressed(inputs, "estop"):
-                return False, (
-                    f"refused: the e-stop (joystick button {self.config.buttons['estop']}) is still "
-                    "pressed; release it, then reset"
-                )
-            persisting = [c for c in self._evaluate(inputs, now) if not c.ok and c.response >= Response.DAMP]
-            if persisting:
-                fault = persisting[0]
-                return False, f"refused: the fault persists ({fault.name}: {fault.detail}); clear it, then reset"
-            left = self._descent_left(now)
-            if left > 0:
-                return False, f"refused: the stop is still lowering the robot ({left:.1f} s left); reset once it lies"
-            self._enter(Mode.STANDBY, now, inputs, "operator: reset")
-            return True, "STANDBY (engage once the robot stands)"
-        if action == "takeover":
-            if mode in (Mode.ESTOP, Mode.DAMPING):
-                return False, f"refused in {mode.value}: reset first"
-            if mode == Mode.STANDBY and inputs.commands_received is False:
-                return False, f"refused: {WAITING_FOR_DRIVER}"
-            self._hold_in_place = False
-            if mode != Mode.TAKEOVER:
-                self._enter(Mode.TAKEOVER, now, inputs, "operator: takeover")
-            return True, "TAKEOVER"
-        if action == "engage":
-            if mode in (Mode.ESTOP, Mode.DAMPING):
-                return False, f"refused in {mode.value}: reset first"
-            if mode == Mode.ACTIVE:
-                return True, "already ACTIVE"
-            problem = self._engage_blocker(inputs, now)
-            if problem:
-                return False, f"refused: {problem}"
-            self._stood = self._ever_stood = True  # what the engage checks just found
-            # Not None: the engage checks found /joint_states fresh, and their time comes only with positions.
-            self._blend_from = (
-                self._last_sent.position.copy()
-                if self._last_sent is not None
-                else cast(np.ndarray, inputs.joint_position).copy()
+        if mode == Mode.STANDBY and not self._stood:
+            return self._restart_stand_up(inputs, now)
+        if mode not in (Mode.ESTOP, Mode.DAMPING):
+            return True, f"nothing to reset in {mode.value}"
+        if not self._fresh(inputs.joint_states_time, now, "joint_states_stale"):
+            return False, "refused: /joint_states are stale; reset needs a live robot"
+        # ISO 13850: a reset is a separate act once the e-stop is released, and it never
+        # hides a fault that is still there (it would trip again within a few ticks).
+        if self._pressed(inputs, "estop"):
+            return False, (
+                f"refused: the e-stop (joystick button {self.config.buttons['estop']}) is still "
+                "pressed; release it, then reset"
             )
-            self._blend_time = now
-            self._enter(Mode.ACTIVE, now, inputs, "operator: engage")
-            return True, "ACTIVE"
-        return False, f"unknown request {action!r}; use one of {', '.join(OPERATOR_ACTIONS)}"
+        persisting = [c for c in self._evaluate(inputs, now) if not c.ok and c.response >= Response.DAMP]
+        if persisting:
+            fault = persisting[0]
+            return False, f"refused: the fault persists ({fault.name}: {fault.detail}); clear it, then reset"
+        left = self._descent_left(now)
+        if left > 0:
+            return False, f"refused: the stop is still lowering the robot ({left:.1f} s left); reset once it lies"
+        self._enter(Mode.STANDBY, now, inputs, "operator: reset")
+        return True, "STANDBY (engage once the robot stands)"
+
+    def _request_takeover(self, inputs: SupervisorInputs, now: float) -> tuple[bool, str]:
+        mode = self.mode
+        if mode in (Mode.ESTOP, Mode.DAMPING):
+            return False, f"refused in {mode.value}: reset first"
+        if mode == Mode.STANDBY and inputs.commands_received is False:
+            return False, f"refused: {WAITING_FOR_DRIVER}"
+        self._hold_in_place = False
+        if mode != Mode.TAKEOVER:
+            self._enter(Mode.TAKEOVER, now, inputs, "operator: takeover")
+        return True, "TAKEOVER"
+
+    def _request_engage(self, inputs: SupervisorInputs, now: float) -> tuple[bool, str]:
+        mode = self.mode
+        if mode in (Mode.ESTOP, Mode.DAMPING):
+            return False, f"refused in {mode.value}: reset first"
+        if mode == Mode.ACTIVE:
+            return True, "already ACTIVE"
+        problem = self._engage_blocker(inputs, now)
+        if problem:
+            return False, f"refused: {problem}"
+        self._stood = self._ever_stood = True  # what the engage checks just found
+        # Not None: the engage checks found /joint_states fresh, and their time comes only with positions.
+        self._blend_from = (
+            self._last_sent.position.copy()
+            if self._last_sent is not None
+            else cast(np.ndarray, inputs.joint_position).copy()
+        )
+        self._blend_time = now
+        self._enter(Mode.ACTIVE, now, inputs, "operator: engage")
+        return True, "ACTIVE"
 
     def resume_active(self, inputs: SupervisorInputs, now: float) -> None:
         """Enter ACTIVE as if engaged earlier, without the stand-up and the operator's checks:
@@ -562,7 +582,6 @@ class SupervisorCore:
 
     def _evaluate(self, inputs: SupervisorInputs, now: float) -> list[CheckResult]:
         results: list[CheckResult] = []
-        active = self.mode == Mode.ACTIVE
 
         def check(name: str, failed: bool, detail: str) -> None:
             config: CheckConfig | None = self._check(name)
@@ -570,16 +589,22 @@ class SupervisorCore:
                 return
             results.append(CheckResult(name, not failed, config.response, detail if failed else ""))
 
+        self._stream_checks(inputs, now, check, results)
+        if self.mode == Mode.ACTIVE:
+            self._policy_checks(inputs, now, check)
+        self._state_checks(inputs, check)
+        return results
+
+    def _stream_checks(self, inputs: SupervisorInputs, now: float, check: _Check, results: list[CheckResult]) -> None:
+        """Is each input stream fresh: /joint_states, /imu/data (floating base), the policy (ACTIVE)."""
+        active = self.mode == Mode.ACTIVE
         # Until the robot first stands after start, no policy runs and the stand-up's targets do not
         # depend on the newest sample: a stream must be silent for standby_deadline to trip. A busy
         # start-up (DDS discovery, the other nodes loading) delays samples 60-70 ms on 2 cores, and
         # each such trip would need an operator's reset before anything could engage. Later
         # stand-ups (after a reset) keep the checks' own deadlines.
         standby = self.mode == Mode.STANDBY and not self._ever_stood
-
-        def age(received: Optional[float]) -> float:
-            return math.inf if received is None else now - received
-
+        refused = {"joint_states_stale": self._refused_state, "imu_stale": self._refused_orientation}
         for name, received, topic, applies in (
             ("joint_states_stale", inputs.joint_states_time, "/joint_states", True),
             ("imu_stale", inputs.imu_time, "/imu/data", not self.profile.fixed_base),
@@ -592,51 +617,43 @@ class SupervisorCore:
                 # Never arrived yet, nothing engaged: waiting, not a fault (engage checks freshness).
                 results.append(CheckResult(name, False, Response.NONE, f"waiting for the first {topic}"))
                 continue
-            late = age(received)
-            refused = (
-                f"; newer ones refused: {self._refused_state}"
-                if name == "joint_states_stale" and self._refused_state
-                else ""
-            )
-            refused += (
-                f"; newer ones refused: {self._refused_orientation}"
-                if name == "imu_stale" and self._refused_orientation
-                else ""
-            )
+            late = math.inf if received is None else now - received
+            newer = f"; newer ones refused: {refused[name]}" if refused.get(name) else ""
             deadline = max(config["deadline"], self.config.standby_deadline) if standby else config["deadline"]
-            detail = (
-                f"no {topic} for {late:.3f} s (deadline {deadline:.3f} s{' in STANDBY' if standby else ''}){refused}"
-            )
+            detail = f"no {topic} for {late:.3f} s (deadline {deadline:.3f} s{' in STANDBY' if standby else ''}){newer}"
             if standby and config["deadline"] < late <= deadline:
                 results.append(CheckResult(name, False, Response.NONE, f"{detail}: late, not yet a fault"))
                 continue
             check(name, late > deadline, detail)
-        if active and inputs.policy_missed:
+
+    def _policy_checks(self, inputs: SupervisorInputs, now: float, check: _Check) -> None:
+        """What ACTIVE asks of the policy's command and the operator."""
+        if inputs.policy_missed:
             check("policy_stale", True, "lockstep: no /policy/joint_commands for this tick within the wall-clock wait")
-        if active:
+        check(
+            "non_finite_command", not _finite(inputs.policy_command), "the policy's command has NaN or infinite values"
+        )
+        overrun = self._check("tick_overrun")
+        if overrun is not None and inputs.policy_stamp is not None and inputs.policy_time is not None:
+            lag = inputs.policy_time - inputs.policy_stamp
             check(
-                "non_finite_command",
-                not _finite(inputs.policy_command),
-                "the policy's command has NaN or infinite values",
+                "tick_overrun",
+                lag > overrun["max_age"],
+                f"policy command computed on data {lag * 1e3:.1f} ms old (max {overrun['max_age'] * 1e3:.1f} ms)",
             )
-            overrun = self._check("tick_overrun")
-            if overrun is not None and inputs.policy_stamp is not None and inputs.policy_time is not None:
-                lag = inputs.policy_time - inputs.policy_stamp
-                check(
-                    "tick_overrun",
-                    lag > overrun["max_age"],
-                    f"policy command computed on data {lag * 1e3:.1f} ms old (max {overrun['max_age'] * 1e3:.1f} ms)",
-                )
-            deadman = self._check("deadman")
-            if deadman is not None:  # with no button mapped it is never held: fail closed
-                check(
-                    "deadman",
-                    not self._deadman_held(inputs, now, deadman["deadline"]),
-                    "the operator's deadman is not held (or /joy is silent)",
-                )
-            if _finite(inputs.policy_command):
-                over = self._over_limits(inputs.policy_command)
-                check("command_limit", bool(over), f"the policy's command asks {over}")
+        deadman = self._check("deadman")
+        if deadman is not None:  # with no button mapped it is never held: fail closed
+            check(
+                "deadman",
+                not self._deadman_held(inputs, now, deadman["deadline"]),
+                "the operator's deadman is not held (or /joy is silent)",
+            )
+        if _finite(inputs.policy_command):
+            over = self._over_limits(inputs.policy_command)
+            check("command_limit", bool(over), f"the policy's command asks {over}")
+
+    def _state_checks(self, inputs: SupervisorInputs, check: _Check) -> None:
+        """The robot's measured state and the graph around it, in every mode."""
         if inputs.joint_velocity is not None and len(inputs.joint_velocity):
             self._limit_check(
                 check,
@@ -665,7 +682,6 @@ class SupervisorCore:
             f"other publishers on /joint_commands: {', '.join(inputs.other_command_writers)}; a driver that does "
             "not check the writer obeys them: stop them (or give this graph its own ROS_DOMAIN_ID)",
         )
-        return results
 
     def _over_limits(self, command: JointTargets) -> str:
         """What in ``command`` exceeds the command limits ("" when nothing does)."""
@@ -683,7 +699,9 @@ class SupervisorCore:
                 )
         return ""
 
-    def _limit_check(self, check, name: str, measured: np.ndarray, limits: np.ndarray, what: str, unit: str) -> None:
+    def _limit_check(
+        self, check: _Check, name: str, measured: np.ndarray, limits: np.ndarray, what: str, unit: str
+    ) -> None:
         config = self.config.checks.get(name)
         if config is None:
             return

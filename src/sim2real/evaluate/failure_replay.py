@@ -30,7 +30,7 @@ from sim2real.core.failure_config import TriggerConfig
 from sim2real.core.joint_command import JointTargets
 from sim2real.core.policy_slot import PolicyRefused, PolicySlot
 from sim2real.core.robot_inputs import RobotInputs
-from sim2real.core.robot_profile import load_profile
+from sim2real.core.robot_profile import RobotProfile, load_profile
 from sim2real.core.rotations import tilt_angle
 from sim2real.core.safety_config import load_safety_config
 from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
@@ -119,6 +119,112 @@ def _start_state(bundle: Bundle, start_ns: int) -> _Start:
     return _Start(list(js.name), np.asarray(js.position, float), orientation, goal, cmd_vel, notes)
 
 
+def _recorded_conditions(info: dict, conditions: dict[str, Any] | None, notes: list[str]) -> dict[str, Any]:
+    """The conditions to replay under: given, else recorded, else identified (sysid), else nominal."""
+    recorded = conditions if conditions is not None else info.get("conditions")
+    if recorded is None:
+        recorded = identified_conditions(info)
+        if recorded is not None:
+            notes.append("conditions from the identified config (sysid), not measured at the event")
+    if recorded is None:
+        notes.append("conditions unknown (no sim_robot, no identified config): nominal conditions")
+        recorded = {}
+    return recorded
+
+
+def _recorded_engine(info: dict, notes: list[str]) -> tuple[str, str | None]:
+    """(engine, robot model) the bundle was recorded on, where this version has them."""
+    engine = info.get("engine") or DEFAULT_ENGINE
+    if engine not in ENGINES:
+        notes.append(f"recorded on engine {engine!r}, which this version lacks: replayed on {DEFAULT_ENGINE}")
+        engine = DEFAULT_ENGINE
+    elif engine != DEFAULT_ENGINE:
+        notes.append(f"replayed on {engine}, the engine it was recorded on")
+    model = info.get("model") if engine == "mujoco" else None
+    if model:
+        try:
+            resolve_model(model)
+            notes.append(f"on the robot model it was recorded with ({model})")
+        except ModelError as exc:
+            notes.append(f"recorded on robot model {model!r}, not available here ({exc}): replayed on the profile's")
+            model = None
+    return engine, model
+
+
+def _started_policy(bundle: Bundle, profile: RobotProfile, policy_path: Path) -> PolicySlot:
+    slot = PolicySlot(profile, [policy_path.parent])
+    try:
+        slot.start(policy_path)
+    except PolicyRefused as exc:
+        raise ReplayError(
+            f"{bundle.name} was recorded on robot {profile.name!r} and cannot replay with this "
+            f"policy: {exc}. Fix: give a policy trained for {profile.name!r} with --policy FILE, "
+            "or leave --policy out to replay the recorded one"
+        ) from None
+    return slot
+
+
+@dataclass
+class _Outcome:
+    failed: bool = False
+    reason: str = ""
+    max_tilt: float = 0.0
+    survived: float = 0.0
+
+
+def _run_from(
+    world, profile: RobotProfile, slot: PolicySlot, start: _Start, q0: np.ndarray, total_ticks: int
+) -> _Outcome:
+    """Tick the policy behind a simulated supervisor (ACTIVE from the start, as the robot was) until
+    ``total_ticks`` or the first failure: a non-finite action, a supervisor trip or a fall."""
+    inputs = RobotInputs(profile)
+    safety = load_safety_config(profile.name)
+    period = profile.policy_period
+    supervisor = SupervisorCore(profile, safety, safety.command_period or period, simulated=True)
+    sup_inputs = SupervisorInputs()
+    fall_deg = TriggerConfig().fall_tilt_deg
+    steps = max(1, round(period / profile.physics_period))
+    world.reset(q0, base_orientation=start.orientation if not profile.fixed_base else None)
+    world.command(q0)
+    if start.goal is not None:
+        inputs.set_goal(start.goal)
+    outcome = _Outcome(survived=total_ticks * period)
+    for tick in range(total_ticks):
+        t = tick * period
+        state = world.joint_state()
+        inputs.set_joint_states(profile.joint_names, state.position, state.velocity, int(t * NS_PER_S))
+        if start.cmd_vel is not None:
+            inputs.set_velocity_command(*start.cmd_vel, now=t)
+        sup_inputs.joint_position, sup_inputs.joint_velocity = state.position, state.velocity
+        sup_inputs.joint_states_time = t
+        if not profile.fixed_base:
+            imu = world.imu()
+            inputs.set_imu(imu.orientation, imu.angular_velocity)
+            sup_inputs.base_orientation, sup_inputs.imu_time = np.asarray(imu.orientation), t
+            outcome.max_tilt = max(outcome.max_tilt, math.degrees(tilt_angle(imu.orientation)))
+        targets = slot.tick(inputs.signals(t))
+        sup_inputs.policy_command = JointTargets.positions(targets)
+        sup_inputs.policy_time = sup_inputs.policy_stamp = t
+        if tick == 0:
+            # The robot was running this policy: the supervisor is ACTIVE from the start.
+            supervisor.resume_active(sup_inputs, t)
+        decision = supervisor.tick(sup_inputs, t)
+        if not np.all(np.isfinite(targets)):
+            outcome.reason = "policy output not finite"
+        elif decision.mode != Mode.ACTIVE:
+            outcome.reason = f"supervisor {decision.mode.value}: {supervisor.last_trip}"
+        elif fall_deg is not None and outcome.max_tilt > fall_deg:
+            outcome.reason = f"fall: base tilt {outcome.max_tilt:.0f} deg"
+        if outcome.reason:
+            outcome.failed, outcome.survived = True, t
+            return outcome
+        command = decision.command
+        if command is not None:
+            world.command(command.position, command.velocity, command.effort)
+        world.step(steps)
+    return outcome
+
+
 def replay_failure(
     bundle: Bundle,
     policy_path: str | Path | None = None,
@@ -144,107 +250,33 @@ def replay_failure(
     after_s = (window.get("post_event_s", 2.0) + 1.0) if after_s is None else after_s
     start = _start_state(bundle, event_ns - int(lead_s * NS_PER_S))
     notes = list(start.notes)
-    recorded = conditions if conditions is not None else info.get("conditions")
-    if recorded is None:
-        recorded = identified_conditions(info)
-        if recorded is not None:
-            notes.append("conditions from the identified config (sysid), not measured at the event")
-    if recorded is None:
-        notes.append("conditions unknown (no sim_robot, no identified config): nominal conditions")
-        recorded = {}
+    recorded = _recorded_conditions(info, conditions, notes)
     world_conditions = PhysicalConditions(**recorded).validate()
-    safety = load_safety_config(profile.name)
-    period = profile.policy_period
-    slot = PolicySlot(profile, [policy_path.parent])
-    try:
-        slot.start(policy_path)
-    except PolicyRefused as exc:
-        raise ReplayError(
-            f"{bundle.name} was recorded on robot {profile.name!r} and cannot replay with this "
-            f"policy: {exc}. Fix: give a policy trained for {profile.name!r} with --policy FILE, "
-            "or leave --policy out to replay the recorded one"
-        ) from None
-    inputs = RobotInputs(profile)
-    supervisor = SupervisorCore(profile, safety, safety.command_period or period, simulated=True)
-    sup_inputs = SupervisorInputs()
+    slot = _started_policy(bundle, profile, policy_path)
     index = [start.joint_names.index(n) for n in profile.joint_names]
     q0 = np.clip(start.position[index], profile.lower_limits, profile.upper_limits)
-    fall_deg = TriggerConfig().fall_tilt_deg
-    steps = max(1, round(period / profile.physics_period))
+    period = profile.policy_period
     total_ticks = int(round((lead_s + after_s) / period))
     suspended = info.get("suspended") is True and not profile.fixed_base
     if suspended:
         notes.append("the robot hung in the air (suspended), as recorded")
-    engine = info.get("engine") or DEFAULT_ENGINE
-    if engine not in ENGINES:
-        notes.append(f"recorded on engine {engine!r}, which this version lacks: replayed on {DEFAULT_ENGINE}")
-        engine = DEFAULT_ENGINE
-    elif engine != DEFAULT_ENGINE:
-        notes.append(f"replayed on {engine}, the engine it was recorded on")
-    model = info.get("model") if engine == "mujoco" else None
-    if model:
-        try:
-            resolve_model(model)
-            notes.append(f"on the robot model it was recorded with ({model})")
-        except ModelError as exc:
-            notes.append(f"recorded on robot model {model!r}, not available here ({exc}): replayed on the profile's")
-            model = None
+    engine, model = _recorded_engine(info, notes)
+    if not profile.fixed_base and start.orientation is None:
+        notes.append("no /imu/data recorded: the base starts upright")
     world = make_world(engine, profile, model=model, conditions=world_conditions, seed=seed, suspended=suspended)
     try:
-        orientation = start.orientation if not profile.fixed_base else None
-        if not profile.fixed_base and orientation is None:
-            notes.append("no /imu/data recorded: the base starts upright")
-        world.reset(q0, base_orientation=orientation)
-        world.command(q0)
-        if start.goal is not None:
-            inputs.set_goal(start.goal)
-        failed, reason, max_tilt, t = False, "", 0.0, 0.0
-        engaged = False
-        for tick in range(total_ticks):
-            t = tick * period
-            state = world.joint_state()
-            inputs.set_joint_states(profile.joint_names, state.position, state.velocity, int(t * NS_PER_S))
-            if start.cmd_vel is not None:
-                inputs.set_velocity_command(*start.cmd_vel, now=t)
-            sup_inputs.joint_position, sup_inputs.joint_velocity = state.position, state.velocity
-            sup_inputs.joint_states_time = t
-            if not profile.fixed_base:
-                imu = world.imu()
-                inputs.set_imu(imu.orientation, imu.angular_velocity)
-                sup_inputs.base_orientation, sup_inputs.imu_time = np.asarray(imu.orientation), t
-                max_tilt = max(max_tilt, math.degrees(tilt_angle(imu.orientation)))
-            targets = slot.tick(inputs.signals(t))
-            sup_inputs.policy_command = JointTargets.positions(targets)
-            sup_inputs.policy_time = sup_inputs.policy_stamp = t
-            if not engaged:
-                # The robot was running this policy: the supervisor is ACTIVE from the start.
-                supervisor.resume_active(sup_inputs, t)
-                engaged = True
-            decision = supervisor.tick(sup_inputs, t)
-            if not np.all(np.isfinite(targets)):
-                failed, reason = True, "policy output not finite"
-            elif decision.mode != Mode.ACTIVE:
-                failed, reason = True, f"supervisor {decision.mode.value}: {supervisor.last_trip}"
-            elif fall_deg is not None and max_tilt > fall_deg:
-                failed, reason = True, f"fall: base tilt {max_tilt:.0f} deg"
-            if failed:
-                break
-            command = decision.command
-            if command is not None:
-                world.command(command.position, command.velocity, command.effort)
-            world.step(steps)
-        survived = t if failed else total_ticks * period
+        outcome = _run_from(world, profile, slot, start, q0, total_ticks)
     finally:
         world.close()
     return ReplayResult(
         bundle=bundle.name,
         policy=str(policy_path),
         seed=seed,
-        failed=failed,
-        reason=reason or "no failure",
-        survived_s=round(survived, 3),
+        failed=outcome.failed,
+        reason=outcome.reason or "no failure",
+        survived_s=round(outcome.survived, 3),
         duration_s=round(total_ticks * period, 3),
         conditions=dict(recorded),
-        max_tilt_deg=round(max_tilt, 1),
+        max_tilt_deg=round(outcome.max_tilt, 1),
         notes=notes,
     )

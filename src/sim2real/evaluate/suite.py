@@ -112,93 +112,99 @@ TARGETS = (
 )
 
 
-def load_suite(name_or_path: str | Path) -> Suite:
-    """A suite by name (``config/eval/<name>.yaml``) or path; SuiteError names what is wrong."""
-    path, data = read_config("eval", name_or_path, SuiteError, "evaluation suite")
+class _SuiteReader:
+    """Reads one suite file's fields; every problem is a SuiteError naming the field and the fix."""
 
-    def fail(field_name: str, problem: str, fix: str) -> SuiteError:
-        return SuiteError(path, field_name, problem, fix)
+    def __init__(self, path: Path):
+        self.path = path
 
-    def number(value: Any, field_name: str, low: float = 0.0) -> float:
+    def fail(self, field_name: str, problem: str, fix: str) -> SuiteError:
+        return SuiteError(self.path, field_name, problem, fix)
+
+    def number(self, value: Any, field_name: str, low: float = 0.0) -> float:
         try:
             result = float(value)
         except (TypeError, ValueError):
-            raise fail(field_name, f"expected a number, got {value!r}", "write a number in SI units") from None
+            raise self.fail(field_name, f"expected a number, got {value!r}", "write a number in SI units") from None
         if not math.isfinite(result) or result < low:
-            raise fail(field_name, f"must be a finite number >= {low:g}, got {value!r}", "fix the value")
+            raise self.fail(field_name, f"must be a finite number >= {low:g}, got {value!r}", "fix the value")
         return result
 
-    unknown = sorted(
-        set(data) - {"robot", "stand_s", "settle_s", "takeover_window_s", "duration", "targets", "scenarios"}
-    )
-    if unknown:
-        raise fail(
-            unknown[0], "unknown key", "use robot, stand_s, settle_s, takeover_window_s, duration, targets, scenarios"
+    def push(self, push: Any, at: str) -> Push:
+        if (
+            not isinstance(push, dict)
+            or set(push) != {"at", "force", "duration"}
+            or not isinstance(push["force"], list)
+            or len(push["force"]) != 3
+        ):
+            raise self.fail(
+                at,
+                f"expected {{at: s, force: [fx, fy, fz], duration: s}}, got {push!r}",
+                "write {at: 3.0, force: [0, 60, 0], duration: 0.2}",
+            )
+        return Push(
+            self.number(push["at"], f"{at}.at"),
+            tuple(self.number(f, f"{at}.force", low=-math.inf) for f in push["force"]),
+            self.number(push["duration"], f"{at}.duration"),
         )
-    if not isinstance(data.get("robot"), str):
-        raise fail("robot", f"expected a robot profile name, got {data.get('robot')!r}", "write robot: go2")
-    targets = data.get("targets") or {}
-    if not isinstance(targets, dict) or set(targets) - set(TARGETS):
-        raise fail("targets", f"unknown targets {sorted(set(targets) - set(TARGETS))}", f"use {list(TARGETS)}")
-    duration = number(data.get("duration", 10.0), "duration")
-    scenarios = []
-    for index, entry in enumerate(data.get("scenarios") or []):
-        where = f"scenarios[{index}]"
+
+    def scenario(self, entry: Any, where: str, duration: float) -> Scenario:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise fail(
+            raise self.fail(
                 where,
                 f"expected {{name: ..., command: [vx, vy, yaw_rate]}}, got {entry!r}",
                 "give each scenario a name and a command",
             )
         extra = sorted(set(entry) - {"name", "command", "duration", "pushes"})
         if extra:
-            raise fail(f"{where}.{extra[0]}", "unknown key", "use name, command, duration, pushes")
+            raise self.fail(f"{where}.{extra[0]}", "unknown key", "use name, command, duration, pushes")
         command = entry.get("command")
         if not isinstance(command, list) or len(command) != 3:
-            raise fail(
+            raise self.fail(
                 f"{where}.command", f"expected [vx, vy, yaw_rate], got {command!r}", "write command: [0.5, 0.0, 0.0]"
             )
-        pushes = []
-        for k, push in enumerate(entry.get("pushes") or []):
-            at = f"{where}.pushes[{k}]"
-            if (
-                not isinstance(push, dict)
-                or set(push) != {"at", "force", "duration"}
-                or not isinstance(push["force"], list)
-                or len(push["force"]) != 3
-            ):
-                raise fail(
-                    at,
-                    f"expected {{at: s, force: [fx, fy, fz], duration: s}}, got {push!r}",
-                    "write {at: 3.0, force: [0, 60, 0], duration: 0.2}",
-                )
-            pushes.append(
-                Push(
-                    number(push["at"], f"{at}.at"),
-                    tuple(number(f, f"{at}.force", low=-math.inf) for f in push["force"]),
-                    number(push["duration"], f"{at}.duration"),
-                )
-            )
-        scenarios.append(
-            Scenario(
-                entry["name"],
-                tuple(number(c, f"{where}.command", low=-math.inf) for c in command),
-                number(entry.get("duration", duration), f"{where}.duration"),
-                tuple(pushes),
-            )
+        pushes = [self.push(push, f"{where}.pushes[{k}]") for k, push in enumerate(entry.get("pushes") or [])]
+        return Scenario(
+            entry["name"],
+            tuple(self.number(c, f"{where}.command", low=-math.inf) for c in command),
+            self.number(entry.get("duration", duration), f"{where}.duration"),
+            tuple(pushes),
         )
+
+
+def load_suite(name_or_path: str | Path) -> Suite:
+    """A suite by name (``config/eval/<name>.yaml``) or path; SuiteError names what is wrong."""
+    path, data = read_config("eval", name_or_path, SuiteError, "evaluation suite")
+    reader = _SuiteReader(path)
+    unknown = sorted(
+        set(data) - {"robot", "stand_s", "settle_s", "takeover_window_s", "duration", "targets", "scenarios"}
+    )
+    if unknown:
+        raise reader.fail(
+            unknown[0], "unknown key", "use robot, stand_s, settle_s, takeover_window_s, duration, targets, scenarios"
+        )
+    if not isinstance(data.get("robot"), str):
+        raise reader.fail("robot", f"expected a robot profile name, got {data.get('robot')!r}", "write robot: go2")
+    targets = data.get("targets") or {}
+    if not isinstance(targets, dict) or set(targets) - set(TARGETS):
+        raise reader.fail("targets", f"unknown targets {sorted(set(targets) - set(TARGETS))}", f"use {list(TARGETS)}")
+    duration = reader.number(data.get("duration", 10.0), "duration")
+    scenarios = [
+        reader.scenario(entry, f"scenarios[{index}]", duration)
+        for index, entry in enumerate(data.get("scenarios") or [])
+    ]
     if not scenarios:
-        raise fail("scenarios", "no scenarios", "list at least one {name: ..., command: [vx, vy, yaw_rate]}")
+        raise reader.fail("scenarios", "no scenarios", "list at least one {name: ..., command: [vx, vy, yaw_rate]}")
     names = [s.name for s in scenarios]
     if len(set(names)) != len(names):
-        raise fail("scenarios", f"names repeat: {names}", "give each scenario its own name")
+        raise reader.fail("scenarios", f"names repeat: {names}", "give each scenario its own name")
     return Suite(
         name=path.stem,
         robot=data["robot"],
-        stand_s=number(data.get("stand_s", 2.5), "stand_s"),
-        settle_s=number(data.get("settle_s", 2.0), "settle_s"),
-        takeover_window_s=number(data.get("takeover_window_s", 2.0), "takeover_window_s"),
-        targets={k: number(v, f"targets.{k}") for k, v in targets.items()},
+        stand_s=reader.number(data.get("stand_s", 2.5), "stand_s"),
+        settle_s=reader.number(data.get("settle_s", 2.0), "settle_s"),
+        takeover_window_s=reader.number(data.get("takeover_window_s", 2.0), "takeover_window_s"),
+        targets={k: reader.number(v, f"targets.{k}") for k, v in targets.items()},
         scenarios=tuple(scenarios),
         source=str(path),
     )

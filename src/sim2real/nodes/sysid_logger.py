@@ -255,6 +255,13 @@ class SysidLoggerNode(Node):
             self.next_command_ns = -(-now // self.period_ns) * self.period_ns
         if self.phase_start_ns is None:
             self.phase_start_ns = now
+        if self._advance(now):
+            return
+        if self.phase != "stand" and now >= self.next_command_ns:
+            self._publish_target(msg, now)
+
+    def _advance(self, now: int) -> bool:
+        """Move to the next phase when this one is over; True when the recording ended."""
         elapsed = (now - self.phase_start_ns) / NS_PER_S
         if self.phase == "stand" and elapsed >= self.stand_s + 0.5:
             self._enter("engage", now)
@@ -266,22 +273,25 @@ class SysidLoggerNode(Node):
             self._enter("settle", now)
         elif self.phase == "settle" and elapsed >= self.settle:
             self._finish(completed=True)
-            return
+            return True
         if self.phase in ("blend", "excite", "settle") and self.mode not in ("ACTIVE", ""):
             self._finish(completed=False, reason=f"the supervisor left ACTIVE ({self.mode}) during {self.phase}")
-            return
-        if self.phase != "stand" and now >= self.next_command_ns:
-            if self.phase == "excite":
-                q, dq = self.excitation.sample((now - self.phase_start_ns) / NS_PER_S)
-            else:
-                q, dq = self.profile.default_positions, None
-            command = JointState(name=self.profile.joint_names, position=[float(v) for v in q])
-            if dq is not None:
-                command.velocity = [float(v) for v in dq]
-            command.header.stamp = msg.header.stamp
-            self.pub.publish(command)
-            while self.next_command_ns <= now:
-                self.next_command_ns += self.period_ns
+            return True
+        return False
+
+    def _publish_target(self, msg: JointState, now: int) -> None:
+        """The excitation's target (the default pose outside the excitation), stamped like ``msg``."""
+        if self.phase == "excite":
+            q, dq = self.excitation.sample((now - self.phase_start_ns) / NS_PER_S)
+        else:
+            q, dq = self.profile.default_positions, None
+        command = JointState(name=self.profile.joint_names, position=[float(v) for v in q])
+        if dq is not None:
+            command.velocity = [float(v) for v in dq]
+        command.header.stamp = msg.header.stamp
+        self.pub.publish(command)
+        while self.next_command_ns <= now:
+            self.next_command_ns += self.period_ns
 
     def _enter(self, phase: str, now: int | None) -> None:
         """``now`` None: the phase starts at the next state's stamp."""

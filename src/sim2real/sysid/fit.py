@@ -237,19 +237,7 @@ def _spread(items: list[Window], seconds: float, window: float) -> list[Window]:
     return [items[int(i)] for i in np.linspace(0, len(items) - 1, count).round()]
 
 
-def fit_conditions(
-    profile: RobotProfile,
-    dataset: Dataset,
-    options: FitOptions | None = None,
-    log: Callable[[str], None] = lambda _: None,
-) -> FitResult:
-    """CMA-ES finds the basin (latency included), least squares polishes the continuous
-    parameters: CMA-ES alone needs hundreds of replays to converge tightly, which this
-    problem (smooth in everything but latency) does not justify."""
-    import cma
-    from scipy.optimize import least_squares
-
-    options = options or FitOptions()
+def _check_options(options: FitOptions) -> None:
     if not 0.0 < options.train_fraction < 1.0:  # NaN fails too
         raise FitError(
             f"train fraction {options.train_fraction!r} must lie strictly between 0 and 1 (the rest "
@@ -259,8 +247,9 @@ def fit_conditions(
         value = getattr(options, name)  # workers 0: replays in this process
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise FitError(f"{name.replace('_', '-')} must be a whole number >= {least}, got {value!r}")
-    started = time.monotonic()
-    space = search_space(profile, dataset.suspended)
+
+
+def _training_and_heldout(dataset: Dataset, options: FitOptions) -> tuple[list[Window], list[Window]]:
     train = _spread(
         windows(dataset.segments, options.window, 0.0, options.train_fraction), options.train_seconds, options.window
     )
@@ -272,145 +261,203 @@ def fit_conditions(
             f"the recordings ({dataset.duration:.1f} s) are too short for {options.window:g} s windows "
             "in both the training and the held-out part: record at least 20 s of excitation"
         )
-    lows = np.array([p.low for p in space])
-    spans = np.array([p.high - p.low for p in space])
-    names = [p.name for p in space]
-    smooth = [i for i, name in enumerate(names) if name != "latency"]
+    return train, heldout
 
-    def conditions(x: np.ndarray) -> dict[str, float]:
-        values = lows + spans * np.clip(x, 0.0, 1.0)
-        return {name: float(v) for name, v in zip(names, values)}
 
-    def normalised(values: dict[str, float]) -> np.ndarray:
-        return np.array([(values[n] - lo) / span for n, lo, span in zip(names, lows, spans)])
+class _Space:
+    """The fitted parameters in normalised coordinates: each one's search range maps onto [0, 1]."""
 
-    x0 = normalised({p.name: p.nominal for p in space})
-    stride = max(1, int(round(options.compare_period / dataset.segments[0].sample_period)))
-    pool = _Pool(options.workers, (profile, dataset, {"train": train, "heldout": heldout}, stride))
-    evaluations = 0
-    try:
-        nominal = conditions(x0)
-        before_train, before_heldout = pool.map(_rmse, [(nominal, "train"), (nominal, "heldout")])
-        log(
-            f"nominal simulator: training position RMSE {_mean_rmse(before_train) * 1e3:.2f} mrad; "
-            f"CMA-ES over {names} ({len(train)} training windows of {options.window:g} s)"
+    def __init__(self, parameters: list[Parameter]):
+        self.parameters = parameters
+        self.names = [p.name for p in parameters]
+        self.lows = np.array([p.low for p in parameters])
+        self.spans = np.array([p.high - p.low for p in parameters])
+        self.smooth = [i for i, name in enumerate(self.names) if name != "latency"]
+
+    def conditions(self, x: np.ndarray) -> dict[str, float]:
+        values = self.lows + self.spans * np.clip(x, 0.0, 1.0)
+        return {name: float(v) for name, v in zip(self.names, values)}
+
+    def normalised(self, values: dict[str, float]) -> np.ndarray:
+        return np.array([(values[n] - lo) / span for n, lo, span in zip(self.names, self.lows, self.spans)])
+
+    def with_smooth(self, at: dict[str, float], x: np.ndarray) -> dict[str, float]:
+        """``at`` with its continuous parameters replaced by ``x`` (normalised), its latency kept."""
+        full = self.normalised(at)
+        full[self.smooth] = x
+        return {**self.conditions(full), "latency": at["latency"]}
+
+    def at_edge(self, values: dict[str, float]) -> list[str]:
+        """Parameters stopped by their search range: at the top, or at a bottom other than 0 (friction,
+        latency, ... may rest at 0; at any other bound the range, not the robot, stopped them)."""
+        full = self.normalised(values)
+        return [name for name, x, low in zip(self.names, full, self.lows) if x > 1 - 1e-3 or (low != 0.0 and x < 1e-3)]
+
+
+def _cma_search(space: _Space, pool: _Pool, x0: np.ndarray, options: FitOptions, log: Callable[[str], None]):
+    """CMA-ES over every parameter (latency included) on the training windows: the basin."""
+    import cma
+
+    es = cma.CMAEvolutionStrategy(
+        np.clip(x0, 0.05, 0.95),
+        0.3,
+        {
+            "bounds": [0.0, 1.0],
+            "popsize": options.popsize,
+            "maxiter": options.cma_iterations,
+            "seed": options.seed + 1,
+            "verbose": -9,
+        },
+    )
+    while not es.stop():
+        xs = es.ask()
+        costs = pool.map(_cost, [(space.conditions(x), "train") for x in xs])
+        es.tell(xs, costs)
+        log(f"  CMA-ES iteration {es.countiter:3d}: best cost {es.result.fbest:.3e} (weighted mean square, rad^2)")
+    return es
+
+
+class _Polisher:
+    """Least squares (trust-region reflective, finite-difference Jacobian replayed in parallel) over
+    the continuous parameters, the latency held where :meth:`polish` is told; counts the replays."""
+
+    def __init__(self, space: _Space, pool: _Pool, options: FitOptions, log: Callable[[str], None]):
+        self.space, self.pool, self.options, self.log = space, pool, options, log
+        self.anchor: dict[str, float] = {}  # the values the polished continuous parameters go into
+        self.cache: dict[bytes, np.ndarray] = {}
+        self.evaluations = 0
+
+    def _residuals_at(self, xs: list[np.ndarray]) -> list[np.ndarray]:
+        jobs = []
+        for x in xs:
+            full = self.space.normalised(self.anchor)
+            full[self.space.smooth] = x
+            jobs.append((self.space.conditions(full), "train"))
+        return self.pool.map(_residual_vector, jobs)
+
+    def _fun(self, x: np.ndarray) -> np.ndarray:
+        key = np.asarray(x).tobytes()
+        if key not in self.cache:
+            self.cache[key] = self._residuals_at([x])[0]
+        return self.cache[key]
+
+    def _jac(self, x: np.ndarray) -> np.ndarray:
+        h = 1e-3
+        points = []
+        for k in range(len(x)):
+            up, down = x.copy(), x.copy()
+            up[k] = min(1.0, x[k] + h)
+            down[k] = max(0.0, x[k] - h)
+            points += [up, down]
+        r = self._residuals_at(points)
+        return np.stack(
+            [(r[2 * k] - r[2 * k + 1]) / (points[2 * k][k] - points[2 * k + 1][k]) for k in range(len(x))], axis=1
         )
-        es = cma.CMAEvolutionStrategy(
-            np.clip(x0, 0.05, 0.95),
-            0.3,
-            {
-                "bounds": [0.0, 1.0],
-                "popsize": options.popsize,
-                "maxiter": options.cma_iterations,
-                "seed": options.seed + 1,
-                "verbose": -9,
-            },
+
+    def polish(self, at: dict[str, float], x0: np.ndarray, max_nfev: int):
+        """Least squares over the continuous parameters from ``x0``, the rest (latency) held at ``at``."""
+        from scipy.optimize import least_squares
+
+        self.anchor.clear()
+        self.anchor.update(at)
+        self.cache.clear()  # residuals depend on the latency held fixed
+        result = least_squares(
+            self._fun,
+            x0,
+            jac=self._jac,
+            bounds=(0.0, 1.0),
+            method="trf",
+            ftol=self.options.tolerance,
+            xtol=1e-6,
+            max_nfev=max_nfev,
         )
-        while not es.stop():
-            xs = es.ask()
-            costs = pool.map(_cost, [(conditions(x), "train") for x in xs])
-            es.tell(xs, costs)
-            log(f"  CMA-ES iteration {es.countiter:3d}: best cost {es.result.fbest:.3e} (weighted mean square, rad^2)")
-        evaluations += es.countevals
-        values = conditions(np.array(es.result.xbest))
-        step = profile.physics_period
-        top = int(math.floor(next(p.high for p in space if p.name == "latency") / step + 1e-9))
-        values["latency"], n = _settle_latency(pool, values, step, top)
-        evaluations += n
+        self.evaluations += result.nfev + result.njev * 2 * len(self.space.smooth)
+        return result
 
-        anchor: dict[str, float] = {}  # the values the polished continuous parameters go into
-
-        def residuals_at(xs: list[np.ndarray]) -> list[np.ndarray]:
-            jobs = []
-            for x in xs:
-                full = normalised(anchor)
-                full[smooth] = x
-                jobs.append((conditions(full), "train"))
-            return pool.map(_residual_vector, jobs)
-
-        cache: dict[bytes, np.ndarray] = {}
-
-        def fun(x: np.ndarray) -> np.ndarray:
-            key = np.asarray(x).tobytes()
-            if key not in cache:
-                cache[key] = residuals_at([x])[0]
-            return cache[key]
-
-        def jac(x: np.ndarray) -> np.ndarray:
-            h = 1e-3
-            points = []
-            for k in range(len(x)):
-                up, down = x.copy(), x.copy()
-                up[k] = min(1.0, x[k] + h)
-                down[k] = max(0.0, x[k] - h)
-                points += [up, down]
-            r = residuals_at(points)
-            return np.stack(
-                [(r[2 * k] - r[2 * k + 1]) / (points[2 * k][k] - points[2 * k + 1][k]) for k in range(len(x))], axis=1
+    def polish_fully(self, at: dict[str, float], x0: np.ndarray):
+        polished = self.polish(at, x0, self.options.max_iterations)
+        self.log(
+            f"least squares (latency {at['latency'] * 1e3:.0f} ms): {polished.message} after "
+            f"{polished.nfev} steps; cost {2 * polished.cost / polished.fun.size * 3:.3e}"
+        )
+        if polished.status <= 0:
+            raise FitError(
+                f"the fit did not converge: least squares stopped with '{polished.message}' after "
+                f"{polished.nfev} steps. Record a longer or richer excitation (all joints moving, "
+                "tens of seconds), or raise --max-iterations"
             )
+        return polished
 
-        def polish(at: dict[str, float], x0: np.ndarray, max_nfev: int):
-            """Least squares over the continuous parameters from ``x0``, the rest (latency) held at ``at``."""
-            nonlocal evaluations
-            anchor.clear()
-            anchor.update(at)
-            cache.clear()  # residuals depend on the latency held fixed
-            result = least_squares(
-                fun, x0, jac=jac, bounds=(0.0, 1.0), method="trf", ftol=options.tolerance, xtol=1e-6, max_nfev=max_nfev
-            )
-            evaluations += result.nfev + result.njev * 2 * len(smooth)
-            return result
-
-        def with_polished(at: dict[str, float], x: np.ndarray) -> dict[str, float]:
-            full = normalised(at)
-            full[smooth] = x
-            return {**conditions(full), "latency": at["latency"]}
-
-        def polish_fully(at: dict[str, float], x0: np.ndarray):
-            polished = polish(at, x0, options.max_iterations)
-            log(
-                f"least squares (latency {at['latency'] * 1e3:.0f} ms): {polished.message} after "
-                f"{polished.nfev} steps; cost {2 * polished.cost / polished.fun.size * 3:.3e}"
-            )
-            if polished.status <= 0:
-                raise FitError(
-                    f"the fit did not converge: least squares stopped with '{polished.message}' after "
-                    f"{polished.nfev} steps. Record a longer or richer excitation (all joints moving, "
-                    "tens of seconds), or raise --max-iterations"
-                )
-            return polished
-
-        # Latency trades off against damping and friction: alternate polishing the continuous
-        # parameters with re-settling the latency until the latency stays put.
+    def alternate_with_latency(self, values: dict[str, float], step: float, top: int):
+        """Latency trades off against damping and friction: alternate polishing the continuous
+        parameters with re-settling the latency until the latency stays put."""
         for _ in range(LATENCY_ROUNDS):
-            polished = polish_fully(values, normalised(values)[smooth])
-            values = with_polished(values, polished.x)
-            latency, n = _settle_latency(pool, values, step, top, reach=3)
-            evaluations += n
+            polished = self.polish_fully(values, self.space.normalised(values)[self.space.smooth])
+            values = self.space.with_smooth(values, polished.x)
+            latency, n = _settle_latency(self.pool, values, step, top, reach=3)
+            self.evaluations += n
             if abs(latency - values["latency"]) < 0.5 * step:
-                break
+                return values, polished
             values["latency"] = latency
-        else:  # the rounds ran out with the latency moved: polish at that latency
-            polished = polish_fully(values, normalised(values)[smooth])
-            values = with_polished(values, polished.x)
-        # Alternating can stop in a valley where latency, damping and armature trade off: a
-        # latency steps off, with damping and armature bent to make up for it, fits better than
-        # the right latency with the wrong damping. Walk the latency profile downhill (see
-        # walk_latency_profile): on the Go2 on a stand it reaches the hidden 16 ms from 0 ms and
-        # from 8 ms, where comparing the neighbours within two steps alone stops short.
+        # The rounds ran out with the latency moved: polish at that latency.
+        polished = self.polish_fully(values, self.space.normalised(values)[self.space.smooth])
+        return self.space.with_smooth(values, polished.x), polished
+
+    def walk_latency(self, values: dict[str, float], polished, step: float, top: int):
+        """Alternating can stop in a valley where latency, damping and armature trade off: a
+        latency steps off, with damping and armature bent to make up for it, fits better than
+        the right latency with the wrong damping. Walk the latency profile downhill (see
+        walk_latency_profile): on the Go2 on a stand it reaches the hidden 16 ms from 0 ms and
+        from 8 ms, where comparing the neighbours within two steps alone stops short."""
         start_k = int(round(values["latency"] / step))
 
         def short_polish(k: int, x: np.ndarray) -> tuple[float, np.ndarray]:
-            result = polish({**values, "latency": k * step}, x, LATENCY_PROFILE_STEPS)
+            result = self.polish({**values, "latency": k * step}, x, LATENCY_PROFILE_STEPS)
             return result.cost, result.x
 
         best_k, _, best_x = walk_latency_profile(start_k, polished.cost, polished.x, top, short_polish)
-        if best_k != start_k:
-            log(f"latency profile: {best_k * step * 1e3:.0f} ms fits better than {values['latency'] * 1e3:.0f} ms")
-            values["latency"] = best_k * step
-            polished = polish_fully(values, best_x)
-            values = with_polished(values, polished.x)
-        full = normalised(values)
+        if best_k == start_k:
+            return values, polished
+        self.log(f"latency profile: {best_k * step * 1e3:.0f} ms fits better than {values['latency'] * 1e3:.0f} ms")
+        values["latency"] = best_k * step
+        polished = self.polish_fully(values, best_x)
+        return self.space.with_smooth(values, polished.x), polished
+
+
+def fit_conditions(
+    profile: RobotProfile,
+    dataset: Dataset,
+    options: FitOptions | None = None,
+    log: Callable[[str], None] = lambda _: None,
+) -> FitResult:
+    """CMA-ES finds the basin (latency included), least squares polishes the continuous
+    parameters: CMA-ES alone needs hundreds of replays to converge tightly, which this
+    problem (smooth in everything but latency) does not justify."""
+    options = options or FitOptions()
+    _check_options(options)
+    started = time.monotonic()
+    space = _Space(search_space(profile, dataset.suspended))
+    train, heldout = _training_and_heldout(dataset, options)
+    x0 = space.normalised({p.name: p.nominal for p in space.parameters})
+    stride = max(1, int(round(options.compare_period / dataset.segments[0].sample_period)))
+    pool = _Pool(options.workers, (profile, dataset, {"train": train, "heldout": heldout}, stride))
+    try:
+        nominal = space.conditions(x0)
+        before_train, before_heldout = pool.map(_rmse, [(nominal, "train"), (nominal, "heldout")])
+        log(
+            f"nominal simulator: training position RMSE {_mean_rmse(before_train) * 1e3:.2f} mrad; "
+            f"CMA-ES over {space.names} ({len(train)} training windows of {options.window:g} s)"
+        )
+        es = _cma_search(space, pool, x0, options, log)
+        polisher = _Polisher(space, pool, options, log)
+        polisher.evaluations = es.countevals
+        values = space.conditions(np.array(es.result.xbest))
+        step = profile.physics_period
+        top = int(math.floor(next(p.high for p in space.parameters if p.name == "latency") / step + 1e-9))
+        values["latency"], n = _settle_latency(pool, values, step, top)
+        polisher.evaluations += n
+        values, polished = polisher.alternate_with_latency(values, step, top)
+        values, polished = polisher.walk_latency(values, polished, step, top)
         after_train, after_heldout = pool.map(_rmse, [(values, "train"), (values, "heldout")])
         if _mean_rmse(after_train) > options.max_rmse:
             raise FitError(
@@ -418,29 +465,27 @@ def fit_conditions(
                 f"{_mean_rmse(after_train):.3f} rad > {options.max_rmse:g} rad. Check that the bag "
                 "matches the robot profile (gains, URDF) and that the robot touched nothing"
             )
-        # A parameter whose range starts at 0 (friction, latency, ...) may rest there; at any other bound
-        # the search range, not the robot, stopped it.
-        at_edge = [
-            name for name, x in zip(names, full) if x > 1 - 1e-3 or (lows[names.index(name)] != 0.0 and x < 1e-3)
-        ]
+        at_edge = space.at_edge(values)
         if at_edge:
             raise FitError(
                 f"the fit did not converge inside the search range: {at_edge} ended at a bound "
                 f"({ {n: round(values[n], 4) for n in at_edge} }); the simulator model cannot match "
                 "this robot (check the profile's gains and limits)"
             )
-        std = _uncertainty(polished, [space[i] for i in smooth], spans[smooth], profile.physics_period)
+        std = _uncertainty(
+            polished, [space.parameters[i] for i in space.smooth], space.spans[space.smooth], profile.physics_period
+        )
     finally:
         pool.close()
     return FitResult(
         values,
         std,
-        space,
+        space.parameters,
         before_train,
         after_train,
         before_heldout,
         after_heldout,
-        evaluations,
+        polisher.evaluations,
         es.countiter,
         f"CMA-ES {es.countiter} iterations; least squares: {polished.message}",
         time.monotonic() - started,

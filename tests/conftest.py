@@ -20,6 +20,15 @@ os.environ.setdefault("SIM2REAL_STATE_DIR", tempfile.mkdtemp(prefix="sim2real-st
 _reasons: dict[str, str] = {}  # test -> why it is marked timing_sensitive
 
 
+def pytest_configure(config):
+    """SIM2REAL_TEST_PRIORITY=idle (`make test`, for the tests without a DDS graph): this session
+    and every process it starts (xdist workers, fit pools, CLI subprocesses) run at SCHED_IDLE,
+    only on a core nothing else wants. The graph tests run beside them at normal priority and
+    take a core back at once, so the two parts share the machine without timing each other."""
+    if os.environ.get("SIM2REAL_TEST_PRIORITY") == "idle":
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+
 def pytest_collection_modifyitems(config, items):
     """No test reruns silently. A test may rerun only where it is marked
     ``@pytest.mark.timing_sensitive(reason=...)`` (once, and the summary lists it with the reason

@@ -36,8 +36,15 @@ print(json.dumps({"policy": os.sched_getscheduler(0), "priority": os.sched_getpa
 """
 
 
+def _from_a_login_shell() -> None:
+    """The scheduling a shell gives a command (run in the child, before exec): `make test` runs
+    these tests at idle priority beside the graph tests, and a child would inherit it."""
+    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+
 def _as_a_plain_user() -> None:
     """What a user without limits.conf entries or capabilities has (run in the child, before exec)."""
+    _from_a_login_shell()
     resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0))
     resource.setrlimit(resource.RLIMIT_MEMLOCK, (64 * 1024, 64 * 1024))
     # Out of the bounding set, the two capabilities are gone after exec, even for root.
@@ -52,7 +59,7 @@ def _probe(request: RealtimeRequest, unprivileged: bool = False) -> dict:
     done = subprocess.run(
         [sys.executable, "-c", PROBE],
         env=env,
-        preexec_fn=_as_a_plain_user if unprivileged else None,
+        preexec_fn=_as_a_plain_user if unprivileged else _from_a_login_shell,
         capture_output=True,
         text=True,
         timeout=60,
@@ -147,7 +154,14 @@ def test_a_worker_thread_steps_one_priority_below_its_real_time_process():
         "t = threading.Thread(target=worker); t.start(); t.join()\nprint(json.dumps({'worker': got[0], ",
     )
     env = {**os.environ, REALTIME_ENV: RealtimeRequest(priority=60).encode()}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        preexec_fn=_from_a_login_shell,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     assert got["priority"] == 60 and got["worker"] == 59

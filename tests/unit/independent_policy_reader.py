@@ -14,6 +14,15 @@ import math
 import numpy as np
 import onnxruntime
 
+# The terms that are one signal as it arrives (the schema's "source" of each).
+SIGNAL_TERMS = {
+    "base_ang_vel": "base_angular_velocity",
+    "joint_vel": "joint_velocity",
+    "base_lin_vel": "base_linear_velocity",
+    "joint_pos": "joint_position",
+    "ee_position": "end_effector_position",
+}
+
 
 class IndependentPolicy:
     def __init__(self, path):
@@ -54,8 +63,8 @@ class IndependentPolicy:
         return command
 
     def _term(self, name, signals):
-        if name == "base_ang_vel":
-            return np.asarray(signals["base_angular_velocity"], dtype=float)
+        if name in SIGNAL_TERMS:
+            return np.asarray(signals[SIGNAL_TERMS[name]], dtype=float)
         if name == "projected_gravity":
             x, y, z, w = (float(v) for v in signals["base_orientation"])
             k = 2.0 / (x * x + y * y + z * z + w * w)
@@ -64,16 +73,8 @@ class IndependentPolicy:
             return self._command(signals["velocity_command"])
         if name == "joint_pos_rel":
             return np.asarray(signals["joint_position"], dtype=float) - self.default
-        if name == "joint_vel":
-            return np.asarray(signals["joint_velocity"], dtype=float)
         if name == "last_action":
             return self.last_action
-        if name == "base_lin_vel":
-            return np.asarray(signals["base_linear_velocity"], dtype=float)
-        if name == "joint_pos":
-            return np.asarray(signals["joint_position"], dtype=float)
-        if name == "ee_position":
-            return np.asarray(signals["end_effector_position"], dtype=float)
         if name in ("goal_position", "goal_offset"):
             goal = np.asarray(signals["goal_position"], dtype=float)
             if self.goal_box is not None:

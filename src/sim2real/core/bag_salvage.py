@@ -128,23 +128,28 @@ class _Scanner:
                 return pos, f"a record (opcode 0x{opcode:02x}) cut short at byte {pos}"
             record = data[body : body + length]
             try:
-                if opcode == OP_SCHEMA:
-                    (schema_id,) = struct.unpack_from("<H", record, 0)
-                    self.schemas[schema_id] = _string(record, 2)[0]
-                elif opcode == OP_CHANNEL:
-                    channel_id, schema_id = struct.unpack_from("<HH", record, 0)
-                    topic, _ = _string(record, 4)
-                    self.channels[channel_id] = (topic, self.schemas.get(schema_id, ""))
-                elif opcode == OP_MESSAGE:
-                    self.message(record)
-                elif opcode == OP_CHUNK:
-                    stopped = self.chunk(record, truncated=False)
-                    if stopped:
-                        return pos, f"a damaged chunk at byte {pos} ({stopped})"
+                stopped = self.record(opcode, record)
             except Exception as exc:  # struct.error, bad UTF-8, a corrupt compressed chunk: damage, not a crash
                 return pos, f"an unreadable record (opcode 0x{opcode:02x}) at byte {pos}: {type(exc).__name__}: {exc}"
+            if stopped:
+                return pos, f"a damaged chunk at byte {pos} ({stopped})"
             pos = body + length
         return pos, ""
+
+    def record(self, opcode: int, record: memoryview) -> str:
+        """Take one whole record; '' when read, else why a chunk stopped (other records raise)."""
+        if opcode == OP_SCHEMA:
+            (schema_id,) = struct.unpack_from("<H", record, 0)
+            self.schemas[schema_id] = _string(record, 2)[0]
+        elif opcode == OP_CHANNEL:
+            channel_id, schema_id = struct.unpack_from("<HH", record, 0)
+            topic, _ = _string(record, 4)
+            self.channels[channel_id] = (topic, self.schemas.get(schema_id, ""))
+        elif opcode == OP_MESSAGE:
+            self.message(record)
+        elif opcode == OP_CHUNK:
+            return self.chunk(record, truncated=False)
+        return ""
 
     def message(self, record: memoryview) -> None:
         channel_id, _, log_time = struct.unpack_from("<HIQ", record, 0)

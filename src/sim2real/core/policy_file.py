@@ -234,7 +234,7 @@ class _MetadataReader:
             raise self.fail(f"metadata {PREFIX}{key} must be {n} finite numbers (one per joint), got {self.raw(key)!r}")
         return array
 
-    def read(self) -> PolicyMetadata:
+    def _format(self) -> str:
         if PREFIX + "format" not in self.props:
             raise self.fail(
                 f"no {PREFIX}format metadata: not a sim2real policy file "
@@ -246,13 +246,9 @@ class _MetadataReader:
                 f"policy format {version!r} is not supported (this code reads {FORMAT_VERSION!r})",
                 "export the policy with a matching sim2real version",
             )
-        missing = [PREFIX + k for k in REQUIRED_KEYS if PREFIX + k not in self.props]
-        if missing:
-            raise self.fail(f"missing metadata {', '.join(missing)}")
-        names = self.json("joint_names")
-        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-            raise self.fail(f"metadata {PREFIX}joint_names must be a non-empty JSON list of strings")
-        n = len(names)
+        return version
+
+    def _observation_spec(self) -> ObservationSpec:
         try:
             spec = ObservationSpec.from_metadata(self.raw("observation_terms"))
         except ValueError as exc:
@@ -262,7 +258,11 @@ class _MetadataReader:
             raise self.fail(
                 f"metadata {PREFIX}observation_size is {size!r} but the observation terms add up to {spec.size}"
             )
-        provenance = {}
+        return spec
+
+    def _provenance(self) -> dict[str, Any]:
+        """The optional keys: where the policy came from and what it was trained on."""
+        provenance: dict[str, Any] = {}
         for key in ("task_config", "training_config", "randomization"):
             if PREFIX + key in self.props:
                 provenance[key] = self.json(key)
@@ -277,6 +277,19 @@ class _MetadataReader:
                 provenance[key] = value
         if PREFIX + "difficulty" in self.props:
             provenance["difficulty"] = self.number("difficulty", allow_null=True)
+        return provenance
+
+    def read(self) -> PolicyMetadata:
+        version = self._format()
+        missing = [PREFIX + k for k in REQUIRED_KEYS if PREFIX + k not in self.props]
+        if missing:
+            raise self.fail(f"missing metadata {', '.join(missing)}")
+        names = self.json("joint_names")
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise self.fail(f"metadata {PREFIX}joint_names must be a non-empty JSON list of strings")
+        n = len(names)
+        spec = self._observation_spec()
+        provenance = self._provenance()
         clip = self.number("action_clip", positive=True, allow_null=True)
         return PolicyMetadata(
             robot=self.raw("robot"),

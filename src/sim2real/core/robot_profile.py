@@ -293,6 +293,24 @@ class _ProfileReader:
             mujoco_model=self.get(d, "mujoco_model", "mujoco_model", None, kind=str),
         )
 
+    def _check_twins(self, field: str, ja: JointSpec, jb: JointSpec, s: int) -> None:
+        """``jb`` must be ``ja``'s mirror image (sign ``s``) in pose, limits, gains and strength."""
+        mirrored = {
+            "default": (s * ja.default, jb.default),
+            "lower": (min(s * ja.lower, s * ja.upper), jb.lower),
+            "upper": (max(s * ja.lower, s * ja.upper), jb.upper),
+        }
+        mirrored.update(
+            {key: (getattr(ja, key), getattr(jb, key)) for key in ("velocity_limit", "effort_limit", "kp", "kd")}
+        )
+        for key, (want, got) in mirrored.items():
+            if not math.isclose(want, got, rel_tol=1e-9, abs_tol=1e-9):
+                raise self.fail(
+                    field,
+                    f"{jb.name}'s {key} is {got}, but the mirror image of {ja.name}'s is {want}",
+                    "correct the joints or the pair's sign: twins must be mirror images",
+                )
+
     def _mirror(self, joints: tuple[JointSpec, ...], feet: tuple[str, ...]) -> RobotMirror | None:
         """The ``mirror:`` section: twin joints with a sign, twin feet. Checked against
         the joints themselves: twins must be mirror images in pose, limits, gains and strength."""
@@ -320,22 +338,7 @@ class _ProfileReader:
             seen.update((a, b))
             ia, ib = names.index(a), names.index(b)
             index[ia], index[ib], sign[ia], sign[ib] = ib, ia, float(s), float(s)
-            ja, jb = joints[ia], joints[ib]
-            mirrored = {
-                "default": (s * ja.default, jb.default),
-                "lower": (min(s * ja.lower, s * ja.upper), jb.lower),
-                "upper": (max(s * ja.lower, s * ja.upper), jb.upper),
-            }
-            mirrored.update(
-                {key: (getattr(ja, key), getattr(jb, key)) for key in ("velocity_limit", "effort_limit", "kp", "kd")}
-            )
-            for key, (want, got) in mirrored.items():
-                if not math.isclose(want, got, rel_tol=1e-9, abs_tol=1e-9):
-                    raise self.fail(
-                        field,
-                        f"{b}'s {key} is {got}, but the mirror image of {a}'s is {want}",
-                        "correct the joints or the pair's sign: twins must be mirror images",
-                    )
+            self._check_twins(field, joints[ia], joints[ib], s)
         unpaired = [n for n in names if n not in seen]
         if unpaired:
             raise self.fail(

@@ -721,51 +721,13 @@ class SupervisorCore:
     def _command(self, inputs: SupervisorInputs, now: float) -> JointTargets:
         q = np.asarray(inputs.joint_position, dtype=float)
         if self.mode in (Mode.DAMPING, Mode.ESTOP):
-            if self._damp_pose is not None and self._segment_start is not None:
-                descent = self._descent(now - self._segment_time)
-                if descent is not None:
-                    return JointTargets.positions(descent)
-                if not self._fresh(inputs.joint_states_time, now, "joint_states_stale"):
-                    # Lowered without feedback: the last sample is the pose before the fault, and
-                    # "hold it" would stand the robot back up. The lying pose stays the target.
-                    return JointTargets.positions(self._damp_pose)
-            return JointTargets.positions(q)
+            return self._stopped_command(inputs, q, now)
         if self.mode == Mode.ACTIVE:
-            policy = inputs.policy_command
-            if not _finite(policy):  # even with its check disabled, a NaN never leaves here
-                held = self._last_sent.position if self._last_sent is not None else q
-                return JointTargets.positions(held)
-            command = policy.copy()
-            if self._blend_from is not None and self.config.blend_duration > 0:
-                alpha = min(1.0, (now - self._blend_time) / self.config.blend_duration)
-                command.position = (1 - alpha) * self._blend_from + alpha * policy.position
-                if alpha >= 1.0:
-                    self._blend_from = None
-            return command
-        # Only teleop sent since this TAKEOVER began: an older command, though fresh, names
-        # targets for the joints it leaves out from before the takeover (the policy's, or the
-        # stand pose), and following it would jump them there.
-        teleop = (
-            self.mode == Mode.TAKEOVER
-            and inputs.teleop_command is not None
-            and _finite(inputs.teleop_command)
-            and inputs.teleop_time is not None
-            and inputs.teleop_time >= self._mode_since
-            and now - inputs.teleop_time <= TELEOP_FRESH_S
-        )
-        teleop_command = cast(JointTargets, inputs.teleop_command)  # not None whenever teleop is (checked above)
-        over = self._over_limits(teleop_command) if teleop else ""
-        if over:  # teleop passes the same limits as the policy: one over them is not followed
-            reason = f"teleop command refused: it asks {over}; holding"
-            if reason != self._refused_teleop:
-                self.events.append(reason)
-            self._refused_teleop = reason
-            teleop = False
-        elif teleop:
-            self._refused_teleop = ""
-        if teleop:
+            return self._active_command(inputs, q, now)
+        teleop = self._teleop_to_follow(inputs, now)
+        if teleop is not None:
             self._following_teleop = True
-            return teleop_command.copy()
+            return teleop.copy()
         if self._following_teleop:  # teleop went silent: the hold starts where teleop left the joints
             self._following_teleop = False
             self._hold_in_place = False
@@ -782,6 +744,58 @@ class SupervisorCore:
         )
         alpha = 1.0 if duration <= 0 else min(1.0, (now - self._segment_time) / duration)
         return JointTargets.positions(_smoothstep(start, self.profile.default_positions, alpha))
+
+    def _stopped_command(self, inputs: SupervisorInputs, q: np.ndarray, now: float) -> JointTargets:
+        """DAMPING / ESTOP: the descent to the lying pose where there is one, else hold where measured."""
+        if self._damp_pose is not None and self._segment_start is not None:
+            descent = self._descent(now - self._segment_time)
+            if descent is not None:
+                return JointTargets.positions(descent)
+            if not self._fresh(inputs.joint_states_time, now, "joint_states_stale"):
+                # Lowered without feedback: the last sample is the pose before the fault, and
+                # "hold it" would stand the robot back up. The lying pose stays the target.
+                return JointTargets.positions(self._damp_pose)
+        return JointTargets.positions(q)
+
+    def _active_command(self, inputs: SupervisorInputs, q: np.ndarray, now: float) -> JointTargets:
+        """ACTIVE: the policy's command, blended in from the engage; never a non-finite one."""
+        policy = inputs.policy_command
+        if not _finite(policy):  # even with its check disabled, a NaN never leaves here
+            held = self._last_sent.position if self._last_sent is not None else q
+            return JointTargets.positions(held)
+        command = policy.copy()
+        if self._blend_from is not None and self.config.blend_duration > 0:
+            alpha = min(1.0, (now - self._blend_time) / self.config.blend_duration)
+            command.position = (1 - alpha) * self._blend_from + alpha * policy.position
+            if alpha >= 1.0:
+                self._blend_from = None
+        return command
+
+    def _teleop_to_follow(self, inputs: SupervisorInputs, now: float) -> Optional[JointTargets]:
+        """The teleop command to follow in TAKEOVER (None: hold), within the policy's limits.
+
+        Only teleop sent since this TAKEOVER began: an older command, though fresh, names
+        targets for the joints it leaves out from before the takeover (the policy's, or the
+        stand pose), and following it would jump them there."""
+        command = inputs.teleop_command
+        if not (
+            self.mode == Mode.TAKEOVER
+            and command is not None
+            and _finite(command)
+            and inputs.teleop_time is not None
+            and inputs.teleop_time >= self._mode_since
+            and now - inputs.teleop_time <= TELEOP_FRESH_S
+        ):
+            return None
+        over = self._over_limits(command)
+        if over:  # teleop passes the same limits as the policy: one over them is not followed
+            reason = f"teleop command refused: it asks {over}; holding"
+            if reason != self._refused_teleop:
+                self.events.append(reason)
+            self._refused_teleop = reason
+            return None
+        self._refused_teleop = ""
+        return command
 
     def _descent(self, elapsed: float) -> Optional[np.ndarray]:
         """The category-1 stop's targets ``elapsed`` s after DAMPING/ESTOP began (None once it is

@@ -68,6 +68,66 @@ def silent_policy_held(config: SafetyConfig, **changes) -> SafetyConfig:
     return dataclasses.replace(config, checks=checks, **changes)
 
 
+class _FedSupervisor:
+    """The supervisor fed as the node feeds it: the newest of each stream; the policy's last
+    command stays, and goes stale once the policy is silent for the check's deadline."""
+
+    def __init__(self, core: SupervisorCore, world):
+        self.core, self.world = core, world
+        self.inputs = SupervisorInputs()
+        self.now = 0.0
+
+    def sense(self, policy_targets=None) -> SupervisorInputs:
+        fed, now = self.inputs, self.now
+        state, imu = self.world.true_joint_state(), self.world.imu()
+        fed.joint_position, fed.joint_velocity, fed.joint_effort = state.position, state.velocity, state.effort
+        fed.base_orientation, fed.joint_states_time, fed.imu_time = imu.orientation, now, now
+        if policy_targets is not None:
+            fed.policy_command = JointTargets.positions(policy_targets)
+            fed.policy_time = fed.policy_stamp = now
+        return fed
+
+
+def _walk(env, policy, fed: _FedSupervisor, obs, walk_steps: int, seed: int) -> None:
+    """Engage the policy and walk ``walk_steps`` periods; an error if it trips or falls."""
+    core = fed.core
+    for step in range(walk_steps):
+        action = policy.act(obs)
+        fed.sense(policy.metadata.joint_targets(action))
+        if step == 0 and not core.request("engage", fed.inputs, fed.now)[0]:
+            raise RuntimeError("the supervisor refused to engage the walking policy")
+        if core.tick(fed.inputs, fed.now).mode != Mode.ACTIVE:
+            raise RuntimeError(f"the supervisor left ACTIVE while walking: {core.last_trip}")
+        # The env applies the policy's own targets: the supervisor would pass them unchanged
+        # but for its clamps, which a walk at 0.5 m/s does not reach.
+        obs, _, terminated, _, _ = env.step(action)
+        if terminated:
+            raise RuntimeError(f"the policy fell while walking (seed {seed}, step {step})")
+        fed.now += env.policy_period
+
+
+def _hold(env, fed: _FedSupervisor, stop: str, hold_seconds: float) -> HoldOutcome:
+    """Stop (``stop``) and let the supervisor command the robot for ``hold_seconds``."""
+    core, world, period = fed.core, fed.world, env.policy_period
+    worst, trips, impact = 0.0, [], 0.0
+    if stop != "silent":
+        core.request(stop, fed.sense(), fed.now)
+        trips += core.events
+    for _ in range(round(hold_seconds / period)):
+        decision = core.tick(fed.sense(), fed.now)
+        trips += decision.events
+        command_now = decision.command
+        world.command(command_now.position, command_now.velocity, command_now.effort)
+        for _ in range(env.decimation):
+            world.step(1)
+            position, orientation, linear, _ = world.base_pose_and_velocity()
+            if position[2] < 0.15:
+                impact = max(impact, -float(linear[2]))
+        fed.now += period
+        worst = max(worst, tilt_angle(orientation))
+    return HoldOutcome(tuple(trips), worst, tilt_angle(orientation), float(position[2]), impact, stop)
+
+
 def stop_mid_trot(
     seed: int,
     walk_steps: int,
@@ -91,57 +151,15 @@ def stop_mid_trot(
     env.set_fixed_command(list(command))
     try:
         obs, _ = env.reset(seed=seed)
-        world, period = env.world, env.policy_period
-        core = SupervisorCore(profile, config or load_safety_config("go2"), period, simulated=True)
-        now = 0.0
-        fed = SupervisorInputs()
-
-        def sense(policy_targets=None) -> SupervisorInputs:
-            """The newest of each stream, as the node keeps them: the policy's last command
-            stays, and goes stale once the policy is silent for the check's deadline."""
-            state, imu = world.true_joint_state(), world.imu()
-            fed.joint_position, fed.joint_velocity, fed.joint_effort = state.position, state.velocity, state.effort
-            fed.base_orientation, fed.joint_states_time, fed.imu_time = imu.orientation, now, now
-            if policy_targets is not None:
-                fed.policy_command = JointTargets.positions(policy_targets)
-                fed.policy_time = fed.policy_stamp = now
-            return fed
-
+        core = SupervisorCore(profile, config or load_safety_config("go2"), env.policy_period, simulated=True)
+        fed = _FedSupervisor(core, env.world)
         # The robot spawns standing: the supervisor's stand-up runs on that pose, and it engages after.
-        now = -core.config.stand_duration
-        while now < 0.0:
-            core.tick(sense(), now)
-            now += period
-        now = 0.0
-        for step in range(walk_steps):
-            action = policy.act(obs)
-            sense(policy.metadata.joint_targets(action))
-            if step == 0 and not core.request("engage", fed, now)[0]:
-                raise RuntimeError("the supervisor refused to engage the walking policy")
-            if core.tick(fed, now).mode != Mode.ACTIVE:
-                raise RuntimeError(f"the supervisor left ACTIVE while walking: {core.last_trip}")
-            # The env applies the policy's own targets: the supervisor would pass them unchanged
-            # but for its clamps, which a walk at 0.5 m/s does not reach.
-            obs, _, terminated, _, _ = env.step(action)
-            if terminated:
-                raise RuntimeError(f"the policy fell while walking (seed {seed}, step {step})")
-            now += period
-        worst, trips, impact = 0.0, [], 0.0
-        if stop != "silent":
-            core.request(stop, sense(), now)
-            trips += core.events
-        for _ in range(round(hold_seconds / period)):
-            decision = core.tick(sense(), now)
-            trips += decision.events
-            command_now = decision.command
-            world.command(command_now.position, command_now.velocity, command_now.effort)
-            for _ in range(env.decimation):
-                world.step(1)
-                position, orientation, linear, _ = world.base_pose_and_velocity()
-                if position[2] < 0.15:
-                    impact = max(impact, -float(linear[2]))
-            now += period
-            worst = max(worst, tilt_angle(orientation))
-        return HoldOutcome(tuple(trips), worst, tilt_angle(orientation), float(position[2]), impact, stop)
+        fed.now = -core.config.stand_duration
+        while fed.now < 0.0:
+            core.tick(fed.sense(), fed.now)
+            fed.now += env.policy_period
+        fed.now = 0.0
+        _walk(env, policy, fed, obs, walk_steps, seed)
+        return _hold(env, fed, stop, hold_seconds)
     finally:
         env.close()

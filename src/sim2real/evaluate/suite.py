@@ -246,6 +246,80 @@ def _episode_conditions(
     return drawn
 
 
+@dataclass
+class _Scored:
+    """What an episode measures once scoring starts (settled after the engage), and its outcome."""
+
+    effort_limits: np.ndarray
+    velocity: list = field(default_factory=list)  # body-frame (vx, vy) per sample
+    yaw: list = field(default_factory=list)
+    feet: list = field(default_factory=list)  # all feet down
+    heights: list = field(default_factory=list)
+    saturated: list = field(default_factory=list)
+    errors: list = field(default_factory=list)  # estimator's body velocity - true
+    diverged: list = field(default_factory=list)
+    start_xy: np.ndarray | None = None
+    final_xy: np.ndarray | None = None
+
+    def sample(self, world, state, estimate, rotation, position, linear, angular, height: float) -> None:
+        """One scored sensing period (the estimator's divergence is added by the caller)."""
+        if self.start_xy is None:
+            self.start_xy = position[:2].copy()
+        body_velocity = rotation.T @ linear
+        self.velocity.append(body_velocity[:2])
+        self.yaw.append((rotation.T @ angular)[2])
+        self.feet.append(bool(world.foot_contacts().all()))
+        self.heights.append(height)
+        limit = SATURATED * self.effort_limits * world.torque_limit_scale
+        self.saturated.append(bool(np.any(np.abs(state.effort) >= limit)))
+        self.errors.append(estimate.velocity_body - body_velocity)
+
+    def end(self, world) -> None:
+        if self.start_xy is not None:
+            self.final_xy = world.base_pose()[0][:2]
+
+    def outcome(
+        self,
+        seed: int,
+        fell: bool,
+        reason: str,
+        engaged: bool,
+        command: np.ndarray,
+        lowest_after_engage: float,
+        conditions: dict[str, float],
+    ) -> EpisodeOutcome:
+        mean_velocity = np.mean(self.velocity, axis=0) if self.velocity else np.full(2, np.nan)
+        mean_yaw = float(np.mean(self.yaw)) if self.yaw else math.nan
+        drift = math.nan
+        if self.start_xy is not None and self.final_xy is not None and not fell and engaged:
+            drift = float(np.linalg.norm(self.final_xy - self.start_xy))
+        return EpisodeOutcome(
+            seed=seed,
+            fell=fell,
+            reason=reason,
+            vx=float(mean_velocity[0]),
+            vy=float(mean_velocity[1]),
+            wz=mean_yaw,
+            velocity_error=float(np.linalg.norm(mean_velocity - command[:2])),
+            yaw_rate_error=abs(mean_yaw - command[2]),
+            feet_down=_mean(self.feet),
+            drift=drift,
+            height=_mean(self.heights),
+            takeover_height=lowest_after_engage if math.isfinite(lowest_after_engage) else math.nan,
+            saturation=_mean(self.saturated),
+            estimator_rmse=(
+                float(np.sqrt(np.mean(np.sum(np.square(self.errors), axis=1)))) if self.errors else math.nan
+            ),
+            estimator_diverged=_mean(self.diverged),
+            conditions={k: float(v) for k, v in conditions.items() if v is not None},
+            engaged=engaged,
+        )
+
+
+def _mean(values: list) -> float:
+    return float(np.mean(values)) if values else math.nan
+
+
 def run_scenario(
     policy: PolicyFile,
     suite: Suite,
@@ -272,16 +346,14 @@ def run_scenario(
     supervisor = SupervisorCore(profile, safety, safety.command_period or period, simulated=True)
     sup_inputs = SupervisorInputs()
     estimator = LegKalmanFilter(profile, load_estimation_config(profile.name))
-    limits = profile.effort_limits
     command = np.array(scenario.command, dtype=float)
     engage_at = suite.stand_s
     scored_from = engage_at + suite.settle_s
     end = scored_from + scenario.duration
     pushes = sorted(scenario.pushes, key=lambda p: p.at)
     samples = int(round(end / sensing))
-    velocity, yaw, feet, heights, saturated, errors, diverged = [], [], [], [], [], [], []
+    scored = _Scored(profile.effort_limits)
     lowest_after_engage = math.inf
-    start_xy = None
     fell, reason, engaged = False, "", True
     try:
         world.reset()
@@ -323,44 +395,16 @@ def run_scenario(
             if engage_at <= t < engage_at + suite.takeover_window_s:
                 lowest_after_engage = min(lowest_after_engage, height)
             if t >= scored_from:
-                if start_xy is None:
-                    start_xy = position[:2].copy()
-                body_velocity = rotation.T @ linear
-                velocity.append(body_velocity[:2])
-                yaw.append((rotation.T @ angular)[2])
-                feet.append(bool(world.foot_contacts().all()))
-                heights.append(height)
-                saturated.append(bool(np.any(np.abs(state.effort) >= SATURATED * limits * world.torque_limit_scale)))
-                errors.append(estimate.velocity_body - body_velocity)
-                diverged.append(estimator.divergence.diverged(t))
+                scored.sample(world, state, estimate, rotation, position, linear, angular, height)
+                scored.diverged.append(estimator.divergence.diverged(t))
             for push in pushes:
                 if abs(t - (engage_at + push.at)) < sensing / 2:
                     world.apply_push(push.force, push.duration)
             world.step(substeps)
-        final_xy = world.base_pose()[0][:2] if start_xy is not None else None
+        scored.end(world)
     finally:
         world.close()
-    mean_velocity = np.mean(velocity, axis=0) if velocity else np.full(2, np.nan)
-    mean_yaw = float(np.mean(yaw)) if yaw else math.nan
-    return EpisodeOutcome(
-        seed=seed,
-        fell=fell,
-        reason=reason,
-        vx=float(mean_velocity[0]),
-        vy=float(mean_velocity[1]),
-        wz=mean_yaw,
-        velocity_error=float(np.linalg.norm(mean_velocity - command[:2])),
-        yaw_rate_error=abs(mean_yaw - command[2]),
-        feet_down=float(np.mean(feet)) if feet else math.nan,
-        drift=float(np.linalg.norm(final_xy - start_xy)) if start_xy is not None and not fell and engaged else math.nan,
-        height=float(np.mean(heights)) if heights else math.nan,
-        takeover_height=lowest_after_engage if math.isfinite(lowest_after_engage) else math.nan,
-        saturation=float(np.mean(saturated)) if saturated else math.nan,
-        estimator_rmse=float(np.sqrt(np.mean(np.sum(np.square(errors), axis=1)))) if errors else math.nan,
-        estimator_diverged=float(np.mean(diverged)) if diverged else math.nan,
-        conditions={k: float(v) for k, v in conditions.items() if v is not None},
-        engaged=engaged,
-    )
+    return scored.outcome(seed, fell, reason, engaged, command, lowest_after_engage, conditions)
 
 
 def _control_tick(
@@ -419,6 +463,24 @@ class ScenarioResult:
         return float(np.mean([e.fell for e in self.episodes]))
 
 
+def _scenario_limits(targets: dict[str, float], scenario: Scenario) -> list[tuple[str, float, bool]]:
+    """(metric, limit, whether a larger value fails) for each of the suite's targets that applies
+    to ``scenario``; the yaw-rate limit is a share of the commanded rate, with a floor."""
+    yaw_rate = None
+    if "yaw_rate_error" in targets:
+        yaw_rate = max(targets["yaw_rate_error"] * abs(scenario.command[2]), targets.get("yaw_rate_floor", 0.0))
+    limits = {
+        "velocity_error": (targets.get("velocity_error"), True),
+        "yaw_rate_error": (yaw_rate, True),
+        "estimator_rmse": (targets.get("estimator_rmse"), True),
+        "takeover_height": (targets.get("takeover_height"), False),
+    }
+    if scenario.zero_command:  # standing still: feet down and no drift
+        limits["feet_down"] = (targets.get("feet_down"), False)
+        limits["drift"] = (targets.get("drift"), True)
+    return [(name, limit, larger) for name, (limit, larger) in limits.items() if limit is not None]
+
+
 def failed_targets(suite: Suite, scenario: Scenario, episodes: Sequence[EpisodeOutcome]) -> list[str]:
     """The suite's targets this scenario misses, each as 'name value > limit' (see the module doc)."""
     targets, failures = suite.targets, []
@@ -428,35 +490,15 @@ def failed_targets(suite: Suite, scenario: Scenario, episodes: Sequence[EpisodeO
     if any(e.fell for e in episodes):
         failures.append(f"fell in {sum(e.fell for e in episodes)}/{len(episodes)}")
     standing = [e for e in episodes if not e.fell and e.engaged]
-
-    def worst(name: str, largest: bool = True) -> float:
+    for name, limit, larger_fails in _scenario_limits(targets, scenario):
         values = [getattr(e, name) for e in standing if math.isfinite(getattr(e, name))]
-        return (max(values) if largest else min(values)) if values else math.nan
-
-    def above(name: str, limit: float, label: str | None = None) -> None:
-        value = worst(name)
-        if math.isfinite(value) and value > limit:
-            failures.append(f"{label or name} {value:.3g} > {limit:.3g}")
-
-    if "velocity_error" in targets:
-        above("velocity_error", targets["velocity_error"])
-    if "yaw_rate_error" in targets:
-        commanded = abs(scenario.command[2])
-        limit = max(targets["yaw_rate_error"] * commanded, targets.get("yaw_rate_floor", 0.0))
-        above("yaw_rate_error", limit)
-    if "estimator_rmse" in targets:
-        above("estimator_rmse", targets["estimator_rmse"])
-    if "takeover_height" in targets:
-        value = worst("takeover_height", largest=False)
-        if math.isfinite(value) and value < targets["takeover_height"]:
-            failures.append(f"takeover_height {value:.3g} < {targets['takeover_height']:.3g}")
-    if scenario.zero_command:
-        if "feet_down" in targets:
-            value = worst("feet_down", largest=False)
-            if math.isfinite(value) and value < targets["feet_down"]:
-                failures.append(f"feet_down {value:.3g} < {targets['feet_down']:.3g}")
-        if "drift" in targets:
-            above("drift", targets["drift"])
+        if not values:
+            continue
+        value = max(values) if larger_fails else min(values)  # the worst episode's
+        if larger_fails and value > limit:
+            failures.append(f"{name} {value:.3g} > {limit:.3g}")
+        elif not larger_fails and value < limit:
+            failures.append(f"{name} {value:.3g} < {limit:.3g}")
     return failures
 
 
@@ -544,6 +586,18 @@ def _run_chunk(
     ]
 
 
+def _chosen_scenarios(suite: Suite, names: Sequence[str] | None) -> list[Scenario]:
+    """The suite's scenarios named in ``names`` (all when None or empty), in the suite's order."""
+    if not names:
+        return list(suite.scenarios)
+    unknown = sorted(set(names) - {s.name for s in suite.scenarios})
+    if unknown:
+        raise EvaluationError(
+            f"no scenario {unknown} in suite {suite.name!r}; it has {[s.name for s in suite.scenarios]}"
+        )
+    return [s for s in suite.scenarios if s.name in names]
+
+
 def evaluate_suite(
     policy: PolicyFile | str | Path,
     suite: Suite | str | Path,
@@ -576,14 +630,7 @@ def evaluate_suite(
             f"{policy.metadata.robot!r}. Fix: a suite for {policy.metadata.robot!r} "
             f"(config/eval/{policy.metadata.robot}_*.yaml)"
         )
-    chosen = list(suite.scenarios)
-    if scenarios:
-        unknown = sorted(set(scenarios) - {s.name for s in suite.scenarios})
-        if unknown:
-            raise EvaluationError(
-                f"no scenario {unknown} in suite {suite.name!r}; it has {[s.name for s in suite.scenarios]}"
-            )
-        chosen = [s for s in suite.scenarios if s.name in scenarios]
+    chosen = _chosen_scenarios(suite, scenarios)
     world_sets = resolve_worlds(list(worlds), policy)
     jobs = []
     for w, world in enumerate(world_sets):

@@ -120,6 +120,42 @@ def _destroy_half_built(node: Node) -> None:
         pass
 
 
+def _apply_realtime(name: str) -> bool:
+    """The scheduling the launcher asked for (realtime:=true), said line by line; False when the
+    request cannot be read. Before rclpy.init: the threads DDS and the executor start from here on
+    inherit it. Popped: a process this node starts does not apply it again (it inherits the
+    scheduling as it is)."""
+    try:
+        outcome = realtime.apply_encoded(os.environ.pop(REALTIME_ENV, None))
+    except realtime.RealtimeRequestError as exc:
+        print(f"[{name}] error: environment variable {REALTIME_ENV}: {exc}", flush=True)
+        return False
+    for line in outcome.lines():
+        print(f"[{name}] {line}", flush=True)
+    return True
+
+
+def _built(name: str, node_class: type[Node]) -> Node | None:
+    """The node, or None when it refused its configuration (said why, its DDS entities destroyed).
+
+    Held before __init__ runs: a node that refuses its configuration has its DDS participant
+    and entities already, and must be destroyed like any other. Left to the interpreter's
+    exit, they were torn down while DDS threads still delivered to them (seen: SIGSEGV)."""
+    node = node_class.__new__(node_class)
+    try:
+        node.__init__()
+    except (ProfileError, ValueError) as exc:
+        # Only here: a ValueError raised later, in a callback, is a bug to show with its
+        # traceback, not a configuration error.
+        print(f"[{name}] error: {exc}", flush=True)
+        _destroy_half_built(node)
+        return None
+    except BaseException:
+        _destroy_half_built(node)
+        raise
+    return node
+
+
 def run(
     name: str,
     node_class: type[Node],
@@ -133,15 +169,8 @@ def run(
     ``executor``: a factory ``executor(node)`` for the executor to spin (default: rclpy's
     SingleThreadedExecutor).
     """
-    # Before rclpy.init: the threads DDS and the executor start from here on inherit it. Popped: a
-    # process this node starts does not apply it again (it inherits the scheduling as it is).
-    try:
-        outcome = realtime.apply_encoded(os.environ.pop(REALTIME_ENV, None))
-    except realtime.RealtimeRequestError as exc:
-        print(f"[{name}] error: environment variable {REALTIME_ENV}: {exc}", flush=True)
+    if not _apply_realtime(name):
         return CONFIG_ERROR_EXIT
-    for line in outcome.lines():
-        print(f"[{name}] {line}", flush=True)
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -149,23 +178,9 @@ def run(
     stop_with_launcher(stop)
     node = spinner = None
     try:
-        # Held before __init__ runs: a node that refuses its configuration has its DDS participant
-        # and entities already, and must be destroyed like any other. Left to the interpreter's
-        # exit, they were torn down while DDS threads still delivered to them (seen: SIGSEGV).
-        node = node_class.__new__(node_class)
-        try:
-            node.__init__()
-        except (ProfileError, ValueError) as exc:
-            # Only here: a ValueError raised later, in a callback, is a bug to show with its
-            # traceback, not a configuration error.
-            print(f"[{name}] error: {exc}", flush=True)
-            _destroy_half_built(node)
-            node = None
+        node = _built(name, node_class)
+        if node is None:
             return CONFIG_ERROR_EXIT
-        except BaseException:
-            _destroy_half_built(node)
-            node = None
-            raise
         spinner = executor(node) if executor is not None else SingleThreadedExecutor()
         spinner.add_node(node)
         settle_garbage_collector()

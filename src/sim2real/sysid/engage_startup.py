@@ -78,45 +78,53 @@ class EngageStartup:
                 "(sim2real safety reset) and record again",
             )
         if now - self.started > self.timeout_s:
-            refusal = f"; its last answer to engage: {self.engage_refusal}" if self.engage_refusal else ""
-            if self._resetting and self.reset_refusal:
-                refusal = f"; its last answer to reset: {self.reset_refusal}"
-            return Step(
-                "give_up", f"the robot was not engaged within {self.timeout_s:g} s: {self.waiting_for}{refusal}"
-            )
+            return self._given_up()
         if view.mode == "DAMPING":
-            if self._resetting:
-                if view.trips is not None and self._trips_before is not None and view.trips > self._trips_before:
-                    # Reset, stood up and tripped again between two looks.
-                    return Step("give_up", f"the supervisor tripped again before the engage: {view.last_trip}")
-                self.waiting_for = f"the supervisor to leave DAMPING after the reset ({view.last_trip})"
-                return Step("reset", self.waiting_for)
-            # A trip counts in `trips`; an operator's damp does not. The reference is the count
-            # in the last status before the damping (0 if the first status heard is DAMPING).
-            if (view.trips or 0) <= (self._trips_before or 0):
-                return Step("give_up", "an operator damped the robot before the engage; record again when ready")
-            if self.resets_left <= 0:
-                return Step("give_up", f"the supervisor tripped again before the engage: {view.last_trip}")
-            self.resets_left -= 1
-            self._resetting = True
-            self._trips_before = view.trips
-            self.waiting_for = f"the supervisor to leave DAMPING after the reset ({view.last_trip})"
-            return Step(
-                "reset", f"the supervisor tripped before the engage ({view.last_trip}): resetting it once", first=True
-            )
+            return self._on_damping(view)
         self._resetting = False
         if view.trips is not None:
             self._trips_before = view.trips
+        ready, self.waiting_for = self._readiness(view, states_seen, stood)
+        return Step("engage") if ready else Step("wait", self.waiting_for)
+
+    def _given_up(self) -> Step:
+        refusal = f"; its last answer to engage: {self.engage_refusal}" if self.engage_refusal else ""
+        if self._resetting and self.reset_refusal:
+            refusal = f"; its last answer to reset: {self.reset_refusal}"
+        return Step("give_up", f"the robot was not engaged within {self.timeout_s:g} s: {self.waiting_for}{refusal}")
+
+    def _on_damping(self, view: SupervisorView) -> Step:
+        """The supervisor damps before the engage: reset once after a trip, never after an operator's damp."""
+        if self._resetting:
+            if view.trips is not None and self._trips_before is not None and view.trips > self._trips_before:
+                # Reset, stood up and tripped again between two looks.
+                return Step("give_up", f"the supervisor tripped again before the engage: {view.last_trip}")
+            self.waiting_for = f"the supervisor to leave DAMPING after the reset ({view.last_trip})"
+            return Step("reset", self.waiting_for)
+        # A trip counts in `trips`; an operator's damp does not. The reference is the count
+        # in the last status before the damping (0 if the first status heard is DAMPING).
+        if (view.trips or 0) <= (self._trips_before or 0):
+            return Step("give_up", "an operator damped the robot before the engage; record again when ready")
+        if self.resets_left <= 0:
+            return Step("give_up", f"the supervisor tripped again before the engage: {view.last_trip}")
+        self.resets_left -= 1
+        self._resetting = True
+        self._trips_before = view.trips
+        self.waiting_for = f"the supervisor to leave DAMPING after the reset ({view.last_trip})"
+        return Step(
+            "reset", f"the supervisor tripped before the engage ({view.last_trip}): resetting it once", first=True
+        )
+
+    @staticmethod
+    def _readiness(view: SupervisorView, states_seen: bool, stood: bool) -> tuple[bool, str]:
+        """(time to engage, what the recorder waits for)."""
         if not view.mode:
-            self.waiting_for = "no /safety/status from the supervisor (is safety_supervisor running?)"
-        elif not states_seen:
-            self.waiting_for = "no /joint_states received (is the robot's driver running and publishing?)"
-        elif not stood:
-            self.waiting_for = "the supervisor is standing the robot up"
-        else:
-            # The supervisor's engage decides whether the graph is healthy (fresh states, the
-            # stand pose reached, the policy stream live): its refusal and a failing check say why.
-            failing = "; ".join(f"check {name}: {text}" for name, text in view.failing.items())
-            self.waiting_for = f"the supervisor in {view.mode} has not engaged" + (f" ({failing})" if failing else "")
-            return Step("engage")
-        return Step("wait", self.waiting_for)
+            return False, "no /safety/status from the supervisor (is safety_supervisor running?)"
+        if not states_seen:
+            return False, "no /joint_states received (is the robot's driver running and publishing?)"
+        if not stood:
+            return False, "the supervisor is standing the robot up"
+        # The supervisor's engage decides whether the graph is healthy (fresh states, the
+        # stand pose reached, the policy stream live): its refusal and a failing check say why.
+        failing = "; ".join(f"check {name}: {text}" for name, text in view.failing.items())
+        return True, f"the supervisor in {view.mode} has not engaged" + (f" ({failing})" if failing else "")

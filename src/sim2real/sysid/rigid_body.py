@@ -47,6 +47,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Callable
 
 import numpy as np
 
@@ -411,17 +412,29 @@ def _consistent_fit(model: RegressorModel, M: np.ndarray, b: np.ndarray, ols: np
         step, *_ = np.linalg.lstsq(A / norms, -c, rcond=None)
         return step / norms, A.T @ c
 
+    return _damped_newton(_consistent_start(model, ols), objective, newton_step)
+
+
+def _consistent_start(model: RegressorModel, ols: np.ndarray) -> np.ndarray:
+    """The consistent fit's first point: the URDF's inertias made realisable, the OLS armatures
+    where they are separable (the URDF's elsewhere) and the OLS friction, bounds kept off zero."""
+    size = model.inertial_size
     armature0 = model.nominal_armature.copy()
     for j in np.flatnonzero(model.armature_separable):
         armature0[j] = ols[list(model.base_columns).index(size + j)]
     nb = model.base_columns.size
-    v = np.concatenate(
+    return np.concatenate(
         [
             np.concatenate([_nearest_realisable(model.nominal[k : k + 10]) for k in range(0, size, 10)]),
             np.maximum(armature0, 1e-3),
             np.maximum(ols[nb:], 1e-3),
         ]
     )
+
+
+def _damped_newton(v: np.ndarray, objective: Callable, newton_step: Callable) -> tuple[np.ndarray, int]:
+    """Newton steps with a backtracking line search from ``v``, for each barrier weight in turn;
+    returns the last point and the number of steps taken."""
     steps = 0
     for mu in (1e-1, 1e-3, 1e-5, 1e-7, 1e-9):
         for _ in range(100):

@@ -207,31 +207,17 @@ _KINDS: dict[str, tuple[type, tuple[str, ...], dict[str, Any]]] = {
 }
 
 
-def make_curriculum(
-    config: Mapping[str, Any] | None,
-    total_iterations: int | None = None,
-    source: str | Path = "<config>",
-    field: str = "curriculum",
-) -> Curriculum:
-    """Build a curriculum from ``{kind: linear|automatic|reverse|none, ...}``.
-
-    ``None`` (no curriculum section) is ``{kind: none}``. ``total_iterations`` is used
-    when the mapping does not give one. Errors name ``source`` and ``field``.
-    """
-    if config is None:
-        config = {"kind": "none"}
-    if not isinstance(config, Mapping):
-        raise CurriculumError(
-            source,
-            field,
-            f"expected a mapping with 'kind:', got {config!r}",
-            f"write {field}: {{kind: one of {list(_KINDS)}, ...}}",
-        )
-    kind = config.get("kind")
-    if kind not in _KINDS:
-        problem = "missing 'kind'" if kind is None else f"unknown kind {kind!r}"
-        raise CurriculumError(source, f"{field}.kind", problem, f"use one of {list(_KINDS)}")
-    cls, required, optional = _KINDS[kind]
+def _curriculum_arguments(
+    config: Mapping[str, Any],
+    kind: str,
+    required: tuple[str, ...],
+    optional: Mapping[str, Any],
+    total_iterations: int | None,
+    source: str | Path,
+    field: str,
+) -> dict[str, Any]:
+    """The keyword arguments of a ``kind`` curriculum: known fields only, the required ones
+    present, numbers finite (an optional field may stay null where its default is)."""
     allowed = ("kind", *required, *optional)
     for key in config:
         if key not in allowed:
@@ -257,6 +243,35 @@ def make_curriculum(
             raise CurriculumError(
                 source, f"{field}.{key}", f"expected a finite number, got {value!r}", "write a number"
             )
+    return arguments
+
+
+def make_curriculum(
+    config: Mapping[str, Any] | None,
+    total_iterations: int | None = None,
+    source: str | Path = "<config>",
+    field: str = "curriculum",
+) -> Curriculum:
+    """Build a curriculum from ``{kind: linear|automatic|reverse|none, ...}``.
+
+    ``None`` (no curriculum section) is ``{kind: none}``. ``total_iterations`` is used
+    when the mapping does not give one. Errors name ``source`` and ``field``.
+    """
+    if config is None:
+        config = {"kind": "none"}
+    if not isinstance(config, Mapping):
+        raise CurriculumError(
+            source,
+            field,
+            f"expected a mapping with 'kind:', got {config!r}",
+            f"write {field}: {{kind: one of {list(_KINDS)}, ...}}",
+        )
+    kind = config.get("kind")
+    if kind not in _KINDS:
+        problem = "missing 'kind'" if kind is None else f"unknown kind {kind!r}"
+        raise CurriculumError(source, f"{field}.kind", problem, f"use one of {list(_KINDS)}")
+    cls, required, optional = _KINDS[kind]
+    arguments = _curriculum_arguments(config, kind, required, optional, total_iterations, source, field)
     try:
         return cls(**arguments)
     except ValueError as exc:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -28,6 +28,34 @@ from sim2real.train.checkpoint import FORMAT, CheckpointError, source_revision
 #: rsl_rl's EmpiricalNormalization divides by ``std + eps`` with this eps; the graph holds the sum.
 NORMALIZER_EPS = 1e-2
 _ACTIVATIONS = {"Elu": "elu", "Relu": "relu", "Tanh": "tanh", "Sigmoid": "sigmoid"}
+
+
+def _mlp_layers(
+    path: Path, nodes: list, constant: Callable[[str], np.ndarray], refuse: str
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], set[str]]:
+    """The (weight, bias) of each Gemm after the normalizer, and the activations between them."""
+    import onnx
+
+    layers: list[tuple[np.ndarray, np.ndarray]] = []
+    activations: set[str] = set()
+    for node in nodes:
+        if node.op_type == "Gemm":
+            attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            if (
+                attributes.get("transB", 0) != 1
+                or attributes.get("transA", 0) != 0
+                or attributes.get("alpha", 1.0) != 1.0
+                or attributes.get("beta", 1.0) != 1.0
+            ):
+                raise CheckpointError(
+                    path, f"layer {len(layers)} is a Gemm with {attributes}", refuse.format("unexpected Gemm form")
+                )
+            layers.append((constant(node.input[1]), constant(node.input[2])))
+        elif node.op_type in _ACTIVATIONS:
+            activations.add(_ACTIVATIONS[node.op_type])
+        else:
+            raise CheckpointError(path, f"unexpected {node.op_type} node", refuse.format(f"{node.op_type} node"))
+    return layers, activations
 
 
 def actor_from_policy_file(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -74,24 +102,7 @@ def actor_from_policy_file(path: str | Path) -> tuple[dict[str, Any], dict[str, 
         "obs_normalizer._std": torch.from_numpy(std),
         "obs_normalizer._var": torch.from_numpy(std * std),
     }
-    layers, activations = [], set()
-    for node in nodes[2:]:
-        if node.op_type == "Gemm":
-            attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-            if (
-                attributes.get("transB", 0) != 1
-                or attributes.get("transA", 0) != 0
-                or attributes.get("alpha", 1.0) != 1.0
-                or attributes.get("beta", 1.0) != 1.0
-            ):
-                raise CheckpointError(
-                    path, f"layer {len(layers)} is a Gemm with {attributes}", refuse.format("unexpected Gemm form")
-                )
-            layers.append((constant(node.input[1]), constant(node.input[2])))
-        elif node.op_type in _ACTIVATIONS:
-            activations.add(_ACTIVATIONS[node.op_type])
-        else:
-            raise CheckpointError(path, f"unexpected {node.op_type} node", refuse.format(f"{node.op_type} node"))
+    layers, activations = _mlp_layers(path, nodes[2:], constant, refuse)
     if not layers or len(activations) > 1:
         raise CheckpointError(path, "no linear layers, or mixed activations", refuse.format("not an MLP"))
     for index, (weight, bias) in enumerate(layers):

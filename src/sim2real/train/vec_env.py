@@ -302,6 +302,23 @@ class _Slice:
                 pass
 
 
+def _answer(envs: _Slice, command: str, argument: Any) -> Any:
+    """What a worker answers to one command of its parent (the loop handles ``close``)."""
+    if command == "step":
+        return envs.step(argument)
+    if command == "reset":
+        return envs.reset(argument)
+    if command == "call":
+        method, args, kwargs = argument
+        return [getattr(env, method)(*args, **kwargs) for env in envs.envs]
+    if command == "get_attr":
+        return getattr(envs.envs[0], argument)
+    if command == "run":
+        fn, args = argument
+        return [None if a is None else fn(env, *a) for env, a in zip(envs.envs, args)]
+    raise ValueError(f"unknown vec env command {command!r}")
+
+
 def _worker_main(pipe: Any, env_fns: list[EnvFn], privileged: bool = False) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     envs = None
@@ -319,20 +336,7 @@ def _worker_main(pipe: Any, env_fns: list[EnvFn], privileged: bool = False) -> N
             command, argument = pipe.recv()
             if command == "close":
                 break
-            if command == "step":
-                result = envs.step(argument)
-            elif command == "reset":
-                result = envs.reset(argument)
-            elif command == "call":
-                method, args, kwargs = argument
-                result = [getattr(env, method)(*args, **kwargs) for env in envs.envs]
-            elif command == "get_attr":
-                result = getattr(first, argument)
-            elif command == "run":
-                fn, args = argument
-                result = [None if a is None else fn(env, *a) for env, a in zip(envs.envs, args)]
-            else:
-                raise ValueError(f"unknown vec env command {command!r}")
+            result = _answer(envs, command, argument)
             pipe.send(("ok", result))
     except (EOFError, KeyboardInterrupt, BrokenPipeError):
         pass  # the parent is gone or closing: nothing left to answer

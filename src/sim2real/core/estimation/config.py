@@ -69,6 +69,18 @@ def estimation_config_from_dict(data: dict[str, Any], source: str | Path = "<est
         raise EstimationError(
             source, ", ".join(unknown), "unknown setting", f"use only {sorted(_FIELDS) + ['contact', 'robot']}"
         )
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "ground_height" and value is None:
+            values[key] = None
+            continue
+        values[key] = _positive(source, key, value, allow_zero=key == "ground_height")
+    contact_config = _contact_config(contact, source)
+    return EstimationConfig(**values, contact=contact_config)
+
+
+def _contact_config(contact: Any, source: str | Path) -> ContactConfig:
+    """The ``contact:`` section, checked: known keys, a known source, hysteresis, a duty in (0, 1)."""
     if not isinstance(contact, dict):
         raise EstimationError(
             source,
@@ -81,12 +93,6 @@ def estimation_config_from_dict(data: dict[str, Any], source: str | Path = "<est
         raise EstimationError(
             source, "contact." + ", contact.".join(unknown), "unknown setting", f"use only {sorted(_CONTACT_FIELDS)}"
         )
-    values: dict[str, Any] = {}
-    for key, value in data.items():
-        if key == "ground_height" and value is None:
-            values[key] = None
-            continue
-        values[key] = _positive(source, key, value, allow_zero=key == "ground_height")
     contact_values: dict[str, Any] = {}
     for key, value in contact.items():
         if key == "source":
@@ -121,7 +127,7 @@ def estimation_config_from_dict(data: dict[str, Any], source: str | Path = "<est
             f"{contact_config.gait_duty} is not in (0, 1)",
             "give the fraction of the gait cycle a foot stands, e.g. 0.5 for a trot",
         )
-    return EstimationConfig(**values, contact=contact_config)
+    return contact_config
 
 
 def _positive(source, field: str, value: Any, allow_zero: bool = False) -> float:

@@ -29,6 +29,40 @@ class UnitreeInterface:
         return np.array([self.motor_index[name] for name in joint_names], dtype=int)
 
 
+def _motor_index(motors: Any, joint_names: Sequence[str], fail: Callable[[str, str, str], Exception]) -> dict[str, int]:
+    """``unitree.motors``: one motor slot of its own for every joint of the profile."""
+    if not isinstance(motors, dict):
+        raise fail(
+            "unitree.motors",
+            f"expected joint name -> motor index, got {motors!r}",
+            "write e.g. {FR_hip_joint: 0, ...} for every joint",
+        )
+    missing = [name for name in joint_names if name not in motors]
+    extra = sorted(set(motors) - set(joint_names))
+    if missing or extra:
+        raise fail(
+            "unitree.motors",
+            f"joints without a motor: {missing}; names that are no joint: {extra}",
+            "give every joint of the profile exactly one motor index",
+        )
+    index = {}
+    for name in joint_names:
+        slot = motors[name]
+        if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < MOTOR_SLOTS:
+            raise fail(
+                f"unitree.motors.{name}",
+                f"expected a motor index 0..{MOTOR_SLOTS - 1}, got {slot!r}",
+                "use the SDK's motor index",
+            )
+        index[name] = slot
+    shared = sorted({s for s in index.values() if list(index.values()).count(s) > 1})
+    if shared:
+        raise fail(
+            "unitree.motors", f"motor indices given to several joints: {shared}", "give each joint its own motor"
+        )
+    return index
+
+
 def parse_unitree_section(
     data: Any, joint_names: Sequence[str], fail: Callable[[str, str, str], Exception]
 ) -> UnitreeInterface:
@@ -62,36 +96,7 @@ def parse_unitree_section(
     head = data.get("head")
     if not isinstance(head, list) or len(head) != 2:
         raise fail("unitree.head", f"expected two bytes, got {head!r}", "write [0xFE, 0xEF] (the Go2's)")
-    motors = data.get("motors")
-    if not isinstance(motors, dict):
-        raise fail(
-            "unitree.motors",
-            f"expected joint name -> motor index, got {motors!r}",
-            "write e.g. {FR_hip_joint: 0, ...} for every joint",
-        )
-    missing = [name for name in joint_names if name not in motors]
-    extra = sorted(set(motors) - set(joint_names))
-    if missing or extra:
-        raise fail(
-            "unitree.motors",
-            f"joints without a motor: {missing}; names that are no joint: {extra}",
-            "give every joint of the profile exactly one motor index",
-        )
-    index = {}
-    for name in joint_names:
-        slot = motors[name]
-        if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < MOTOR_SLOTS:
-            raise fail(
-                f"unitree.motors.{name}",
-                f"expected a motor index 0..{MOTOR_SLOTS - 1}, got {slot!r}",
-                "use the SDK's motor index",
-            )
-        index[name] = slot
-    shared = sorted({s for s in index.values() if list(index.values()).count(s) > 1})
-    if shared:
-        raise fail(
-            "unitree.motors", f"motor indices given to several joints: {shared}", "give each joint its own motor"
-        )
+    index = _motor_index(data.get("motors"), joint_names, fail)
     return UnitreeInterface(
         head=(byte(head[0], "unitree.head[0]"), byte(head[1], "unitree.head[1]")),
         level_flag=byte(data.get("level_flag", 0xFF), "unitree.level_flag"),

@@ -11,6 +11,7 @@ parameter) prints one clear line and exits with status 2.
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import gc
 import os
 import signal
@@ -169,6 +170,9 @@ def run(
     ``executor``: a factory ``executor(node)`` for the executor to spin (default: rclpy's
     SingleThreadedExecutor).
     """
+    # A crash in native code (DDS, ONNX Runtime, the physics) prints every thread's Python stack
+    # to the node's output before the process dies: what the launcher's bare "-11" cannot tell.
+    faulthandler.enable(all_threads=True)
     if not _apply_realtime(name):
         return CONFIG_ERROR_EXIT
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)

@@ -30,7 +30,8 @@ from tests.ros.conftest import wait_for
 # matches the bridge's publisher (the supervisor stays "waiting for the first /joint_states" while
 # this test's probe receives them), a DDS discovery failure not yet explained; a fresh graph works.
 pytestmark = pytest.mark.timing_sensitive(
-    reason="the supervisor sometimes never discovers the bridge's /joint_states publisher (DDS discovery)"
+    reason="a process of the graph stalling 0.1-0.3 s on a loaded 2-core machine: a sensing gap trips the "
+    "supervisor, or a command gap damps the bridge, while the Go2 stands up (stood_in_standby)"
 )
 
 GO2 = load_profile("go2")
@@ -157,6 +158,35 @@ class Status:
         return None
 
 
+def stood_in_standby(probe, status) -> None:
+    """Wait until the supervisor has stood the Go2 up and is in STANDBY past the stand-up's end,
+    as an operator has it before trying anything else. The supervisor rightly trips on a sensing
+    gap over its deadline, and on a loaded 2-core machine the graph's processes now and then
+    stall 0.1-0.3 s; at the stand-up's end, where the 50 ms deadline takes over from the STANDBY
+    one, such a stall trips it (seen in about one start in ten of a full run). Then the operator
+    resets it, as often as it refuses while its stop still lowers the robot, and it stands up
+    again: the tests below are about what comes after."""
+    states = probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
+    reset = probe.node.create_client(Trigger, "/safety_supervisor/reset")
+
+    def standing() -> bool:
+        near = states and np.abs(np.array(states[-1].position) - GO2.default_positions).max() < ENGAGE_STAND_TOLERANCE
+        return bool(near) and status.mode() == "STANDBY"
+
+    def reset_accepted() -> bool:
+        answer = reset.call_async(Trigger.Request())
+        return wait_for(answer.done, 5.0) and answer.result().success
+
+    for _ in range(2):
+        if wait_for(standing, SAFETY.stand_duration + STARTUP_S):
+            time.sleep(0.5)  # past the stand-up's end
+            if status.mode() == "STANDBY":
+                return
+        assert reset.wait_for_service(timeout_sec=10.0)
+        assert wait_for(reset_accepted, 15.0, poll=0.5), status.value("last_trip")
+    raise AssertionError(f"the supervisor did not stand the Go2 up: {status.mode()}, {status.value('last_trip')}")
+
+
 def bridge_values(diagnostics) -> dict:
     """The bridge's newest diagnostics values (its gate's counts, state and failures)."""
     for array in reversed(list(diagnostics)):
@@ -252,7 +282,7 @@ def test_the_remotes_estop_button_latches_estop(probe, start_graph, run_double):
     status = Status(probe)
     joy = probe.record(Joy, "/joy", qos.SENSOR_SUBSCRIBE)
     start_bridge(start_graph, double)
-    assert wait_for(lambda: status.mode() == "STANDBY", STARTUP_S)
+    stood_in_standby(probe, status)
     double.handle("remote select")  # the remote's e-stop (config/safety/go2.yaml remote:)
     assert wait_for(lambda: status.mode() == "ESTOP", 2.0), (
         status.mode(),
@@ -269,9 +299,7 @@ def test_a_broken_lowstate_stream_damps_within_the_supervisors_deadline(probe, s
     double = run_double()
     status = Status(probe)
     graph = start_bridge(start_graph, double)
-    assert wait_for(lambda: status.mode() == "STANDBY", STARTUP_S)
-    time.sleep(SAFETY.stand_duration + 0.5)  # stood: the short deadlines apply
-    assert status.mode() == "STANDBY" and status.value("trips") == "0", status.value("last_trip")
+    stood_in_standby(probe, status)  # stood: the short deadlines apply
     states = probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
     double.handle(f"fault {fault} on")
     assert wait_for(lambda: status.mode() == "DAMPING", 2.0), (
@@ -408,8 +436,9 @@ def armed_and_standing(probe, start_graph, run_double):
     double = run_double()
     status = Status(probe)
     graph = start_bridge(start_graph, double)
-    assert wait_for(lambda: status.mode() == "STANDBY" and "preflight passed" in graph.log.text(), STARTUP_S)
-    assert wait_for(lambda: double.counts["driven"] > 50, 10.0)
+    assert wait_for(lambda: "preflight passed" in graph.log.text(), STARTUP_S), graph.log.text()[-2000:]
+    stood_in_standby(probe, status)
+    assert double.counts["driven"] > 50
     return double, status, graph
 
 

@@ -3,6 +3,7 @@ only for a test marked timing_sensitive, with its reason."""
 
 import os
 import random
+import signal
 import tempfile
 
 import pytest
@@ -27,6 +28,9 @@ def pytest_configure(config):
     take a core back at once, so the two parts share the machine without timing each other."""
     if os.environ.get("SIM2REAL_TEST_PRIORITY") == "idle":
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        # Started in the background by `make test`, the session inherits SIGINT ignored (as a
+        # shell's background job does): Ctrl-C then would not stop it. It stops as a foreground one.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config, items):

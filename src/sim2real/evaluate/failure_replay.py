@@ -32,7 +32,7 @@ from sim2real.core.policy_slot import PolicyRefused, PolicySlot
 from sim2real.core.robot_inputs import RobotInputs
 from sim2real.core.robot_profile import RobotProfile, load_profile
 from sim2real.core.rotations import tilt_angle
-from sim2real.core.safety_config import load_safety_config
+from sim2real.core.safety_config import SafetyConfig, load_safety_config
 from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
 from sim2real.core.units import NS_PER_S
 from sim2real.sim.conditions import PhysicalConditions
@@ -173,12 +173,17 @@ class _Outcome:
 
 
 def _run_from(
-    world, profile: RobotProfile, slot: PolicySlot, start: _Start, q0: np.ndarray, total_ticks: int
+    world,
+    profile: RobotProfile,
+    safety: SafetyConfig,
+    slot: PolicySlot,
+    start: _Start,
+    q0: np.ndarray,
+    total_ticks: int,
 ) -> _Outcome:
     """Tick the policy behind a simulated supervisor (ACTIVE from the start, as the robot was) until
     ``total_ticks`` or the first failure: a non-finite action, a supervisor trip or a fall."""
     inputs = RobotInputs(profile)
-    safety = load_safety_config(profile.name)
     period = profile.policy_period
     supervisor = SupervisorCore(profile, safety, safety.command_period or period, simulated=True)
     sup_inputs = SupervisorInputs()
@@ -252,6 +257,7 @@ def replay_failure(
     notes = list(start.notes)
     recorded = _recorded_conditions(info, conditions, notes)
     world_conditions = PhysicalConditions(**recorded).validate()
+    safety = load_safety_config(profile.name)
     slot = _started_policy(bundle, profile, policy_path)
     index = [start.joint_names.index(n) for n in profile.joint_names]
     q0 = np.clip(start.position[index], profile.lower_limits, profile.upper_limits)
@@ -265,7 +271,7 @@ def replay_failure(
         notes.append("no /imu/data recorded: the base starts upright")
     world = make_world(engine, profile, model=model, conditions=world_conditions, seed=seed, suspended=suspended)
     try:
-        outcome = _run_from(world, profile, slot, start, q0, total_ticks)
+        outcome = _run_from(world, profile, safety, slot, start, q0, total_ticks)
     finally:
         world.close()
     return ReplayResult(

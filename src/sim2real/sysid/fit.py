@@ -433,6 +433,9 @@ def fit_conditions(
     """CMA-ES finds the basin (latency included), least squares polishes the continuous
     parameters: CMA-ES alone needs hundreds of replays to converge tightly, which this
     problem (smooth in everything but latency) does not justify."""
+    import cma  # noqa: F401  (both used further down: a missing one fails here, before any replay)
+    import scipy.optimize  # noqa: F401
+
     options = options or FitOptions()
     _check_options(options)
     started = time.monotonic()

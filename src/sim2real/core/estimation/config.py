@@ -69,6 +69,7 @@ def estimation_config_from_dict(data: dict[str, Any], source: str | Path = "<est
         raise EstimationError(
             source, ", ".join(unknown), "unknown setting", f"use only {sorted(_FIELDS) + ['contact', 'robot']}"
         )
+    _check_contact_keys(contact, source)
     values: dict[str, Any] = {}
     for key, value in data.items():
         if key == "ground_height" and value is None:
@@ -79,8 +80,8 @@ def estimation_config_from_dict(data: dict[str, Any], source: str | Path = "<est
     return EstimationConfig(**values, contact=contact_config)
 
 
-def _contact_config(contact: Any, source: str | Path) -> ContactConfig:
-    """The ``contact:`` section, checked: known keys, a known source, hysteresis, a duty in (0, 1)."""
+def _check_contact_keys(contact: Any, source: str | Path) -> None:
+    """The ``contact:`` section is a mapping of known keys (checked before any value is)."""
     if not isinstance(contact, dict):
         raise EstimationError(
             source,
@@ -93,6 +94,10 @@ def _contact_config(contact: Any, source: str | Path) -> ContactConfig:
         raise EstimationError(
             source, "contact." + ", contact.".join(unknown), "unknown setting", f"use only {sorted(_CONTACT_FIELDS)}"
         )
+
+
+def _contact_config(contact: dict[str, Any], source: str | Path) -> ContactConfig:
+    """The ``contact:`` section's values, checked: a known source, hysteresis, a duty in (0, 1)."""
     contact_values: dict[str, Any] = {}
     for key, value in contact.items():
         if key == "source":

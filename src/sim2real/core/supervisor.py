@@ -290,10 +290,7 @@ class SupervisorCore:
 
     def _request_reset(self, inputs: SupervisorInputs, now: float) -> tuple[bool, str]:
         mode = self.mode
-        # Also once it stood: a driver that damped on a command gap afterwards (the Go2 bridge
-        # does, then takes only commands near the robot) leaves it lying while STANDBY holds the
-        # stand pose, and an engage is refused with "reset" as the way out.
-        if mode == Mode.STANDBY and (not self._stood or self._stand_problem(inputs, now)):
+        if mode == Mode.STANDBY and not self._stood:
             return self._restart_stand_up(inputs, now)
         if mode not in (Mode.ESTOP, Mode.DAMPING):
             return True, f"nothing to reset in {mode.value}"
@@ -381,7 +378,7 @@ class SupervisorCore:
         return index is not None and buttons is not None and index < len(buttons) and buttons[index] == 1
 
     def _restart_stand_up(self, inputs: SupervisorInputs, now: float) -> tuple[bool, str]:
-        """A reset in STANDBY before the robot stands: the stand-up starts again, from the measured
+        """A reset in STANDBY before the robot stood: the stand-up starts again, from the measured
         joints unless the robot follows the last targets. A driver that damped on a command gap
         (the Go2 bridge does, then takes only commands near the robot) takes the new stand-up's
         first command, and a robot that was blocked is tried again from where it now lies."""
@@ -394,7 +391,6 @@ class SupervisorCore:
         followed = last is not None and bool(np.all(np.abs(last - measured) <= RESTART_TOLERANCE))
         self._segment_start = last.copy() if followed and last is not None else measured
         self._segment_time = now
-        self._stood = False
         self._stand_restarts += 1
         self.events.append("operator: reset: the stand-up starts again")
         return True, "STANDBY (standing up again; engage once it stands)"

@@ -112,6 +112,27 @@ def test_a_reset_before_the_robot_stood_starts_the_stand_up_again_from_where_it_
     assert rig.request("reset") == (True, "nothing to reset in STANDBY")  # it stood: a reset changes nothing
 
 
+def test_a_robot_that_sank_after_it_stood_is_told_to_damp_then_reset():
+    """After the stand-up, a command gap damps the Go2 bridge and the robot sinks while STANDBY
+    holds the stand pose. A reset alone leaves a robot that stood as it is (a restart from where
+    a sagging robot stands would relax its legs), so the refused engage says: damp, then reset."""
+    rig = Rig()
+    rig.inputs.joint_position = GO2.default_positions.copy()
+    rig.tick(int(3.0 / PERIOD))  # stood
+    lying = GO2.default_positions + np.where(np.arange(12) % 3 == 2, -0.8, 0.0)
+    rig.inputs.joint_position = lying.copy()
+    rig.tick()
+    blocked = rig.request("engage")
+    assert not blocked[0] and "no longer stands" in blocked[1] and "damp, then reset" in blocked[1], blocked
+    assert rig.request("reset") == (True, "nothing to reset in STANDBY")
+    assert rig.request("damp") == (True, "DAMPING")
+    rig.tick(int(3.0 / PERIOD))  # the stop's descent ends
+    accepted, message = rig.request("reset")
+    assert accepted and message.startswith("STANDBY"), message
+    soon = [rig.tick().command.position for _ in range(int(0.2 / PERIOD))]
+    assert min(np.max(np.abs(command - lying)) for command in soon) < 0.02  # from where it lies
+
+
 def test_a_stand_up_reset_goes_on_from_the_targets_the_robot_follows_and_ignores_a_takeover_pressed_with_it():
     rig = Rig()
     lying = GO2.default_positions + np.where(np.arange(12) % 3 == 2, -0.8, 0.0)

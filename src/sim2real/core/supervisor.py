@@ -408,10 +408,17 @@ class SupervisorCore:
         error = np.abs(np.asarray(inputs.joint_position, dtype=float) - self.profile.default_positions)
         worst = int(np.argmax(error))
         if error[worst] > ENGAGE_STAND_TOLERANCE:
+            # Once it stood, a reset in STANDBY leaves the robot as it is (a standing robot sags; a
+            # restart from where it is would relax its legs): the way back is a stop first.
+            then = (
+                "damp, then reset (the stand-up starts again from where it lies)"
+                if self._stood
+                else "then reset (the stand-up starts again from where it is)"
+            )
             return (
                 f"{self.profile.joint_names[worst]} is {error[worst]:.2f} rad from its stand pose (max "
-                f"{ENGAGE_STAND_TOLERANCE} rad): the robot did not reach its stand; lift it or clear what "
-                "blocks it, then reset (the stand-up starts again from where it is)"
+                f"{ENGAGE_STAND_TOLERANCE} rad): the robot did not reach its stand or no longer stands; lift it "
+                f"or clear what blocks it, {then}"
             )
         return ""
 

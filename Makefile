@@ -24,17 +24,17 @@ demo: $(STAMP)
 
 # Everything. The DDS graph, build and end-to-end tests run one at a time (in parallel they
 # would time one another); beside them, the tests without a DDS graph run over every core at
-# idle priority (SCHED_IDLE: only on a core the graph tests leave idle, about half of the
+# idle priority (SCHED_IDLE: only on a core the graph tests leave idle, most of the
 # machine, which a graph's process takes back at once). Their report follows the graph tests';
-# either part failing fails the target, and an interrupted run stops both.
+# either part failing fails the target, and Ctrl-C stops both.
 test: $(STAMP)
 	@log=$$(mktemp) || exit 1; \
 	trap 'kill $$unit_pid 2>/dev/null; rm -f "$$log"' EXIT; \
-	trap 'exit 130' INT TERM; \
+	trap 'exit 130' INT; \
 	echo "tests without a DDS graph: at idle priority beside the graph tests; their report follows"; \
 	SIM2REAL_TEST_PRIORITY=idle $(BIN)/python -m pytest -n auto tests/unit > "$$log" 2>&1 & unit_pid=$$!; \
 	$(BIN)/python -m pytest tests/ros tests/e2e; graph=$$?; \
-	wait $$unit_pid; unit=$$?; cat "$$log"; \
+	wait $$unit_pid; unit=$$?; unit_pid=; cat "$$log"; \
 	exit $$(( unit || graph ))
 
 # Lint (pyflakes, bugbear, import order, function complexity), the format (`ruff format`), the

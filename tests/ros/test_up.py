@@ -201,6 +201,7 @@ def test_a_demo_that_loses_its_robot_driver_writes_one_failure_bundle_before_it_
             30.0,
         ), "the failure collector never received /joint_states"
         time.sleep(3.0)
+        killed_ns = time.time_ns()
         os.kill(sim, signal.SIGKILL)
         out_text, err = up.communicate(timeout=60.0)
     finally:
@@ -208,10 +209,15 @@ def test_a_demo_that_loses_its_robot_driver_writes_one_failure_bundle_before_it_
             os.killpg(up.pid, signal.SIGKILL)
     assert up.returncode == 1, out_text[-2000:] + err[-2000:]
     assert "sim_robot exited (code -9): the demo cannot go on; stopping the graph in" in err
-    # Exactly one bundle holds the robot's silence. A loaded machine may add a bundle of its
-    # own before the kill (a late policy tick the supervisor held on): that one is no loss.
+    # Exactly one bundle holds the robot's silence after the kill. A loaded machine may add a
+    # bundle of its own before it (a late policy tick the supervisor held on, or a /joint_states
+    # gap over the 50 ms deadline, seen once in CI): that one is no loss.
     bundles = list_bundles(out)
-    silent = [b for b in bundles if any("/joint_states" in t["reason"] for t in b.info["triggers"])]
+    silent = [
+        b
+        for b in bundles
+        if int(b.info["time_ns"]) >= killed_ns and any("/joint_states" in t["reason"] for t in b.info["triggers"])
+    ]
     assert len(silent) == 1, [(b.name, [t["reason"] for t in b.info["triggers"]]) for b in bundles]
     kinds = {t["kind"] for t in silent[0].info["triggers"]}
     assert kinds & {"supervisor_damping", "stale_sensor"}, kinds

@@ -158,22 +158,45 @@ class Status:
         return None
 
 
-def stand_up_again(probe) -> None:
-    """The operator's way back for a robot the bridge damped: reset, and if the supervisor had
-    already stood it up (then a reset changes nothing), damp and reset once the stop has ended."""
-    clients = {name: probe.node.create_client(Trigger, f"/safety_supervisor/{name}") for name in ("reset", "damp")}
+def near_stand(states: list) -> bool:
+    """The newest /joint_states within the engage's stand tolerance (a Go2 standing sags under its
+    weight, the rear calves most, ~0.6 rad)."""
+    return bool(states) and np.abs(np.array(states[-1].position) - GO2.default_positions).max() < ENGAGE_STAND_TOLERANCE
 
-    def call(name: str):
-        answer = clients[name].call_async(Trigger.Request())
+
+class Operator:
+    """The supervisor's reset and damp services, called as `sim2real safety` does."""
+
+    def __init__(self, probe):
+        self.clients = {
+            name: probe.node.create_client(Trigger, f"/safety_supervisor/{name}") for name in ("reset", "damp")
+        }
+        assert self.clients["reset"].wait_for_service(timeout_sec=10.0)
+
+    def call(self, name: str):
+        answer = self.clients[name].call_async(Trigger.Request())
         assert wait_for(answer.done, 5.0), f"no answer to {name}"
         return answer.result()
 
-    assert clients["reset"].wait_for_service(timeout_sec=10.0)
-    answer = call("reset")
+    def reset_until_accepted(self) -> None:
+        """Reset, again while the supervisor refuses (its stop still lowers the robot)."""
+
+        def accepted() -> bool:
+            answer = self.clients["reset"].call_async(Trigger.Request())
+            return wait_for(answer.done, 5.0) and answer.result().success
+
+        assert wait_for(accepted, 15.0, poll=0.5)
+
+
+def stand_up_again(probe) -> None:
+    """The operator's way back for a robot the bridge damped: reset, and if the supervisor had
+    already stood it up (then a reset changes nothing), damp and reset once the stop has ended."""
+    operator = Operator(probe)
+    answer = operator.call("reset")
     assert answer.success, answer.message
     if answer.message == "nothing to reset in STANDBY":
-        assert call("damp").success
-        assert wait_for(lambda: call("reset").success, 15.0, poll=0.5)
+        assert operator.call("damp").success
+        operator.reset_until_accepted()
 
 
 def stood_in_standby(probe, status) -> None:
@@ -185,25 +208,14 @@ def stood_in_standby(probe, status) -> None:
     resets it, as often as it refuses while its stop still lowers the robot, and it stands up
     again: the tests below are about what comes after."""
     states = probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
-    reset = probe.node.create_client(Trigger, "/safety_supervisor/reset")
-
-    def standing() -> bool:
-        near = states and np.abs(np.array(states[-1].position) - GO2.default_positions).max() < ENGAGE_STAND_TOLERANCE
-        return bool(near) and status.mode() == "STANDBY"
-
-    def reset_accepted() -> bool:
-        answer = reset.call_async(Trigger.Request())
-        return wait_for(answer.done, 5.0) and answer.result().success
-
     for _ in range(2):
-        if wait_for(standing, SAFETY.stand_duration + STARTUP_S):
+        if wait_for(lambda: near_stand(states) and status.mode() == "STANDBY", SAFETY.stand_duration + STARTUP_S):
             # Near the stand pose from about 1.5 s into the 2 s stand-up: a full stand_duration
             # more is past its end, where the 50 ms deadline has taken over.
             time.sleep(SAFETY.stand_duration)
             if status.mode() == "STANDBY":
                 return
-        assert reset.wait_for_service(timeout_sec=10.0)
-        assert wait_for(reset_accepted, 15.0, poll=0.5), status.value("last_trip")
+        Operator(probe).reset_until_accepted()
     raise AssertionError(f"the supervisor did not stand the Go2 up: {status.mode()}, {status.value('last_trip')}")
 
 
@@ -225,8 +237,8 @@ def test_the_supervisor_stands_the_go2_up_through_the_bridge(probe, start_graph,
     assert wait_for(lambda: "preflight passed" in graph.log.text(), STARTUP_S), graph.log.text()[-2000:]
     bridge = probe.record(DiagnosticArray, "/diagnostics", 10)
 
-    def stood() -> bool:  # from lying, sagging under its weight (the rear calves most, ~0.6 rad): enough to engage
-        return np.abs(np.array(states[-1].position) - GO2.default_positions).max() < ENGAGE_STAND_TOLERANCE
+    def stood() -> bool:  # from lying, sagging under its weight: enough to engage
+        return near_stand(states)
 
     # The stand-up takes stand_duration once the supervisor's commands reach the bridge (DDS
     # discovery decides when: the supervisor holds where the robot lies until then).

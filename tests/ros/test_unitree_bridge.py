@@ -208,8 +208,12 @@ def stood_in_standby(probe, status) -> None:
     resets it, as often as it refuses while its stop still lowers the robot, and it stands up
     again: the tests below are about what comes after."""
     states = probe.record(JointState, "/joint_states", qos.SENSOR_SUBSCRIBE)
+
+    def stood_or_stopped() -> bool:  # a trip ends the wait at once: the reset comes next
+        return status.mode() in ("DAMPING", "ESTOP") or (near_stand(states) and status.mode() == "STANDBY")
+
     for _ in range(2):
-        if wait_for(lambda: near_stand(states) and status.mode() == "STANDBY", SAFETY.stand_duration + STARTUP_S):
+        if wait_for(stood_or_stopped, SAFETY.stand_duration + STARTUP_S) and status.mode() == "STANDBY":
             # Near the stand pose from about 1.5 s into the 2 s stand-up: a full stand_duration
             # more is past its end, where the 50 ms deadline has taken over.
             time.sleep(SAFETY.stand_duration)

@@ -5,7 +5,11 @@ For each of ``--sets`` random hidden parameter sets (motor strength, mass scale,
 friction, viscous damping, armature, latency) a simulated Panda runs ``--duration`` s of excitation
 with sensor noise (``sim2real sysid simulate``'s recorder: same bag as ``sysid record``),
 then ``sim2real sysid fit``'s simulator fit recovers them from the bag. Printed per set:
-hidden vs fitted values, relative errors, latency error and fit wall time.
+hidden vs fitted values, relative errors, latency error and fit wall time; over the sets, the
+coverage of the reported standard deviations: the share of fitted values whose 95 % interval
+(value +- 1.96 std) holds the hidden value, for the std the fit writes (Newey-West) and, side
+by side, for the Gauss-Newton std that assumes independent residuals (95 % is right; far
+less means the intervals are too narrow to trust, far more that they are too wide to use).
 
 Targets (issue 6): relative error of motor strength, friction and mass scale <= 5 %,
 latency error <= 2 ms, from <= 60 s of excitation, fit wall time <= 5 min on 2 cores.
@@ -38,6 +42,7 @@ from sim2real.sysid.dataset import read_bags
 from sim2real.sysid.excitation import excitation_defaults, make_excitation
 from sim2real.sysid.fit import FitError, FitOptions, fit_conditions
 from sim2real.sysid.sim_recording import record_in_sim
+from sim2real.sysid.uncertainty import Z95
 
 RANGES = {
     "motor_strength": (0.8, 1.2),
@@ -105,12 +110,20 @@ def main() -> None:
             wall = time.monotonic() - started
             errors = {name: abs(result.values[name] - hidden[name]) / hidden[name] for name in RELATIVE}
             errors["latency_ms"] = abs(result.values["latency"] - hidden["latency"]) * 1e3
+            # Latency's std is its grid's quantisation: not an interval to check coverage of.
+            z_scores = {
+                method: {n: abs(result.values[n] - hidden[n]) / max(stds[n], 1e-12) for n in RELATIVE}
+                for method, stds in (("newey_west", result.std), ("gauss_newton", result.std_gauss_newton))
+            }
             rows.append(
                 {
                     "set": k,
                     "hidden": hidden,
                     "fitted": result.values,
                     "errors": errors,
+                    "std": result.std,
+                    "std_gauss_newton": result.std_gauss_newton,
+                    "z": z_scores,
                     "heldout_rmse_mrad": float(np.sqrt(np.mean(result.heldout_rmse_after**2)) * 1e3),
                     "evaluations": result.evaluations,
                     "fit_wall_s": wall,
@@ -124,7 +137,7 @@ def main() -> None:
                     flush=True,
                 )
     if args.json:
-        print(json.dumps({"fitted": rows, "refused": refused}, indent=2))
+        print(json.dumps({"fitted": rows, "refused": refused, "coverage_95": coverage(rows)}, indent=2))
         return
     if not rows:
         print("no set was fitted (each refusal is printed above)")
@@ -153,6 +166,34 @@ def main() -> None:
         f"latency {worst['latency_ms']:.2f} ms, fit wall time max {max(r['fit_wall_s'] for r in rows):.0f} s"
     )
     print("targets: strength/mass/friction <= 5 %, latency <= 2 ms, fit <= 300 s on 2 cores")
+    print_coverage(coverage(rows), len(rows))
+
+
+def coverage(rows: list[dict]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per std method and parameter: the share of fits whose 95 % interval holds the hidden value,
+    and the root mean square of |error| / std (1 for a std that is right; below, too wide)."""
+    return {
+        method: {
+            n: {
+                "share": float(np.mean([row["z"][method][n] <= Z95 for row in rows])),
+                "rms_z": float(np.sqrt(np.mean([row["z"][method][n] ** 2 for row in rows]))),
+            }
+            for n in RELATIVE
+        }
+        for method in ("newey_west", "gauss_newton")
+    }
+
+
+def print_coverage(shares: dict[str, dict[str, dict[str, float]]], fits: int) -> None:
+    print(f"\n95 % interval coverage over {fits} fits (the share whose value +- 1.96 std holds the hidden value):")
+    print(f"{'std':<32}" + "".join(f"{n:>22}" for n in RELATIVE))
+    for method, label in (
+        ("newey_west", "Newey-West (written by the fit)"),
+        ("gauss_newton", "Gauss-Newton (independent)"),
+    ):
+        cells = (f"{shares[method][n]['share'] * 100:.0f}% (rms z {shares[method][n]['rms_z']:.2f})" for n in RELATIVE)
+        print(f"{label:<32}" + "".join(f"{cell:>22}" for cell in cells))
+    print("rms z: root mean square of |error| / std; 1 for a std that is right, below 1 too wide, above too narrow")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ def test_fit_recovers_hidden_parameters_through_the_cli(tmp_path, panda):
     for name in ("motor_strength", "mass_scale", "joint_friction"):
         assert abs(fitted[name]["value"] - HIDDEN[name]) / HIDDEN[name] <= 0.05, (name, fitted[name])
         assert fitted[name]["std"] > 0
+    assert document["simulator"]["optimizer"]["std"].startswith("Newey-West")  # residuals correlated in time
     assert abs(fitted["latency"]["value"] - HIDDEN["latency"]) <= 0.002
     # No target in the issue; benchmarks/sysid_accuracy.py sees 0.2-8 % over random sets.
     assert fitted["armature"]["value"] == pytest.approx(HIDDEN["armature"], rel=0.15), fitted["armature"]

@@ -133,6 +133,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}")
         for name, entry in document["simulator"]["parameters"].items():
             print(f"  {name:16s} {entry['value']:10.5g} +- {entry['std']:.2g} {entry['unit']}")
+        for name, reason in document["simulator"]["not_identified"].items():
+            print(f"  not identified: {name}: {reason}")
         rmse = document["simulator"]["position_rmse_rad"]
         for key in ("heldout_before", "heldout_after"):
             print(

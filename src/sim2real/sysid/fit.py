@@ -14,11 +14,14 @@ by ``VELOCITY_WEIGHT`` s) and motor efforts (``EFFORT_WEIGHT`` rad/(N*m)) over w
 the *training* part of each recording (its first ``train_fraction``); the rest is held out
 and only scored. Search: a short CMA-ES run over all parameters finds the basin, least
 squares (trust-region reflective, finite-difference Jacobian computed in parallel) polishes
-the continuous ones. Uncertainty: Gauss-Newton covariance ``s^2 (J^T J)^-1`` at the
-optimum. The residuals of a trajectory are correlated in time, so read these standard
-deviations as lower bounds. Latency moves in whole physics steps: it is settled by
-comparing the neighbouring steps, then by walking its profile downhill (neighbours with the
-other parameters re-polished), and its std is the step's quantisation std (step / sqrt(12)).
+the continuous ones. Uncertainty: the standard deviations come from the Newey-West sandwich at
+the optimum (``uncertainty.py``): the residuals of a trajectory are correlated in time, and
+position, velocity and effort errors differ in size, where the Gauss-Newton ``s^2 (J^T J)^-1``
+assumes independent residuals of one size (over benchmark fits it came out 5-7 times too wide
+for strength and mass, 1.7 times too narrow for damping). Latency moves in whole physics
+steps: it is settled by comparing the neighbouring steps, then by walking its profile
+downhill (neighbours with the other parameters re-polished), and its std is the step's
+quantisation std (step / sqrt(12)).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from sim2real.core.errors import Sim2RealError
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.sysid.dataset import Dataset
 from sim2real.sysid.replay import Replayer, Window, windows
+from sim2real.sysid.uncertainty import Z95, gauss_newton_covariance, newey_west_covariance
 
 VELOCITY_WEIGHT = 0.05  # s: 1 rad/s of velocity error costs as much as 0.05 rad of position error
 # rad/(N*m): 1 N*m of effort error costs as much as 1 mrad. Positions alone cannot separate
@@ -44,6 +48,17 @@ EFFORT_WEIGHT = 1e-3
 LATENCY_ROUNDS = 3
 LATENCY_PROFILE_STEPS = 4  # least-squares steps per neighbouring latency in the final profile
 SKIP_S = 0.04  # s at the start of each window not scored: commands in flight at the start are approximated
+# A 95 % interval wider than this share of a parameter's search range: the data leave it loose.
+LOOSE_SHARE = 0.25
+# What a recording needs to pin each parameter down (what a loose one asks for).
+PINNED_BY = {
+    "motor_strength": "motions that need large motor efforts (a larger or faster excitation), with efforts recorded",
+    "mass_scale": "poses across the joints' range, where gravity loads the joints differently",
+    "joint_friction": "slow motions with many velocity reversals",
+    "joint_damping": "a wide spread of joint speeds (a faster excitation)",
+    "armature": "large joint accelerations (higher excitation frequencies)",
+    "ground_friction": "feet that slip or push sideways, which standing still never does",
+}
 
 
 @dataclass(frozen=True)
@@ -106,6 +121,21 @@ class FitResult:
     wall_time: float
     heldout_windows: list[Window] = field(default_factory=list)
     suspended: bool = False  # recorded on a stand and replayed so
+    # What std would be if the residuals were independent (benchmarks compare the two).
+    std_gauss_newton: dict[str, float] = field(default_factory=dict)
+    bandwidth_s: float = 0.0  # the Newey-West bandwidth the std used
+
+    def loose(self) -> dict[str, str]:
+        """Parameters the data leave loose, with the reason and what a recording would need."""
+        found = {}
+        for p in self.space:
+            half = Z95 * self.std[p.name]
+            if p.name != "latency" and half > LOOSE_SHARE * (p.high - p.low):
+                found[p.name] = (
+                    f"the data leave it loose: 95 % interval +-{half:.3g} {p.unit}".rstrip()
+                    + f", over {LOOSE_SHARE:.0%} of its search range either side; record {PINNED_BY[p.name]}"
+                )
+        return found
 
     def to_dict(self, joint_names: list[str]) -> dict[str, Any]:
         def per_joint(values):
@@ -113,9 +143,11 @@ class FitResult:
 
         parameters = {}
         for p in self.space:
+            value, half = self.values[p.name], Z95 * self.std[p.name]
             parameters[p.name] = {
-                "value": round(self.values[p.name], 6),
+                "value": round(value, 6),
                 "std": round(self.std[p.name], 6),
+                "interval_95": [round(value - half, 6), round(value + half, 6)],
                 "nominal": p.nominal,
                 "unit": p.unit,
                 "search_range": [p.low, p.high],
@@ -131,6 +163,7 @@ class FitResult:
                     if self.suspended
                     else {}
                 ),
+                **self.loose(),
             },
             "position_rmse_rad": {
                 "train_before": per_joint(self.train_rmse_before),
@@ -143,6 +176,7 @@ class FitResult:
                 "iterations": self.iterations,
                 "stop": self.stop,
                 "wall_time_s": round(self.wall_time, 1),
+                "std": f"Newey-West (autocorrelation-consistent), bandwidth {self.bandwidth_s:.2f} s",
             },
         }
 
@@ -160,6 +194,18 @@ def _init_worker(profile: RobotProfile, dataset: Dataset, window_sets: dict[str,
     _STRIDE = stride
 
 
+def _scored(window: Window) -> tuple[np.ndarray, np.ndarray]:
+    """The compared states of a window and which of them are scored."""
+    seg = _REPLAYER.segments[window.segment]
+    measured = _REPLAYER.compared(window, _STRIDE)
+    return measured, seg.t[measured] >= seg.t[window.start] + SKIP_S
+
+
+def _window_sizes(which: str) -> list[int]:
+    """Scored samples per window of a set, in the order :func:`_residuals` joins them."""
+    return [int(np.count_nonzero(_scored(window)[1])) for window in _WINDOWS[which]]
+
+
 def _residuals(conditions: dict[str, float], which: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Position, velocity and effort errors [samples, joints] over a window set (effort
     errors are zero when the recordings carry no effort)."""
@@ -168,8 +214,7 @@ def _residuals(conditions: dict[str, float], which: str) -> tuple[np.ndarray, np
     for window in _WINDOWS[which]:
         seg = replayer.segments[window.segment]
         simulated = replayer.run(window, conditions, _STRIDE)
-        measured = replayer.compared(window, _STRIDE)
-        keep = seg.t[measured] >= seg.t[window.start] + SKIP_S
+        measured, keep = _scored(window)
         has_effort = bool(np.any(seg.effort))
         for out, sim, real in zip(errors, simulated, (seg.q, seg.dq, seg.effort)):
             error = (sim - real[measured])[keep]
@@ -475,14 +520,18 @@ def fit_conditions(
                 f"({ {n: round(values[n], 4) for n in at_edge} }); the simulator model cannot match "
                 "this robot (check the profile's gains and limits)"
             )
-        std = _uncertainty(
-            polished, [space.parameters[i] for i in space.smooth], space.spans[space.smooth], profile.physics_period
+        uncertainty = _Uncertainty(
+            polished,
+            [space.parameters[i] for i in space.smooth],
+            space.spans[space.smooth],
+            pool.map(_window_sizes, ["train"])[0],
+            len(profile.joint_names),
         )
     finally:
         pool.close()
     return FitResult(
         values,
-        std,
+        uncertainty.std(step=profile.physics_period),
         space.parameters,
         before_train,
         after_train,
@@ -494,6 +543,8 @@ def fit_conditions(
         time.monotonic() - started,
         heldout,
         dataset.suspended,
+        uncertainty.std(gauss_newton_covariance, profile.physics_period),
+        uncertainty.bandwidth * options.compare_period,
     )
 
 
@@ -533,12 +584,18 @@ def walk_latency_profile(
         best = improved
 
 
-def _uncertainty(polished, parameters: list[Parameter], spans: np.ndarray, step: float) -> dict[str, float]:
-    J = polished.jac / spans  # d residual / d value
-    r = polished.fun
-    dof = max(1, r.size - J.shape[1])
-    sigma2 = float(r @ r) / dof
-    covariance = sigma2 * np.linalg.pinv(J.T @ J)
-    std = {p.name: float(math.sqrt(max(covariance[k, k], 0.0))) for k, p in enumerate(parameters)}
-    std["latency"] = step / math.sqrt(12.0)
-    return std
+class _Uncertainty:
+    """Standard deviations of the polished parameters (latency: its grid's quantisation)."""
+
+    def __init__(self, polished, parameters: list[Parameter], spans: np.ndarray, window_sizes: list[int], joints: int):
+        self.parameters = parameters
+        self.jac = polished.jac / spans  # d residual / d value
+        self.residuals = polished.fun
+        # Three blocks of residuals (position, velocity, effort), each [samples, joints].
+        self.covariance, self.bandwidth = newey_west_covariance(self.jac, self.residuals, window_sizes, 3, joints)
+
+    def std(self, covariance_of: Callable | None = None, step: float = 0.0) -> dict[str, float]:
+        covariance = self.covariance if covariance_of is None else covariance_of(self.jac, self.residuals)
+        std = {p.name: float(math.sqrt(max(covariance[k, k], 0.0))) for k, p in enumerate(self.parameters)}
+        std["latency"] = step / math.sqrt(12.0)
+        return std

@@ -137,7 +137,8 @@ def main() -> None:
                     flush=True,
                 )
     if args.json:
-        print(json.dumps({"fitted": rows, "refused": refused, "coverage_95": coverage(rows)}, indent=2))
+        shares = coverage(rows) if rows else None  # none fitted: no coverage (NaN is not JSON)
+        print(json.dumps({"fitted": rows, "refused": refused, "coverage_95": shares}, indent=2))
         return
     if not rows:
         print("no set was fitted (each refusal is printed above)")

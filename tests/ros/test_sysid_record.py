@@ -75,7 +75,7 @@ def test_record_through_the_supervisor_then_fit(tmp_path):
                 "-o",
                 str(out),
                 "--train-seconds",
-                "4",  # two 2 s windows: within the bounds below (1-2 % off at most), in half the time of 8
+                "4",  # two 2 s windows: 2 % off at most in 5 recordings, inside the bounds below
                 "--no-plots",
                 "--json",
             ]

@@ -220,6 +220,9 @@ def stood_in_standby(probe, status) -> None:
             if status.mode() == "STANDBY":
                 return
         Operator(probe).reset_until_accepted()
+        # /safety/status says STANDBY from the supervisor's next tick: a DAMPING still newest
+        # would end the next wait at once.
+        wait_for(lambda: status.mode() == "STANDBY", 2.0)
     raise AssertionError(f"the supervisor did not stand the Go2 up: {status.mode()}, {status.value('last_trip')}")
 
 

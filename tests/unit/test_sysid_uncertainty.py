@@ -8,6 +8,7 @@ import pytest
 from sim2real.sysid.uncertainty import Z95, gauss_newton_covariance, newey_west_covariance, sample_scores
 
 WINDOWS, SAMPLES = 6, 200
+BANDWIDTH = 100  # samples: past the errors' correlation time at rho 0.98 (50 samples)
 TRUE = np.array([1.0, -2.0])
 
 
@@ -39,7 +40,7 @@ def coverage(rho: float, trials: int = 300) -> tuple[float, float]:
         x, y = regression(rng, rho)
         fitted = np.linalg.lstsq(x, y, rcond=None)[0]
         residuals = x @ fitted - y
-        hac, _ = newey_west_covariance(x, residuals, [SAMPLES] * WINDOWS, blocks=1, joints=1)
+        hac = newey_west_covariance(x, residuals, [SAMPLES] * WINDOWS, blocks=1, joints=1, bandwidth=BANDWIDTH)
         error = np.abs(fitted - TRUE)
         held_hac.append(error <= Z95 * np.sqrt(np.diag(hac)))
         held_gn.append(error <= Z95 * np.sqrt(np.diag(gauss_newton_covariance(x, residuals))))
@@ -50,12 +51,13 @@ def coverage(rho: float, trials: int = 300) -> tuple[float, float]:
 def test_with_correlated_residuals_the_hac_interval_holds_its_level_where_gauss_newton_does_not(rho):
     hac, gauss_newton = coverage(rho)
     assert hac >= 0.88, hac
-    assert gauss_newton <= 0.5, gauss_newton  # the trap the fit's old std fell into
+    assert gauss_newton <= 0.5, gauss_newton  # what Gauss-Newton gives for correlated residuals
 
 
 def test_with_independent_residuals_both_intervals_hold_their_level():
     hac, gauss_newton = coverage(0.0)
-    assert 0.92 <= hac <= 0.98 and 0.92 <= gauss_newton <= 0.98, (hac, gauss_newton)
+    # A long bandwidth costs the HAC estimate some precision on white residuals (0.923 here).
+    assert 0.90 <= hac <= 0.98 and 0.92 <= gauss_newton <= 0.98, (hac, gauss_newton)
 
 
 def test_scores_sum_the_blocks_and_joints_of_one_time_sample():
@@ -75,7 +77,7 @@ def test_a_layout_that_does_not_add_up_is_refused():
     with pytest.raises(ValueError, match="not 3 blocks"):
         sample_scores(np.zeros((10, 2)), np.zeros(10), blocks=3, joints=2)
     with pytest.raises(ValueError, match="do not add up"):
-        newey_west_covariance(np.zeros((12, 2)), np.zeros(12), [3, 3], blocks=1, joints=1)
+        newey_west_covariance(np.zeros((12, 2)), np.zeros(12), [3, 3], blocks=1, joints=1, bandwidth=2)
 
 
 def test_a_parameter_the_data_leave_loose_is_named_with_what_would_pin_it_down():
@@ -100,6 +102,6 @@ def test_a_parameter_the_data_leave_loose_is_named_with_what_would_pin_it_down()
     assert document["parameters"]["joint_friction"]["interval_95"] == pytest.approx([0.29608, 0.30392])
     assert list(result.loose()) == ["armature"]
     assert document["not_identified"]["armature"] == (
-        "the data leave it loose: 95 % interval +-0.0784 kg*m^2, over 25% of its search range either side; "
+        "the data leave it loose: 95 % interval +-0.0784 kg*m^2, over 25 % of its search range either side; "
         "record large joint accelerations (higher excitation frequencies)"
     )

@@ -17,8 +17,7 @@ squares (trust-region reflective, finite-difference Jacobian computed in paralle
 the continuous ones. Uncertainty: the standard deviations come from the Newey-West sandwich at
 the optimum (``uncertainty.py``): the residuals of a trajectory are correlated in time, and
 position, velocity and effort errors differ in size, where the Gauss-Newton ``s^2 (J^T J)^-1``
-assumes independent residuals of one size (over benchmark fits it came out 5-7 times too wide
-for strength and mass, 1.7 times too narrow for damping). Latency moves in whole physics
+assumes independent residuals of one size (docs/sysid.md, Accuracy, compares the two). Latency moves in whole physics
 steps: it is settled by comparing the neighbouring steps, then by walking its profile
 downhill (neighbours with the other parameters re-polished), and its std is the step's
 quantisation std (step / sqrt(12)).
@@ -104,6 +103,10 @@ class FitOptions:
     workers: int = 2
     seed: int = 0
     compare_period: float = 0.01  # s between compared states: finer adds cost, not information
+    # s of lags the std's Newey-West sum takes in: about how long a replay's error transient
+    # lasts (PD tracking, latency). Of 0.05-0.5 s, a whole window and a lag-one plug-in rule,
+    # 0.2 s gave the std closest to the benchmark fits' errors (docs/sysid.md, Accuracy).
+    std_bandwidth: float = 0.2
 
 
 @dataclass
@@ -123,7 +126,7 @@ class FitResult:
     suspended: bool = False  # recorded on a stand and replayed so
     # What std would be if the residuals were independent (benchmarks compare the two).
     std_gauss_newton: dict[str, float] = field(default_factory=dict)
-    bandwidth_s: float = 0.0  # the Newey-West bandwidth the std used
+    bandwidth_s: float = 0.0  # s: the lags the Newey-West std took in
 
     def loose(self) -> dict[str, str]:
         """Parameters the data leave loose, with the reason and what a recording would need."""
@@ -133,7 +136,7 @@ class FitResult:
             if p.name != "latency" and half > LOOSE_SHARE * (p.high - p.low):
                 found[p.name] = (
                     f"the data leave it loose: 95 % interval +-{half:.3g} {p.unit}".rstrip()
-                    + f", over {LOOSE_SHARE:.0%} of its search range either side; record {PINNED_BY[p.name]}"
+                    + f", over {LOOSE_SHARE * 100:.0f} % of its search range either side; record {PINNED_BY[p.name]}"
                 )
         return found
 
@@ -143,11 +146,14 @@ class FitResult:
 
         parameters = {}
         for p in self.space:
-            value, half = self.values[p.name], Z95 * self.std[p.name]
+            value, std = self.values[p.name], self.std[p.name]
+            # Latency is on the physics-step grid (std = step / sqrt(12)): its interval is the step.
+            half = std * (math.sqrt(3.0) if p.name == "latency" else Z95)
             parameters[p.name] = {
                 "value": round(value, 6),
-                "std": round(self.std[p.name], 6),
-                "interval_95": [round(value - half, 6), round(value + half, 6)],
+                "std": round(std, 6),
+                # Clipped to the search range: the fit never leaves it.
+                "interval_95": [round(max(value - half, p.low), 6), round(min(value + half, p.high), 6)],
                 "nominal": p.nominal,
                 "unit": p.unit,
                 "search_range": [p.low, p.high],
@@ -520,18 +526,20 @@ def fit_conditions(
                 f"({ {n: round(values[n], 4) for n in at_edge} }); the simulator model cannot match "
                 "this robot (check the profile's gains and limits)"
             )
+        spacing = stride * dataset.segments[0].sample_period  # s between scored samples
         uncertainty = _Uncertainty(
             polished,
             [space.parameters[i] for i in space.smooth],
             space.spans[space.smooth],
             pool.map(_window_sizes, ["train"])[0],
             len(profile.joint_names),
+            options.std_bandwidth / spacing,
         )
     finally:
         pool.close()
     return FitResult(
         values,
-        uncertainty.std(step=profile.physics_period),
+        uncertainty.std(profile.physics_period),
         space.parameters,
         before_train,
         after_train,
@@ -543,8 +551,8 @@ def fit_conditions(
         time.monotonic() - started,
         heldout,
         dataset.suspended,
-        uncertainty.std(gauss_newton_covariance, profile.physics_period),
-        uncertainty.bandwidth * options.compare_period,
+        uncertainty.std(profile.physics_period, gauss_newton_covariance),
+        options.std_bandwidth,
     )
 
 
@@ -587,14 +595,22 @@ def walk_latency_profile(
 class _Uncertainty:
     """Standard deviations of the polished parameters (latency: its grid's quantisation)."""
 
-    def __init__(self, polished, parameters: list[Parameter], spans: np.ndarray, window_sizes: list[int], joints: int):
+    def __init__(
+        self,
+        polished,
+        parameters: list[Parameter],
+        spans: np.ndarray,
+        window_sizes: list[int],
+        joints: int,
+        bandwidth: float,
+    ):
         self.parameters = parameters
         self.jac = polished.jac / spans  # d residual / d value
         self.residuals = polished.fun
         # Three blocks of residuals (position, velocity, effort), each [samples, joints].
-        self.covariance, self.bandwidth = newey_west_covariance(self.jac, self.residuals, window_sizes, 3, joints)
+        self.covariance = newey_west_covariance(self.jac, self.residuals, window_sizes, 3, joints, bandwidth)
 
-    def std(self, covariance_of: Callable | None = None, step: float = 0.0) -> dict[str, float]:
+    def std(self, step: float, covariance_of: Callable | None = None) -> dict[str, float]:
         covariance = self.covariance if covariance_of is None else covariance_of(self.jac, self.residuals)
         std = {p.name: float(math.sqrt(max(covariance[k, k], 0.0))) for k, p in enumerate(self.parameters)}
         std["latency"] = step / math.sqrt(12.0)

@@ -11,8 +11,10 @@ effort errors) it is too wide for the parameters the small ones pin down.
 :func:`newey_west_covariance` is the heteroskedasticity and autocorrelation consistent (HAC)
 sandwich ``A^-1 S A^-1`` with ``A = J^T J`` and ``S`` the long-run covariance of the
 per-sample scores ``g_t = J_t^T r_t`` (Newey and West, Econometrica 1987), with Bartlett
-weights, lags taken within a window only (windows are replayed independently), and the
-bandwidth from Andrews' AR(1) plug-in rule (Econometrica 1991), at most the window's length.
+weights and lags taken within a window only (windows are replayed independently). The
+bandwidth is the caller's: a fit's scores are mostly white measurement noise with a small
+slow part, where a plug-in rule fitted at lag one (Andrews' AR(1)) picks a few samples and
+misses the slow part; ``sysid.fit`` uses a fixed span (``FitOptions.std_bandwidth``).
 
 Residual layout (as ``sysid.fit`` builds it): ``blocks`` blocks (position, velocity, effort
 errors), each ``[samples, joints]`` raveled, the samples of the windows one after another.
@@ -39,35 +41,16 @@ def sample_scores(jac: np.ndarray, residuals: np.ndarray, blocks: int, joints: i
     return np.einsum("bsjp,bsj->sp", j, r)
 
 
-def andrews_bandwidth(scores: list[np.ndarray]) -> float:
-    """Andrews' AR(1) plug-in bandwidth for the Bartlett kernel, from the scores of every window
-    (each parameter's score series fitted as an AR(1), equal weights)."""
-    numerator = denominator = 0.0
-    count = 0
-    for k in range(scores[0].shape[1]):
-        lagged = np.concatenate([g[1:, k] for g in scores])
-        current = np.concatenate([g[:-1, k] for g in scores])
-        if current @ current <= 0.0:
-            continue
-        rho = float(np.clip((lagged @ current) / (current @ current), -0.97, 0.97))
-        sigma2 = float(np.mean((lagged - rho * current) ** 2))
-        numerator += 4 * rho**2 * sigma2**2 / ((1 - rho) ** 6 * (1 + rho) ** 2)
-        denominator += sigma2**2 / (1 - rho) ** 4
-        count += current.size
-    if denominator <= 0.0:
-        return 0.0
-    return 1.1447 * (numerator / denominator * count) ** (1.0 / 3.0)
-
-
 def newey_west_covariance(
-    jac: np.ndarray, residuals: np.ndarray, window_sizes: list[int], blocks: int, joints: int
-) -> tuple[np.ndarray, float]:
-    """The HAC covariance of the fitted parameters and the bandwidth used (in samples)."""
+    jac: np.ndarray, residuals: np.ndarray, window_sizes: list[int], blocks: int, joints: int, bandwidth: float
+) -> np.ndarray:
+    """The HAC covariance of the fitted parameters, with lags up to ``bandwidth`` samples
+    (at most a window's length)."""
     scores = sample_scores(jac, residuals, blocks, joints)
     if sum(window_sizes) != scores.shape[0]:
         raise ValueError(f"window sizes {window_sizes} do not add up to {scores.shape[0]} samples")
     per_window = np.split(scores, np.cumsum(window_sizes)[:-1])
-    bandwidth = min(andrews_bandwidth(per_window), max(window_sizes) - 1.0)
+    bandwidth = min(bandwidth, max(window_sizes) - 1.0)
     meat = np.zeros((scores.shape[1], scores.shape[1]))
     for g in per_window:
         meat += g.T @ g
@@ -75,10 +58,9 @@ def newey_west_covariance(
             weight = 1.0 - lag / bandwidth  # Bartlett: k(x) = 1 - |x| for |x| < 1
             gamma = g[lag:].T @ g[:-lag]
             meat += weight * (gamma + gamma.T)
-    n, p = residuals.size, jac.shape[1]
+    n, p = scores.shape[0], jac.shape[1]  # the score samples, as the sum in the meat runs over
     bread = np.linalg.pinv(jac.T @ jac)
-    covariance = bread @ meat @ bread * n / max(1, n - p)
-    return covariance, bandwidth
+    return bread @ meat @ bread * n / max(1, n - p)
 
 
 def gauss_newton_covariance(jac: np.ndarray, residuals: np.ndarray) -> np.ndarray:

@@ -70,6 +70,12 @@ def main() -> None:
     parser.add_argument("--amplitude", type=float, help="rad (default: the recorder's for the robot)")
     parser.add_argument("--legs", type=int, choices=(0, 1, 2), help="legs at a time (default: the recorder's)")
     parser.add_argument("--train-seconds", type=float, default=8.0, help="training seconds replayed per candidate")
+    parser.add_argument(
+        "--std-bandwidth",
+        type=float,
+        default=FitOptions.std_bandwidth,
+        help="s of lags in the Newey-West std (the fit's default); to compare spans",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
@@ -100,7 +106,9 @@ def main() -> None:
                 result = fit_conditions(
                     profile,
                     read_bags([bag], profile),
-                    FitOptions(workers=args.workers, train_seconds=args.train_seconds, seed=k),
+                    FitOptions(
+                        workers=args.workers, train_seconds=args.train_seconds, seed=k, std_bandwidth=args.std_bandwidth
+                    ),
                 )
             except FitError as exc:  # e.g. a standing Go2 the excitation turned over
                 # On stderr: with --json, stdout carries the JSON alone; the sets refused are in it.

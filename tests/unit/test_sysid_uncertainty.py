@@ -83,11 +83,16 @@ def test_a_layout_that_does_not_add_up_is_refused():
 def test_a_parameter_the_data_leave_loose_is_named_with_what_would_pin_it_down():
     from sim2real.sysid.fit import FitResult, Parameter
 
-    space = [Parameter("joint_friction", 0.0, 0.8, 0.0, "N*m"), Parameter("armature", 0.0, 0.2, 0.0, "kg*m^2")]
+    space = [
+        Parameter("joint_friction", 0.0, 0.8, 0.0, "N*m"),
+        Parameter("armature", 0.0, 0.2, 0.0, "kg*m^2"),
+        Parameter("latency", 0.0, 0.04, 0.0, "s"),
+    ]
     rmse = np.zeros(2)
     result = FitResult(
-        {"joint_friction": 0.3, "armature": 0.01},
-        {"joint_friction": 0.002, "armature": 0.04},  # armature: +-0.078, 39 % of its range
+        {"joint_friction": 0.3, "armature": 0.01, "latency": 0.01},
+        # armature: +-0.078, 39 % of its range; latency: a 2 ms physics step's quantisation std
+        {"joint_friction": 0.002, "armature": 0.04, "latency": 0.002 / np.sqrt(12.0)},
         space,
         rmse,
         rmse,
@@ -99,7 +104,10 @@ def test_a_parameter_the_data_leave_loose_is_named_with_what_would_pin_it_down()
         wall_time=0.0,
     )
     document = result.to_dict(["a", "b"])
-    assert document["parameters"]["joint_friction"]["interval_95"] == pytest.approx([0.29608, 0.30392])
+    intervals = {name: entry["interval_95"] for name, entry in document["parameters"].items()}
+    assert intervals["joint_friction"] == pytest.approx([0.29608, 0.30392])
+    assert intervals["armature"] == pytest.approx([0.0, 0.0884], abs=1e-5)  # clipped at the search range
+    assert intervals["latency"] == pytest.approx([0.009, 0.011])  # its physics step
     assert list(result.loose()) == ["armature"]
     assert document["not_identified"]["armature"] == (
         "the data leave it loose: 95 % interval +-0.0784 kg*m^2, over 25 % of its search range either side; "

@@ -17,10 +17,10 @@ squares (trust-region reflective, finite-difference Jacobian computed in paralle
 the continuous ones. Uncertainty: the standard deviations come from the Newey-West sandwich at
 the optimum (``uncertainty.py``): the residuals of a trajectory are correlated in time, and
 position, velocity and effort errors differ in size, where the Gauss-Newton ``s^2 (J^T J)^-1``
-assumes independent residuals of one size (docs/sysid.md, Accuracy, compares the two). Latency moves in whole physics
-steps: it is settled by comparing the neighbouring steps, then by walking its profile
-downhill (neighbours with the other parameters re-polished), and its std is the step's
-quantisation std (step / sqrt(12)).
+assumes independent residuals of one size (docs/sysid.md, Accuracy, compares the two).
+Latency moves in whole physics steps: it is settled by comparing the neighbouring steps,
+then by walking its profile downhill (neighbours with the other parameters re-polished), and
+its std is the step's quantisation std (step / sqrt(12)).
 """
 
 from __future__ import annotations

@@ -223,6 +223,12 @@ def test_constant_policy_drives_the_arm_through_the_chain(probe, start_graph, tm
     assert watch.runtime()["state"] == "running"
 
 
+@pytest.mark.timing_sensitive(
+    reason="once in a fresh-clone CI run and once in the first run of a local session, the "
+    "probe saw 24-41 consecutive periods without a command: the runtime publishes with depth 1, "
+    "so commands sent while the test process stalls never reach it, and in lockstep the sim "
+    "runs on while they are lost (whether the runtime or the probe stalled is not known)"
+)
 def test_in_lockstep_every_policy_period_of_sim_time_is_computed(probe, start_graph, tmp_path):
     path = write_target_policy(tmp_path / "reach.onnx", PANDA, ARM_TARGETS, observation=REACH, task="reach")
     graph = start_graph(robot="panda", policy=str(path), autoengage=True, lockstep=True)

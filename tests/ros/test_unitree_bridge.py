@@ -42,10 +42,11 @@ _domains = itertools.count()
 
 
 def next_domain() -> int:
-    # Domains 1-19: their ports (7400 + 250 x domain) stay below Linux's ephemeral port range,
+    # Domains 1-13: their ports (7400 + 250 x domain) stay below Linux's ephemeral port range,
     # where a port another DDS stack took would be lost to this one, and away from the ROS
-    # domains of the tests (20-99). +2: past the ones tests/unit/test_unitree_protocol.py uses.
-    return 1 + (int(os.environ["ROS_DOMAIN_ID"]) + 2 + next(_domains)) % 19
+    # domains of the tests (20-99) and from tests/unit/test_unitree_protocol.py's (14-19), which
+    # `make test` runs at the same time.
+    return 1 + (int(os.environ["ROS_DOMAIN_ID"]) + next(_domains)) % 13
 
 
 STARTUP_S = 30.0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -64,12 +65,14 @@ def relay_main(domain: int) -> int:
                     JointState(name=profile.joint_names, position=[sample.motor_state[s].q for s in slots])
                 )
 
-    threading.Thread(target=states, daemon=True).start()
+    reader = threading.Thread(target=states, daemon=True)
+    reader.start()
     try:
         rclpy.spin(node)
     except KeyboardInterrupt:
         pass
     stop.set()
+    reader.join(timeout=1.0)  # out of cyclonedds before the interpreter tears it down
     return 0
 
 
@@ -151,7 +154,7 @@ def segment(kind: str, domain: int, seconds: float, node, state_times: list) -> 
         time.sleep(max(0.0, 1.0 / RATE_HZ - (time.perf_counter() - now)))
     cpu = (cpu_seconds(process.pid) - cpu_start) / (time.perf_counter() - wall_start)
     stop.set()
-    process.terminate()
+    process.send_signal(signal.SIGINT)  # as Ctrl-C: both end their spin on it
     process.wait(timeout=10)
     node.destroy_publisher(commands)
     return {"state": np.array(state_lat) * 1e3, "command": np.array(command_lat) * 1e3, "cpu": cpu}

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli_runs import run_cli
+from tests.shipped_demo import SIM_DEMO_DISTANCE_M
 
 pytestmark = [pytest.mark.slow, pytest.mark.ros]
 
@@ -95,6 +96,9 @@ def test_go2_demo_walks_the_shipped_policy_through_the_whole_chain_in_lockstep(t
     ends = [start for start, *_ in WALK_SCRIPT[1:]] + [WALK_DURATION]
     commanded = sum((end - start) * abs(vx) for (start, vx, _, _), end in zip(WALK_SCRIPT, ends))
     assert summary["distance_m"] >= 0.4 * commanded, (summary, commanded)
+    # The reference other paths are compared with (the Go2 double through the bridge): lockstep
+    # repeats it exactly; a policy that walks another distance updates tests/shipped_demo.py.
+    assert summary["distance_m"] == pytest.approx(SIM_DEMO_DISTANCE_M, rel=0.002), summary
 
 
 def test_a_node_that_dies_is_named_as_the_reason_the_demo_stopped(tmp_path):

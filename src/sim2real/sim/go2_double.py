@@ -9,8 +9,10 @@ after checking its CRC (a bad one is dropped and counted, as the robot does). Wi
 until released, as a Go2 does after power-on.
 
 Tests and demos drive it on stdin, one command a line:
-    status                  one line of JSON: counts, the trunk's position (ground truth), and the
-                            motors' q of the newest LowCmd applied
+    status                  one line of JSON: counts, the trunk's position, its horizontal path
+                            and lowest height since the start or the last mark (ground truth),
+                            and the motors' q of the newest LowCmd applied
+    mark                    path and lowest height from now on
     remote [BUTTON ...]     the remote's buttons held from now on (none: all released)
     sticks LX LY RX RY      the remote's sticks from now on (-1..1; 0 0 0 0: at rest)
     fault NAME on|off       drop_lowstate, freeze_tick, bad_crc, low_battery, hot_motor
@@ -47,6 +49,7 @@ MOTOR_TEMPERATURE = 40  # deg C, a motor at work
 HOT_MOTOR = 95  # deg C, over the profile's max_motor_temperature
 LYING_HEIGHT = 0.1  # m, trunk centre of a Go2 lying folded (it settles from there)
 MAX_CATCH_UP = 25  # sensing periods a loop that fell behind runs back to back (50 ms)
+PATH_SAMPLE_S = 0.02  # the trunk's path is summed over 50 Hz samples, as `sim2real demo` sums its distance
 
 
 class Go2Double:
@@ -81,6 +84,13 @@ class Go2Double:
         self.damped_at: float | None = None
         self._last_driven: tuple[int, float] | None = None  # (crc, when first applied)
         self.tick = 0
+        # Ground truth a robot does not send, since the start or the last `mark`: the trunk's
+        # horizontal path (m) over PATH_SAMPLE_S samples of physics time, and its lowest height (m).
+        self.path_m = 0.0
+        self.min_height = float("inf")
+        self._path_every = max(1, round(PATH_SAMPLE_S / self.period))
+        self._steps = 0
+        self._last_sample = np.asarray(self.world.base_pose()[0], dtype=float)
         self.newest_applied = None  # the newest LowCmd applied (status reports its q and gains)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -121,11 +131,20 @@ class Go2Double:
                         self._last_driven = None
                     self.newest_applied = cmd
             self.world.step(self.substeps)
+            self._steps += 1
+            if self._steps % self._path_every == 0:
+                self._sample_path()
             if "freeze_tick" not in self.faults:
                 self.tick = (self.tick + round(self.period * 1000)) % 2**32
             if "drop_lowstate" not in self.faults:
                 self.dds.write(self.lowstate())
                 self.counts["states"] += 1
+
+    def _sample_path(self) -> None:
+        position = np.asarray(self.world.base_pose()[0], dtype=float)
+        self.path_m += float(np.linalg.norm(position[:2] - self._last_sample[:2]))
+        self._last_sample = position
+        self.min_height = min(self.min_height, float(position[2]))
 
     def lowstate(self) -> LowState_:
         state = self.world.true_joint_state()
@@ -188,16 +207,20 @@ class Go2Double:
                         "last_kp_max": float(np.max(gains[0])),
                         "last_kd_max": float(np.max(gains[1])),
                         "base_position": [float(v) for v in position],
+                        "path_m": self.path_m,
+                        "min_height": self.min_height,
                         "sim_time": float(self.world.time),
                         "applied_q": [m.q for m in frame.motor_cmd] if frame else None,
                     }
                 )
+            elif words[0] == "mark":
+                self.path_m, self.min_height = 0.0, float("inf")
             elif words[0] == "quit":
                 self._stop.set()
             else:
                 return (
                     f"unknown command {line.strip()!r}: use status, remote [BUTTON ...], sticks LX LY RX RY, fault "
-                    f"{{{'|'.join(FAULTS)}}} on|off, release or quit"
+                    f"{{{'|'.join(FAULTS)}}} on|off, release, mark or quit"
                 )
         return "ok"
 

@@ -7,7 +7,7 @@ import pytest
 from sim2real.core.joint_command import JointTargets
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import load_safety_config
-from sim2real.core.unitree.frames import lowcmd_crc, seal_state
+from sim2real.core.unitree.frames import flat_indices, lowcmd_crc, lowstate_values, seal_state, to_cdr
 from sim2real.core.unitree.low_level import POS_STOP, VEL_STOP, Go2LowLevel
 from sim2real.core.unitree.messages import LowState_
 from sim2real.core.unitree.preflight import preflight
@@ -82,6 +82,31 @@ def test_a_lowstate_reads_by_name_with_the_quaternion_in_ros_order():
     np.testing.assert_allclose(reading.orientation, [0.1, 0.2, 0.3, 0.9], rtol=1e-6)
     msg.tick += 1  # changed after sealing
     assert not LOW.read(msg).crc_ok
+
+
+def test_a_lowstate_read_from_its_dds_payload_is_read_field_by_field():
+    """The bridge reads each LowState's flat values off the wire (no LowState_ built): every field
+    it uses lands where the message object has it, in every motor slot."""
+    rng = np.random.default_rng(7)
+    msg = LowState_(tick=123456, power_v=24.5, wireless_remote=encode_remote({"L1"}, lx=0.5, ry=-0.25))
+    msg.imu_state.quaternion = [0.5, 0.5, -0.5, 0.5]
+    msg.imu_state.gyroscope, msg.imu_state.accelerometer = [0.125, -0.25, 0.375], [0.5, 0.25, 9.75]  # float32-exact
+    for motor in msg.motor_state:  # the 8 slots a Go2 does not use too: none may leak in
+        motor.q, motor.dq, motor.tau_est = (float(np.float32(v)) for v in rng.normal(size=3))
+        motor.temperature = int(rng.integers(20, 90))
+    seal_state(msg)
+    reading = LOW.read_values(lowstate_values(to_cdr(msg)))
+    motors = [msg.motor_state[SDK_SLOT[name]] for name in GO2.joint_names]
+    np.testing.assert_array_equal(reading.position, [m.q for m in motors])
+    np.testing.assert_array_equal(reading.velocity, [m.dq for m in motors])
+    np.testing.assert_array_equal(reading.effort, [m.tau_est for m in motors])
+    np.testing.assert_array_equal(reading.motor_temperature, [m.temperature for m in motors])
+    np.testing.assert_array_equal(reading.orientation, [0.5, -0.5, 0.5, 0.5])
+    np.testing.assert_array_equal(reading.angular_velocity, [0.125, -0.25, 0.375])
+    np.testing.assert_array_equal(reading.linear_acceleration, [0.5, 0.25, 9.75])
+    assert (reading.tick, reading.battery_voltage, reading.crc_ok) == (123456, 24.5, True)
+    assert reading.remote.pressed == {"L1"} and (reading.remote.lx, reading.remote.ry) == (0.5, -0.25)
+    assert len(flat_indices(LowState_)["motor_state.q"]) == 20
 
 
 def test_the_remote_presses_the_supervisors_buttons():

@@ -26,13 +26,13 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         flush=True,
     )
     time.sleep(1.0)  # discovery: the robot's writer, any rival rt/lowcmd writer and a second robot
-    while list(dds.take_states(timeout=0.0)):  # queued during discovery: not part of the window
+    while dds.take_state_values(timeout=0.0):  # queued during discovery: not part of the window
         pass
     received = []
     start = time.monotonic()
     while time.monotonic() - start < args.window:
-        for sample in dds.take_states(timeout=0.1):
-            received.append((time.monotonic(), low_level.read(sample)))
+        for values in dds.take_state_values(timeout=0.1):
+            received.append((time.monotonic(), low_level.read_values(values)))
     failures = preflight(received, args.window, profile, *dds.rivals())
     dds.close()
     for line in failures:

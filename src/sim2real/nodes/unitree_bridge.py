@@ -127,13 +127,13 @@ class UnitreeBridgeNode(Node):
     def _state_loop(self) -> None:
         try:
             while not self._stop.is_set():
-                for sample in self.dds.take_states(timeout=0.1):
-                    self._on_state(sample, time.monotonic())
+                for values in self.dds.take_state_values(timeout=0.1):
+                    self._on_state(values, time.monotonic())
         except Exception as exc:  # noqa: BLE001 - the process must end, with the reason
             self.fault = lifecycle.NodeFault("the rt/lowstate loop", exc)
 
-    def _on_state(self, sample, received: float) -> None:
-        reading = self.low_level.read(sample)
+    def _on_state(self, values: tuple, received: float) -> None:
+        reading = self.low_level.read_values(values)
         if self.gate.lowstate(reading, received):  # the gate writes the frame due
             self._publish_state(reading, received)
         self._report_state()

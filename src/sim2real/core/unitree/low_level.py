@@ -11,8 +11,8 @@ import numpy as np
 
 from sim2real.core.joint_command import JointTargets
 from sim2real.core.robot_profile import RobotProfile
-from sim2real.core.unitree.frames import lowstate_crc, seal
-from sim2real.core.unitree.messages import LowCmd_, LowState_
+from sim2real.core.unitree.frames import flat_indices, lowstate_flat, lowstate_values_crc, seal
+from sim2real.core.unitree.messages import REMOTE_BYTES, LowCmd_, LowState_
 from sim2real.core.unitree.remote import RemoteState, decode_remote
 
 # What a motor slot that no joint uses is sent: the SDK's "stop" values, which turn the motor's
@@ -52,23 +52,41 @@ class Go2LowLevel:
         self.slots = profile.unitree.slots(profile.joint_names)
         self.kp = profile.kp
         self.kd = profile.kd
+        # Where read_values finds each field in a LowState's flat values: per motor, the joints'
+        # slots in profile order.
+        index = flat_indices(LowState_)
+        motor = {f: np.asarray(index[f"motor_state.{f}"])[self.slots] for f in ("q", "dq", "tau_est", "temperature")}
+        self._at = {
+            **motor,
+            "quaternion": np.asarray(index["imu_state.quaternion"]),
+            "gyroscope": np.asarray(index["imu_state.gyroscope"]),
+            "accelerometer": np.asarray(index["imu_state.accelerometer"]),
+            "tick": index["tick"][0],
+            "crc": index["crc"][0],
+            "power_v": index["power_v"][0],
+            "remote_start": index["wireless_remote"][0],
+        }
 
     def read(self, msg: LowState_) -> LowStateReading:
-        motors = [msg.motor_state[slot] for slot in self.slots]
-        imu = msg.imu_state
-        w, x, y, z = imu.quaternion
+        return self.read_values(lowstate_flat(msg))
+
+    def read_values(self, values: tuple) -> LowStateReading:
+        """A LowState from its flat field values (:func:`~sim2real.core.unitree.frames.lowstate_values`)."""
+        at = self._at
+        number = np.asarray(values, dtype=float)  # every field fits a double exactly (uint32 at most)
+        w, x, y, z = number[at["quaternion"]]
         return LowStateReading(
-            tick=int(msg.tick),
-            crc_ok=lowstate_crc(msg) == msg.crc,
-            position=np.array([m.q for m in motors], dtype=float),
-            velocity=np.array([m.dq for m in motors], dtype=float),
-            effort=np.array([m.tau_est for m in motors], dtype=float),
-            orientation=np.array([x, y, z, w], dtype=float),
-            angular_velocity=np.array(imu.gyroscope, dtype=float),
-            linear_acceleration=np.array(imu.accelerometer, dtype=float),
-            battery_voltage=float(msg.power_v),
-            motor_temperature=np.array([m.temperature for m in motors], dtype=float),
-            remote=decode_remote(msg.wireless_remote),
+            tick=int(values[at["tick"]]),
+            crc_ok=lowstate_values_crc(values) == values[at["crc"]],
+            position=number[at["q"]],
+            velocity=number[at["dq"]],
+            effort=number[at["tau_est"]],
+            orientation=np.array([x, y, z, w]),
+            angular_velocity=number[at["gyroscope"]],
+            linear_acceleration=number[at["accelerometer"]],
+            battery_voltage=float(number[at["power_v"]]),
+            motor_temperature=number[at["temperature"]],
+            remote=decode_remote(values[at["remote_start"] : at["remote_start"] + REMOTE_BYTES]),
         )
 
     def _frame(self) -> LowCmd_:

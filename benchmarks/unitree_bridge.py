@@ -6,7 +6,7 @@ Two paths, each timed end to end from this process (same clock):
 - command: /joint_commands published here -> LowCmd received on rt/lowcmd.
 Through ``unitree_bridge`` (a real node process: CRC check, joint mapping, IMU and /joy, the
 damping/preflight logic), and through a bare relay process that does only the hop (cyclonedds
-take -> rclpy publish of a JointState; rclpy callback -> a sealed LowCmd written): the floor of
+take -> rclpy publish of a JointState; rclpy callback -> the bridge's sealed frame written): the floor of
 a Python DDS<->ROS hop on this machine. Printed: p50/p99 of both, the bridge's excess over the
 relay, and each process's CPU for the 500 Hz stream. Segments alternate bridge, relay, bridge,
 relay so machine noise falls on both.
@@ -36,10 +36,12 @@ def relay_main(domain: int) -> int:
     import rclpy
     from sensor_msgs.msg import JointState
 
+    from sim2real.core.joint_command import JointTargets
     from sim2real.core.robot_profile import load_profile
     from sim2real.core.unitree.dds import UnitreeDds
-    from sim2real.core.unitree.frames import flat_indices, seal
-    from sim2real.core.unitree.messages import LowCmd_, LowState_
+    from sim2real.core.unitree.frames import flat_indices
+    from sim2real.core.unitree.low_level import Go2LowLevel
+    from sim2real.core.unitree.messages import LowState_
     from sim2real.nodes import qos
 
     profile = load_profile("go2")
@@ -49,11 +51,10 @@ def relay_main(domain: int) -> int:
     dds = UnitreeDds(domain, "lo")
     publisher = node.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
 
-    def on_command(msg: JointState) -> None:
-        cmd = LowCmd_()
-        for slot, q in zip(slots, msg.position):
-            cmd.motor_cmd[slot].q = q
-        dds.write(seal(cmd))
+    low_level = Go2LowLevel(profile)
+
+    def on_command(msg: JointState) -> None:  # the bridge's own frame path, without its checks
+        dds.write_frame(low_level.command_frame(JointTargets.positions(msg.position)))
 
     node.create_subscription(JointState, "/joint_commands", on_command, qos.COMMAND)
     stop = threading.Event()
@@ -82,8 +83,8 @@ def segment(kind: str, domain: int, seconds: float, node, state_times: list) -> 
 
     from sim2real.core.robot_profile import load_profile
     from sim2real.core.unitree.dds import UnitreeDds
-    from sim2real.core.unitree.frames import seal_state
-    from sim2real.core.unitree.messages import LowState_
+    from sim2real.core.unitree.frames import flat_indices, flat_values, seal_state
+    from sim2real.core.unitree.messages import LowCmd_, LowState_
     from sim2real.nodes import qos
     from sim2real.sim.go2_double import BATTERY_V
 
@@ -112,10 +113,15 @@ def segment(kind: str, domain: int, seconds: float, node, state_times: list) -> 
     sent_states, sent_commands = {}, {}
     state_lat, command_lat = [], []
 
+    # The robot's side reads only the field it times: the bridge resends its newest frame with
+    # every LowState (500 Hz, as a robot needs), the relay writes one per command (50 Hz), and
+    # building 500 LowCmd_ objects a second here would load this process in the bridge's segments.
+    q_at = flat_indices(LowCmd_)["motor_cmd.q"][slots[0]]
+
     def collect_commands(stop):
         while not stop.is_set():
-            for cmd in dds.take_commands(0.05):
-                key = round((cmd.motor_cmd[slots[0]].q - profile.default_positions[0]) * 1e5)
+            for payload in dds.take_payloads(0.05):
+                key = round((flat_values(LowCmd_, payload)[q_at] - profile.default_positions[0]) * 1e5)
                 if key in sent_commands:
                     command_lat.append(time.perf_counter() - sent_commands.pop(key))
 

@@ -62,3 +62,17 @@ def test_without_an_initial_pose_the_first_command_must_name_every_joint():
         m.apply(["a"], [1.0])
     np.testing.assert_allclose(m.apply(["c", "b", "a"], [3.0, 2.0, 1.0]).position, [1, 2, 3])
     np.testing.assert_allclose(m.apply(["b"], [9.0]).position, [1, 9, 3])  # after a full one: fine
+
+
+def test_the_names_of_the_last_command_are_remembered_and_other_names_checked_again():
+    """A driver's commands name the same joints each time: their indices are kept, and a command
+    with other names is checked and mapped on its own."""
+    m = mapper()
+    m.apply(["c", "a", "b"], [3.0, 1.0, 2.0])
+    np.testing.assert_allclose(m.apply(["c", "a", "b"], [6.0, 4.0, 5.0]).position, [4, 5, 6])
+    with pytest.raises(CommandRefused, match="unknown joint names"):
+        m.apply(["c", "a", "zzz"], [0.0, 0.0, 0.0])
+    with pytest.raises(CommandRefused, match="repeated"):
+        m.apply(["c", "c", "b"], [0.0, 0.0, 0.0])
+    np.testing.assert_allclose(m.apply(["b"], [7.0]).position, [4, 7, 6])
+    np.testing.assert_allclose(m.apply(["c", "a", "b"], [9.0, 8.0, 7.0]).position, [8, 7, 9])

@@ -68,7 +68,8 @@ class Robot:
 
 
 def is_damping(frame) -> bool:
-    return all(frame.motor_cmd[s].kp == 0.0 and frame.motor_cmd[s].kd == GO2.damping_kd for s in LOW.slots)
+    cmd = frame.message()
+    return all(cmd.motor_cmd[s].kp == 0.0 and cmd.motor_cmd[s].kd == GO2.damping_kd for s in LOW.slots)
 
 
 def test_waiting_writes_nothing_publishes_nothing_and_forwards_nothing():

@@ -64,6 +64,19 @@ def test_a_command_reaches_each_joints_own_motor_slot():
     assert list(cmd.head) == [0xFE, 0xEF] and cmd.level_flag == 0xFF
 
 
+def test_a_command_frame_is_the_sealed_lowcmd_on_the_wire():
+    """The bridge writes frames filled by index and packed once: the same LowCmd, CRC and bytes
+    cyclonedds' own serializer makes of it."""
+    q = GO2.default_positions + np.linspace(-0.3, 0.3, 12)
+    for frame in (LOW.command_frame(JointTargets(q, np.full(12, 0.5), np.full(12, -1.5))), LOW.damping_frame()):
+        cmd = frame.message()
+        assert frame.crc == cmd.crc == lowcmd_crc(cmd)
+        wire = cmd.__idl__.serialize(cmd)
+        assert frame.payload == wire.ljust(-(-len(wire) // 4) * 4, b"\0")  # as DataWriter.write pads
+    cmd = LOW.command_frame(JointTargets(q, np.zeros(12), np.zeros(12))).message()
+    assert [cmd.motor_cmd[SDK_SLOT[name]].q for name in GO2.joint_names] == pytest.approx(q)
+
+
 def test_the_damping_frame_only_damps():
     cmd = LOW.damping()
     for i in SDK_SLOT.values():

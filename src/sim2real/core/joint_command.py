@@ -50,7 +50,25 @@ class JointCommandMapper:
         if initial_position is not None and len(initial_position) != n:
             raise ValueError(f"initial_position has {len(initial_position)} values for {n} joints")
         self._awaiting_full_command = initial_position is None
+        self._last_names: list[str] | None = None  # the names of the last valid command, and their indices
+        self._last_index = np.zeros(0, dtype=int)
         self.targets = JointTargets.positions(np.zeros(n) if initial_position is None else initial_position)
+
+    def _index_of(self, names: list[str]) -> np.ndarray:
+        """Each named joint's index, the names checked; the last list's answer is kept, since a
+        driver's commands name the same joints in the same order 50-500 times a second."""
+        if names == self._last_names:
+            return self._last_index
+        if not names:
+            raise CommandRefused("command names no joints; fill JointState.name with the joints to command")
+        unknown = [n for n in names if n not in self._index]
+        if unknown:
+            raise CommandRefused(f"unknown joint names {unknown}; this robot's joints are {self.joint_names}")
+        if len(set(names)) != len(names):
+            raise CommandRefused(f"joint names repeated in one command: {names}")
+        self._last_names = names
+        self._last_index = np.fromiter((self._index[n] for n in names), dtype=int, count=len(names))
+        return self._last_index
 
     def apply(
         self,
@@ -61,13 +79,7 @@ class JointCommandMapper:
     ) -> JointTargets:
         """Validate a command and merge it into the held targets; raise CommandRefused otherwise."""
         names = list(names)
-        if not names:
-            raise CommandRefused("command names no joints; fill JointState.name with the joints to command")
-        unknown = [n for n in names if n not in self._index]
-        if unknown:
-            raise CommandRefused(f"unknown joint names {unknown}; this robot's joints are {self.joint_names}")
-        if len(set(names)) != len(names):
-            raise CommandRefused(f"joint names repeated in one command: {names}")
+        index = self._index_of(names)
         if self._awaiting_full_command and len(names) != len(self.joint_names):
             missing = [n for n in self.joint_names if n not in names]
             raise CommandRefused(
@@ -87,7 +99,6 @@ class JointCommandMapper:
         for field, column in zip(("position", "velocity", "effort"), columns):
             if column.size and not np.all(np.isfinite(column)):
                 raise CommandRefused(f"{field} contains non-finite values {column.tolist()}")
-        index = np.fromiter((self._index[n] for n in names), dtype=int, count=len(names))
         position_arr, velocity_arr, effort_arr = columns
         self.targets.position[index] = position_arr
         self.targets.velocity[index] = velocity_arr if velocity_arr.size else 0.0

@@ -84,12 +84,13 @@ class UnitreeBridgeNode(Node):
         self.remote_map, self.joystick = config.remote, config.buttons
         self.mapper = JointCommandMapper(self.profile.joint_names, None)
         self.dds = UnitreeDds(domain, interface)
-        self.gate = BridgeGate(self.low_level, self.profile.command_timeout, time.monotonic(), self.dds.write)
+        self.gate = BridgeGate(self.low_level, self.profile.command_timeout, time.monotonic(), self.dds.write_frame)
         self._reported_state = ""
         self._latest: LowStateReading | None = None
         self._joy_buttons: list[int] = []
         self._joy_at = -float("inf")
         self._stop = threading.Event()
+        self._timeouts_said = 0
         self.fault: lifecycle.NodeFault | None = None
 
         self._joint_pub = self.create_publisher(JointState, "/joint_states", qos.SENSOR_PUBLISH)
@@ -102,7 +103,6 @@ class UnitreeBridgeNode(Node):
         self.create_subscription(JointState, "/joint_commands", self._on_command, qos.COMMAND)
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         self.create_timer(WRITER_CHECK_PERIOD_S, self._check_writers)
-        self.create_timer(self.profile.command_timeout / 4, self._check_timeout)
         self._joint_msg = JointState(name=list(self.profile.joint_names))
         self._thread = threading.Thread(target=self._state_loop, name="unitree_lowstate", daemon=True)
         self.get_logger().info(
@@ -127,8 +127,11 @@ class UnitreeBridgeNode(Node):
     def _state_loop(self) -> None:
         try:
             while not self._stop.is_set():
-                for values in self.dds.take_state_values(timeout=0.1):
+                # The command timeout is checked here, not on a timer of the executor's: it wakes
+                # this loop anyway, and the executor's thread stays free for /joint_commands.
+                for values in self.dds.take_state_values(timeout=self.profile.command_timeout / 4):
                     self._on_state(values, time.monotonic())
+                self._check_timeout()
         except Exception as exc:  # noqa: BLE001 - the process must end, with the reason
             self.fault = lifecycle.NodeFault("the rt/lowstate loop", exc)
 
@@ -219,7 +222,12 @@ class UnitreeBridgeNode(Node):
             self.get_logger().warning(f"command not forwarded: {why}", throttle_duration_sec=WARN_THROTTLE_S)
 
     def _check_timeout(self) -> None:
-        if self.gate.timed_out(time.monotonic()):
+        """Damp between LowStates when commands stopped, and say so once per timeout, whichever
+        path (this or the gate's LowState) found it."""
+        self.gate.timed_out(time.monotonic())
+        timeouts = self.gate.counts["timeouts"]
+        if timeouts != self._timeouts_said:
+            self._timeouts_said = timeouts
             self.get_logger().warning(f"no /joint_commands for {self.profile.command_timeout:g} s: damping")
 
     def _publish_diagnostics(self) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Optional
 
-from cyclonedds._clayer import ddspy_take
+from cyclonedds._clayer import ddspy_take, ddspy_write
 from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
 from cyclonedds.core import DDSException, InstanceState, Policy, Qos, ReadCondition, SampleState, ViewState, WaitSet
 from cyclonedds.domain import Domain, DomainParticipant
@@ -18,7 +18,7 @@ from cyclonedds.sub import DataReader, InvalidSample
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
-from sim2real.core.unitree.frames import lowstate_values
+from sim2real.core.unitree.frames import LowCmdFrame, lowstate_values
 from sim2real.core.unitree.messages import LowCmd_, LowState_
 
 LOWSTATE_TOPIC = "rt/lowstate"
@@ -73,6 +73,7 @@ class UnitreeDds:
         state = Topic(self.participant, LOWSTATE_TOPIC, LowState_)
         command = Topic(self.participant, LOWCMD_TOPIC, LowCmd_)
         reads, writes = (state, command) if role == "bridge" else (command, state)
+        self._read_topic = LOWSTATE_TOPIC if role == "bridge" else LOWCMD_TOPIC
         self.reader = DataReader(self.participant, reads, qos=Qos(Policy.History.KeepLast(READER_DEPTH)))
         self.writer = DataWriter(self.participant, writes)
         self._waitset = WaitSet(self.participant)
@@ -97,26 +98,38 @@ class UnitreeDds:
     def take_state_values(self, timeout: float) -> list[tuple]:
         """As :meth:`take_states`, each LowState as its flat field values
         (:func:`~sim2real.core.unitree.frames.lowstate_values`): the bridge's 500 Hz path, which
-        skips building a LowState_ of 20 motor objects per sample. Through cyclonedds' own take
-        call (what ``DataReader.take`` wraps, before it deserializes)."""
-        assert self.reader is not None and self._waitset is not None, "take_state_values() after close()"
+        skips building a LowState_ of 20 motor objects per sample."""
+        return [lowstate_values(data) for data in self.take_payloads(timeout)]
+
+    def take_payloads(self, timeout: float) -> list[bytes]:
+        """As :meth:`take`, each sample as its DDS payload (header included), through cyclonedds'
+        own take call (what ``DataReader.take`` wraps, before it deserializes)."""
+        assert self.reader is not None and self._waitset is not None, "take_payloads() after close()"
         payloads = self._take_payloads()
         if not payloads and timeout > 0:
             self._waitset.wait(duration(seconds=timeout))
             payloads = self._take_payloads()
-        return [lowstate_values(data) for data in payloads]
+        return payloads
 
     def _take_payloads(self) -> list[bytes]:
         assert self.reader is not None
         taken = ddspy_take(self.reader._ref, SampleState.Any | ViewState.Any | InstanceState.Any, READER_DEPTH)
         if isinstance(taken, int):
-            raise DDSException(taken, f"taking {LOWSTATE_TOPIC}")
+            raise DDSException(taken, f"taking {self._read_topic}")
         # A writer that left sends a sample without data (InvalidSample in DataReader.take).
         return [data for data, info in taken if info.valid_data]
 
     def write(self, sample) -> None:
         assert self.writer is not None, "write() after close()"
         self.writer.write(sample)
+
+    def write_frame(self, frame: LowCmdFrame) -> None:
+        """Write a sealed frame's payload as it is (what ``DataWriter.write`` does after it
+        serializes): the bridge resends one frame 500 times a second."""
+        assert self.writer is not None, "write_frame() after close()"
+        code = ddspy_write(self.writer._ref, frame.payload)
+        if code < 0:
+            raise DDSException(code, f"writing a frame on {LOWCMD_TOPIC}")
 
     def other_command_writers(self) -> list[str]:
         """Writers on rt/lowcmd other than this participant's (DDS discovery): e.g. the robot's

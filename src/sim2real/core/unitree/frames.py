@@ -15,7 +15,8 @@ nested type), laid out by two sets of rules:
 from __future__ import annotations
 
 import struct
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 from sim2real.core.unitree.crc import frame_crc
 from sim2real.core.unitree.messages import (
@@ -226,12 +227,20 @@ def flat_indices(kind: type) -> dict[str, list[int]]:
     return out
 
 
-def lowstate_values(data: bytes) -> tuple:
-    """A LowState_'s flat field values straight from its DDS payload (header included), in IDL
-    order: the bridge reads these at 500 Hz without building 20 motor objects a sample."""
+def flat_values(kind: type, data: bytes) -> tuple:
+    """A LowCmd_'s or LowState_'s flat field values straight from its DDS payload (header
+    included), in IDL order (positions: :func:`flat_indices`)."""
     if bytes(data[:4]) != XCDR1_LITTLE_ENDIAN:
-        raise ValueError(f"LowState_: expected an XCDR1 little-endian payload, got header {bytes(data[:4]).hex()}")
-    return _CDR[LowState_].unpack_from(data, 4)
+        raise ValueError(
+            f"{kind.__name__}: expected an XCDR1 little-endian payload, got header {bytes(data[:4]).hex()}"
+        )
+    return _CDR[kind].unpack_from(data, 4)
+
+
+def lowstate_values(data: bytes) -> tuple:
+    """A LowState_'s flat field values from its payload: the bridge reads these at 500 Hz
+    without building 20 motor objects a sample."""
+    return flat_values(LowState_, data)
 
 
 def lowstate_flat(msg: LowState_) -> tuple:
@@ -261,12 +270,37 @@ def to_cdr(msg: Any) -> bytes:
 
 def from_cdr(kind: type, data: bytes) -> Any:
     """A LowCmd_ or LowState_ from its DDS payload (header included)."""
-    if bytes(data[:4]) != XCDR1_LITTLE_ENDIAN:
-        raise ValueError(
-            f"{kind.__name__}: expected an XCDR1 little-endian payload, got header {bytes(data[:4]).hex()}"
-        )
-    values = _CDR[kind].unpack_from(data, 4)
-    return _build(kind, values, 0)[0]
+    return _build(kind, flat_values(kind, data), 0)[0]
+
+
+@dataclass(frozen=True)
+class LowCmdFrame:
+    """A sealed LowCmd as the bridge writes it: its flat values (crc set) and its DDS payload,
+    built once; the bridge resends its newest frame with every LowState (500 Hz)."""
+
+    values: tuple
+    payload: bytes
+
+    @property
+    def crc(self) -> int:
+        return self.values[-1]  # crc is LowCmd_'s last field
+
+    def message(self) -> LowCmd_:
+        return _build(LowCmd_, self.values, 0)[0]
+
+
+def lowcmd_frame(values: Sequence) -> LowCmdFrame:
+    """Seal a LowCmd's flat values (IDL order, :func:`flat_indices`): its crc computed over the C
+    struct as the robot checks it, the DDS payload packed once (padded to whole words, as
+    cyclonedds' own writer pads)."""
+    sealed = list(values)
+    sealed[-1] = frame_crc(LOWCMD.pack(*sealed))
+    payload = XCDR1_LITTLE_ENDIAN + _CDR[LowCmd_].pack(*sealed)
+    return LowCmdFrame(tuple(sealed), payload.ljust(-(-len(payload) // 4) * 4, b"\0"))
+
+
+def lowcmd_flat(msg: LowCmd_) -> tuple:
+    return tuple(_flatten(msg, LowCmd_, []))
 
 
 def lowcmd_crc(msg: LowCmd_) -> int:

@@ -28,8 +28,8 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from sim2real.core.joint_command import JointTargets
+from sim2real.core.unitree.frames import LowCmdFrame
 from sim2real.core.unitree.low_level import Go2LowLevel, LowStateReading
-from sim2real.core.unitree.messages import LowCmd_
 from sim2real.core.unitree.preflight import SEVERAL_ROBOTS, preflight
 
 PREFLIGHT_WINDOW_S = 1.0
@@ -49,7 +49,7 @@ class BridgeGate:
     can never be written after another thread latched the bridge or timed the command out."""
 
     def __init__(
-        self, low_level: Go2LowLevel, command_timeout: float, created: float, write: Callable[[LowCmd_], None]
+        self, low_level: Go2LowLevel, command_timeout: float, created: float, write: Callable[[LowCmdFrame], None]
     ):
         self.low_level = low_level
         self.command_timeout = command_timeout
@@ -66,10 +66,10 @@ class BridgeGate:
         self._last_tick: Optional[int] = None
         self._measured: Optional[np.ndarray] = None
         self._measured_at = -float("inf")
-        self._frame: Optional[LowCmd_] = None  # the newest command frame
+        self._frame: Optional[LowCmdFrame] = None  # the newest command frame
         self._last_command = -float("inf")
         self._synced = False  # a command near the measured joints came since arming or the last timeout
-        self._damping = low_level.damping()
+        self._damping = low_level.damping_frame()
 
     @property
     def forwarding(self) -> bool:
@@ -171,7 +171,7 @@ class BridgeGate:
                     self.counts["refused_far"] += 1
                     return problem
                 self._synced = True
-            self._frame = self.low_level.command(targets)
+            self._frame = self.low_level.command_frame(targets)
             self._last_command = now
             self.counts["forwarded"] += 1
             self._write(self._frame)

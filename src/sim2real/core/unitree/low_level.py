@@ -11,7 +11,14 @@ import numpy as np
 
 from sim2real.core.joint_command import JointTargets
 from sim2real.core.robot_profile import RobotProfile
-from sim2real.core.unitree.frames import flat_indices, lowstate_flat, lowstate_values_crc, seal
+from sim2real.core.unitree.frames import (
+    LowCmdFrame,
+    flat_indices,
+    lowcmd_flat,
+    lowcmd_frame,
+    lowstate_flat,
+    lowstate_values_crc,
+)
 from sim2real.core.unitree.messages import REMOTE_BYTES, LowCmd_, LowState_
 from sim2real.core.unitree.remote import RemoteState, decode_remote
 
@@ -56,6 +63,11 @@ class Go2LowLevel:
         # slots in profile order.
         index = flat_indices(LowState_)
         motor = {f: np.asarray(index[f"motor_state.{f}"])[self.slots] for f in ("q", "dq", "tau_est", "temperature")}
+        at_cmd = flat_indices(LowCmd_)
+        self._cmd_at = {
+            f: [at_cmd[f"motor_cmd.{f}"][slot] for slot in self.slots] for f in ("q", "dq", "tau", "kp", "kd")
+        }
+        self._template = self._frame_values()
         self._at = {
             **motor,
             "quaternion": np.asarray(index["imu_state.quaternion"]),
@@ -89,35 +101,49 @@ class Go2LowLevel:
             remote=decode_remote(values[at["remote_start"] : at["remote_start"] + REMOTE_BYTES]),
         )
 
-    def _frame(self) -> LowCmd_:
+    def _frame_values(self) -> list:
+        """A LowCmd's flat values before any command: the profile's head and level flag, every
+        motor at the SDK's stop values, the joints' motors in the profile's motor mode."""
         cmd = LowCmd_(head=list(self.interface.head), level_flag=self.interface.level_flag)
         for motor in cmd.motor_cmd:
             motor.q, motor.dq = POS_STOP, VEL_STOP
-        return cmd
+        for slot in self.slots:
+            cmd.motor_cmd[slot].mode = self.interface.motor_mode
+        return list(lowcmd_flat(cmd))
+
+    def command_frame(self, targets: JointTargets) -> LowCmdFrame:
+        """The sealed frame for ``targets``: each joint's motor gets its targets and the profile's PD
+        gains. Filled into flat values by index (no LowCmd_ of 20 motor objects a command)."""
+        values = self._template.copy()
+        at = self._cmd_at
+        for field, column in (
+            ("q", targets.position),
+            ("dq", targets.velocity),
+            ("tau", targets.effort),
+            ("kp", self.kp),
+            ("kd", self.kd),
+        ):
+            for index, value in zip(at[field], np.asarray(column, dtype=float).tolist()):
+                values[index] = value
+        return lowcmd_frame(values)
+
+    def damping_frame(self) -> LowCmdFrame:
+        """The sealed frame that only damps every joint (kp 0, kd = the profile's damping_kd), as
+        the supervisor's DAMPING does: before the first command, on a command timeout and at
+        shutdown."""
+        values = self._template.copy()
+        for i in range(len(self.slots)):
+            for field, value in (("q", POS_STOP), ("dq", 0.0), ("tau", 0.0), ("kp", 0.0)):
+                values[self._cmd_at[field][i]] = value
+            values[self._cmd_at["kd"][i]] = float(self.profile.damping_kd)
+        return lowcmd_frame(values)
 
     def command(self, targets: JointTargets) -> LowCmd_:
-        """A sealed LowCmd: each joint's motor gets its targets and the profile's PD gains."""
-        cmd = self._frame()
-        for i, slot in enumerate(self.slots):
-            motor = cmd.motor_cmd[slot]
-            motor.mode = self.interface.motor_mode
-            motor.q, motor.dq, motor.tau = (
-                float(targets.position[i]),
-                float(targets.velocity[i]),
-                float(targets.effort[i]),
-            )
-            motor.kp, motor.kd = float(self.kp[i]), float(self.kd[i])
-        return seal(cmd)
+        """:meth:`command_frame` as a LowCmd_ (a robot double, a test)."""
+        return self.command_frame(targets).message()
 
     def damping(self) -> LowCmd_:
-        """A sealed LowCmd that only damps every joint (kp 0, kd = the profile's damping_kd), as the
-        supervisor's DAMPING does: before the first command, on a command timeout and at shutdown."""
-        cmd = self._frame()
-        for slot in self.slots:
-            motor = cmd.motor_cmd[slot]
-            motor.mode = self.interface.motor_mode
-            motor.q, motor.dq, motor.tau, motor.kp, motor.kd = POS_STOP, 0.0, 0.0, 0.0, self.profile.damping_kd
-        return seal(cmd)
+        return self.damping_frame().message()
 
     def joint_targets(self, cmd: LowCmd_) -> tuple[np.ndarray, ...]:
         """q, dq, tau, kp, kd per joint (profile order) of a LowCmd: what a robot applies."""

@@ -2,8 +2,9 @@
 to it (the Go2 double through the bridge, in real time).
 
 Lockstep is deterministic: `sim2real demo --robot go2 --lockstep --no-video` reports the same
-distance to the last digit run after run. tests/e2e/test_demo.py holds this figure to that run,
-so a new shipped policy that walks another distance fails there first, naming this constant.
+distance to the last digit run after run on one machine. tests/e2e/test_demo.py holds this
+figure to that run within 2 %, so a new shipped policy that walks another distance fails there
+first, naming this constant.
 """
 
 # distance_m of `sim2real demo --robot go2 --lockstep --no-video` with policies/go2_walk.onnx

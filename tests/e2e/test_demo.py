@@ -97,8 +97,10 @@ def test_go2_demo_walks_the_shipped_policy_through_the_whole_chain_in_lockstep(t
     commanded = sum((end - start) * abs(vx) for (start, vx, _, _), end in zip(WALK_SCRIPT, ends))
     assert summary["distance_m"] >= 0.4 * commanded, (summary, commanded)
     # The reference other paths are compared with (the Go2 double through the bridge): lockstep
-    # repeats it exactly; a policy that walks another distance updates tests/shipped_demo.py.
-    assert summary["distance_m"] == pytest.approx(SIM_DEMO_DISTANCE_M, rel=0.002), summary
+    # repeats it to the last digit on one machine; 2 % leaves room for another CPU's floating point
+    # (ONNX Runtime's kernels) over 30 s of walking, far inside the 10 % the double is held to. A
+    # policy that walks another distance updates tests/shipped_demo.py.
+    assert summary["distance_m"] == pytest.approx(SIM_DEMO_DISTANCE_M, rel=0.02), summary
 
 
 def test_a_node_that_dies_is_named_as_the_reason_the_demo_stopped(tmp_path):

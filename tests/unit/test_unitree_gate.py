@@ -106,6 +106,19 @@ def test_a_command_is_resent_with_every_state_until_older_than_the_timeout_then_
     assert robot.gate.counts["timeouts"] == 1
 
 
+def test_commands_that_stop_while_lowstates_stop_too_end_in_damping_once():
+    """No LowState to resend with (the robot's stream paused): the bridge's loop asks the gate
+    between them, and the damping frame goes out at once, one timeout counted."""
+    robot = Robot().armed()
+    assert robot.command(robot.position + 0.05)[0] == ""
+    before = len(robot.sent)
+    assert not robot.gate.timed_out(robot.now + GO2.command_timeout / 2)
+    assert robot.gate.timed_out(robot.now + GO2.command_timeout + 0.01)
+    assert len(robot.sent) == before + 1 and is_damping(robot.sent[-1])
+    assert not robot.gate.timed_out(robot.now + GO2.command_timeout + 0.02)  # said once
+    assert robot.gate.counts["timeouts"] == 1 and not robot.gate.forwarding
+
+
 def test_the_first_command_after_arming_is_forwarded_only_near_the_measured_joints():
     """A supervisor whose commands reach the bridge late (DDS discovery) has moved on through its
     stand-up meanwhile: forwarding its first command would start the robot with a jump."""

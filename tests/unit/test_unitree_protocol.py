@@ -16,7 +16,17 @@ import yaml
 from sim2real.core.robot_profile import ProfileError, load_profile, profile_path
 from sim2real.core.unitree.crc import crc32_mpeg2, frame_crc
 from sim2real.core.unitree.dds import UnitreeDds
-from sim2real.core.unitree.frames import LOWCMD, LOWSTATE, lowcmd_crc, pack_lowcmd, pack_lowstate, seal
+from sim2real.core.unitree.frames import (
+    LOWCMD,
+    LOWSTATE,
+    lowcmd_crc,
+    lowcmd_flat,
+    lowcmd_frame,
+    lowstate_values,
+    pack_lowcmd,
+    pack_lowstate,
+    seal,
+)
 from sim2real.core.unitree.messages import LowCmd_, LowState_
 from sim2real.core.unitree.remote import BUTTONS, decode_remote, encode_remote
 
@@ -214,6 +224,19 @@ def test_messages_cross_a_real_dds_domain_by_name_and_type(tmp_path):
     assert received_states and received_commands, "nothing crossed the DDS domain in 10 s"
     assert pack_lowstate(received_states[0]) == pack_lowstate(state)
     assert pack_lowcmd(received_commands[0]) == pack_lowcmd(command)
+    # The bridge's own paths: a frame's payload written as it is, LowStates taken as flat values.
+    frame = lowcmd_frame(lowcmd_flat(command))
+    payloads, values = [], []
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline and not (payloads and values):
+        robot.write(state)
+        bridge.write_frame(frame)
+        values += bridge.take_state_values(0.05)
+        payloads += robot.take_payloads(0.05)
+    assert payloads and values, "nothing crossed the DDS domain in 10 s"
+    assert payloads[0] == frame.payload and frame.crc == command.crc
+    assert pack_lowcmd(LowCmd_.deserialize(payloads[0])) == pack_lowcmd(command)
+    assert values[0] == lowstate_values(state.serialize())
 
 
 def test_another_writer_on_lowcmd_is_found_by_discovery():

@@ -50,15 +50,15 @@ class JointCommandMapper:
         if initial_position is not None and len(initial_position) != n:
             raise ValueError(f"initial_position has {len(initial_position)} values for {n} joints")
         self._awaiting_full_command = initial_position is None
-        self._last_names: list[str] | None = None  # the names of the last valid command, and their indices
-        self._last_index = np.zeros(0, dtype=int)
+        self._last: tuple[list[str] | None, np.ndarray] = (None, np.zeros(0, dtype=int))  # last valid names, indices
         self.targets = JointTargets.positions(np.zeros(n) if initial_position is None else initial_position)
 
     def _index_of(self, names: list[str]) -> np.ndarray:
         """Each named joint's index, the names checked; the last list's answer is kept, since a
         driver's commands name the same joints in the same order 50-500 times a second."""
-        if names == self._last_names:
-            return self._last_index
+        last_names, last_index = self._last
+        if names == last_names:
+            return last_index
         if not names:
             raise CommandRefused("command names no joints; fill JointState.name with the joints to command")
         unknown = [n for n in names if n not in self._index]
@@ -66,9 +66,9 @@ class JointCommandMapper:
             raise CommandRefused(f"unknown joint names {unknown}; this robot's joints are {self.joint_names}")
         if len(set(names)) != len(names):
             raise CommandRefused(f"joint names repeated in one command: {names}")
-        self._last_names = names
-        self._last_index = np.fromiter((self._index[n] for n in names), dtype=int, count=len(names))
-        return self._last_index
+        index = np.fromiter((self._index[n] for n in names), dtype=int, count=len(names))
+        self._last = (names, index)  # one assignment: names and indices never come apart
+        return index
 
     def apply(
         self,

@@ -127,11 +127,14 @@ class UnitreeBridgeNode(Node):
     def _state_loop(self) -> None:
         try:
             while not self._stop.is_set():
-                # The command timeout is checked here, not on a timer of the executor's: it wakes
-                # this loop anyway, and the executor's thread stays free for /joint_commands.
-                for values in self.dds.take_state_values(timeout=self.profile.command_timeout / 4):
+                # The command timeout is checked here, not on a timer of the executor's: the gate
+                # checks it with every LowState, and this loop between them when none comes.
+                batch = self.dds.take_state_values(timeout=self.profile.command_timeout / 4)
+                for values in batch:
                     self._on_state(values, time.monotonic())
-                self._check_timeout()
+                if not batch:
+                    self.gate.timed_out(time.monotonic())
+                self._say_timeouts()
         except Exception as exc:  # noqa: BLE001 - the process must end, with the reason
             self.fault = lifecycle.NodeFault("the rt/lowstate loop", exc)
 
@@ -221,10 +224,8 @@ class UnitreeBridgeNode(Node):
         if why:
             self.get_logger().warning(f"command not forwarded: {why}", throttle_duration_sec=WARN_THROTTLE_S)
 
-    def _check_timeout(self) -> None:
-        """Damp between LowStates when commands stopped, and say so once per timeout, whichever
-        path (this or the gate's LowState) found it."""
-        self.gate.timed_out(time.monotonic())
+    def _say_timeouts(self) -> None:
+        """Say each command timeout once, whichever path found it (a LowState, or none coming)."""
         timeouts = self.gate.counts["timeouts"]
         if timeouts != self._timeouts_said:
             self._timeouts_said = timeouts

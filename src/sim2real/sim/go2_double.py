@@ -208,13 +208,14 @@ class Go2Double:
                         "last_kd_max": float(np.max(gains[1])),
                         "base_position": [float(v) for v in position],
                         "path_m": self.path_m,
-                        "min_height": self.min_height,
+                        "min_height": self.min_height if self.min_height < float("inf") else None,
                         "sim_time": float(self.world.time),
                         "applied_q": [m.q for m in frame.motor_cmd] if frame else None,
                     }
                 )
             elif words[0] == "mark":
                 self.path_m, self.min_height = 0.0, float("inf")
+                self._last_sample = np.asarray(self.world.base_pose()[0], dtype=float)
             elif words[0] == "quit":
                 self._stop.set()
             else:

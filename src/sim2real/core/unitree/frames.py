@@ -239,7 +239,10 @@ def flat_values(kind: type, data: bytes) -> tuple:
 
 def lowstate_values(data: bytes) -> tuple:
     """A LowState_'s flat field values from its payload: the bridge reads these at 500 Hz
-    without building 20 motor objects a sample."""
+    without building 20 motor objects a sample. A payload in another representation (XCDR2,
+    big-endian: not what a Go2 sends) goes through cyclonedds' own deserializer."""
+    if bytes(data[:4]) != XCDR1_LITTLE_ENDIAN:
+        return lowstate_flat(LowState_.deserialize(data))
     return flat_values(LowState_, data)
 
 

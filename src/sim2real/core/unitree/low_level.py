@@ -123,7 +123,7 @@ class Go2LowLevel:
             ("kp", self.kp),
             ("kd", self.kd),
         ):
-            for index, value in zip(at[field], np.asarray(column, dtype=float).tolist()):
+            for index, value in zip(at[field], np.asarray(column, dtype=float).tolist(), strict=True):
                 values[index] = value
         return lowcmd_frame(values)
 

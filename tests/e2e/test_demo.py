@@ -3,10 +3,11 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.cli_runs import run_cli
-from tests.shipped_demo import SIM_DEMO_DISTANCE_M
+from tests.shipped_demo import SIM_DEMO_DISTANCE_M, SIM_DEMO_FIRST_16S_DISTANCE_M
 
 pytestmark = [pytest.mark.slow, pytest.mark.ros]
 
@@ -101,6 +102,10 @@ def test_go2_demo_walks_the_shipped_policy_through_the_whole_chain_in_lockstep(t
     # (ONNX Runtime's kernels) over 30 s of walking, far inside the 10 % the double is held to. A
     # policy that walks another distance updates tests/shipped_demo.py.
     assert summary["distance_m"] == pytest.approx(SIM_DEMO_DISTANCE_M, rel=0.02), summary
+    samples = np.load(tmp_path / "report.npz")
+    first = samples["t"] <= samples["t"][0] + 16.0
+    path = np.linalg.norm(np.diff(samples["base_positions"][first, :2], axis=0), axis=1).sum()
+    assert path == pytest.approx(SIM_DEMO_FIRST_16S_DISTANCE_M, rel=0.02)
 
 
 def test_a_node_that_dies_is_named_as_the_reason_the_demo_stopped(tmp_path):

@@ -104,6 +104,10 @@ class UnitreeBridgeNode(Node):
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         self.create_timer(WRITER_CHECK_PERIOD_S, self._check_writers)
         self._joint_msg = JointState(name=list(self.profile.joint_names))
+        # The Go2 reports no covariances: all zeros is "unknown" (sensor_msgs/Imu; -1 would say
+        # the element itself is missing). Built once; each LowState fills its fields.
+        self._imu_msg = Imu()
+        self._imu_msg.header.frame_id = self.profile.imu_link
         self._thread = threading.Thread(target=self._state_loop, name="unitree_lowstate", daemon=True)
         self.get_logger().info(
             f"{self.profile.name}: rt/lowstate -> /joint_states, /imu/data, /joy; /joint_commands "
@@ -155,14 +159,12 @@ class UnitreeBridgeNode(Node):
             reading.effort.tolist(),
         )
         self._joint_pub.publish(msg)
-        imu = Imu()
-        imu.header.stamp, imu.header.frame_id = stamp, self.profile.imu_link
+        imu = self._imu_msg
+        imu.header.stamp = stamp
         o, w, a = reading.orientation, reading.angular_velocity, reading.linear_acceleration
         imu.orientation.x, imu.orientation.y, imu.orientation.z, imu.orientation.w = map(float, o)
         imu.angular_velocity.x, imu.angular_velocity.y, imu.angular_velocity.z = map(float, w)
         imu.linear_acceleration.x, imu.linear_acceleration.y, imu.linear_acceleration.z = map(float, a)
-        # The Go2 reports no covariances: all zeros is "unknown" (sensor_msgs/Imu; -1 would say the
-        # element itself is missing).
         self._imu_pub.publish(imu)
         buttons = joy_buttons(reading.remote, self.remote_map, self.joystick)
         if buttons != self._joy_buttons or received - self._joy_at >= JOY_PERIOD_S:

@@ -7,14 +7,14 @@ interface.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 from cyclonedds._clayer import ddspy_take, ddspy_write
 from cyclonedds.builtin import BuiltinDataReader, BuiltinTopicDcpsPublication
 from cyclonedds.core import DDSException, InstanceState, Policy, Qos, ReadCondition, SampleState, ViewState, WaitSet
 from cyclonedds.domain import Domain, DomainParticipant
 from cyclonedds.pub import DataWriter
-from cyclonedds.sub import DataReader, InvalidSample
+from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
@@ -74,6 +74,7 @@ class UnitreeDds:
         command = Topic(self.participant, LOWCMD_TOPIC, LowCmd_)
         reads, writes = (state, command) if role == "bridge" else (command, state)
         self._read_topic = LOWSTATE_TOPIC if role == "bridge" else LOWCMD_TOPIC
+        self._read_type = LowState_ if role == "bridge" else LowCmd_
         self.reader = DataReader(self.participant, reads, qos=Qos(Policy.History.KeepLast(READER_DEPTH)))
         self.writer = DataWriter(self.participant, writes)
         self._waitset = WaitSet(self.participant)
@@ -82,15 +83,10 @@ class UnitreeDds:
         self._publications = BuiltinDataReader(self.participant, BuiltinTopicDcpsPublication)
         self._alive = ReadCondition(self._publications, ViewState.Any | InstanceState.Alive | SampleState.Any)
 
-    def take(self, timeout: float) -> Iterator:
-        """The samples received since the last take, waiting up to ``timeout`` s for the first."""
-        assert self.reader is not None and self._waitset is not None, "take() after close()"
-        samples = self.reader.take(N=READER_DEPTH)
-        if not samples and timeout > 0:
-            self._waitset.wait(duration(seconds=timeout))
-            samples = self.reader.take(N=READER_DEPTH)
-        # A writer that left (a robot switched off, sport mode released) sends a sample without data.
-        return (sample for sample in samples if not isinstance(sample, InvalidSample))
+    def take(self, timeout: float) -> list:
+        """The samples received since the last take (LowState_ or LowCmd_, by role), waiting up
+        to ``timeout`` s for the first."""
+        return [self._read_type.deserialize(data) for data in self.take_payloads(timeout)]
 
     take_states = take  # the bridge's name for it
     take_commands = take  # the robot's
@@ -113,10 +109,11 @@ class UnitreeDds:
 
     def _take_payloads(self) -> list[bytes]:
         assert self.reader is not None
+        # A writer that left (a robot switched off, sport mode released) sends a sample without
+        # data (DataReader.take's InvalidSample): dropped here.
         taken = ddspy_take(self.reader._ref, SampleState.Any | ViewState.Any | InstanceState.Any, READER_DEPTH)
         if isinstance(taken, int):
             raise DDSException(taken, f"taking {self._read_topic}")
-        # A writer that left sends a sample without data (InvalidSample in DataReader.take).
         return [data for data, info in taken if info.valid_data]
 
     def write(self, sample) -> None:

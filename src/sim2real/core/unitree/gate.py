@@ -101,13 +101,14 @@ class BridgeGate:
     def lowstate(self, reading: LowStateReading, received: float) -> bool:
         """Take a LowState received at ``received``, write the frame due now; True: publish it."""
         with self._lock:
-            self._window.append((received, reading))
-            while self._window and received - self._window[0][0] > PREFLIGHT_WINDOW_S:
-                self._window.popleft()
             valid = self._valid(reading, received)
-            if self.state == WAITING and received - self._preflight_at >= PREFLIGHT_EVERY_S:
-                self._preflight_at = received
-                self._run_preflight(received)
+            if self.state == WAITING:  # the preflight's window: armed or latched, nothing reads it
+                self._window.append((received, reading))
+                while received - self._window[0][0] > PREFLIGHT_WINDOW_S:
+                    self._window.popleft()
+                if received - self._preflight_at >= PREFLIGHT_EVERY_S:
+                    self._preflight_at = received
+                    self._run_preflight(received)
             if self.state == LATCHED:
                 self._write(self._damping)
                 return False

@@ -5,6 +5,7 @@ ROS-free: :mod:`sim2real.nodes.unitree_bridge` moves the messages, this decides 
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,46 +60,48 @@ class Go2LowLevel:
         self.slots = profile.unitree.slots(profile.joint_names)
         self.kp = profile.kp
         self.kd = profile.kd
-        # Where read_values finds each field in a LowState's flat values: per motor, the joints'
-        # slots in profile order.
-        index = flat_indices(LowState_)
-        motor = {f: np.asarray(index[f"motor_state.{f}"])[self.slots] for f in ("q", "dq", "tau_est", "temperature")}
         at_cmd = flat_indices(LowCmd_)
         self._cmd_at = {
             f: [at_cmd[f"motor_cmd.{f}"][slot] for slot in self.slots] for f in ("q", "dq", "tau", "kp", "kd")
         }
         self._template = self._frame_values()
-        self._at = {
-            **motor,
-            "quaternion": np.asarray(index["imu_state.quaternion"]),
-            "gyroscope": np.asarray(index["imu_state.gyroscope"]),
-            "accelerometer": np.asarray(index["imu_state.accelerometer"]),
-            "tick": index["tick"][0],
-            "crc": index["crc"][0],
-            "power_v": index["power_v"][0],
-            "remote_start": index["wireless_remote"][0],
+        # What read_values takes from a LowState's flat values, decided here once: the joints'
+        # motor fields (their slots in profile order), the IMU (the quaternion already in ROS's
+        # x, y, z, w) and the battery, picked in one call into one array, then cut into fields.
+        at = flat_indices(LowState_)
+        w, x, y, z = at["imu_state.quaternion"]
+        picked = {
+            **{f: [at[f"motor_state.{f}"][slot] for slot in self.slots] for f in ("q", "dq", "tau_est", "temperature")},
+            "orientation": [x, y, z, w],
+            "gyroscope": at["imu_state.gyroscope"],
+            "accelerometer": at["imu_state.accelerometer"],
+            "power_v": at["power_v"],
         }
+        order = [i for indices in picked.values() for i in indices]
+        self._pick = operator.itemgetter(*order)
+        ends = np.cumsum([len(indices) for indices in picked.values()])
+        self._field = {name: slice(end - len(picked[name]), end) for name, end in zip(picked, ends)}
+        self._tick, self._crc, self._remote = at["tick"][0], at["crc"][0], at["wireless_remote"][0]
 
     def read(self, msg: LowState_) -> LowStateReading:
         return self.read_values(lowstate_flat(msg))
 
     def read_values(self, values: tuple) -> LowStateReading:
         """A LowState from its flat field values (:func:`~sim2real.core.unitree.frames.lowstate_values`)."""
-        at = self._at
-        number = np.asarray(values, dtype=float)  # every field fits a double exactly (uint32 at most)
-        w, x, y, z = number[at["quaternion"]]
+        number = np.array(self._pick(values), dtype=float)  # each field fits a double exactly
+        field = self._field
         return LowStateReading(
-            tick=int(values[at["tick"]]),
-            crc_ok=lowstate_values_crc(values) == values[at["crc"]],
-            position=number[at["q"]],
-            velocity=number[at["dq"]],
-            effort=number[at["tau_est"]],
-            orientation=np.array([x, y, z, w]),
-            angular_velocity=number[at["gyroscope"]],
-            linear_acceleration=number[at["accelerometer"]],
-            battery_voltage=float(number[at["power_v"]]),
-            motor_temperature=number[at["temperature"]],
-            remote=decode_remote(values[at["remote_start"] : at["remote_start"] + REMOTE_BYTES]),
+            tick=int(values[self._tick]),
+            crc_ok=lowstate_values_crc(values) == values[self._crc],
+            position=number[field["q"]],
+            velocity=number[field["dq"]],
+            effort=number[field["tau_est"]],
+            orientation=number[field["orientation"]],
+            angular_velocity=number[field["gyroscope"]],
+            linear_acceleration=number[field["accelerometer"]],
+            battery_voltage=float(number[field["power_v"]][0]),
+            motor_temperature=number[field["temperature"]],
+            remote=decode_remote(values[self._remote : self._remote + REMOTE_BYTES]),
         )
 
     def _frame_values(self) -> list:

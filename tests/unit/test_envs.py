@@ -294,6 +294,40 @@ def test_go2_difficulty_widens_commands_and_roughens_terrain():
         env.set_difficulty(1.5)
 
 
+def test_go2_standing_share_draws_the_zero_command_that_often():
+    env = make_env("go2", "walk", seed=0, config={"commands": {"standing_share": 0.25}})
+    rng = np.random.default_rng(0)
+    draws = np.array([env.sample_command(rng) for _ in range(2000)])
+    standing = np.all(draws == 0.0, axis=1).mean()
+    assert standing == pytest.approx(0.25, abs=0.03)  # binomial sd ~0.01
+    with pytest.raises(ValueError, match="standing_share"):
+        make_env("go2", "walk", seed=0, config={"commands": {"standing_share": 1.5}})
+
+
+def test_go2_without_a_standing_share_the_command_stream_is_unchanged():
+    # A recipe that does not ask for stand draws reproduces its seed's earlier command stream.
+    env = make_env("go2", "walk", seed=0)
+    rng, reference = np.random.default_rng(3), np.random.default_rng(3)
+    ranges = env.command_ranges()
+    for _ in range(50):
+        expected = reference.uniform(ranges[:, 0], ranges[:, 1])
+        if math.hypot(expected[0], expected[1]) < 0.1:
+            expected[:2] = 0.0
+        np.testing.assert_array_equal(env.sample_command(rng), expected)
+
+
+@pytest.mark.parametrize("command,penalized", [([0.0, 0.0, 0.0], True), ([0.0, 0.0, 0.5], False)])
+def test_go2_stand_still_penalizes_only_the_zero_command_not_turning_on_the_spot(command, penalized):
+    env = make_env(
+        "go2", "walk", seed=0, config={"eval_command": command, "rewards": {"weights": {"stand_still": -1.0}}}
+    )
+    env.reset(seed=0)
+    action = np.full(12, 0.4)  # away from the default pose
+    for _ in range(10):
+        _, _, _, _, info = env.step(action)
+    assert (info["reward_terms"]["stand_still"] < -1e-3) == penalized
+
+
 def test_go2_fixed_eval_command_is_observed_and_kept():
     env = make_env(
         "go2", "walk", seed=0, config={"eval_command": [0.5, 0.0, 0.0], "commands": {"resample_interval": 0.1}}

@@ -89,7 +89,8 @@ class Go2WalkEnv(RobotTaskEnv):
         feet_air_time      sum over touchdowns of (air time - 0.5 s), if |cmd_xy|>0.1  +1.0
         collision          number of thigh/calf links touching the ground              -1.0
         action_rate        |a - a_prev|^2                                              -0.01
-        stand_still        |q - q_default|_1 when |cmd_xy| < 0.1                       0 (off)
+        stand_still        |q - q_default|_1 when told to stand (|cmd_xy| and |yaw|   0 (off)
+                           under the dead zone; turning on the spot steps)
         dof_pos_limits     distance beyond 90 % of the joint range, rad                -10.0
         gait_contact       fraction of feet whose contact matches the gait clock       +0.5
                            (trot; all feet down when commanded to stand)
@@ -107,7 +108,8 @@ class Go2WalkEnv(RobotTaskEnv):
     Commands: drawn at reset and every ``resample_interval`` (10 s), uniform in ranges
     interpolated by difficulty between ``ranges_easiest`` (d=0) and ``ranges_hardest``
     (d=1: vx [-1, 1], vy [-0.5, 0.5], yaw rate [-1, 1]); a horizontal command slower than
-    ``standing_below`` becomes 0 (stand still). :meth:`set_fixed_command` or
+    ``standing_below`` becomes 0 (stand still), and a ``standing_share`` of the draws are
+    the zero command (stand still, yaw included). :meth:`set_fixed_command` or
     ``eval_command`` pins one command for the whole episode (evaluation: 0.5 m/s forward).
 
     Terrain: the randomization's ``terrain_roughness`` sample times difficulty times
@@ -149,6 +151,9 @@ class Go2WalkEnv(RobotTaskEnv):
         self._hard = self._ranges(commands["ranges_hardest"], "commands.ranges_hardest")
         self._resample_steps = max(1, int(round(float(commands["resample_interval"]) / self.policy_period)))
         self._standing_below = float(commands["standing_below"])
+        self._standing_share = float(commands["standing_share"])
+        if not 0.0 <= self._standing_share <= 1.0:
+            raise ValueError(f"commands.standing_share must be a fraction in [0, 1], got {self._standing_share}")
         self._fixed_command: np.ndarray | None = None
         if cfg.get("eval_command") is not None:
             self.set_fixed_command(cfg["eval_command"])
@@ -234,6 +239,9 @@ class Go2WalkEnv(RobotTaskEnv):
         rng = self.np_random if rng is None else rng
         ranges = self.command_ranges()
         command = rng.uniform(ranges[:, 0], ranges[:, 1])
+        # No extra draw without a share: recipes without one keep their seed's command stream.
+        if self._standing_share > 0.0 and rng.uniform() < self._standing_share:
+            return np.zeros(3)
         if math.hypot(command[0], command[1]) < self._standing_below:
             command[:2] = 0.0
         return command
@@ -473,8 +481,12 @@ class Go2WalkEnv(RobotTaskEnv):
         diff = self._action - self._previous_action
         return float(np.dot(diff, diff))
 
+    def _told_to_stand(self) -> bool:
+        # Turning on the spot is not standing: it steps.
+        return self._command_speed <= self._standing_below and abs(self._command_yaw) < 0.1
+
     def _reward_stand_still(self) -> float:
-        if self._command_speed >= 0.1:
+        if not self._told_to_stand():
             return 0.0
         return float(_sum(np.abs(self._q - self.action_offset)))
 
@@ -482,7 +494,7 @@ class Go2WalkEnv(RobotTaskEnv):
         # Feet on the ground when the clock says stance, in the air when it says swing (all
         # down when told to stand): the fraction of feet that agree, at the phase the action
         # was chosen at.
-        if self._command_speed <= self._standing_below and abs(self._command_yaw) < 0.1:
+        if self._told_to_stand():
             return float(_sum(self._contact, dtype=float) / self._contact.size)
         wanted = self._clock.stance(self._gait["offsets"], self._gait["stance"])
         return float(_sum(self._contact == wanted, dtype=float) / self._contact.size)
@@ -491,7 +503,7 @@ class Go2WalkEnv(RobotTaskEnv):
         # walk-these-ways' foot clearance: each swinging foot's lowest point over the ground
         # under it, against a target rising to feet_clearance_target at mid-swing. Blind on
         # rough ground, a foot that shuffles catches on bumps; one that lifts steps over them.
-        if self._command_speed <= self._standing_below and abs(self._command_yaw) < 0.1:
+        if self._told_to_stand():
             return 0.0
         lift = self._clock.swing_lift(self._gait["offsets"], self._gait["stance"])
         world = self.world

@@ -154,6 +154,40 @@ class Kinematics:
             rotation = self._base_rotation.T @ rotation
         return position, rotation
 
+    def _set_q(self, q: Sequence[float] | np.ndarray) -> None:
+        if self._index is None:
+            self._q[:] = q
+        else:
+            self._q[self._index] = q
+
+    def centre_of_mass(self, q: Sequence[float] | np.ndarray) -> tuple[float, np.ndarray]:
+        """The whole robot's mass (kg) and centre of mass (3,) in the base frame at ``q``."""
+        pin, model, data = self._pin, self._model, self._data
+        self._set_q(q)
+        pin.centerOfMass(model, data, self._q)
+        # Without a root joint the root link's inertia belongs to the universe (joint 0) and is
+        # not in data.mass[0], which sums the moving subtrees only.
+        root = model.inertias[0]
+        mass = float(root.mass + data.mass[0])
+        centre = (root.mass * np.asarray(root.lever) + data.mass[0] * np.asarray(data.com[0])) / mass
+        if not self._base_is_world:
+            centre = (centre - self._base_translation) @ self._base_rotation
+        return mass, centre
+
+    def gravity_torques(self, q: Sequence[float] | np.ndarray, gravity: Sequence[float]) -> np.ndarray:
+        """Joint torques (profile order, N*m) that hold the limbs against ``gravity`` (m/s^2, in
+        the base frame) with the base held fixed."""
+        pin, model, data = self._pin, self._model, self._data
+        self._set_q(q)
+        saved = model.gravity.linear.copy()
+        g = np.asarray(gravity, dtype=float)
+        model.gravity.linear = g if self._base_is_world else self._base_rotation @ g
+        try:
+            torques = np.array(pin.computeGeneralizedGravity(model, data, self._q))
+        finally:
+            model.gravity.linear = saved
+        return torques if self._index is None else torques[self._index]
+
     def mass_matrix(self, q: Sequence[float] | np.ndarray) -> np.ndarray:
         """Joint-space inertia (n, n) at ``q`` with the base held fixed, profile joint order."""
         pin, model, data = self._pin, self._model, self._data

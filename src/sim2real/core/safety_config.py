@@ -63,6 +63,7 @@ CHECK_FLAGS = ("enabled", "hardware_only")
 OPERATOR_ACTIONS = ("engage", "takeover", "damp", "estop", "reset")
 BUTTONS = ("deadman", *OPERATOR_ACTIONS)
 HOLD_POSES = ("last", "stand")
+STAND_EFFORTS = ("none", "gravity")
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,10 @@ class SafetyConfig:
     # within hold_duration (for a robot whose stopped pose cannot be held).
     hold_pose: str = "last"
     hold_duration: float = 0.75
+    # The feed-forward effort of the supervisor's stand (STANDBY, a hold to the stand pose): "none",
+    # or "gravity", the torques that hold a legged robot's stand pose on its feet
+    # (sim2real.core.stand_effort), so that soft policy gains do not let the stand sag.
+    stand_effort: str = "none"
     # s a stream must be silent to trip its stale check until the robot first stands after start
     # (no policy runs; the stand-up does not depend on the newest sample); the check's own
     # deadline when shorter.
@@ -134,6 +139,7 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
             "blend_duration",
             "hold_pose",
             "hold_duration",
+            "stand_effort",
             "standby_deadline",
             "allow_weakened",
             "damp_pose",
@@ -158,6 +164,13 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
             f"expected one of {list(HOLD_POSES)}, got {hold_pose!r}",
             "write last (hold the targets last sent: arms) or stand (go to the stand pose: legged robots)",
         )
+    stand_effort = data.get("stand_effort", "none")
+    if stand_effort not in STAND_EFFORTS:
+        raise fail(
+            "stand_effort",
+            f"expected one of {list(STAND_EFFORTS)}, got {stand_effort!r}",
+            "write gravity (a legged robot standing on its feet) or none (an arm, or a robot on a gantry)",
+        )
     damp_pose = data.get("damp_pose") or {}
     if not isinstance(damp_pose, dict):
         raise fail(
@@ -175,6 +188,7 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
         damp_pose=damp_pose,
         damp_duration=number(data.get("damp_duration", 0.0), "damp_duration"),
         hold_pose=hold_pose,
+        stand_effort=stand_effort,
         hold_duration=number(data.get("hold_duration", 0.75), "hold_duration"),
         command_period=number(data.get("command_period", 0.0), "command_period"),
         stand_duration=number(data.get("stand_duration", 2.0), "stand_duration"),

@@ -57,6 +57,7 @@ from sim2real.core.robot_profile import RobotProfile
 from sim2real.core.rotations import tilt_angle, unit_orientation
 from sim2real.core.safety_config import OPERATOR_ACTIONS, CheckConfig, Response, SafetyConfig
 from sim2real.core.safety_requirements import check_config_for
+from sim2real.core.stand_effort import standing_efforts
 
 TELEOP_FRESH_S = 0.2  # teleop older than this no longer steers; the hold pose takes over
 # Engage from STANDBY needs the measured joints this close to the stand pose (rad): a robot still
@@ -176,7 +177,12 @@ class SupervisorCore:
         self._following_teleop = False
         self._mode_since = -math.inf  # when the current mode was entered
         self._blend_from: Optional[np.ndarray] = None
+        self._blend_effort: Optional[np.ndarray] = None  # feed-forward at the engage, faded out with the pose
         self._blend_time = 0.0
+        # Feed-forward of the stand (stand_effort): held with the stand pose, faded in as it is reached.
+        self._stand_effort = (
+            standing_efforts(profile) if config.stand_effort == "gravity" else np.zeros(len(profile.joint_names))
+        )
         self._previous_buttons: list[int] = []  # of the newest /joy message noted (joystick())
         self._pending_presses: list[frozenset[str]] = []  # per /joy message, until the next tick
         self._stand_restarts = 0  # resets that started the stand-up again in STANDBY
@@ -340,6 +346,7 @@ class SupervisorCore:
             if self._last_sent is not None
             else cast(np.ndarray, inputs.joint_position).copy()
         )
+        self._blend_effort = self._last_sent.effort.copy() if self._last_sent is not None else None
         self._blend_time = now
         self._enter(Mode.ACTIVE, now, inputs, "operator: engage")
         return True, "ACTIVE"
@@ -750,7 +757,10 @@ class SupervisorCore:
             else self.config.stand_duration
         )
         alpha = 1.0 if duration <= 0 else min(1.0, (now - self._segment_time) / duration)
-        return JointTargets.positions(_smoothstep(start, self.profile.default_positions, alpha))
+        command = JointTargets.positions(_smoothstep(start, self.profile.default_positions, alpha))
+        # The weight comes onto the legs as they reach the stand: the feed-forward rises with the pose.
+        command.effort = _smoothstep(np.zeros_like(self._stand_effort), self._stand_effort, alpha)
+        return command
 
     def _stopped_command(self, inputs: SupervisorInputs, q: np.ndarray, now: float) -> JointTargets:
         """DAMPING / ESTOP: the descent to the lying pose where there is one, else hold where measured."""
@@ -774,6 +784,8 @@ class SupervisorCore:
         if self._blend_from is not None and self.config.blend_duration > 0:
             alpha = min(1.0, (now - self._blend_time) / self.config.blend_duration)
             command.position = (1 - alpha) * self._blend_from + alpha * policy.position
+            if self._blend_effort is not None:  # the stand's feed-forward hands over with the pose
+                command.effort = (1 - alpha) * self._blend_effort + alpha * policy.effort
             if alpha >= 1.0:
                 self._blend_from = None
         return command

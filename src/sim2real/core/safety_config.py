@@ -157,20 +157,23 @@ def parse_safety_config(data: dict[str, Any], source: str | Path = "<safety conf
     checks = {name: _check(name, entry, fail) for name, entry in checks_data.items()}
     buttons = _joystick(data.get("joystick") or {}, fail)
     remote = _remote(data.get("remote") or {}, fail)
-    hold_pose = data.get("hold_pose", "last")
-    if hold_pose not in HOLD_POSES:
-        raise fail(
-            "hold_pose",
-            f"expected one of {list(HOLD_POSES)}, got {hold_pose!r}",
-            "write last (hold the targets last sent: arms) or stand (go to the stand pose: legged robots)",
-        )
-    stand_effort = data.get("stand_effort", "none")
-    if stand_effort not in STAND_EFFORTS:
-        raise fail(
-            "stand_effort",
-            f"expected one of {list(STAND_EFFORTS)}, got {stand_effort!r}",
-            "write gravity (a legged robot standing on its feet) or none (an arm, or a robot on a gantry)",
-        )
+
+    def choice(field: str, choices: tuple[str, ...], fix: str) -> str:
+        value = data.get(field, choices[0])
+        if value not in choices:
+            raise fail(field, f"expected one of {list(choices)}, got {value!r}", fix)
+        return value
+
+    hold_pose = choice(
+        "hold_pose",
+        HOLD_POSES,
+        "write last (hold the targets last sent: arms) or stand (go to the stand pose: legged robots)",
+    )
+    stand_effort = choice(
+        "stand_effort",
+        STAND_EFFORTS,
+        "write gravity (a legged robot standing on its feet) or none (an arm, or a robot on a gantry)",
+    )
     damp_pose = data.get("damp_pose") or {}
     if not isinstance(damp_pose, dict):
         raise fail(

@@ -78,7 +78,7 @@ class Go2WalkEnv(RobotTaskEnv):
     LeggedRobotCfg defaults with its Go2 overrides, see the YAML for each number)::
 
         tracking_lin_vel   exp(-|cmd_xy - v_xy|^2 / sigma), body frame, sigma 0.25   +1.0
-        tracking_ang_vel   exp(-(cmd_yaw - w_z)^2 / sigma)                            +0.5
+        tracking_ang_vel   exp(-(cmd_yaw - w_z)^2 / sigma_yaw), sigma_yaw = sigma      +0.5
         lin_vel_z          v_z^2                                                       -2.0
         ang_vel_xy         |w_xy|^2                                                    -0.05
         orientation        |projected_gravity_xy|^2                                    0 (off)
@@ -160,6 +160,12 @@ class Go2WalkEnv(RobotTaskEnv):
 
         rewards = cfg["rewards"]
         self._sigma = float(rewards["tracking_sigma"])
+        yaw_sigma = rewards["tracking_sigma_yaw"]
+        self._sigma_yaw = self._sigma if yaw_sigma is None else float(yaw_sigma)
+        if not (self._sigma > 0.0 and self._sigma_yaw > 0.0):
+            raise ValueError(
+                f"rewards.tracking_sigma and tracking_sigma_yaw must be > 0, got {self._sigma}, {self._sigma_yaw}"
+            )
         self._air_time_target = float(rewards["feet_air_time_target"])
         self._base_height_target = float(rewards["base_height_target"])
         self._clearance_target = float(rewards["feet_clearance_target"])
@@ -445,7 +451,7 @@ class Go2WalkEnv(RobotTaskEnv):
 
     def _reward_tracking_ang_vel(self) -> float:
         e = self._command_yaw - self._w[2]
-        return math.exp(-e * e / self._sigma)
+        return math.exp(-e * e / self._sigma_yaw)
 
     def _reward_lin_vel_z(self) -> float:
         return self._v[2] ** 2

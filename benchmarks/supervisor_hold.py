@@ -7,7 +7,7 @@ Each stop (``sim2real.evaluate.hold_trial``): the policy walks at a command (epi
 - ``silent``: the policy goes silent; the supervisor trips on policy_stale after its deadline
   and stops as config/safety/go2.yaml says (the category-1 stop; the ``hold`` variants hold
   instead, as hold_pose and hold_duration say);
-- ``damp`` / ``estop``: an operator's damp or e-stop: 0.2 s to the stand pose, then the
+- ``damp`` / ``estop``: an operator's damp or e-stop: 0.3 s to the stand pose, then the
   descent to damp_pose over damp_duration, then damping.
 The supervisor's commands alone drive the robot for 3.5 s. A stop is **bad** when the trunk ends
 tilted over 0.5 rad, or (a hold) the base ends under 0.15 m (a hold the supervisor went on to

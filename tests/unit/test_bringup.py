@@ -40,10 +40,10 @@ def test_launch_strings_are_typed_like_python_values():
 
 
 def rest(plan):
-    """The plan's nodes but the hardware part, less the supervisor's `simulated` and `driver`
-    (which name the hardware part)."""
+    """The plan's nodes but the hardware part, less the supervisor's `simulated`, `driver` and
+    `suspended` (which describe the hardware part)."""
     return [
-        (n.name, {k: v for k, v in n.parameters.items() if k not in ("simulated", "driver")})
+        (n.name, {k: v for k, v in n.parameters.items() if k not in ("simulated", "driver", "suspended")})
         for n in plan.nodes
         if n.role != "hardware"
     ]
@@ -58,6 +58,9 @@ def test_hardware_topic_changes_only_the_hardware_part():
     # On a real robot the deadman and the hardware minimum of the safety config apply.
     assert sim.node("safety_supervisor").parameters["simulated"] is True
     assert real.node("safety_supervisor").parameters["simulated"] is False
+    # The joint demo hangs the simulated Go2 on a gantry: its stand carries no weight.
+    assert sim.node("safety_supervisor").parameters["suspended"] is True
+    assert real.node("safety_supervisor").parameters["suspended"] is False
 
 
 @pytest.mark.parametrize(

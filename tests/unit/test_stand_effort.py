@@ -7,10 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from sim2real.core.kinematics import Kinematics
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import SafetyConfigError, load_safety_config, parse_safety_config
-from sim2real.core.stand_effort import STANDARD_GRAVITY, standing_efforts
+from sim2real.core.stand_effort import standing_efforts
 from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.engines import make_world
@@ -19,27 +18,32 @@ from tests.unit.test_supervisor import PERIOD, Rig
 GO2 = load_profile("go2")
 
 
-def test_the_efforts_balance_the_whole_weight_on_the_feet():
-    """Leg by leg, J^T f = g - tau gives back vertical foot forces that carry the robot's weight
-    with no moment about its centre of mass (the static balance the efforts are built on)."""
-    efforts = standing_efforts(GO2)
-    kinematics = Kinematics(GO2)
-    q = GO2.default_positions
-    feet, jacobians = kinematics.foot_jacobians(q)
-    gravity = kinematics.gravity_torques(q, (0.0, 0.0, -STANDARD_GRAVITY))
-    mass, centre = kinematics.centre_of_mass(q)
-    assert mass == pytest.approx(15.018, abs=1e-3)  # the URDF's total (config/robots/go2.yaml)
-    forces = []
-    for jacobian in jacobians:
-        leg = np.flatnonzero(np.abs(jacobian).sum(axis=0) > 0)  # the three joints that move this foot
-        assert len(leg) == 3
-        force = np.linalg.solve(jacobian[:, leg].T, (gravity - efforts)[leg])
-        np.testing.assert_allclose(force[:2], 0.0, atol=1e-9)  # vertical only
-        forces.append(force[2])
-    forces = np.array(forces)
-    assert forces.sum() == pytest.approx(mass * STANDARD_GRAVITY)
-    np.testing.assert_allclose(forces @ (feet[:, :2] - centre[:2]), 0.0, atol=1e-9)
-    assert np.all(forces > 0.0) and np.all(np.abs(efforts) < GO2.effort_limits)
+def test_the_efforts_hold_the_floating_base_robot_in_balance_on_vertical_foot_forces():
+    """Checked on a model the efforts are not computed with: the URDF on a free-flying base
+    (trunk level at the origin). Some upward foot forces must balance gravity on every one of
+    its 18 coordinates (the trunk's force and moment rows included) with the efforts applied."""
+    import pinocchio as pin
+
+    model = pin.buildModelFromUrdf(str(GO2.urdf), pin.JointModelFreeFlyer())
+    data = model.createData()
+    q = pin.neutral(model)
+    joints = [model.joints[model.getJointId(name)] for name in GO2.joint_names]
+    for joint, value in zip(joints, GO2.default_positions):
+        q[joint.idx_q] = value
+    applied = np.zeros(model.nv)
+    for joint, effort in zip(joints, standing_efforts(GO2)):
+        applied[joint.idx_v] = effort
+    gravity = pin.computeGeneralizedGravity(model, data, q)
+    pin.computeJointJacobians(model, data, q)
+    pin.updateFramePlacements(model, data)
+    world = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+    upward = np.column_stack(
+        [pin.getFrameJacobian(model, data, model.getFrameId(foot), world)[2] for foot in GO2.foot_links]
+    )
+    forces, *_ = np.linalg.lstsq(upward, gravity - applied, rcond=None)
+    np.testing.assert_allclose(upward @ forces, gravity - applied, atol=1e-6)
+    assert forces.sum() == pytest.approx(pin.computeTotalMass(model) * 9.81)
+    assert np.all(forces > 0.0) and np.all(np.abs(standing_efforts(GO2)) < GO2.effort_limits)
 
 
 @pytest.mark.parametrize("feed_forward,worst_sag", [("none", 0.30), ("gravity", 0.12)])
@@ -76,6 +80,24 @@ def test_the_supervisor_raises_the_feed_forward_with_the_stand_and_hands_it_over
     done = rig.tick(round(0.5 / PERIOD))
     assert done.mode == Mode.ACTIVE
     np.testing.assert_allclose(done.command.effort, 0.0)  # the policy's own (none)
+
+
+def test_a_takeover_of_a_standing_robot_keeps_its_weight_carried():
+    rig = Rig()
+    rig.tick(int(2.5 / PERIOD))
+    assert rig.request("takeover")[0]
+    for _ in range(int(0.5 / PERIOD)):
+        np.testing.assert_allclose(rig.tick().command.effort, standing_efforts(GO2))
+
+
+def test_without_a_stand_feed_forward_the_policys_effort_goes_out_unchanged_from_the_engage():
+    panda = load_profile("panda")
+    rig = Rig(config=load_safety_config("panda"), profile=panda)
+    rig.policy = panda.default_positions.copy()
+    rig.policy_effort = np.full(panda.num_joints, 1.5)
+    rig.tick(int(3.0 / PERIOD))
+    assert rig.request("engage")[0]
+    np.testing.assert_allclose(rig.tick().command.effort, 1.5)  # mid-blend: the pose blends, not the effort
 
 
 def test_an_arm_and_a_config_without_it_send_no_feed_forward():

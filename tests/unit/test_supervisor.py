@@ -9,7 +9,7 @@ import pytest
 from sim2real.core.joint_command import JointTargets
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import Response, SafetyConfigError, load_safety_config, parse_safety_config
-from sim2real.core.supervisor import WAITING_FOR_DRIVER, Mode, SupervisorCore, SupervisorInputs
+from sim2real.core.supervisor import DAMP_SETTLE_S, WAITING_FOR_DRIVER, Mode, SupervisorCore, SupervisorInputs
 from sim2real.evaluate.hold_trial import silent_policy_held
 
 GO2 = load_profile("go2")
@@ -42,6 +42,7 @@ class Rig:
         )
         self.policy = profile.default_positions + 0.05
         self.policy_velocity = np.zeros(n)  # the policy's velocity targets
+        self.policy_effort = np.zeros(n)  # the policy's feed-forward efforts
         self.fresh = {"joint_states", "imu", "policy"}
 
     def tick(self, n=1, every=None):
@@ -56,6 +57,7 @@ class Rig:
             if "policy" in self.fresh:
                 self.inputs.policy_command = targets(self.policy)
                 self.inputs.policy_command.velocity = np.array(self.policy_velocity, dtype=float)
+                self.inputs.policy_command.effort = np.array(self.policy_effort, dtype=float)
                 self.inputs.policy_time = self.now
                 self.inputs.policy_stamp = self.now - 0.002
             decision = self.core.tick(self.inputs, self.now)
@@ -606,7 +608,7 @@ def test_a_go2_damp_goes_to_the_stand_pose_then_lies_down_then_damps():
     rig.engaged()
     sent = rig.tick().command.position.copy()
     assert rig.request("damp")[0]
-    settle = round(0.2 / PERIOD)
+    settle = round(DAMP_SETTLE_S / PERIOD)
     commands = [rig.tick().command.position.copy() for _ in range(settle + round(config.damp_duration / PERIOD) + 5)]
     assert np.max(np.abs(commands[0] - sent)) < 0.1, "the stop starts from the targets last sent"
     np.testing.assert_allclose(commands[settle - 1], GO2.default_positions, atol=0.02)

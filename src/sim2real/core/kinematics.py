@@ -174,19 +174,20 @@ class Kinematics:
             centre = (centre - self._base_translation) @ self._base_rotation
         return mass, centre
 
-    def gravity_torques(self, q: Sequence[float] | np.ndarray, gravity: Sequence[float]) -> np.ndarray:
-        """Joint torques (profile order, N*m) that hold the limbs against ``gravity`` (m/s^2, in
-        the base frame) with the base held fixed."""
+    def gravity_torques(self, q: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Joint torques (profile order, N*m) that hold the limbs against gravity with the base
+        held fixed and level (gravity along the base frame's -z, pinocchio's standard 9.81 m/s^2)."""
         pin, model, data = self._pin, self._model, self._data
+        if not self._base_is_world:
+            raise ValueError(f"kinematics: {self.profile.urdf}'s root frame is offset; gravity along it is not level")
         self._set_q(q)
-        saved = model.gravity.linear.copy()
-        g = np.asarray(gravity, dtype=float)
-        model.gravity.linear = g if self._base_is_world else self._base_rotation @ g
-        try:
-            torques = np.array(pin.computeGeneralizedGravity(model, data, self._q))
-        finally:
-            model.gravity.linear = saved
+        torques = np.array(pin.computeGeneralizedGravity(model, data, self._q))
         return torques if self._index is None else torques[self._index]
+
+    @property
+    def gravity(self) -> float:
+        """The magnitude of gravity the model uses, m/s^2."""
+        return float(np.linalg.norm(self._model.gravity.linear))
 
     def mass_matrix(self, q: Sequence[float] | np.ndarray) -> np.ndarray:
         """Joint-space inertia (n, n) at ``q`` with the base held fixed, profile joint order."""

@@ -103,7 +103,7 @@ class SafetyConfig:
     # :mod:`sim2real.core.safety_requirements` asks (removed, disabled, looser, milder).
     allow_weakened: bool = False
     # DAMPING / ESTOP as IEC 60204-1 stop category 1 for a robot that falls when damped (a
-    # quadruped): a robot that stood goes to the stand pose in 0.2 s (four feet down), then from
+    # quadruped): a robot that stood goes to the stand pose in 0.3 s (four feet down), then from
     # there (a robot that never stood: from the targets last sent) to ``damp_pose`` (joint -> rad,
     # a folded lying pose) over ``damp_duration`` s under the PD gains, then it is damped. Empty:
     # damp at once.

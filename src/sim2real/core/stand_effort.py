@@ -21,8 +21,6 @@ import numpy as np
 from sim2real.core.kinematics import Kinematics
 from sim2real.core.robot_profile import RobotProfile
 
-STANDARD_GRAVITY = 9.81  # m/s^2
-
 
 def standing_efforts(profile: RobotProfile) -> np.ndarray:
     """Per joint (profile order), the torque in N*m that holds the stand pose (the profile's
@@ -30,16 +28,17 @@ def standing_efforts(profile: RobotProfile) -> np.ndarray:
     if len(profile.foot_links) < 3:
         raise ValueError(
             f"stand effort: robot {profile.name!r} has {len(profile.foot_links)} foot links; a standing "
-            "robot needs at least 3 (foot_links in its profile), or no stand_effort in its safety config"
+            "robot needs at least 3 (foot_links in its profile); for another robot write stand_effort: none "
+            "in its safety config"
         )
     kinematics = Kinematics(profile)
     q = profile.default_positions
     feet, jacobians = kinematics.foot_jacobians(q)  # the trunk level: base frame = world axes
-    gravity = kinematics.gravity_torques(q, (0.0, 0.0, -STANDARD_GRAVITY))
+    gravity = kinematics.gravity_torques(q)
     mass, centre = kinematics.centre_of_mass(q)
     # Vertical foot forces: they carry the weight, with no moment about the centre of mass.
     balance = np.vstack([np.ones(len(feet)), feet[:, 0] - centre[0], feet[:, 1] - centre[1]])
-    forces = np.linalg.lstsq(balance, np.array([mass * STANDARD_GRAVITY, 0.0, 0.0]), rcond=None)[0]
+    forces = np.linalg.lstsq(balance, np.array([mass * kinematics.gravity, 0.0, 0.0]), rcond=None)[0]
     if np.any(forces <= 0.0):
         raise ValueError(
             f"stand effort: robot {profile.name!r} does not stand on its feet in its stand pose (foot "

@@ -23,7 +23,7 @@ returned every tick, whatever the inputs do:
   Panda ``last``.
 - DAMPING / ESTOP: position target = measured position, velocity target 0: with the
   profile's PD this is pure joint damping. A robot with a ``damp_pose`` (the Go2, which
-  falls when damped) first makes an IEC 60204-1 category-1 stop: to the stand pose in 0.2 s
+  falls when damped) first makes an IEC 60204-1 category-1 stop: to the stand pose in 0.3 s
   if it stood, then down to ``damp_pose`` over ``damp_duration``, then damping. An e-stop
   during a damp continues that stop; a reset waits for it to end. With /joint_states gone
   silent it keeps the lying pose as the target (the last sample is the pose before the fault).
@@ -74,7 +74,11 @@ WAITING_FOR_DRIVER = (
     "waiting for the robot's driver to read /joint_commands (DDS discovery): the stand-up starts "
     "from where the robot lies once it does"
 )
-DAMP_SETTLE_S = 0.2
+# s of the category-1 stop's first step, to the stand pose (four feet down) under a robot that
+# walked. Stopping the shipped trot at 1.0 m/s (benchmarks/supervisor_hold.py, 20 stops): 0.2 s
+# left 7 of 20 damped stops landing over 0.5 m/s, 0.3 s 3, 0.4 s 2 (but 4 of 20 silent-policy
+# stops bad).
+DAMP_SETTLE_S = 0.3
 
 
 # check(name, failed, detail): one check's result, kept if the robot's safety config has that check.
@@ -173,6 +177,7 @@ class SupervisorCore:
         self._step_budget: Optional[np.ndarray] = None  # rad each joint may still move this period (target_step)
         self._segment_start: Optional[np.ndarray] = None  # pose a STANDBY/TAKEOVER trajectory starts from
         self._segment_time = 0.0
+        self._segment_effort: Optional[np.ndarray] = None  # the feed-forward sent when the segment began
         self._hold_in_place = False  # TAKEOVER after a HOLD trip: stay where we stopped
         self._following_teleop = False
         self._mode_since = -math.inf  # when the current mode was entered
@@ -346,7 +351,11 @@ class SupervisorCore:
             if self._last_sent is not None
             else cast(np.ndarray, inputs.joint_position).copy()
         )
-        self._blend_effort = self._last_sent.effort.copy() if self._last_sent is not None else None
+        # Only a stand that carried a feed-forward hands it over; otherwise the policy's effort goes
+        # out as it is from the first tick.
+        self._blend_effort = (
+            self._last_sent.effort.copy() if self._last_sent is not None and self._stand_effort.any() else None
+        )
         self._blend_time = now
         self._enter(Mode.ACTIVE, now, inputs, "operator: engage")
         return True, "ACTIVE"
@@ -396,8 +405,7 @@ class SupervisorCore:
         # A robot that followed the targets goes on from them (from where it is, they hold it up);
         # one that did not (damped, blocked) starts from where it is.
         followed = last is not None and bool(np.all(np.abs(last - measured) <= RESTART_TOLERANCE))
-        self._segment_start = last.copy() if followed and last is not None else measured
-        self._segment_time = now
+        self._start_segment(last if followed and last is not None else measured, now)
         self._stand_restarts += 1
         self.events.append("operator: reset: the stand-up starts again")
         return True, "STANDBY (standing up again; engage once it stands)"
@@ -510,8 +518,7 @@ class SupervisorCore:
             inputs.commands_received is False and self.mode == Mode.STANDBY and not self._stood
         ):
             # The first state, or no driver listening yet: the stand-up starts from where the robot is.
-            self._segment_start = np.array(inputs.joint_position, dtype=float)
-            self._segment_time = now
+            self._start_segment(inputs.joint_position, now)
         checks = self._evaluate(inputs, now)
         worst = max((c for c in checks if not c.ok), key=lambda c: c.response, default=None)
         if worst is not None and worst.response >= Response.HOLD:
@@ -555,8 +562,14 @@ class SupervisorCore:
         if mode != Mode.TAKEOVER:
             self._hold_in_place = False
         start = self._last_sent.position if self._last_sent is not None else inputs.joint_position
+        self._start_segment(start, now)
+
+    def _start_segment(self, start: Optional[np.ndarray], now: float) -> None:
+        """A STANDBY/TAKEOVER/stop trajectory starts from ``start`` now; its feed-forward goes on
+        from the one last sent (a standing robot keeps its weight carried)."""
         self._segment_start = None if start is None else np.array(start, dtype=float)
         self._segment_time = now
+        self._segment_effort = self._last_sent.effort.copy() if self._last_sent is not None else None
 
     def _handle_buttons(self, inputs: SupervisorInputs, now: float) -> None:
         pending, self._pending_presses = self._pending_presses, []
@@ -746,8 +759,7 @@ class SupervisorCore:
             self._following_teleop = False
             self._hold_in_place = False
             assert self._last_sent is not None  # the tick that followed teleop sent its command
-            self._segment_start = self._last_sent.position.copy()
-            self._segment_time = now
+            self._start_segment(self._last_sent.position, now)
         start = self._segment_start if self._segment_start is not None else q
         if self._hold_in_place and self.mode == Mode.TAKEOVER:
             return JointTargets.positions(start)
@@ -758,9 +770,15 @@ class SupervisorCore:
         )
         alpha = 1.0 if duration <= 0 else min(1.0, (now - self._segment_time) / duration)
         command = JointTargets.positions(_smoothstep(start, self.profile.default_positions, alpha))
-        # The weight comes onto the legs as they reach the stand: the feed-forward rises with the pose.
-        command.effort = _smoothstep(np.zeros_like(self._stand_effort), self._stand_effort, alpha)
+        # The weight comes onto the legs as they reach the stand: the feed-forward moves with the pose,
+        # from what was sent when the trajectory began (none from lying; all of it from standing).
+        command.effort = _smoothstep(self._segment_effort_or_zero(), self._stand_effort, alpha)
         return command
+
+    def _segment_effort_or_zero(self) -> np.ndarray:
+        if self._segment_effort is None or not self._stand_effort.any():
+            return np.zeros_like(self._stand_effort)
+        return self._segment_effort
 
     def _stopped_command(self, inputs: SupervisorInputs, q: np.ndarray, now: float) -> JointTargets:
         """DAMPING / ESTOP: the descent to the lying pose where there is one, else hold where measured."""

@@ -281,6 +281,8 @@ def make_plan(**arguments: Any) -> BringupPlan:
                 "engage_on_start": args["autoengage"],
                 "safety_config": args["safety_config"],
                 "simulated": sim,
+                # A simulated gantry: the stand carries no weight, so no feed-forward for it.
+                "suspended": sim and _suspended(args, profile),
                 # The stand-up waits until this node reads /joint_commands ('' with
                 # hardware:=topic: an outside driver, any reader counts).
                 "driver": next((node.name for node in nodes if node.role == "hardware"), ""),

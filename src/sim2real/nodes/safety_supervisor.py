@@ -35,6 +35,7 @@ starved for a moment does not mistake its own stall for a silent sensor or polic
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -123,8 +124,17 @@ class SafetySupervisorNode(Node):
             "Name of the node that drives the robot (sim_robot, unitree_bridge, ...): the stand-up "
             "waits where the robot lies until it reads /joint_commands; '' = until anything does",
         )
+        suspended = declare(
+            self,
+            "suspended",
+            False,
+            "The robot hangs with its feet in the air (a simulated gantry): its stand sends no "
+            "feed-forward effort whatever stand_effort says (nothing to push against)",
+        )
         self.profile = load_profile(robot)
         self.config = load_safety_config(config_name or self.profile.name)
+        if suspended:
+            self.config = dataclasses.replace(self.config, stand_effort="none")
         self.period = self.config.command_period or self.profile.policy_period
         self.core = SupervisorCore(self.profile, self.config, self.period, simulated=simulated)
         for weakening in self.core.weakenings:

@@ -27,6 +27,11 @@ PENALIZED_CONTACT_FORCE = 0.1
 _sum = partial(np.add.reduce, axis=None)
 
 
+# rad/s: a slower yaw command with no horizontal one is a stand for the rewards that score standing
+# (stand_still, gait_contact's all feet down, no feet_clearance); a faster one turns on the spot.
+STANDING_YAW_BELOW = 0.1
+
+
 class _SegmentMean:
     """Tracking error of the mean velocity over each command segment, averaged over the
     episode weighted by segment length. A gait oscillates the instantaneous velocity by
@@ -89,8 +94,8 @@ class Go2WalkEnv(RobotTaskEnv):
         feet_air_time      sum over touchdowns of (air time - 0.5 s), if |cmd_xy|>0.1  +1.0
         collision          number of thigh/calf links touching the ground              -1.0
         action_rate        |a - a_prev|^2                                              -0.01
-        stand_still        |q - q_default|_1 when told to stand (|cmd_xy| and |yaw|   0 (off)
-                           under the dead zone; turning on the spot steps)
+        stand_still        |q - q_default|_1 when told to stand (|cmd_xy| under the   0 (off)
+                           dead zone, |yaw| under 0.1 rad/s; turning on the spot steps)
         dof_pos_limits     distance beyond 90 % of the joint range, rad                -10.0
         gait_contact       fraction of feet whose contact matches the gait clock       +0.5
                            (trot; all feet down when commanded to stand)
@@ -151,9 +156,12 @@ class Go2WalkEnv(RobotTaskEnv):
         self._hard = self._ranges(commands["ranges_hardest"], "commands.ranges_hardest")
         self._resample_steps = max(1, int(round(float(commands["resample_interval"]) / self.policy_period)))
         self._standing_below = float(commands["standing_below"])
-        self._standing_share = float(commands["standing_share"])
-        if not 0.0 <= self._standing_share <= 1.0:
-            raise ValueError(f"commands.standing_share must be a fraction in [0, 1], got {self._standing_share}")
+        share = commands["standing_share"]
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
+            raise ValueError(
+                f"commands.standing_share must be a fraction in [0, 1] (of command draws that stand), got {share!r}"
+            )
+        self._standing_share = float(share)
         self._fixed_command: np.ndarray | None = None
         if cfg.get("eval_command") is not None:
             self.set_fixed_command(cfg["eval_command"])
@@ -489,7 +497,7 @@ class Go2WalkEnv(RobotTaskEnv):
 
     def _told_to_stand(self) -> bool:
         # Turning on the spot is not standing: it steps.
-        return self._command_speed <= self._standing_below and abs(self._command_yaw) < 0.1
+        return self._command_speed <= self._standing_below and abs(self._command_yaw) < STANDING_YAW_BELOW
 
     def _reward_stand_still(self) -> float:
         if not self._told_to_stand():

@@ -6,8 +6,10 @@ from sim2real.cli.main import main
 from sim2real.core.paths import share_dir
 from sim2real.core.policy_file import load_policy
 from sim2real.core.robot_profile import load_profile
+from tests.policy_models import write_target_policy
 
 GO2_POLICY = share_dir() / "policies" / "go2_walk.onnx"
+GO2 = load_profile("go2")
 
 
 def test_info_prints_the_contract_and_the_provenance_of_the_shipped_go2_policy(capsys):
@@ -24,11 +26,11 @@ def test_info_prints_the_contract_and_the_provenance_of_the_shipped_go2_policy(c
     assert "ground_friction          uniform(0.3, 1.2)" in text
     assert "motor_strength           normal(mean 1, std 0.08)" in text
     assert (
-        "commands (vx, vy, yaw rate): vx [-0.5, 1], vy [-0.3, 0.3], yaw_rate [-0.6, 0.6]; |(vx, vy)| under "
+        "commands (vx, vy, yaw rate): vx [-0.5, 1], vy [-0.3, 0.3], yaw_rate [-0.8, 0.8]; |(vx, vy)| under "
         "0.1 m/s is a stand" in text
     )
-    # Exported before the file carried its actuator model: said, not invented.
-    assert "actuator model and nominal world: not recorded" in text
+    assert "trained with: pd_torque at 200 Hz on pybullet, ground friction 0.8, spawn 0.33 m, difficulty 1" in text
+    assert f"robot model: go2.urdf sha256 {meta.robot_model['sha256'][:16]}" in text
 
 
 def test_info_json_matches_the_metadata(capsys):
@@ -45,7 +47,8 @@ def test_info_json_matches_the_metadata(capsys):
         "standing_below": 0.1,
         "ranges": policy.metadata.task_config["commands"]["ranges_hardest"],
     }
-    assert info["actuator"] is None and info["robot_model"] is None
+    assert info["actuator"] == policy.metadata.actuator and info["actuator"]["pd_rate_hz"] == 200.0
+    assert info["robot_model"] == policy.metadata.robot_model and info["robot_model"]["urdf"] == "go2.urdf"
 
 
 def test_info_on_a_file_that_is_not_a_policy_says_so(tmp_path, capsys):
@@ -53,3 +56,11 @@ def test_info_on_a_file_that_is_not_a_policy_says_so(tmp_path, capsys):
     bad.write_bytes(GO2_POLICY.read_bytes()[:1000])
     assert main(["policy", "info", str(bad)]) == 2
     assert str(bad) in capsys.readouterr().err
+
+
+def test_info_on_a_file_without_its_actuator_model_says_it_was_not_recorded(tmp_path, capsys):
+    """Files exported before the metadata carried the actuator model and nominal world."""
+    older = write_target_policy(tmp_path / "older.onnx", GO2, GO2.default_positions)
+    assert load_policy(older).metadata.actuator is None
+    assert main(["policy", "info", str(older)]) == 0
+    assert "actuator model and nominal world: not recorded" in capsys.readouterr().out

@@ -13,12 +13,13 @@ docs/train.md); run it on an otherwise idle machine, since its figure is a wall 
 Targets (issue 3): panda reach SR >= 0.95 nominal and >= 0.90 under the reference DR, in
 <= 10 minutes of training; go2 walk no falls and mean velocity error <= 0.1 m/s nominal,
 SR >= 0.90 under DR, in <= 60 minutes. The Panda recipe takes ~7 minutes; the Go2 recipe
-(``config/train/go2_walk.yaml``, 1300 iterations with symmetric training) 25.5 minutes,
-bitwise the shipped run's checkpoints (policies/go2_walk.md).
+(``config/train/go2_walk.yaml``, 2000 iterations) about 40 minutes. The shipped Go2 file is
+checkpoint 1900 of a run resumed once (policies/go2_walk.md), so this benchmark evaluates the
+recipe's last checkpoint of a run from scratch, not the shipped file.
 
 Example:
     .venv/bin/python benchmarks/train_wall_time.py                      # panda, ~9 min in all
-    .venv/bin/python benchmarks/train_wall_time.py --robot go2 --out runs/go2_wall   # ~29 min
+    .venv/bin/python benchmarks/train_wall_time.py --robot go2 --out runs/go2_wall   # ~45 min
 """
 
 from __future__ import annotations

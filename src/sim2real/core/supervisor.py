@@ -178,6 +178,7 @@ class SupervisorCore:
         self._segment_start: Optional[np.ndarray] = None  # pose a STANDBY/TAKEOVER trajectory starts from
         self._segment_time = 0.0
         self._segment_effort: Optional[np.ndarray] = None  # the feed-forward sent when the segment began
+        self._effort_from_stand = True  # the segment's feed-forward is a stand's (see _enter)
         self._hold_in_place = False  # TAKEOVER after a HOLD trip: stay where we stopped
         self._following_teleop = False
         self._mode_since = -math.inf  # when the current mode was entered
@@ -549,6 +550,9 @@ class SupervisorCore:
             self.last_trip = event
             self.trips += 1
         stopping = self.mode in (Mode.DAMPING, Mode.ESTOP)
+        # A takeover of a robot standing in STANDBY keeps its stand's feed-forward; a hold of a
+        # robot that walked adds none (stopping a trot, the legs' snap to the stand pose is enough).
+        self._effort_from_stand = self.mode == Mode.STANDBY
         self.mode = mode
         self._mode_since = now
         if stopping and mode in (Mode.DAMPING, Mode.ESTOP):
@@ -760,6 +764,7 @@ class SupervisorCore:
             self._hold_in_place = False
             assert self._last_sent is not None  # the tick that followed teleop sent its command
             self._start_segment(self._last_sent.position, now)
+            self._effort_from_stand = False
         start = self._segment_start if self._segment_start is not None else q
         if self._hold_in_place and self.mode == Mode.TAKEOVER:
             return JointTargets.positions(start)
@@ -770,9 +775,12 @@ class SupervisorCore:
         )
         alpha = 1.0 if duration <= 0 else min(1.0, (now - self._segment_time) / duration)
         command = JointTargets.positions(_smoothstep(start, self.profile.default_positions, alpha))
-        # The weight comes onto the legs as they reach the stand: the feed-forward moves with the pose,
-        # from what was sent when the trajectory began (none from lying; all of it from standing).
-        command.effort = _smoothstep(self._segment_effort_or_zero(), self._stand_effort, alpha)
+        if self.mode == Mode.STANDBY:
+            # The weight comes onto the legs as they reach the stand: the feed-forward moves with the
+            # pose, from what was sent when the stand-up began (none from lying; all of it standing).
+            command.effort = _smoothstep(self._segment_effort_or_zero(), self._stand_effort, alpha)
+        elif self._effort_from_stand:
+            command.effort = self._segment_effort_or_zero().copy()
         return command
 
     def _segment_effort_or_zero(self) -> np.ndarray:

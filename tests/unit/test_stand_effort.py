@@ -90,6 +90,29 @@ def test_a_takeover_of_a_standing_robot_keeps_its_weight_carried():
         np.testing.assert_allclose(rig.tick().command.effort, standing_efforts(GO2))
 
 
+def test_a_stand_up_restarted_from_where_a_robot_lies_starts_with_no_feed_forward():
+    """A robot that did not follow its stand-up (a driver damped it) is lying: the reset's new
+    stand-up starts at its measured pose with none of the weight carried, not the torques the
+    old stand-up had reached."""
+    rig = Rig()
+    rig.tick(int(1.5 / PERIOD))  # three quarters up: most of the feed-forward is out
+    assert np.abs(rig.core._last_sent.effort).max() > 0.5 * np.abs(standing_efforts(GO2)).max()
+    lying = GO2.default_positions + np.where(np.arange(12) % 3 == 2, -0.8, 0.0)
+    rig.inputs.joint_position = lying.copy()
+    accepted, message = rig.request("reset")
+    assert accepted, message
+    restarted = rig.tick().command  # its targets step toward the lying pose (target_step)
+    assert np.abs(restarted.effort).max() < 0.01 * np.abs(standing_efforts(GO2)).max()
+
+
+def test_a_takeover_during_the_stand_up_finishes_raising_the_feed_forward():
+    rig = Rig()
+    rig.tick(int(1.0 / PERIOD))
+    assert rig.request("takeover")[0]
+    done = rig.tick(int(0.5 / PERIOD)).command  # past hold_duration (0.2 s)
+    np.testing.assert_allclose(done.effort, standing_efforts(GO2))
+
+
 def test_a_hold_of_a_robot_that_walked_adds_no_feed_forward():
     """Stopping a trot to the stand pose, the feed-forward made more stops end badly (7 of 20 at
     0.5 m/s against 3 of 20 without it, benchmarks/supervisor_hold.py's hold to the stand)."""
@@ -120,10 +143,10 @@ def test_an_arm_and_a_config_without_it_send_no_feed_forward():
         joint_velocity=np.zeros(n),
         joint_effort=np.zeros(n),
         base_orientation=np.array([0, 0, 0, 1.0]),
-        joint_states_time=0.02,
-        imu_time=0.02,
     )
-    command = core.tick(inputs, 3.0).command
+    for now in np.arange(0.02, 3.0, PERIOD):  # past the stand-up: a feed-forward would be whole by now
+        inputs.joint_states_time = inputs.imu_time = now
+        command = core.tick(inputs, now).command
     np.testing.assert_allclose(command.effort, 0.0)
 
 

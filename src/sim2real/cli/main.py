@@ -680,7 +680,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  sim2real train --init-from runs/walk/model_1500.pt --config my_walk.yaml --out runs/walk_ft "
         "--iterations 2500\n"
         "  sim2real train --init-from policies/go2_walk.onnx --config my_walk_ft.yaml --out runs/go2_ft "
-        "--iterations 1600\n"
+        "--iterations 2200\n"
         "then: sim2real export runs/reach -o runs/reach/policy.onnx\n",
     )
     train.add_argument("--robot", help="robot profile name (go2, panda; default: the --config file's robot:)")

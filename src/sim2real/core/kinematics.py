@@ -179,7 +179,11 @@ class Kinematics:
         held fixed and level (gravity along the base frame's -z, pinocchio's standard 9.81 m/s^2)."""
         pin, model, data = self._pin, self._model, self._data
         if not self._base_is_world:
-            raise ValueError(f"kinematics: {self.profile.urdf}'s root frame is offset; gravity along it is not level")
+            raise ValueError(
+                f"kinematics: {self.profile.urdf}'s root link frame is offset from its origin, so gravity along "
+                "it is not level; give the profile a URDF whose root link is the trunk at the origin, or write "
+                "stand_effort: none in the robot's safety config"
+            )
         self._set_q(q)
         torques = np.array(pin.computeGeneralizedGravity(model, data, self._q))
         return torques if self._index is None else torques[self._index]

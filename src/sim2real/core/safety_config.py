@@ -91,7 +91,7 @@ class SafetyConfig:
     # within hold_duration (for a robot whose stopped pose cannot be held).
     hold_pose: str = "last"
     hold_duration: float = 0.75
-    # The feed-forward effort of the supervisor's stand (STANDBY, a hold to the stand pose): "none",
+    # The feed-forward effort of the supervisor's stand (STANDBY, and a takeover from STANDBY): "none",
     # or "gravity", the torques that hold a legged robot's stand pose on its feet
     # (sim2real.core.stand_effort), so that soft policy gains do not let the stand sag.
     stand_effort: str = "none"

@@ -3,7 +3,7 @@
 A quadruped's position gains are the policy's (the Go2's kp 20 N*m/rad), soft enough that its
 stand sags under its own weight: the rear calves carry ~8 N*m, 0.4 rad short of the stand pose,
 and a robot 20 % heavier with 15 % weaker motors sags 0.76 rad (trunk 0.20 m instead of 0.33 m).
-The supervisor's stand (STANDBY, a hold in TAKEOVER) therefore sends these torques as the
+The supervisor's stand (STANDBY, and a takeover from STANDBY) therefore sends these torques as the
 command's feed-forward effort, part of the hardware contract, so the PD gains only correct the
 difference: the robot stands where the stand pose says, without stiffer gains than the profile's.
 
@@ -42,7 +42,8 @@ def standing_efforts(profile: RobotProfile) -> np.ndarray:
     if np.any(forces <= 0.0):
         raise ValueError(
             f"stand effort: robot {profile.name!r} does not stand on its feet in its stand pose (foot "
-            f"forces {np.round(forces, 1).tolist()} N): its centre of mass is outside the feet"
+            f"forces {np.round(forces, 1).tolist()} N): its centre of mass is outside the feet; check the "
+            "profile's default_positions and foot_links, or write stand_effort: none in its safety config"
         )
     contact = sum(jacobians[i][2] * forces[i] for i in range(len(feet)))
     return gravity - contact

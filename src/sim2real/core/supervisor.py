@@ -62,8 +62,9 @@ from sim2real.core.stand_effort import standing_efforts
 TELEOP_FRESH_S = 0.2  # teleop older than this no longer steers; the hold pose takes over
 # Engage from STANDBY needs the measured joints this close to the stand pose (rad): a robot still
 # lying on the ground, or held off its stand, is no state a policy was trained on. In PyBullet a
-# Go2 collapsed by damping lies 1.2 rad from it (calves); stood up again, it sags under its weight
-# at the stand gains to 0.37-0.48 rad (calves), so the bound sits between.
+# Go2 collapsed by damping lies 1.2 rad from it (calves); stood up again at the stand gains it sags
+# under its weight 0.37-0.48 rad (calves) without the stand's feed-forward, 0.09 rad with it, and
+# 0.58 rad with it on a robot 20 % heavier with motors 15 % weaker; the bound sits below lying.
 ENGAGE_STAND_TOLERANCE = 0.7
 # rad: a reset before the robot stood starts the stand-up again from the last targets when every
 # joint is this near them (the robot follows: they hold it up), else from the measured joints.
@@ -406,7 +407,7 @@ class SupervisorCore:
         # A robot that followed the targets goes on from them (from where it is, they hold it up);
         # one that did not (damped, blocked) starts from where it is.
         followed = last is not None and bool(np.all(np.abs(last - measured) <= RESTART_TOLERANCE))
-        self._start_segment(last if followed and last is not None else measured, now)
+        self._start_segment(last if followed and last is not None else measured, now, carry_effort=followed)
         self._stand_restarts += 1
         self.events.append("operator: reset: the stand-up starts again")
         return True, "STANDBY (standing up again; engage once it stands)"
@@ -518,8 +519,9 @@ class SupervisorCore:
         if self._segment_start is None or (
             inputs.commands_received is False and self.mode == Mode.STANDBY and not self._stood
         ):
-            # The first state, or no driver listening yet: the stand-up starts from where the robot is.
-            self._start_segment(inputs.joint_position, now)
+            # The first state, or no driver listening yet: the stand-up starts from where the robot is,
+            # with none of its weight carried yet.
+            self._start_segment(inputs.joint_position, now, carry_effort=False)
         checks = self._evaluate(inputs, now)
         worst = max((c for c in checks if not c.ok), key=lambda c: c.response, default=None)
         if worst is not None and worst.response >= Response.HOLD:
@@ -568,12 +570,13 @@ class SupervisorCore:
         start = self._last_sent.position if self._last_sent is not None else inputs.joint_position
         self._start_segment(start, now)
 
-    def _start_segment(self, start: Optional[np.ndarray], now: float) -> None:
+    def _start_segment(self, start: Optional[np.ndarray], now: float, carry_effort: bool = True) -> None:
         """A STANDBY/TAKEOVER/stop trajectory starts from ``start`` now; its feed-forward goes on
-        from the one last sent (a standing robot keeps its weight carried)."""
+        from the one last sent (a standing robot keeps its weight carried), or from none when
+        ``carry_effort`` is False (a restart from where a robot that did not follow lies)."""
         self._segment_start = None if start is None else np.array(start, dtype=float)
         self._segment_time = now
-        self._segment_effort = self._last_sent.effort.copy() if self._last_sent is not None else None
+        self._segment_effort = self._last_sent.effort.copy() if carry_effort and self._last_sent is not None else None
 
     def _handle_buttons(self, inputs: SupervisorInputs, now: float) -> None:
         pending, self._pending_presses = self._pending_presses, []
@@ -775,12 +778,11 @@ class SupervisorCore:
         )
         alpha = 1.0 if duration <= 0 else min(1.0, (now - self._segment_time) / duration)
         command = JointTargets.positions(_smoothstep(start, self.profile.default_positions, alpha))
-        if self.mode == Mode.STANDBY:
+        if self.mode == Mode.STANDBY or self._effort_from_stand:
             # The weight comes onto the legs as they reach the stand: the feed-forward moves with the
-            # pose, from what was sent when the stand-up began (none from lying; all of it standing).
+            # pose, from what was sent when the trajectory began (none from lying; all of it standing).
+            # A takeover during the stand-up finishes it the same way.
             command.effort = _smoothstep(self._segment_effort_or_zero(), self._stand_effort, alpha)
-        elif self._effort_from_stand:
-            command.effort = self._segment_effort_or_zero().copy()
         return command
 
     def _segment_effort_or_zero(self) -> np.ndarray:

@@ -66,6 +66,13 @@ class Kinematics:
         self._ee = None if profile.end_effector_link is None else self._frame_id(profile.end_effector_link)
         self._feet = [self._frame_id(link) for link in profile.foot_links]
 
+    def _set_q(self, q: Sequence[float] | np.ndarray) -> None:
+        """Joint positions in profile order into pinocchio's configuration vector."""
+        if self._index is None:
+            self._q[:] = q
+        else:
+            self._q[self._index] = q
+
     def _frame_id(self, link: str) -> int:
         if not self._model.existFrame(link):
             raise ValueError(f"kinematics: link {link!r} is not in {self.profile.urdf}")
@@ -77,10 +84,7 @@ class Kinematics:
     def positions(self, q: Sequence[float] | np.ndarray, frames: Sequence[int]) -> np.ndarray:
         """(len(frames), 3) positions in the base frame, m; frames from :meth:`frame_id`."""
         pin, model, data = self._pin, self._model, self._data
-        if self._index is None:
-            self._q[:] = q
-        else:
-            self._q[self._index] = q
+        self._set_q(q)
         pin.forwardKinematics(model, data, self._q)
         out = np.empty((len(frames), 3))
         for row, frame in enumerate(frames):
@@ -109,10 +113,7 @@ class Kinematics:
         ``angular`` the Jacobians are (k, 6, n), linear rows then angular rows. The state
         estimator needs positions and Jacobians per IMU sample: one pinocchio pass gives both."""
         pin, model, data = self._pin, self._model, self._data
-        if self._index is None:
-            self._q[:] = q
-        else:
-            self._q[self._index] = q
+        self._set_q(q)
         pin.computeJointJacobians(model, data, self._q)  # runs forward kinematics too
         positions = np.empty((len(frames), 3))
         rows = 6 if angular else 3
@@ -154,12 +155,6 @@ class Kinematics:
             rotation = self._base_rotation.T @ rotation
         return position, rotation
 
-    def _set_q(self, q: Sequence[float] | np.ndarray) -> None:
-        if self._index is None:
-            self._q[:] = q
-        else:
-            self._q[self._index] = q
-
     def centre_of_mass(self, q: Sequence[float] | np.ndarray) -> tuple[float, np.ndarray]:
         """The whole robot's mass (kg) and centre of mass (3,) in the base frame at ``q``."""
         pin, model, data = self._pin, self._model, self._data
@@ -196,10 +191,7 @@ class Kinematics:
     def mass_matrix(self, q: Sequence[float] | np.ndarray) -> np.ndarray:
         """Joint-space inertia (n, n) at ``q`` with the base held fixed, profile joint order."""
         pin, model, data = self._pin, self._model, self._data
-        if self._index is None:
-            self._q[:] = q
-        else:
-            self._q[self._index] = q
+        self._set_q(q)
         M = pin.crba(model, data, self._q)
         M = np.triu(M) + np.triu(M, 1).T  # pinocchio fills the upper triangle only
         if self._index is not None:

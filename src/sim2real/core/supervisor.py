@@ -190,6 +190,7 @@ class SupervisorCore:
         self._stand_effort = (
             standing_efforts(profile) if config.stand_effort == "gravity" else np.zeros(len(profile.joint_names))
         )
+        self._stands_with_effort = bool(self._stand_effort.any())
         self._previous_buttons: list[int] = []  # of the newest /joy message noted (joystick())
         self._pending_presses: list[frozenset[str]] = []  # per /joy message, until the next tick
         self._stand_restarts = 0  # resets that started the stand-up again in STANDBY
@@ -356,7 +357,7 @@ class SupervisorCore:
         # Only a stand that carried a feed-forward hands it over; otherwise the policy's effort goes
         # out as it is from the first tick.
         self._blend_effort = (
-            self._last_sent.effort.copy() if self._last_sent is not None and self._stand_effort.any() else None
+            self._last_sent.effort.copy() if self._last_sent is not None and self._stands_with_effort else None
         )
         self._blend_time = now
         self._enter(Mode.ACTIVE, now, inputs, "operator: engage")
@@ -786,7 +787,7 @@ class SupervisorCore:
         return command
 
     def _segment_effort_or_zero(self) -> np.ndarray:
-        if self._segment_effort is None or not self._stand_effort.any():
+        if self._segment_effort is None or not self._stands_with_effort:
             return np.zeros_like(self._stand_effort)
         return self._segment_effort
 

@@ -195,9 +195,13 @@ def test_in_lockstep_a_snapshot_bundle_is_on_the_sim_clock(probe, start_graph, t
     from tests.ros.test_sim_robot import command
 
     out = tmp_path / "bundles"
-    # On a stand: the bundle must say so (the replay then hangs the robot too).
+    # On a stand: the bundle must say so (the replay then hangs the robot too). A reality robot:
+    # the bundle names it and shows none of its conditions.
     start_graph(
         robot="go2",
+        hardware="mujoco",
+        reality="go2_independent",
+        reality_robot=1,
         only=["sim_robot", "failure_collector"],
         failures_dir=str(out),
         lockstep=True,
@@ -226,7 +230,8 @@ def test_in_lockstep_a_snapshot_bundle_is_on_the_sim_clock(probe, start_graph, t
     bundle = wait_bundle(out, "manual", timeout=10.0)
     info = bundle.info
     assert 1.5 * NS < info["time_ns"] < sim_s() * NS  # on the sim clock, not the wall clock
-    assert info["hardware"] == "sim" and info["suspended"] is True and info["conditions"] == {}
+    assert info["hardware"] == "mujoco" and info["suspended"] is True
+    assert info["reality"] == "go2_independent robot 1" and "conditions" not in info
     offsets = []
     for _, t, msg in read_bag(bundle.path, ["/joint_states"]):
         assert info["window"]["start_ns"] <= t <= info["window"]["end_ns"]

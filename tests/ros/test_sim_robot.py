@@ -104,6 +104,30 @@ def test_mujoco_runs_another_robot_model_behind_the_same_topics(probe, start_gra
     assert "go2 on mujoco (example-robot-data:go2)" in graph.log.text()
 
 
+def test_a_reality_robot_runs_its_sets_model_and_shows_none_of_its_conditions(
+    probe, start_graph, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    graph = start_graph(
+        only=["sim_robot"],
+        robot="go2",
+        hardware="mujoco",
+        reality="go2_independent",
+        reality_robot=1,
+        commander=probe.name,
+    )
+    imu = probe.record(Imu, "/imu/data", qos.SENSOR_SUBSCRIBE)
+    truth = probe.record(Odometry, "/sim/ground_truth", qos.SENSOR_SUBSCRIBE)
+    assert wait_for(lambda: len(imu) > 10 and len(truth) > 10, STARTUP_S)
+    time.sleep(1.0)
+    assert truth[-1].pose.pose.position.z > 0.2
+    log = graph.log.text()
+    assert "go2 on mujoco (reality:go2_independent robot 1, conditions hidden)" in log
+    assert "friction" not in log and "motor_strength" not in log
+    # The IMU states the set's published mean gyro noise (uniform [0.01, 0.06]), not the draw.
+    assert imu[-1].angular_velocity_covariance[0] == pytest.approx(0.035**2)
+
+
 @ENGINES
 def test_command_timeout_damps_like_a_real_driver(probe, start_graph, hardware):
     start_graph(only=["sim_robot"], robot="go2", hardware=hardware, commander=probe.name)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from sim2real.core.config_files import ConfigError
 from sim2real.core.paths import share_dir
 from sim2real.core.robot_profile import ProfileError, load_profile
 from sim2real.graph.plan import LAUNCH_ARGUMENTS, PlanError, make_plan, parse_arguments
@@ -127,6 +128,8 @@ def test_parse_arguments_fills_defaults():
         "unitree_domain": "0",
         "remote_max_velocity": "1.0,0.5,1.0",
         "model": "",
+        "reality": "",
+        "reality_robot": 0,
         "realtime": False,
         "realtime_cpus": "",
     }
@@ -379,3 +382,38 @@ def test_hardware_mujoco_is_the_sim_robot_on_the_second_engine_and_nothing_else_
 )
 def test_the_supervisor_is_told_which_node_drives_the_robot(arguments, driver):
     assert make_plan(**arguments).node("safety_supervisor").parameters["driver"] == driver
+
+
+def test_a_reality_robot_runs_on_its_sets_engine_with_its_model_and_hidden_conditions():
+    plan = make_plan(hardware="mujoco", reality="go2_independent", reality_robot=2, lockstep=True)
+    parameters = plan.node("sim_robot").parameters
+    assert (parameters["reality"], parameters["reality_robot"], parameters["conditions"]) == (
+        "go2_independent",
+        2,
+        "{}",
+    )
+    assert "model" not in parameters  # the set brings it; the node loads it
+    assert "reality" not in make_plan(hardware="mujoco").node("sim_robot").parameters
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        ({"hardware": "sim"}, "runs on mujoco: launch it with hardware:=mujoco"),
+        ({"hardware": "mujoco", "model": "example-robot-data:go2"}, "leave model:= and conditions:= out"),
+        ({"hardware": "mujoco", "conditions": "{latency: 0.01}"}, "leave model:= and conditions:= out"),
+        ({"hardware": "mujoco", "reality_robot": "-1"}, "reality_robot:=-1 must be 0 or more"),
+        ({"hardware": "mujoco", "reality_robot": "two"}, "reality_robot:='two' must be an integer"),
+        ({"hardware": "mujoco", "robot": "panda"}, "is a 'go2', not a 'panda'"),
+    ],
+)
+def test_a_reality_robot_refuses_what_would_pick_its_conditions(arguments, words):
+    with pytest.raises(PlanError, match=words):
+        make_plan(reality="go2_independent", **arguments)
+
+
+def test_a_reality_robot_needs_a_known_set_and_its_number_needs_the_set():
+    with pytest.raises(ConfigError, match="no_such_set"):
+        make_plan(hardware="mujoco", reality="no_such_set")
+    with pytest.raises(PlanError, match="reality_robot is for a reality set: give reality:=NAME"):
+        make_plan(hardware="mujoco", reality_robot=3)

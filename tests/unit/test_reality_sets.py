@@ -88,3 +88,30 @@ def test_eval_runs_the_reality_on_its_own_engine_and_model_beside_the_sim_and_hi
     assert reality.episode_details[0]["conditions"] == {} and not reality.condition_effects
     assert report.gaps[0].b == "reality:go2_independent"
     assert "reality:go2_independent ran on mujoco with model example-robot-data:go2" in report.table()
+
+
+def test_a_reality_robot_is_the_same_robot_each_time_and_states_only_the_published_noise():
+    from sim2real.evaluate.reality import reality_robot
+    from sim2real.sim.conditions import PhysicalConditions
+
+    first, again, other = (reality_robot("go2_independent", k, "go2") for k in (0, 0, 1))
+    assert (first.engine, first.model) == ("mujoco", "example-robot-data:go2")
+    assert first.conditions == again.conditions and first.conditions != other.conditions
+    assert first.conditions != PhysicalConditions() and "conditions" not in repr(first)
+    # The stated noise is the set's published mean (uniform [0.01, 0.06] -> 0.035), for every robot.
+    assert first.stated == other.stated and first.stated.gyro_noise == pytest.approx(0.035)
+    assert first.stated.ground_friction == PhysicalConditions().ground_friction  # nothing else stated
+    with pytest.raises(RealityError, match="a 'go2' set, asked for a 'panda'"):
+        reality_robot("go2_independent", 0, "panda")
+    with pytest.raises(ValueError, match="brings its own physical conditions"):
+        reality_robot("go2_independent", 0, "go2", "{latency: 0.02}")
+
+
+@pytest.mark.parametrize("path", sorted((share_dir() / "config" / "reality").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_shipped_reality_set_loads_with_its_seed_and_draws_inside_its_ranges(path):
+    reality = load_reality(path.stem)
+    assert reality.name == path.stem and path.with_suffix(".seed").is_file()
+    ranges = reality.conditions.distribution.ranges()
+    for k in range(5):
+        drawn = reality.conditions.sample(np.random.default_rng(k))
+        assert all(ranges[name][0] <= value <= ranges[name][1] for name, value in drawn.items())

@@ -173,3 +173,17 @@ def test_every_command_has_help_with_an_example(command, capsys):
         build_parser().parse_args([*command, "--help"])
     text = capsys.readouterr().out
     assert "example" in text and "sim2real " + command[0] in text
+
+
+def test_a_reality_robot_is_recorded_like_a_real_one_its_conditions_unknown_to_the_bag(tmp_path):
+    from sim2real.cli.main import build_parser
+
+    argv = ["sysid", "record", "--robot", "go2", "--hardware", "mujoco", "--suspended", "-o", str(tmp_path / "r")]
+    args = build_parser().parse_args([*argv, "--reality", "go2_independent", "--reality-robot", "2"])
+    plan = sysid_plan_from_args(args)
+    assert plan.node("sim_robot").parameters["reality_robot"] == 2 and not plan.known_conditions
+    assert plan.node("sysid_logger").parameters["conditions"] == ""  # as on hardware: the fit must find them
+    sim = sysid_plan_from_args(build_parser().parse_args([*argv, "--conditions", "{latency: 0.01}"]))
+    assert sim.known_conditions and sim.node("sysid_logger").parameters["conditions"] == "{latency: 0.01}"
+    model = sysid_plan_from_args(build_parser().parse_args([*argv, "--model", "example-robot-data:go2"]))
+    assert model.node("sim_robot").parameters["model"] == "example-robot-data:go2"

@@ -189,6 +189,8 @@ def cmd_dr_from_sysid(args: argparse.Namespace) -> int:
 
 def add_sysid_commands(sub, formatter) -> None:
     """Register `sysid` on the top-level subparsers of `sim2real`."""
+    from sim2real.graph.plan import add_simulated_robot_options
+
     sysid = sub.add_parser(
         "sysid",
         formatter_class=formatter,
@@ -304,7 +306,9 @@ def add_sysid_commands(sub, formatter) -> None:
         "  sim2real sysid record --robot panda --hardware ros2_control --controller "
         "forward_position_controller -o bags/panda_2\n"
         "  sim2real sysid record --robot panda --hardware sim --lockstep -o /tmp/b "
-        "--conditions '{motor_strength: 0.9}' --duration 30\n",
+        "--conditions '{motor_strength: 0.9}' --duration 30\n"
+        "  sim2real sysid record --robot go2 --hardware mujoco --reality go2_independent --suspended "
+        "--lockstep -o bags/reality_1\n",
     )
     record.add_argument("--robot", required=True, help="robot profile")
     record.add_argument(
@@ -339,6 +343,7 @@ def add_sysid_commands(sub, formatter) -> None:
     record.add_argument("--lockstep", action="store_true", help="sim only: lockstep (deterministic timing)")
     record.add_argument("--conditions", default="{}", help="sim only: hidden physical conditions as YAML")
     record.add_argument("--seed", type=int, default=0, help="sim only: noise seed")
+    add_simulated_robot_options(record)
     record.add_argument("--topics", nargs="*", default=[], help="extra topics to record (standard message types)")
     record.add_argument(
         "--suspended",

@@ -126,3 +126,53 @@ def load_reality(name_or_path: str | Path) -> RealitySet:
         conditions=RealityConditions(f"{PREFIX}{data['name']}", distribution, secret),
         source=str(path),
     )
+
+
+# The sensor noise a reality robot's driver states in its messages (an IMU covariance): the
+# set's published mean, as a datasheet gives it, never the robot's drawn value.
+STATED_NOISE = ("joint_position_noise", "joint_velocity_noise", "gyro_noise", "accelerometer_noise")
+
+
+@dataclass(frozen=True)
+class RealityRobot:
+    """One robot of a reality set, as a simulated robot node runs it: the engine and model to
+    load, the hidden conditions to run under, and the noise its driver may state."""
+
+    engine: str
+    model: str | None
+    conditions: Any  # sim.conditions.PhysicalConditions, hidden
+    stated: Any  # PhysicalConditions with the set's mean sensor noise, else nominal
+
+    def __repr__(self) -> str:
+        return f"RealityRobot({self.engine!r}, {self.model!r})"
+
+
+def reality_robot(name: str, index: int, robot: str, conditions: str = "{}") -> RealityRobot:
+    """Robot ``index`` of reality set ``name`` for profile ``robot``: the same robot whenever it
+    is asked for. ``conditions`` must be empty (a reality's conditions are its own); RealityError
+    or ValueError names what is wrong."""
+    from sim2real.sim.conditions import PhysicalConditions
+
+    reality = load_reality(name)
+    if reality.robot != robot:
+        raise RealityError(
+            reality.source,
+            "robot",
+            f"a {reality.robot!r} set, asked for a {robot!r}",
+            f"run it with robot {reality.robot}",
+        )
+    if conditions.strip() not in ("", "{}"):
+        raise ValueError(
+            f"reality set {reality.name!r} brings its own physical conditions; leave conditions out (got {conditions!r})"
+        )
+    if index < 0:
+        raise ValueError(f"reality robot {index} does not exist: robots are numbered 0, 1, 2, ...")
+    drawn = reality.conditions.sample(np.random.default_rng(index))
+    means = reality.conditions.parameters
+    stated = {name: means[name].mean for name in STATED_NOISE if name in means}
+    return RealityRobot(
+        engine=reality.engine,
+        model=reality.model,
+        conditions=PhysicalConditions(**drawn).validate(),
+        stated=PhysicalConditions(**stated).validate(),
+    )

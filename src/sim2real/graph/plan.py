@@ -91,6 +91,14 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {
             "mujoco only: another robot model than the profile's, a URDF/MJCF path or "
             "example-robot-data:go2 (an independently written Go2); '' = the profile's",
         ),
+        LaunchArgument(
+            "reality",
+            "",
+            "mujoco only: a robot of a reality set (config/reality/NAME.yaml): the set's model "
+            "under physical conditions drawn with its hidden seed, which no parameter, log or "
+            "message shows; record sysid bags, latency logs and failures on it as on a robot",
+        ),
+        LaunchArgument("reality_robot", "0", "with reality: which robot of the set (0, 1, 2, ...)"),
         LaunchArgument("seed", "0", "sim and mujoco only: seed for terrain and sensor noise"),
         LaunchArgument(
             "conditions", "{}", "sim and mujoco only: physical conditions as YAML, e.g. '{ground_friction: 0.5}'"
@@ -227,6 +235,32 @@ class BringupPlan:
                 return spec
         raise KeyError(f"no node {name!r} in the plan; nodes: {[n.name for n in self.nodes]}")
 
+    @property
+    def known_conditions(self) -> bool:
+        """Whether the robot's physical conditions are known: a simulated robot's are its
+        ``conditions``, unless it is a reality set's robot (hidden, as a real robot's)."""
+        sim = next((n for n in self.nodes if n.name == "sim_robot"), None)
+        return sim is not None and not sim.parameters.get("reality")
+
+
+# Which simulated robot runs (hardware:=mujoco): another model, or a robot of a reality set.
+# Every command that starts a simulated robot takes them (`up`, `sysid record`).
+SIMULATED_ROBOT_CHOICE = ("model", "reality", "reality_robot")
+
+
+def add_simulated_robot_options(parser) -> None:
+    """``--model``, ``--reality``, ``--reality-robot`` on an argparse parser, described as the
+    launch arguments are."""
+    for name in SIMULATED_ROBOT_CHOICE:
+        arg = LAUNCH_ARGUMENTS[name]
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=name,
+            default=arg.default,
+            type=int if name == "reality_robot" else str,
+            help=f"{arg.description} (launch: {name}:=)",
+        )
+
 
 def parse_arguments(values: Mapping[str, Any]) -> dict[str, Any]:
     """Launch arguments (strings from `ros2 launch`, or Python values) -> typed values."""
@@ -239,11 +273,11 @@ def parse_arguments(values: Mapping[str, Any]) -> dict[str, Any]:
         arg = LAUNCH_ARGUMENTS[name]
         if arg.choices == BOOL_CHOICES:
             typed[name] = parse_bool(name, value)
-        elif name == "seed":
+        elif name in ("seed", "reality_robot"):
             try:
                 typed[name] = int(value)
             except (TypeError, ValueError):
-                raise PlanError(f"launch argument seed:={value!r} must be an integer") from None
+                raise PlanError(f"launch argument {name}:={value!r} must be an integer") from None
         else:
             typed[name] = str(value)
             if arg.choices and {"true", "false"} <= set(arg.choices):  # a tri-state: True/False from Python too
@@ -343,10 +377,39 @@ def _check_combinations(args: dict[str, Any], sim: bool) -> None:
             f"launch argument model:={args['model']!r} is for hardware:=mujoco (PyBullet and real robots "
             "have the profile's model)"
         )
+    if args["reality"]:
+        _check_reality(args)
+    elif args["reality_robot"] != 0:
+        raise PlanError("launch argument reality_robot is for a reality set: give reality:=NAME too")
     if args["suspended"] == "true" and not sim:
         raise PlanError(
             "suspended:=true needs hardware:=sim or mujoco: hang the real robot on its gantry or stand yourself"
         )
+
+
+def _check_reality(args: dict[str, Any]) -> None:
+    """A reality set's robot: the set decides the model and the conditions, the hardware its engine."""
+    from sim2real.evaluate.reality import load_reality
+
+    reality = load_reality(args["reality"])  # a RealityError (an InputError) names what is wrong
+    if SIMULATED_HARDWARE.get(args["hardware"]) != reality.engine:
+        wanted = next(h for h, engine in SIMULATED_HARDWARE.items() if engine == reality.engine)
+        raise PlanError(
+            f"reality set {reality.name!r} runs on {reality.engine}: launch it with hardware:={wanted}, "
+            f"not hardware:={args['hardware']}"
+        )
+    if reality.robot != load_profile(args["robot"]).name:
+        raise PlanError(
+            f"reality set {reality.name!r} is a {reality.robot!r}, not a {args['robot']!r}: "
+            f"launch it with robot:={reality.robot}"
+        )
+    if args["model"] or args["conditions"].strip() not in ("", "{}"):
+        raise PlanError(
+            "a reality set brings its own robot model and physical conditions: leave model:= and "
+            "conditions:= out (that is the point: nobody picks a reality's conditions)"
+        )
+    if args["reality_robot"] < 0:
+        raise PlanError(f"launch argument reality_robot:={args['reality_robot']} must be 0 or more")
 
 
 def _hardware_nodes(args: dict[str, Any], profile: RobotProfile, robot: str, sim: bool) -> list[NodeSpec]:
@@ -385,6 +448,7 @@ def _hardware_nodes(args: dict[str, Any], profile: RobotProfile, robot: str, sim
                     "suspended": _suspended(args, profile),
                     "engine": SIMULATED_HARDWARE[args["hardware"]],
                     **({"model": args["model"]} if args["model"] else {}),
+                    **({"reality": args["reality"], "reality_robot": args["reality_robot"]} if args["reality"] else {}),
                 },
             )
         )

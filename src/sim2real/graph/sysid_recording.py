@@ -20,6 +20,7 @@ from sim2real.graph.plan import (
     BOOL_CHOICES,
     LAUNCH_ARGUMENTS,
     SIMULATED_HARDWARE,
+    SIMULATED_ROBOT_CHOICE,
     BringupPlan,
     LaunchArgument,
     NodeSpec,
@@ -42,6 +43,7 @@ SHARED = (
     "lockstep",
     "seed",
     "conditions",
+    *SIMULATED_ROBOT_CHOICE,
     "safety_config",
     "realtime",
     "realtime_cpus",
@@ -121,7 +123,7 @@ def make_sysid_plan(**arguments: Any) -> BringupPlan:
         "bag": str(Path(str(values["bag"])).absolute()),
         "use_sim_time": base.use_sim_time,
         "hardware": base.hardware,
-        "conditions": str(values["conditions"]) if base.hardware in SIMULATED_HARDWARE else "",
+        "conditions": str(values["conditions"]) if base.known_conditions else "",
         "suspended": suspended,
     }
     for name in ("kind", "joints", "extra_topics"):
@@ -218,6 +220,7 @@ def sysid_plan_from_args(args: argparse.Namespace) -> BringupPlan:
         realtime=getattr(args, "realtime", False),
         realtime_cpus=getattr(args, "realtime_cpus", ""),
         **{name: value for name, value in hardware_part.items() if value is not None},
+        **{name: getattr(args, name) for name in SIMULATED_ROBOT_CHOICE if hasattr(args, name)},
     )
 
 

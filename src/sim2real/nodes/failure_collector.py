@@ -49,7 +49,8 @@ from sim2real.nodes.polled import companion_node, never_called
 IMU_DECIMATION = 5  # fall detection at 100 Hz of a 500 Hz IMU is plenty
 POLL_PERIOD_S = 0.05  # drain the subscriptions, start due writes, watch for silence
 DIAGNOSTICS_PERIOD_S = 1.0
-SIM_PARAMETERS = ("conditions", "suspended", "engine", "model")  # asked of sim_robot for failure.json
+# Asked of sim_robot for failure.json (a reality robot's conditions stay hidden: its name is said).
+SIM_PARAMETERS = ("conditions", "suspended", "engine", "model", "reality", "reality_robot")
 SIM_PARAMETERS_TIMEOUT_S = 2.0  # s for sim_robot to answer before an unanswered name is asked again
 SIM_PARAMETERS_WARN_AFTER = 5  # requests without an answer before the collector says so
 # Best effort matches every publisher (reliable or not) and never slows one down. The DDS
@@ -301,6 +302,11 @@ class FailureCollectorNode(Node):
                     "conditions": yaml.safe_load(answers["conditions"].string_value or "{}") or {},
                     "suspended": bool(answers["suspended"].bool_value) if "suspended" in answers else False,
                 }
+                if "reality" in answers and answers["reality"].string_value:
+                    # Conditions unknown, as a real robot's: the pipeline reads identified ones.
+                    robot = answers["reality_robot"].integer_value if "reality_robot" in answers else 0
+                    info = {k: v for k, v in self.collector.static_info.items() if k != "conditions"}
+                    self.collector.static_info = {**info, "reality": f"{answers['reality'].string_value} robot {robot}"}
             self._sim_params = None
 
     def _poll(self) -> None:

@@ -42,6 +42,7 @@ from sim2real.core.joint_command import CommandRefused, JointCommandMapper
 from sim2real.core.period_stats import PeriodStats
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.rotations import world_to_body
+from sim2real.evaluate.reality import reality_robot as reality_robot_of
 from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.command_source import CommandSource
 from sim2real.nodes.params import declare
@@ -99,15 +100,34 @@ class SimRobotNode(Node):
             "mujoco only: another robot model than the profile's (URDF/MJCF path or "
             "example-robot-data:go2); '' = the profile's",
         )
+        reality = declare(
+            self,
+            "reality",
+            "",
+            "A robot of a reality set (config/reality/NAME.yaml): the set's engine and model under "
+            "conditions drawn with its hidden seed, shown nowhere; '' = engine, model and conditions as given",
+        )
+        reality_robot = declare(self, "reality_robot", 0, "With reality: which robot of the set", at_least=0)
         self.profile = load_profile(robot)
+        if reality:
+            hidden = reality_robot_of(reality, reality_robot, self.profile.name, conditions)
+            engine, model, world_conditions = hidden.engine, hidden.model or "", hidden.conditions
+            stated = hidden.stated
+            described = f"reality:{reality} robot {reality_robot}, conditions hidden"
+        else:
+            world_conditions = stated = PhysicalConditions.from_yaml(conditions)
+            described = model
         self.world = make_world(
             engine,
             self.profile,
             model=model or None,
-            conditions=PhysicalConditions.from_yaml(conditions),
+            conditions=world_conditions,
             seed=seed,
             suspended=suspended,
         )
+        # The noise the IMU message states: a reality robot's driver gives the set's datasheet
+        # figure, never the drawn truth.
+        self._stated_conditions = stated
         self.world.command(self.profile.default_positions)
         self.command_timeout = command_timeout or self.profile.command_timeout
         self.sensing_ns = round(self.profile.sensing_period * NS_PER_S)
@@ -146,7 +166,8 @@ class SimRobotNode(Node):
         self._joint_msg = JointState(name=self.profile.joint_names)
         self._thread = threading.Thread(target=self._run_loop, name="sim_robot_loop", daemon=True)
         self.get_logger().info(
-            f"{self.profile.name} on {engine}{f' ({model})' if model else ''}: {self.profile.num_joints} joints, "
+            f"{self.profile.name} on {engine}{f' ({described})' if described else ''}: "
+            f"{self.profile.num_joints} joints, "
             f"sensing {1 / self.profile.sensing_period:.0f} Hz, "
             f"{'lockstep (publishing /clock)' if self.lockstep else 'real time'}"
             f"{', suspended (feet clear of the ground)' if suspended else ''}"
@@ -269,7 +290,7 @@ class SimRobotNode(Node):
         w, a = imu.angular_velocity, imu.linear_acceleration
         imu_msg.angular_velocity.x, imu_msg.angular_velocity.y, imu_msg.angular_velocity.z = map(float, w)
         imu_msg.linear_acceleration.x, imu_msg.linear_acceleration.y, imu_msg.linear_acceleration.z = map(float, a)
-        conditions = self.world.conditions
+        conditions = self._stated_conditions
         imu_msg.angular_velocity_covariance[0::4] = [conditions.gyro_noise**2] * 3
         imu_msg.linear_acceleration_covariance[0::4] = [conditions.accelerometer_noise**2] * 3
         self._imu_pub.publish(imu_msg)

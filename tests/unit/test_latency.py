@@ -135,6 +135,15 @@ def test_dr_from_latency_command_writes_a_loadable_randomization(tmp_path, capsy
     assert 0.019 <= low < 0.0195 and 0.0215 < high <= 0.0219
     assert main(["dr", "from-latency", str(tmp_path / "missing.jsonl"), "-o", str(out)]) == 2
     assert "latency_log" in capsys.readouterr().err
+    # On a base (an identified randomization, say): its other ranges kept, its latency replaced.
+    combined = tmp_path / "reference_latency.yaml"
+    assert main(["dr", "from-latency", str(log), "--base", "go2_reference", "-o", str(combined)]) == 0
+    reference, merged = load_randomization("go2_reference").ranges(), load_randomization(combined).ranges()
+    assert merged["latency"] == load_randomization(out).ranges()["latency"] != reference["latency"]
+    assert {k: v for k, v in merged.items() if k != "latency"} == {k: v for k, v in reference.items() if k != "latency"}
+    assert load_randomization(combined).name == "reference_latency"
+    assert main(["dr", "from-latency", str(log), "--base", "no_such_ranges", "-o", str(combined)]) == 2
+    assert "no_such_ranges" in capsys.readouterr().err
 
 
 def test_only_the_latency_beyond_training_is_compensated():

@@ -282,6 +282,9 @@ def run_node(*ros_args: str) -> subprocess.CompletedProcess:
         (["-p", 'conditions:="{ground_friction: -1.0}"'], "ground_friction"),
         (["-p", "command_timeout:=-0.1"], "command_timeout:=-0.1 must be a finite number >= 0"),
         (["-p", "command_timeout:=.nan"], "command_timeout:=nan must be a finite number"),
+        (["-p", "reality:=go2_worn"], "runs on mujoco, and this node's engine is pybullet: set engine:=mujoco"),
+        (["-p", "reality:=go2_worn", "-p", "engine:=mujoco", "-p", "reality_robot:=-1"], "reality_robot:=-1"),
+        (["-p", "reality:=no_such_set", "-p", "engine:=mujoco"], "no_such_set"),
     ],
 )
 def test_bad_configuration_exits_with_a_clear_message(ros_args, words):

@@ -91,7 +91,7 @@ def test_eval_runs_the_reality_on_its_own_engine_and_model_beside_the_sim_and_hi
 
 
 def test_a_reality_robot_is_the_same_robot_each_time_and_states_only_the_published_noise():
-    from sim2real.evaluate.reality import reality_robot
+    from sim2real.evaluate.reality import load_reality_robot as reality_robot
     from sim2real.sim.conditions import PhysicalConditions
 
     first, again, other = (reality_robot("go2_independent", k, "go2") for k in (0, 0, 1))
@@ -105,6 +105,26 @@ def test_a_reality_robot_is_the_same_robot_each_time_and_states_only_the_publish
         reality_robot("go2_independent", 0, "panda")
     with pytest.raises(ValueError, match="brings its own physical conditions"):
         reality_robot("go2_independent", 0, "go2", "{latency: 0.02}")
+    assert reality_robot("go2_independent", 0, "go2", "{ }").conditions == first.conditions
+
+
+def test_no_robot_measured_through_the_graph_is_one_an_evaluation_scores():
+    from sim2real.evaluate.reality import load_reality_robot
+
+    for name in ("go2_independent", "go2_worn"):
+        reality = load_reality(name)
+        graph = [load_reality_robot(name, k, "go2").conditions for k in range(5)]
+        # The suite draws episode k with default_rng(seed + k), seeds from 0.
+        scored = [reality.conditions.sample(np.random.default_rng(k)) for k in range(200)]
+        assert not any(vars(robot) == {**vars(robot), **episode} for robot in graph for episode in scored)
+        assert len({robot.mass_scale for robot in graph}) == 5
+
+
+def test_a_set_read_without_its_seed_says_what_it_is_and_draws_nothing():
+    reality = load_reality("go2_worn", secret=False)
+    assert (reality.robot, reality.engine, reality.model) == ("go2", "mujoco", "example-robot-data:go2")
+    with pytest.raises(RealityError, match="read without its secret"):
+        reality.conditions.sample(np.random.default_rng(0))
 
 
 @pytest.mark.parametrize("path", sorted((share_dir() / "config" / "reality").glob("*.yaml")), ids=lambda p: p.stem)

@@ -20,8 +20,7 @@ def cmd_dr_from_latency(args: argparse.Namespace) -> int:
         if args.base:
             # Every other condition as the base draws it (its own latency replaced by the measured one).
             base = load_randomization(args.base).to_dict()
-            data = {"name": data["name"], **base, "parameters": {**base["parameters"], **data["parameters"]}}
-            data["name"] = args.name or Path(args.output).stem
+            data = {**base, "name": data["name"], "parameters": {**base["parameters"], **data["parameters"]}}
     except (ValueError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

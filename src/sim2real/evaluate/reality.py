@@ -6,12 +6,15 @@ physical conditions in the randomization format. The draws depend on a secret se
 ``<name>.seed`` beside the YAML, which only this module reads: a training run, a system
 identification or a randomization fitted to bags cannot tune itself to the draws, because
 no code of theirs can make them (``tests/unit/test_reality_sets.py`` enforces that no module
-under ``train/``, ``sysid/`` or ``sim/``, nor the pipeline, imports this one or names the
-seed files). What they see of a reality is what a user sees of a robot: bags recorded on it
-through the graph (``hardware:=mujoco model:=...``) and evaluation figures.
+under ``train/``, ``sysid/``, ``sim/`` or ``core/``, nor the pipeline or the sysid recording,
+imports this one or names the seed files). What they see of a reality is what a user sees of
+a robot: bags and logs recorded on its robots through the graph (``hardware:=mujoco
+reality:=<name> reality_robot:=K``, whose sim_robot alone draws the robot) and evaluation
+figures.
 
 ``--worlds reality:<name>`` makes a world set of it: each episode draws one robot, from the
-secret seed and the episode's own seed.
+secret seed and the episode's own seed. The graph's robot K comes from a stream of its own,
+so no robot measured through the graph is one an evaluation scores.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ class RealityConditions:
 
     name: str
     distribution: Randomization
-    secret: int
+    secret: int | None  # None: read without the seed (what the set is, not its robots)
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -53,6 +56,10 @@ class RealityConditions:
         return None  # shoves belong to scenarios, not to the robot
 
     def sample(self, rng: np.random.Generator) -> dict[str, float]:
+        if self.secret is None:
+            raise RealityError(
+                self.name, "seed", "this copy of the set was read without its secret", "draw with load_reality(name)"
+            )
         episode = int(rng.integers(2**62))
         return self.distribution.sample(np.random.default_rng([self.secret, episode]))
 
@@ -78,8 +85,10 @@ class RealitySet:
     source: str
 
 
-def load_reality(name_or_path: str | Path) -> RealitySet:
-    """A reality set by name (``go2_independent``) or path; RealityError names what is wrong."""
+def load_reality(name_or_path: str | Path, *, secret: bool = True) -> RealitySet:
+    """A reality set by name (``go2_independent``) or path; RealityError names what is wrong.
+    ``secret=False`` leaves the seed unread: the set's robot, engine and model and its published
+    distribution, but no draws (what a launch plan checks)."""
     path, data = read_config("reality", name_or_path, RealityError, "reality set")
 
     def fail(field: str, problem: str, fix: str) -> RealityError:
@@ -111,7 +120,7 @@ def load_reality(name_or_path: str | Path) -> RealitySet:
         raise fail("conditions.pushes", "a reality set draws robots, not shoves", "put pushes in a suite scenario")
     seed_file = Path(path).with_suffix(".seed")
     try:
-        secret = int(seed_file.read_text().strip())
+        drawn_with = int(seed_file.read_text().strip()) if secret else None
     except (OSError, ValueError):
         raise fail(
             "seed",
@@ -123,14 +132,17 @@ def load_reality(name_or_path: str | Path) -> RealitySet:
         robot=data["robot"],
         engine=engine,
         model=model,
-        conditions=RealityConditions(f"{PREFIX}{data['name']}", distribution, secret),
+        conditions=RealityConditions(f"{PREFIX}{data['name']}", distribution, drawn_with),
         source=str(path),
     )
 
 
-# The sensor noise a reality robot's driver states in its messages (an IMU covariance): the
+# The sensor noise a reality robot's driver states in its messages (the IMU's covariance): the
 # set's published mean, as a datasheet gives it, never the robot's drawn value.
-STATED_NOISE = ("joint_position_noise", "joint_velocity_noise", "gyro_noise", "accelerometer_noise")
+STATED_NOISE = ("gyro_noise", "accelerometer_noise")
+# The graph's robots come from their own stream of draws: an evaluation's episode k draws from
+# default_rng(seed + k), so robot K of the graph is never a robot an evaluation scores.
+_GRAPH_ROBOTS = 0x6772_6170
 
 
 @dataclass(frozen=True)
@@ -147,7 +159,7 @@ class RealityRobot:
         return f"RealityRobot({self.engine!r}, {self.model!r})"
 
 
-def reality_robot(name: str, index: int, robot: str, conditions: str = "{}") -> RealityRobot:
+def load_reality_robot(name: str, index: int, robot: str, conditions: str = "{}") -> RealityRobot:
     """Robot ``index`` of reality set ``name`` for profile ``robot``: the same robot whenever it
     is asked for. ``conditions`` must be empty (a reality's conditions are its own); RealityError
     or ValueError names what is wrong."""
@@ -161,13 +173,13 @@ def reality_robot(name: str, index: int, robot: str, conditions: str = "{}") -> 
             f"a {reality.robot!r} set, asked for a {robot!r}",
             f"run it with robot {reality.robot}",
         )
-    if conditions.strip() not in ("", "{}"):
+    if conditions_given(conditions):
         raise ValueError(
             f"reality set {reality.name!r} brings its own physical conditions; leave conditions out (got {conditions!r})"
         )
     if index < 0:
         raise ValueError(f"reality robot {index} does not exist: robots are numbered 0, 1, 2, ...")
-    drawn = reality.conditions.sample(np.random.default_rng(index))
+    drawn = reality.conditions.sample(np.random.default_rng([_GRAPH_ROBOTS, index]))
     means = reality.conditions.parameters
     stated = {name: means[name].mean for name in STATED_NOISE if name in means}
     return RealityRobot(
@@ -176,3 +188,13 @@ def reality_robot(name: str, index: int, robot: str, conditions: str = "{}") -> 
         conditions=PhysicalConditions(**drawn).validate(),
         stated=PhysicalConditions(**stated).validate(),
     )
+
+
+def conditions_given(conditions: str) -> bool:
+    """Whether a conditions YAML sets anything (``''``, ``'{}'`` and ``'{ }'`` do not)."""
+    import yaml
+
+    try:
+        return bool(yaml.safe_load(conditions or "{}"))
+    except yaml.YAMLError:
+        return True  # not empty, whatever it is

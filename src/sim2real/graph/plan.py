@@ -94,9 +94,10 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {
         LaunchArgument(
             "reality",
             "",
-            "mujoco only: a robot of a reality set (config/reality/NAME.yaml): the set's model "
-            "under physical conditions drawn with its hidden seed, which no parameter, log or "
-            "message shows; record sysid bags, latency logs and failures on it as on a robot",
+            "a robot of a reality set (config/reality/NAME.yaml) on the set's engine "
+            "(hardware:=mujoco for the shipped sets): the set's model under physical conditions "
+            "drawn with its hidden seed, which no parameter, log or message shows; record sysid "
+            "bags, latency logs and failures on it as on a robot",
         ),
         LaunchArgument("reality_robot", "0", "with reality: which robot of the set (0, 1, 2, ...)"),
         LaunchArgument("seed", "0", "sim and mujoco only: seed for terrain and sensor noise"),
@@ -245,13 +246,13 @@ class BringupPlan:
 
 # Which simulated robot runs (hardware:=mujoco): another model, or a robot of a reality set.
 # Every command that starts a simulated robot takes them (`up`, `sysid record`).
-SIMULATED_ROBOT_CHOICE = ("model", "reality", "reality_robot")
+SIMULATED_ROBOT_ARGUMENTS = ("model", "reality", "reality_robot")
 
 
 def add_simulated_robot_options(parser) -> None:
     """``--model``, ``--reality``, ``--reality-robot`` on an argparse parser, described as the
     launch arguments are."""
-    for name in SIMULATED_ROBOT_CHOICE:
+    for name in SIMULATED_ROBOT_ARGUMENTS:
         arg = LAUNCH_ARGUMENTS[name]
         parser.add_argument(
             "--" + name.replace("_", "-"),
@@ -389,9 +390,10 @@ def _check_combinations(args: dict[str, Any], sim: bool) -> None:
 
 def _check_reality(args: dict[str, Any]) -> None:
     """A reality set's robot: the set decides the model and the conditions, the hardware its engine."""
-    from sim2real.evaluate.reality import load_reality
+    from sim2real.evaluate.reality import conditions_given, load_reality
 
-    reality = load_reality(args["reality"])  # a RealityError (an InputError) names what is wrong
+    # What the set is, not its robots: the seed stays with the sim_robot that draws them.
+    reality = load_reality(args["reality"], secret=False)  # a RealityError names what is wrong
     if SIMULATED_HARDWARE.get(args["hardware"]) != reality.engine:
         wanted = next(h for h, engine in SIMULATED_HARDWARE.items() if engine == reality.engine)
         raise PlanError(
@@ -403,7 +405,7 @@ def _check_reality(args: dict[str, Any]) -> None:
             f"reality set {reality.name!r} is a {reality.robot!r}, not a {args['robot']!r}: "
             f"launch it with robot:={reality.robot}"
         )
-    if args["model"] or args["conditions"].strip() not in ("", "{}"):
+    if args["model"] or conditions_given(args["conditions"]):
         raise PlanError(
             "a reality set brings its own robot model and physical conditions: leave model:= and "
             "conditions:= out (that is the point: nobody picks a reality's conditions)"

@@ -20,7 +20,7 @@ from sim2real.graph.plan import (
     BOOL_CHOICES,
     LAUNCH_ARGUMENTS,
     SIMULATED_HARDWARE,
-    SIMULATED_ROBOT_CHOICE,
+    SIMULATED_ROBOT_ARGUMENTS,
     BringupPlan,
     LaunchArgument,
     NodeSpec,
@@ -43,7 +43,7 @@ SHARED = (
     "lockstep",
     "seed",
     "conditions",
-    *SIMULATED_ROBOT_CHOICE,
+    *SIMULATED_ROBOT_ARGUMENTS,
     "safety_config",
     "realtime",
     "realtime_cpus",
@@ -220,7 +220,7 @@ def sysid_plan_from_args(args: argparse.Namespace) -> BringupPlan:
         realtime=getattr(args, "realtime", False),
         realtime_cpus=getattr(args, "realtime_cpus", ""),
         **{name: value for name, value in hardware_part.items() if value is not None},
-        **{name: getattr(args, name) for name in SIMULATED_ROBOT_CHOICE if hasattr(args, name)},
+        **{name: getattr(args, name) for name in SIMULATED_ROBOT_ARGUMENTS if hasattr(args, name)},
     )
 
 

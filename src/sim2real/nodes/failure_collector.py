@@ -292,9 +292,9 @@ class FailureCollectorNode(Node):
                 if future.result() is not None and future.result().values
             }
             if "conditions" in answers:
-                # A new dict, not an update: the writer thread may be reading the old one.
+                # A new dict, built whole, not an update: the writer thread may be reading the old one.
                 engine = answers["engine"].string_value if "engine" in answers else "pybullet"
-                self.collector.static_info = {
+                info = {
                     **self.collector.static_info,
                     "hardware": "mujoco" if engine == "mujoco" else "sim",
                     "engine": engine or "pybullet",
@@ -304,9 +304,10 @@ class FailureCollectorNode(Node):
                 }
                 if "reality" in answers and answers["reality"].string_value:
                     # Conditions unknown, as a real robot's: the pipeline reads identified ones.
+                    del info["conditions"]
                     robot = answers["reality_robot"].integer_value if "reality_robot" in answers else 0
-                    info = {k: v for k, v in self.collector.static_info.items() if k != "conditions"}
-                    self.collector.static_info = {**info, "reality": f"{answers['reality'].string_value} robot {robot}"}
+                    info["reality"] = f"{answers['reality'].string_value} robot {robot}"
+                self.collector.static_info = info
             self._sim_params = None
 
     def _poll(self) -> None:

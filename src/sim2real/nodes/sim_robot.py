@@ -42,7 +42,7 @@ from sim2real.core.joint_command import CommandRefused, JointCommandMapper
 from sim2real.core.period_stats import PeriodStats
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.rotations import world_to_body
-from sim2real.evaluate.reality import reality_robot as reality_robot_of
+from sim2real.evaluate.reality import load_reality_robot
 from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.command_source import CommandSource
 from sim2real.nodes.params import declare
@@ -110,7 +110,12 @@ class SimRobotNode(Node):
         reality_robot = declare(self, "reality_robot", 0, "With reality: which robot of the set", at_least=0)
         self.profile = load_profile(robot)
         if reality:
-            hidden = reality_robot_of(reality, reality_robot, self.profile.name, conditions)
+            hidden = load_reality_robot(reality, reality_robot, self.profile.name, conditions)
+            if hidden.engine != engine:
+                raise ValueError(
+                    f"reality set {reality!r} runs on {hidden.engine}, and this node's engine is {engine}: "
+                    f"set engine:={hidden.engine} (hardware:=mujoco in a launch)"
+                )
             engine, model, world_conditions = hidden.engine, hidden.model or "", hidden.conditions
             stated = hidden.stated
             described = f"reality:{reality} robot {reality_robot}, conditions hidden"

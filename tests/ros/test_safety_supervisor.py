@@ -20,6 +20,7 @@ from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import load_safety_config
 from sim2real.nodes import qos
 from tests.ros.conftest import RECORD, wait_for
+from tests.safety_configs import shipped_with
 
 pytestmark = pytest.mark.ros
 
@@ -125,6 +126,20 @@ def active_go2(probe, start_graph):
     return operator
 
 
+@pytest.fixture
+def active_go2_sensor_gaps_tolerated(probe, start_graph, tmp_path):
+    """As active_go2, with the sensor deadlines at 0.25 s: a real-time sim on a loaded 2-core
+    machine leaves 50-60 ms gaps in /joint_states now and then, and a test of something else
+    must not end in DAMPING for them (the staleness tests use the shipped deadlines)."""
+    relaxed = {"deadline": 0.25}
+    config = shipped_with("go2", tmp_path, joint_states_stale=relaxed, imu_stale=relaxed)
+    graph = start_graph(robot="go2", only=["sim_robot", "safety_supervisor"], safety_config=str(config))
+    operator = Operator(probe, GO2)
+    operator.start()
+    operator.graph = graph
+    return operator
+
+
 SETTLE_S = 0.5  # s ACTIVE after the blend before a test begins (start-up stalls trip before that)
 
 # Wall-clock bound on seeing a mode change from the test's side (DDS, the probe's executor,
@@ -155,7 +170,9 @@ def test_policy_runtime_crash_stops_within_two_periods_of_the_deadline(active_go
 
 
 @pytest.mark.timing_sensitive(reason="wall-clock delay from a policy command to the supervisor's on a shared machine")
-def test_a_policy_command_goes_to_the_robot_when_it_arrives_not_at_the_next_timer_tick(active_go2, probe):
+def test_a_policy_command_goes_to_the_robot_when_it_arrives_not_at_the_next_timer_tick(
+    active_go2_sensor_gaps_tolerated, probe
+):
     """In real time the first policy command of each period ticks the supervisor as it arrives:
     the command to the robot follows within a few ms. A timer tick would pass it on anywhere
     from 0 to a whole period later (median half a period)."""
@@ -167,7 +184,7 @@ def test_a_policy_command_goes_to_the_robot_when_it_arrives_not_at_the_next_time
         policy, commands = np.array(policy_seen[5:-5]), np.array(commands_seen)
     following = np.searchsorted(commands, policy)
     delays = commands[following[following < len(commands)]] - policy[following < len(commands)]
-    assert len(delays) > 50 and active_go2.mode() == "ACTIVE"
+    assert len(delays) > 50 and active_go2_sensor_gaps_tolerated.mode() == "ACTIVE"
     assert np.median(delays) < 0.3 * PERIOD, f"median {np.median(delays) * 1e3:.1f} ms from policy to robot"
 
 

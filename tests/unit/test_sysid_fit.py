@@ -198,3 +198,14 @@ def test_fit_workers_are_not_forks_of_the_calling_process(tmp_path, panda):
     finally:
         pool.close()
     assert os.getpid() not in parents
+
+
+def test_the_command_line_fits_with_the_library_defaults():
+    """`sim2real sysid fit` without options fits as FitOptions() does (the CLI keeps its own
+    literals so that `--help` does not import scipy)."""
+    from sim2real.cli.main import build_parser
+
+    args = build_parser().parse_args(["sysid", "fit", "bag", "--robot", "panda", "-o", "out.yaml"])
+    defaults = FitOptions()
+    for name in ("max_iterations", "cma_iterations", "train_seconds", "train_fraction", "seed"):
+        assert getattr(args, name) == getattr(defaults, name), name

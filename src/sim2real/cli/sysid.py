@@ -256,7 +256,12 @@ def add_sysid_commands(sub, formatter) -> None:
         help="seconds of training windows replayed per candidate (more: slower, less noisy)",
     )
     fit.add_argument("--cma-iterations", type=int, default=10, help="CMA-ES iterations (global search)")
-    fit.add_argument("--max-iterations", type=int, default=30, help="least-squares steps before giving up")
+    fit.add_argument(
+        "--max-iterations",
+        type=int,
+        default=100,  # FitOptions.max_iterations (imported lazily, with scipy behind it)
+        help="least-squares steps before the fit counts as not converged (default: 100)",
+    )
     fit.add_argument("--seed", type=int, default=0, help="CMA-ES seed")
     fit.add_argument("--no-rigid-body", action="store_true", help="skip the rigid-body identification")
     fit.add_argument("--no-plots", action="store_true", help="skip the before/after plot")

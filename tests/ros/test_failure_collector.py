@@ -232,6 +232,7 @@ def test_in_lockstep_a_snapshot_bundle_is_on_the_sim_clock(probe, start_graph, t
     assert 1.5 * NS < info["time_ns"] < sim_s() * NS  # on the sim clock, not the wall clock
     assert info["hardware"] == "mujoco" and info["suspended"] is True
     assert info["reality"] == "go2_independent robot 1" and "conditions" not in info
+    assert info["model"] == "example-robot-data:go2"  # a replay runs on the set's robot model
     offsets = []
     for _, t, msg in read_bag(bundle.path, ["/joint_states"]):
         assert info["window"]["start_ns"] <= t <= info["window"]["end_ns"]

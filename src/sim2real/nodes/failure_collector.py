@@ -41,6 +41,7 @@ from sim2real.core.bags import diagnostic_statuses, imu_orientation, joint_state
 from sim2real.core.failure_capture import FailureCollector, FailureDetector, Trigger, wall_to_clock
 from sim2real.core.failure_config import load_failure_config
 from sim2real.core.robot_profile import load_profile
+from sim2real.evaluate.reality import RealityError, load_reality
 from sim2real.nodes import lifecycle
 from sim2real.nodes.diagnostics import publish_status
 from sim2real.nodes.params import declare
@@ -303,10 +304,16 @@ class FailureCollectorNode(Node):
                     "suspended": bool(answers["suspended"].bool_value) if "suspended" in answers else False,
                 }
                 if "reality" in answers and answers["reality"].string_value:
-                    # Conditions unknown, as a real robot's: the pipeline reads identified ones.
+                    # Conditions unknown, as a real robot's: the pipeline reads identified ones. The
+                    # set's model is no secret: a replay runs on it.
+                    name = answers["reality"].string_value
                     del info["conditions"]
+                    try:
+                        info["model"] = load_reality(name, secret=False).model
+                    except RealityError:  # the set's file went away since sim_robot read it
+                        info["model"] = None
                     robot = answers["reality_robot"].integer_value if "reality_robot" in answers else 0
-                    info["reality"] = f"{answers['reality'].string_value} robot {robot}"
+                    info["reality"] = f"{name} robot {robot}"
                 self.collector.static_info = info
             self._sim_params = None
 

@@ -28,7 +28,7 @@ def cmd_dr_from_latency(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     header = (
         f"# Written by `sim2real dr from-latency` from {', '.join(args.logs)}: {summary['samples']} samples, "
-        f"p50 {summary['p50_s'] * 1e3:.1f} ms, p99 {summary['p99_s'] * 1e3:.1f} ms, "
+        f"p1 {summary['p1_s'] * 1e3:.1f} ms, p50 {summary['p50_s'] * 1e3:.1f} ms, p99 {summary['p99_s'] * 1e3:.1f} ms, "
         f"max {summary['max_s'] * 1e3:.1f} ms (sensor -> command + command -> actuation)"
         + (f"; every other condition as in {args.base}" if args.base else "")
         + ".\n"
@@ -60,7 +60,7 @@ def add_dr_from_latency(dr_sub, formatter) -> None:
         "-p latency_log:=lat.jsonl)\n"
         "  sim2real dr from-latency lat.jsonl -o config/randomization/robot1_latency.yaml\n"
         "  sim2real dr from-latency lat.jsonl --base config/randomization/robot1_identified.yaml "
-        "-o config/randomization/robot1_identified_latency.yaml\n",
+        "-o config/randomization/robot1_measured.yaml\n",
     )
     parser.add_argument("logs", nargs="+", help="latency log files (JSON lines) written by policy_runtime")
     parser.add_argument("-o", "--output", required=True, help="randomization YAML to write")

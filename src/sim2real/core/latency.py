@@ -280,6 +280,7 @@ def latency_randomization(
     }
     summary = {
         "samples": int(samples.size),
+        "p1_s": float(np.percentile(samples, 1)),
         "p50_s": float(np.percentile(samples, 50)),
         "p99_s": float(np.percentile(samples, 99)),
         "max_s": float(samples.max()),

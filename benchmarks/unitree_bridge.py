@@ -6,8 +6,9 @@ Two paths, each timed end to end from this process (same clock):
 - command: /joint_commands published here -> LowCmd received on rt/lowcmd.
 Through ``unitree_bridge`` (a real node process: CRC check, joint mapping, IMU and /joy, the
 damping/preflight logic), and through a bare relay process that does only the hop (cyclonedds
-take -> rclpy publish of a JointState; rclpy callback -> the bridge's sealed frame written): the floor of
-a Python DDS<->ROS hop on this machine. Printed: p50/p99 of both, the bridge's excess over the
+take -> rclpy publish of a JointState; rclpy callback -> the bridge's sealed frame written, and
+that frame resent with every LowState, as any Go2 low-level writer sends LowCmd at the robot's
+rate): the floor of a Python DDS<->ROS hop on this machine. Printed: p50/p99 of both, the bridge's excess over the
 relay, and each process's CPU for the 500 Hz stream. Segments alternate bridge, relay, bridge,
 relay so machine noise falls on both.
 
@@ -53,8 +54,11 @@ def relay_main(domain: int) -> int:
 
     low_level = Go2LowLevel(profile)
 
+    newest = [None]  # the frame last commanded, resent with every LowState as the bridge does
+
     def on_command(msg: JointState) -> None:  # the bridge's own frame path, without its checks
-        dds.write_frame(low_level.command_frame(JointTargets.positions(msg.position)))
+        newest[0] = frame = low_level.command_frame(JointTargets.positions(msg.position))
+        dds.write_frame(frame)
 
     node.create_subscription(JointState, "/joint_commands", on_command, qos.COMMAND)
     stop = threading.Event()
@@ -65,6 +69,8 @@ def relay_main(domain: int) -> int:
         while not stop.is_set():
             for values in dds.take_state_values(0.1):  # the bridge's own take, without the checks
                 publisher.publish(JointState(name=profile.joint_names, position=[values[i] for i in q_at]))
+                if newest[0] is not None:  # a Go2 takes LowCmd at its LowState rate
+                    dds.write_frame(newest[0])
 
     reader = threading.Thread(target=states, daemon=True)
     reader.start()
@@ -174,6 +180,7 @@ def main() -> int:
     if args.relay is not None:
         return relay_main(args.relay)
     import rclpy
+    import rclpy.executors
     from sensor_msgs.msg import JointState
 
     from sim2real.nodes import qos
@@ -188,7 +195,10 @@ def main() -> int:
         lambda m: arrivals.append((time.perf_counter(), m.position[0])),
         qos.SENSOR_SUBSCRIBE,
     )
-    threading.Thread(target=rclpy.spin, args=(node,), daemon=True).start()
+    executor = rclpy.executors.SingleThreadedExecutor()
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
     results = {"bridge": [], "relay": []}
     for kind in ("bridge", "relay", "bridge", "relay"):
         results[kind].append(segment(kind, domain, args.seconds, node, arrivals))
@@ -209,6 +219,9 @@ def main() -> int:
     cpu_b = np.mean([r["cpu"] for r in results["bridge"]])
     cpu_r = np.mean([r["cpu"] for r in results["relay"]])
     print(f"CPU: bridge {cpu_b * 100:.0f} % of a core, relay {cpu_r * 100:.0f} % ({cpu_b / cpu_r:.2f}x)")
+    executor.shutdown()  # the spin thread out of rclpy before the context goes (else a C++ abort)
+    spinner.join(timeout=5.0)
+    node.destroy_node()
     rclpy.shutdown()
     return 0
 

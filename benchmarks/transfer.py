@@ -27,7 +27,11 @@ Rows (config/experiments/go2_walk/transfer/): ``no_randomization`` (the shipped 
 nominal world, from scratch); ``reference`` (the shipped policy: the same recipe on the reference
 ranges); then fine-tunes of the shipped policy for 300 iterations on the same ranges (a control:
 what more training alone gives), under adaptive DR, on the ranges re-centred on the sysid fit, and
-on those with the measured latency.
+on those with the measured latency. Last, ``pipeline``: the measured-latency row's policy walks the
+same three robots with the failure collector on, and `sim2real pipeline` takes its bundles on:
+            sim2real up ... --reality-robot K --lockstep --policy BASE --demo --failures-dir F
+            sim2real pipeline adapt|retrain|validate --policy BASE --failures F --out OUT/pipeline_REALITY ...
+            sim2real pipeline push ...   (into `sim2real up` walking robot 0 with BASE: a hot-swap)
 
 Writes OUT/transfer.json and OUT/transfer.md (per reality: the table, per-scenario errors).
 
@@ -69,6 +73,7 @@ class Row:
     init_from: str | None = None  # a fine-tune's start
     policy: str | None = None  # a finished policy file: no training
     randomization: str | None = None  # measure/<name>.yaml the row trains on (written by the measure step)
+    pipeline_from: str | None = None  # the row whose policy `sim2real pipeline` takes from failures to a swap
 
 
 ROWS = (
@@ -95,7 +100,14 @@ ROWS = (
         init_from=SHIPPED,
         randomization="sysid_latency",
     ),
+    Row(
+        "pipeline",
+        "+ pipeline from reality failures, hot-swapped, +300 iterations",
+        pipeline_from="sysid_latency",
+    ),
 )
+PIPELINE_ITERATIONS = 300
+PIPELINE_VALIDATION_EPISODES = 20
 
 
 class Steps:
@@ -104,9 +116,17 @@ class Steps:
     def __init__(self, dry_run: bool):
         self.dry_run = dry_run
 
-    def run(self, argv: list[str], output: Path, stdout: Path | None = None, log: Path | None = None) -> None:
+    def run(
+        self,
+        argv: list[str],
+        output: Path,
+        stdout: Path | None = None,
+        log: Path | None = None,
+        answers: tuple[int, ...] = (0,),
+    ) -> None:
         """``sim2real ARGV``, unless ``output`` exists. Its log goes to ``log`` (default ``OUTPUT.log``,
         appended to), and its standard output too unless ``stdout`` is ``output`` (a JSON report).
+        ``answers``: the exit codes that are results, not failures (a validation that refuses).
         A step that fails or is interrupted leaves no output (a training run keeps its checkpoints)."""
         shown = "sim2real " + shlex.join(argv)
         if output.exists():
@@ -123,7 +143,7 @@ class Steps:
             with open(log, "a") as err, open(part if stdout == output else os.devnull, "w") as report:
                 command = [sys.executable, "-m", "sim2real.cli", *argv]
                 result = subprocess.run(command, cwd=ROOT, stdout=report if stdout == output else err, stderr=err)
-            if result.returncode != 0:
+            if result.returncode not in answers:
                 raise SystemExit(
                     f"failed ({result.returncode}) after {time.monotonic() - started:.0f} s: {shown}; see {log}"
                 )
@@ -144,7 +164,8 @@ def measure(steps: Steps, out: Path, reality: str) -> Path:
     ``sysid.yaml`` (ranges re-centred on the fit) and ``sysid_latency.yaml`` (with the latency
     the shipped policy measured walking them)."""
     measured = out / "measure" / reality
-    measured.mkdir(parents=True, exist_ok=True)
+    if not steps.dry_run:
+        measured.mkdir(parents=True, exist_ok=True)
     robot = ["--robot", "go2", "--hardware", "mujoco", "--reality", reality]
     for k in MEASURED_ROBOTS:
         bag = measured / f"sysid_{k}"
@@ -194,11 +215,81 @@ def train(steps: Steps, out: Path, row: Row, measured: Path | None) -> Path:
     if saved and not checkpoint.exists():
         argv = ["train", "--resume", str(saved[-1]), "--no-progress"]
     steps.run(argv, checkpoint, log=out / f"{key}.train.log")
-    policy.parent.mkdir(parents=True, exist_ok=True)
+    if not steps.dry_run:
+        policy.parent.mkdir(parents=True, exist_ok=True)
     if policy.exists() and not steps.dry_run and _iteration(policy) != last:
         policy.unlink()  # exported from an earlier checkpoint of a run that has gone on since
     steps.run(["export", str(checkpoint), "-o", str(policy)], policy)
     return policy
+
+
+def pipeline(steps: Steps, out: Path, row: Row, measured: Path) -> Path:
+    """The pipeline row's policy: the base row's policy walks robots of the measured reality
+    through the graph with the failure collector on; `sim2real pipeline` adapts its ranges to
+    the bundles, retrains from its checkpoint, validates, and pushes the candidate into a running
+    graph on one of those robots (a hot-swap mid-walk). The candidate is the row's policy whether
+    or not validation let it through; ``<key>/pipeline.json`` says which."""
+    base_row = next(r for r in ROWS if r.key == row.pipeline_from)
+    base_key, base_policy = row_policy(out, base_row, measured.name)
+    train(steps, out, base_row, measured)
+    key, candidate = row_policy(out, row, measured.name)
+    work = out / key
+    policy_dir = work / "pushed"
+    failures = measured / f"failures_{base_key}"
+    robot = ["--robot", "go2", "--hardware", "mujoco", "--reality", measured.name]
+    walk = ["--lockstep", "--policy", str(base_policy), "--demo"]
+    for k in MEASURED_ROBOTS:
+        log = measured / f"failures_{base_key}_walk_{k}.jsonl"  # written at the end: the walk's marker
+        steps.run(
+            [
+                "up",
+                *robot,
+                "--reality-robot",
+                str(k),
+                *walk,
+                "--failures-dir",
+                str(failures),
+                "--latency-log",
+                str(log),
+            ],
+            log,
+        )
+    common = ["--robot", "go2", "--policy", str(base_policy), "--out", str(work)]
+    steps.run(["pipeline", "adapt", *common, "--failures", str(failures)], work / "randomization.yaml")
+    checkpoint = out / base_key / f"model_{_iteration(base_policy) if base_policy.exists() else 'N'}.pt"
+    retrain = ["--checkpoint", str(checkpoint), "--iterations", str(PIPELINE_ITERATIONS), "--no-progress"]
+    steps.run(["pipeline", "retrain", *common, *retrain], candidate, log=out / f"{key}.train.log")
+    validation = ["--episodes", str(PIPELINE_VALIDATION_EPISODES)]
+    steps.run(["pipeline", "validate", *common, *validation], work / "validation.json", answers=(0, 1))
+    push_live(steps, work, base_policy, policy_dir, [*robot, "--reality-robot", str(MEASURED_ROBOTS[0])])
+    return candidate
+
+
+def push_live(steps: Steps, work: Path, base_policy: Path, policy_dir: Path, robot: list[str]) -> None:
+    """``sim2real pipeline push`` into a graph walking a reality robot with the base policy: the
+    candidate is swapped in mid-walk if validation passed, refused otherwise."""
+    report = work / "push.txt"
+    graph_argv = ["up", *robot, "--lockstep", "--policy", str(base_policy), "--demo", "--no-failure-collector"]
+    graph_argv += ["--policy-dirs", str(policy_dir)]
+    if not report.exists():
+        print(f"  run  sim2real {shlex.join(graph_argv)}  (in the background, for the push)", flush=True)
+    graph = None
+    if not report.exists() and not steps.dry_run:
+        policy_dir.mkdir(parents=True, exist_ok=True)
+        with open(work / "push_graph.log", "w") as log:
+            command = [sys.executable, "-m", "sim2real.cli", *graph_argv]
+            graph = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        push = ["pipeline", "push", "--robot", "go2", "--policy", str(base_policy), "--out", str(work)]
+        push += ["--policy-dir", str(policy_dir), "--timeout", "60"]
+        steps.run(push, report, stdout=report, answers=(0, 1))
+    finally:
+        if graph is not None:
+            graph.send_signal(signal.SIGINT)  # as Ctrl-C
+            try:
+                graph.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                graph.kill()
 
 
 def report_paths(out: Path, key: str, realities: list[str], episodes: int, suite_episodes: int):
@@ -221,8 +312,8 @@ def evaluate(
 ) -> None:
     """The classic evaluation (nominal and every reality) and the suite on the first reality."""
     classic, suites = report_paths(out, key, realities, episodes, suite_episodes)
-    classic.parent.mkdir(parents=True, exist_ok=True)
     if not steps.dry_run:
+        classic.parent.mkdir(parents=True, exist_ok=True)
         sha256 = hashlib.sha256(policy.read_bytes()).hexdigest()
         for report in (classic, *suites.values()):
             if report.exists() and json.loads(report.read_text()).get("sha256") != sha256:
@@ -250,6 +341,9 @@ def row_policy(out: Path, row: Row, measured_on: str) -> tuple[str, Path]:
     """(key, policy file) of a row: a sysid row's key names the reality it measured."""
     if row.policy is not None:
         return row.key, ROOT / row.policy
+    if row.pipeline_from is not None:
+        key = f"{row.key}_{measured_on}"
+        return key, out / key / "candidate.onnx"
     key = row.key if row.randomization is None else f"{row.key}_{measured_on}"
     return key, out / "policies" / f"{key}.onnx"
 
@@ -314,9 +408,23 @@ def summarize(row: Row, key: str, policy: Path, classic: dict, suites: dict[str,
         }
     meta = load_policy(policy).metadata
     nominal = worlds["nominal"]
+    label, stages = row.label, None
+    if row.pipeline_from is not None:
+        state = json.loads((policy.parent / "pipeline.json").read_text())
+        stages = {
+            "from": row.pipeline_from,
+            "bundles": len(state.get("bundles", [])),
+            "changes": state.get("changes", []),
+            "validation_passed": state.get("validation_passed"),
+            "pushed": state.get("pushed"),
+            "push_reason": state.get("push_reason"),
+        }
+        if not stages["pushed"]:
+            label += " (validation refused it: not pushed)" if not stages["validation_passed"] else " (not pushed)"
     return {
         "row": key,
-        "label": row.label,
+        "label": label,
+        "pipeline": stages,
         "policy": str(policy.relative_to(ROOT) if policy.is_relative_to(ROOT) else policy),
         "sha256": classic["sha256"],
         "commit": (meta.source_commit or "unknown")[:7],
@@ -407,16 +515,21 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
     out = (ROOT / args.out).resolve() if not Path(args.out).is_absolute() else Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    if not args.dry_run:
+        out.mkdir(parents=True, exist_ok=True)
     steps = Steps(args.dry_run)
     rows = [r for r in ROWS if r.key in args.rows]
     measured = None
-    if any(r.randomization for r in rows):
+    if any(r.randomization or r.pipeline_from for r in rows):
         print(f"measure reality:{args.realities[0]} through the graph:")
         measured = measure(steps, out, args.realities[0])
     for row in rows:
         print(f"{row.key}: {row.label}")
-        policy = train(steps, out, row, measured)
+        if row.pipeline_from is not None:
+            assert measured is not None
+            policy = pipeline(steps, out, row, measured)
+        else:
+            policy = train(steps, out, row, measured)
         key, _ = row_policy(out, row, args.realities[0])
         evaluate(steps, out, key, policy, args.realities, args.episodes, args.suite_episodes, args.workers)
     # The table: every row evaluated with these counts, by this run or an earlier one.

@@ -284,3 +284,25 @@ def test_retrain_without_a_checkpoint_fine_tunes_the_policy_file_itself(tmp_path
     assert recipe["schedule"] == "linear"
     assert tuned["optimizer_state_dict"]["param_groups"][0]["lr"] == pytest.approx(recipe["learning_rate_final"])
     assert json.loads((out / "pipeline.json").read_text())["candidate"] == str(out / "candidate.onnx")
+
+
+def test_the_policy_tick_latency_raises_the_latency_range_and_never_lowers_it(tmp_path):
+    """A bundle's tick latency p99 is part of the robot's latency, a lower bound: inside or below
+    the trained range it changes nothing; above it, only the top moves."""
+    base = load_randomization("panda_reference").with_ranges({"latency": (0.013, 0.023)})  # measured, say
+    low, high = base.ranges()["latency"]
+    for name, tick_ms in (("below", 0.5), ("inside", 1e3 * (low + high) / 2), ("above", 1e3 * high + 10.0)):
+        folder = tmp_path / name
+        write_arm_bundle(folder, "a", PANDA, SHIPPED)
+        info_path = next(folder.glob("*/failure.json"))
+        info = json.loads(info_path.read_text())
+        info["policy_runtime"] = {"policy_runtime: policy": {"tick_latency_p99_ms": f"{tick_ms:.3f}"}}
+        info_path.write_text(json.dumps(info))
+        adapted, changes = adapt_randomization(base, list_bundles(folder), margin=0.1)
+        if name != "above":
+            assert changes == [] and adapted.ranges()["latency"] == (low, high), name
+        else:
+            (change,) = changes
+            assert change.name == "latency" and "tick latency" in change.why
+            new_low, new_high = adapted.ranges()["latency"]
+            assert new_low == low and new_high >= tick_ms / 1e3

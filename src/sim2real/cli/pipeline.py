@@ -5,7 +5,8 @@ Four stages, each runnable alone; they hand over through ``<out>/pipeline.json``
 
 adapt     the current policy's training randomization, with every range that does not
           cover a failure's recorded conditions widened to cover it (plus a margin), and the
-          latency range widened to the policy tick latency the robot reported
+          latency range's top raised to the policy tick latency the robot reported (part of
+          its latency: it never lowers the bottom)
           -> ``<out>/randomization.yaml``
 retrain   PPO warm-started from the current policy's checkpoint (its weights, normalizer
           and optimizer; ADR restarts from the adapted ranges) for ``--iterations`` more,
@@ -76,43 +77,58 @@ class Change:
     why: str
 
 
-def adapt_randomization(
-    base: Randomization, bundles: list[Bundle], margin: float = 0.1
-) -> tuple[Randomization, list[Change]]:
-    """Widen (or add) the ranges that do not cover the conditions the failures happened under."""
-    ranges = base.ranges()
+def _failure_conditions(bundles: list[Bundle]) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """(values of each condition the failures happened under, lower bounds of one)."""
     seen: dict[str, list[float]] = {}
+    at_least: dict[str, list[float]] = {}
     for bundle in bundles:
         for name, value in (bundle.info.get("conditions") or identified_conditions(bundle.info) or {}).items():
             if value is not None and name in PhysicalConditions.names():
                 seen.setdefault(name, []).append(float(value))
         for stats in (bundle.info.get("policy_runtime") or {}).values():
             # A robot whose policy ticks late acts on old data: actuation latency in sim terms.
+            # The tick is only part of the robot's latency (the driver, the motors add theirs), so
+            # it can raise the range's top, never lower its bottom.
             try:
-                seen.setdefault("latency", []).append(float(stats.get("tick_latency_p99_ms")) / 1e3)
+                at_least.setdefault("latency", []).append(float(stats.get("tick_latency_p99_ms")) / 1e3)
             except (TypeError, ValueError):
                 pass
+    return seen, at_least
+
+
+def adapt_randomization(
+    base: Randomization, bundles: list[Bundle], margin: float = 0.1
+) -> tuple[Randomization, list[Change]]:
+    """Widen (or add) the ranges that do not cover the conditions the failures happened under."""
+    ranges = base.ranges()
+    seen, at_least = _failure_conditions(bundles)
     changes: list[Change] = []
     new_ranges: dict[str, tuple[float, float]] = {}
     added: dict[str, dict[str, Any]] = {}
-    for name, values in sorted(seen.items()):
-        lo_seen, hi_seen = min(values), max(values)
+    for name in sorted(set(seen) | set(at_least)):
+        values, floors = seen.get(name, []), at_least.get(name, [])
+        hi_seen = max(values + floors)
+        if values:
+            lo_seen = min(values)
+        else:  # lower bounds only: nothing is known below the range (or the nominal value)
+            nominal = getattr(PhysicalConditions(), name)
+            lo_seen = ranges[name][0] if name in ranges else hi_seen if nominal is None else float(nominal)
         bounds = physical_bounds(name)
         if name in ranges:
             lo, hi = ranges[name]
             if lo <= lo_seen and hi_seen <= hi:
                 continue  # covered already: the ranges do not explain these failures
             width = max(hi_seen, hi) - min(lo_seen, lo)
-            new = (max(bounds[0], min(lo, lo_seen - margin * width)), min(bounds[1], max(hi, hi_seen + margin * width)))
+            low = max(bounds[0], min(lo, lo_seen - margin * width)) if values else lo
+            new = (low, min(bounds[1], max(hi, hi_seen + margin * width)))
             new_ranges[name] = new
-            changes.append(
-                Change(
-                    name,
-                    (lo, hi),
-                    new,
-                    f"failures at {name} in [{lo_seen:g}, {hi_seen:g}] outside the trained [{lo:g}, {hi:g}]",
-                )
+            why = (
+                f"failures at {name} in [{lo_seen:g}, {hi_seen:g}] outside the trained [{lo:g}, {hi:g}]"
+                if values
+                else f"failures with {name} at least {hi_seen:g} (the policy's tick latency p99), above the "
+                f"trained [{lo:g}, {hi:g}]"
             )
+            changes.append(Change(name, (lo, hi), new, why))
         else:
             nominal = getattr(PhysicalConditions(), name)
             nominal = lo_seen if nominal is None else float(nominal)

@@ -259,7 +259,7 @@ def pipeline(steps: Steps, out: Path, row: Row, measured: Path) -> Path:
     checkpoint = out / base_key / f"model_{_iteration(base_policy) if base_policy.exists() else 'N'}.pt"
     retrain = ["--checkpoint", str(checkpoint), "--iterations", str(PIPELINE_ITERATIONS), "--no-progress"]
     steps.run(["pipeline", "retrain", *common, *retrain], candidate, log=out / f"{key}.train.log")
-    validation = ["--episodes", str(PIPELINE_VALIDATION_EPISODES)]
+    validation = ["--failures", str(failures), "--episodes", str(PIPELINE_VALIDATION_EPISODES)]
     steps.run(["pipeline", "validate", *common, *validation], work / "validation.json", answers=(0, 1))
     push_live(steps, work, base_policy, policy_dir, [*robot, "--reality-robot", str(MEASURED_ROBOTS[0])])
     return candidate

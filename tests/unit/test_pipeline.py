@@ -306,3 +306,18 @@ def test_the_policy_tick_latency_raises_the_latency_range_and_never_lowers_it(tm
             assert change.name == "latency" and "tick latency" in change.why
             new_low, new_high = adapted.ranges()["latency"]
             assert new_low == low and new_high >= tick_ms / 1e3
+
+
+def test_a_later_stage_replays_the_failures_its_adapt_stage_read(tmp_path, capsys):
+    """`pipeline validate` without --failures takes the folder `pipeline adapt --failures F`
+    recorded in --out, not the collector's default folder with other robots' bundles."""
+    failures = tmp_path / "failures"
+    write_arm_bundle(failures, "20261130T000000.000Z_supervisor_damping", PANDA, SHIPPED)
+    out = tmp_path / "pipe"
+    common = ["--robot", "panda", "--policy", str(SHIPPED), "--out", str(out)]
+    assert main(["pipeline", "adapt", *common, "--failures", str(failures)]) == 0
+    assert json.loads((out / "pipeline.json").read_text())["failures"] == str(failures.resolve())
+    validate = ["--candidate", str(SHIPPED), "--episodes", "1", "--eval-workers", "0"]
+    main(["pipeline", "validate", *common, *validate])  # the shipped policy against itself
+    assert "1 failure(s) x 1 replay(s)" in capsys.readouterr().out
+    assert json.loads((out / "validation.json").read_text())["replay"]["current"]["replays"] == 1

@@ -41,6 +41,7 @@ def test_the_dry_run_prints_the_pipeline_row_in_order_and_writes_nothing(tmp_pat
     assert all(f"--policy {base}" in w and "--reality go2_worn" in w and "--lockstep" in w for w in walks)
     stages = [s.split()[1] for s in steps if s.startswith("pipeline ")]
     assert stages == ["adapt", "retrain", "validate", "push"]
+    assert f"--failures {failures}" in next(s for s in steps if s.startswith("pipeline validate"))
     retrain = next(s for s in steps if s.startswith("pipeline retrain"))
     assert f"--checkpoint {out / 'sysid_latency_go2_worn'}" in retrain and "--iterations 300" in retrain
     # The push goes into a graph walking a reality robot with the base policy, allowed the push folder.

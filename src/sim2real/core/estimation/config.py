@@ -30,6 +30,10 @@ class ContactConfig:
 @dataclass(frozen=True)
 class EstimationConfig:
     accelerometer_noise: float = 0.3  # m/s^2/sqrt(Hz)-like: velocity random walk from the IMU
+    # Legged: the accelerometer's bias is a state of the filter (the legs make it observable): its
+    # std at start (m/s^2) and its random walk (m/s^2 per sqrt(s)). 0 and 0: no bias estimated.
+    accelerometer_bias_prior: float = 0.0
+    accelerometer_bias_noise: float = 0.0
     position_noise: float = 0.01  # m/sqrt(s): base position process noise
     foot_stance_noise: float = 0.01  # m/sqrt(s): how much a standing foot may creep
     foot_swing_noise: float = 3.0  # m/sqrt(s): a foot in the air moves freely
@@ -45,7 +49,10 @@ class EstimationConfig:
     divergence_hold: float = 1.0  # s a divergence stays reported after the NIS fell back
     max_velocity_std: float = 2.0  # m/s: a velocity covariance beyond this is divergence
     joint_position_noise: float = 0.001  # arm: rad, encoder position noise
-    joint_velocity_noise: float = 0.02  # arm: rad/s, encoder velocity noise
+    # rad/s, encoder velocity noise. Arm: the filter's velocity measurement. Legged: carried to
+    # each standing foot's velocity through its leg's Jacobian, beside foot_velocity_noise.
+    joint_velocity_noise: float = 0.02
+    gyro_noise: float = 0.0  # legged: rad/s, carried to each foot's velocity through its lever arm
     joint_jerk_noise: float = 20.0  # arm: rad/s^3/sqrt(Hz), how fast acceleration may change
 
 

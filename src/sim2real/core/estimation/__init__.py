@@ -1,12 +1,15 @@
 """State estimation from proprioception: what the robot cannot measure directly.
 
 Quadruped (:class:`LegKalmanFilter`): the linear Kalman filter legged robots deploy. The
-IMU drives the process (its orientation rotates the measured proper acceleration into the
-world, gravity is removed, the result integrates into base velocity and position); the
+IMU drives the process (its orientation rotates the measured proper acceleration, less the
+estimated accelerometer bias, into the world, gravity is removed, the result integrates into
+base velocity and position); the
 legs measure (pinocchio forward kinematics and Jacobians of the URDF from the joint
 states give each foot's position relative to the base and, for a foot standing still,
-the base velocity; a standing foot's height is the ground's). The state is, in the world
-frame, base position (3), base velocity (3) and the four foot positions (12). A foot in
+the base velocity, whose noise carries the encoders' and the gyro's through the leg; a
+standing foot's height is the ground's). The state is base position (3) and velocity (3) in
+the world frame, the accelerometer's bias (3, body frame) and the four foot positions (12,
+world). A foot in
 the air is not standing still: its process noise and measurement noise are inflated, so
 the filter follows it without believing it. Contact comes from the joint efforts (the
 foot force that balances them, with hysteresis) or from a gait clock (:class:`ContactDetector`).

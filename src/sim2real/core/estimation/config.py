@@ -22,6 +22,10 @@ class ContactConfig:
     source: str = "effort"  # effort | gait
     on_force: float = 30.0  # N, vertical foot force above which a free foot lands
     off_force: float = 12.0  # N, below which a standing foot lifts (hysteresis)
+    # m/s: a free foot lands only while the filter sees it moving slower than this (its force
+    # alone also rises with a fast swing's own dynamics, which the static balance leaves out);
+    # 0: force alone
+    landing_speed: float = 0.0
     gait_period: float = 0.3  # s, gait source: one full gait cycle
     gait_duty: float = 0.5  # fraction of the cycle a foot stands
     gait_offsets: tuple[float, ...] = (0.0, 0.5, 0.5, 0.0)  # phase of each foot, profile foot order
@@ -57,7 +61,15 @@ class EstimationConfig:
 
 
 _FIELDS = tuple(f for f in EstimationConfig.__dataclass_fields__ if f != "contact")
-_CONTACT_FIELDS = {"source", "on_force", "off_force", "gait_period", "gait_duty", "gait_offsets"}
+# Settings where 0 means "none" (no bias state, no sensor noise carried through the legs).
+_ZERO_IS_OFF = {
+    "ground_height",
+    "accelerometer_bias_prior",
+    "accelerometer_bias_noise",
+    "gyro_noise",
+    "joint_velocity_noise",
+}
+_CONTACT_FIELDS = {"source", "on_force", "off_force", "landing_speed", "gait_period", "gait_duty", "gait_offsets"}
 
 
 def load_estimation_config(name_or_path: str | Path) -> EstimationConfig:
@@ -82,7 +94,7 @@ def estimation_config_from_dict(data: dict[str, Any], source: str | Path = "<est
         if key == "ground_height" and value is None:
             values[key] = None
             continue
-        values[key] = _positive(source, key, value, allow_zero=key == "ground_height")
+        values[key] = _positive(source, key, value, allow_zero=key in _ZERO_IS_OFF)
     contact_config = _contact_config(contact, source)
     return EstimationConfig(**values, contact=contact_config)
 
@@ -123,7 +135,7 @@ def _contact_config(contact: dict[str, Any], source: str | Path) -> ContactConfi
                 )
             contact_values[key] = tuple(float(v) for v in value)
         else:
-            contact_values[key] = _positive(source, f"contact.{key}", value)
+            contact_values[key] = _positive(source, f"contact.{key}", value, allow_zero=key == "landing_speed")
     contact_config = ContactConfig(**contact_values)
     if contact_config.off_force >= contact_config.on_force:
         raise EstimationError(

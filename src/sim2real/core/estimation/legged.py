@@ -1,4 +1,5 @@
-"""The quadruped's linear Kalman filter over base position, base velocity and foot positions,
+"""The quadruped's linear Kalman filter over base position and velocity, the accelerometer's bias
+and the foot positions,
 its contact detector and its divergence monitor (the package docstring says how)."""
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ class ContactDetector:
         jacobians: np.ndarray,
         effort: Optional[np.ndarray],
         leg_joints: Sequence[np.ndarray],
+        foot_speed: Optional[np.ndarray] = None,
     ) -> np.ndarray:
-        """``jacobians``: (feet, 3, n) in the base frame; ``leg_joints``: each foot's joint indices."""
+        """``jacobians``: (feet, 3, n) in the base frame; ``leg_joints``: each foot's joint indices;
+        ``foot_speed``: each foot's speed in the world (m/s), for ``landing_speed``."""
         c = self.config
         if c.source == "gait":
             phase = (t / c.gait_period + np.asarray(c.gait_offsets)) % 1.0
@@ -62,6 +65,8 @@ class ContactDetector:
         vertical = force @ rotation[2]
         self.force = vertical
         lands = ~self.contact & (vertical > c.on_force)
+        if c.landing_speed > 0 and foot_speed is not None:
+            lands &= foot_speed < c.landing_speed
         lifts = self.contact & (vertical < c.off_force)
         self.contact = (self.contact | lands) & ~lifts
         return self.contact
@@ -267,7 +272,12 @@ class LegKalmanFilter:
         dq = np.asarray(joint_velocity, dtype=float)
         feet_body, jacobians = self.kinematics.frame_jacobians(joint_position, self._feet, angular=True)
         effort = None if joint_effort is None or len(joint_effort) == 0 else np.asarray(joint_effort, dtype=float)
-        contact = self.contact_detector.update(t, R, jacobians[:, :3], effort, self.leg_joints).copy()
+        foot_speed = None
+        if self.config.contact.landing_speed > 0:
+            skew = np.array([[0.0, -omega[2], omega[1]], [omega[2], 0.0, -omega[0]], [-omega[1], omega[0], 0.0]])
+            relative = (feet_body @ skew.T + jacobians[:, :3] @ dq) @ R.T
+            foot_speed = np.linalg.norm(self.x[3:6] + relative, axis=1)
+        contact = self.contact_detector.update(t, R, jacobians[:, :3], effort, self.leg_joints, foot_speed).copy()
         if self._t is None:
             self.reset(R, feet_body)
             self._t = samples[0].t
@@ -304,7 +314,8 @@ class LegKalmanFilter:
         """Per foot, the covariance its base-velocity measurement takes from the encoders'
         velocity noise (J dq: sigma^2 J J^T) and the gyro's (omega x r: sigma^2 [r]x [r]x^T),
         in the world frame. A Go2 leg's Jacobian turns 0.75 rad/s of encoder noise into about
-        0.2 m/s at the foot: a filter told 0.08 m/s trusted the legs over the IMU."""
+        0.2 m/s at the foot; foot_velocity_noise alone (0.08 m/s) would trust the legs over the
+        IMU. The gyro's noise is common to all feet; its cross-foot terms are left out."""
         c = self.config
         legs = R @ jacobians[:, :3]  # (feet, 3, joints)
         cov = c.joint_velocity_noise**2 * (legs @ legs.transpose(0, 2, 1))
@@ -317,8 +328,9 @@ class LegKalmanFilter:
 
     def _propagate(self, dt: float, contact: np.ndarray, rolling: np.ndarray, R: np.ndarray) -> None:
         """The feet over ``dt`` and the covariance: P = F P F^T + Q. Over a batch, one F and Q for
-        its whole span (F = I + dt * d position / d velocity composes exactly; Q's cross terms
-        between the samples are second order in dt and left out)."""
+        its whole span: F = I + dt * d position / d velocity composes exactly; the velocity's
+        dependence on the bias (-R dt) takes the newest sample's R, and the position's on it
+        (second order in dt) and Q's cross terms between the samples are left out."""
         c = self.config
         x, P = self.x, self.P
         x[FEET:] += (rolling * contact[:, None]).ravel() * dt

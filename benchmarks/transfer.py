@@ -31,7 +31,7 @@ on those with the measured latency. Last, ``pipeline``: the measured-latency row
 same three robots with the failure collector on, and `sim2real pipeline` takes its bundles on:
             sim2real up ... --reality-robot K --lockstep --policy BASE --demo --failures-dir F
             sim2real pipeline adapt|retrain|validate --policy BASE --failures F --out OUT/pipeline_REALITY ...
-            sim2real pipeline push ...   (into `sim2real up` walking robot 0 with BASE: a hot-swap)
+            sim2real pipeline push ...   (into `sim2real up` walking robot 0 with BASE, if validated)
 
 Writes OUT/transfer.json and OUT/transfer.md (per reality: the table, per-scenario errors).
 
@@ -102,7 +102,7 @@ ROWS = (
     ),
     Row(
         "pipeline",
-        "+ pipeline from reality failures, hot-swapped, +300 iterations",
+        "+ pipeline from reality failures, +300 iterations",
         pipeline_from="sysid_latency",
     ),
 )
@@ -227,7 +227,7 @@ def pipeline(steps: Steps, out: Path, row: Row, measured: Path) -> Path:
     """The pipeline row's policy: the base row's policy walks robots of the measured reality
     through the graph with the failure collector on; `sim2real pipeline` adapts its ranges to
     the bundles, retrains from its checkpoint, validates, and pushes the candidate into a running
-    graph on one of those robots (a hot-swap mid-walk). The candidate is the row's policy whether
+    graph running the base policy on one of those robots. The candidate is the row's policy whether
     or not validation let it through; ``<key>/pipeline.json`` says which."""
     base_row = next(r for r in ROWS if r.key == row.pipeline_from)
     base_key, base_policy = row_policy(out, base_row, measured.name)
@@ -266,9 +266,17 @@ def pipeline(steps: Steps, out: Path, row: Row, measured: Path) -> Path:
 
 
 def push_live(steps: Steps, work: Path, base_policy: Path, policy_dir: Path, robot: list[str]) -> None:
-    """``sim2real pipeline push`` into a graph walking a reality robot with the base policy: the
-    candidate is swapped in mid-walk if validation passed, refused otherwise."""
+    """``sim2real pipeline push``: a validated candidate into a graph running the base policy on a
+    reality robot (its demo: the stand, then the walk); a refused one goes nowhere, and no graph
+    is started for it (the push refuses before it looks for a robot)."""
     report = work / "push.txt"
+    push = ["pipeline", "push", "--robot", "go2", "--policy", str(base_policy), "--out", str(work)]
+    push += ["--policy-dir", str(policy_dir), "--timeout", "60"]
+    state = work / "pipeline.json"
+    validated = json.loads(state.read_text()).get("validation_passed") if state.is_file() else None
+    if validated is False:
+        steps.run(push, report, stdout=report, answers=(1,))  # the refusal is the result
+        return
     graph_argv = ["up", *robot, "--lockstep", "--policy", str(base_policy), "--demo", "--no-failure-collector"]
     graph_argv += ["--policy-dirs", str(policy_dir)]
     if not report.exists():
@@ -280,9 +288,7 @@ def push_live(steps: Steps, work: Path, base_policy: Path, policy_dir: Path, rob
             command = [sys.executable, "-m", "sim2real.cli", *graph_argv]
             graph = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
-        push = ["pipeline", "push", "--robot", "go2", "--policy", str(base_policy), "--out", str(work)]
-        push += ["--policy-dir", str(policy_dir), "--timeout", "60"]
-        steps.run(push, report, stdout=report, answers=(0, 1))
+        steps.run(push, report, stdout=report)  # a runtime that does not confirm the swap fails the step
     finally:
         if graph is not None:
             graph.send_signal(signal.SIGINT)  # as Ctrl-C
@@ -419,8 +425,10 @@ def summarize(row: Row, key: str, policy: Path, classic: dict, suites: dict[str,
             "pushed": state.get("pushed"),
             "push_reason": state.get("push_reason"),
         }
-        if not stages["pushed"]:
-            label += " (validation refused it: not pushed)" if not stages["validation_passed"] else " (not pushed)"
+        if stages["pushed"]:
+            label += " (validated, hot-swapped)"
+        else:
+            label += " (refused by validation, not pushed)" if not stages["validation_passed"] else " (not pushed)"
     return {
         "row": key,
         "label": label,

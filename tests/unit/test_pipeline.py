@@ -321,3 +321,6 @@ def test_a_later_stage_replays_the_failures_its_adapt_stage_read(tmp_path, capsy
     main(["pipeline", "validate", *common, *validate])  # the shipped policy against itself
     assert "1 failure(s) x 1 replay(s)" in capsys.readouterr().out
     assert json.loads((out / "validation.json").read_text())["replay"]["current"]["replays"] == 1
+    # adapt itself, run again without --failures, reads the collector's folder, not the last one.
+    main(["pipeline", "adapt", *common, "--dry-run"])
+    assert f"in {failures.resolve()}" not in capsys.readouterr().out

@@ -136,14 +136,12 @@ def adapt_randomization(
             width = high - low
             new = (max(bounds[0], low - margin * width), min(bounds[1], high + margin * width))
             added[name] = {"uniform": [new[0], new[1]]}
-            changes.append(
-                Change(
-                    name,
-                    None,
-                    new,
-                    f"failures at {name} in [{lo_seen:g}, {hi_seen:g}]; not randomized before (nominal {nominal:g})",
-                )
+            seen_as = (
+                f"failures at {name} in [{lo_seen:g}, {hi_seen:g}]"
+                if values
+                else f"failures with {name} at least {hi_seen:g} (the policy's tick latency p99)"
             )
+            changes.append(Change(name, None, new, f"{seen_as}; not randomized before (nominal {nominal:g})"))
     adapted = base.with_ranges(new_ranges) if new_ranges else base
     if added:
         data = adapted.to_dict()
@@ -495,7 +493,8 @@ def add_parser(sub, fmt: type[argparse.HelpFormatter] = argparse.RawDescriptionH
     p.add_argument(
         "--failures",
         default=None,
-        help="failure bundle folder (default: the one the adapt stage read into --out, else the collector's output_dir)",
+        help="failure bundle folder (default: adapt and run: the collector's output_dir; later stages: the "
+        "folder the adapt stage read into --out)",
     )
     p.add_argument(
         "--out",
@@ -553,8 +552,10 @@ def add_parser(sub, fmt: type[argparse.HelpFormatter] = argparse.RawDescriptionH
         if args.failures is None:
             from sim2real.cli.failures import default_dir
 
-            # A later stage replays the failures its adapt stage read, not another folder's.
-            args.failures = _state(Path(args.out)).get("failures") or str(default_dir())
+            # A later stage replays the failures its adapt stage read, not another folder's;
+            # adapt (and run, which starts with it) reads the collector's folder.
+            recorded = _state(Path(args.out)).get("failures") if args.stage not in ("adapt", "run") else None
+            args.failures = recorded or str(default_dir())
         return cmd_pipeline(args)
 
     p.set_defaults(func=run)

@@ -30,6 +30,7 @@ import numpy as np
 from _graph import cpu_seconds  # benchmarks/_graph.py
 
 RATE_HZ = 500.0
+SEGMENTS = ("bridge", "relay", "bridge", "relay")  # alternating, so machine noise falls on both
 
 
 def relay_main(domain: int) -> int:
@@ -199,14 +200,25 @@ def main() -> int:
     executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
-    results = {"bridge": [], "relay": []}
-    for kind in ("bridge", "relay", "bridge", "relay"):
-        results[kind].append(segment(kind, domain, args.seconds, node, arrivals))
-        print(
-            f"  {kind}: {len(results[kind][-1]['state'])} states, {len(results[kind][-1]['command'])} commands",
-            file=sys.stderr,
-        )
-    print(f"unitree_bridge vs a bare relay, {RATE_HZ:.0f} Hz LowState, 50 Hz commands, {2 * args.seconds:g} s each")
+    try:
+        segments = []
+        for kind in SEGMENTS:
+            segments.append(segment(kind, domain, args.seconds, node, arrivals))
+            done = segments[-1]
+            print(f"  {kind}: {len(done['state'])} states, {len(done['command'])} commands", file=sys.stderr)
+        report(args.seconds, segments)
+    finally:
+        executor.shutdown()  # the spin thread out of rclpy before the context goes (else a C++ abort)
+        spinner.join(timeout=5.0)
+        node.destroy_node()
+        rclpy.shutdown()
+    return 0
+
+
+def report(seconds: float, segments: list[dict]) -> None:
+    """The table: each path through the bridge and the relay, and what the bridge adds."""
+    results = {"bridge": segments[0::2], "relay": segments[1::2]}
+    print(f"unitree_bridge vs a bare relay, {RATE_HZ:.0f} Hz LowState, 50 Hz commands, {2 * seconds:g} s each")
     print(f"{'path':10s} {'bridge p50/p99 ms':>18s} {'relay p50/p99 ms':>18s} {'added p50/p99 ms':>18s}")
     for path in ("state", "command"):
         b = np.concatenate([r[path] for r in results["bridge"]])
@@ -219,11 +231,6 @@ def main() -> int:
     cpu_b = np.mean([r["cpu"] for r in results["bridge"]])
     cpu_r = np.mean([r["cpu"] for r in results["relay"]])
     print(f"CPU: bridge {cpu_b * 100:.0f} % of a core, relay {cpu_r * 100:.0f} % ({cpu_b / cpu_r:.2f}x)")
-    executor.shutdown()  # the spin thread out of rclpy before the context goes (else a C++ abort)
-    spinner.join(timeout=5.0)
-    node.destroy_node()
-    rclpy.shutdown()
-    return 0
 
 
 if __name__ == "__main__":

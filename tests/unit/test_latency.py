@@ -133,6 +133,8 @@ def test_dr_from_latency_command_writes_a_loadable_randomization(tmp_path, capsy
     assert main(["dr", "from-latency", str(log), "-o", str(out)]) == 0
     low, high = load_randomization(out).ranges()["latency"]
     assert 0.019 <= low < 0.0195 and 0.0215 < high <= 0.0219
+    said = capsys.readouterr().out + out.read_text()
+    assert f"p1 {low * 1e3:.1f} ms" in said, said  # the range's low end, named beside p50 and p99
     assert main(["dr", "from-latency", str(tmp_path / "missing.jsonl"), "-o", str(out)]) == 2
     assert "latency_log" in capsys.readouterr().err
     # On a base (an identified randomization, say): its other ranges kept, its latency replaced.

@@ -262,7 +262,7 @@ def latency_randomization(
 ) -> tuple[dict, dict]:
     """(randomization, summary): a mapping in the ``config/randomization`` format whose ``latency``
     is uniform over the measured distribution's [p1, p99] (seconds; load the saved YAML with
-    ``load_randomization``), and the distribution's figures (samples, p50, p99, max)."""
+    ``load_randomization``), and the distribution's figures (samples, p1, p50, p99, max)."""
     samples = np.asarray([s for s in samples_s if np.isfinite(s)], dtype=float)
     if samples.size == 0:
         raise ValueError(

@@ -97,8 +97,8 @@ class FitOptions:
     heldout_seconds: float = 12.0
     popsize: int = 8
     cma_iterations: int = 10  # CMA-ES only finds the basin; least squares converges
-    # Least-squares steps before the fit counts as not converged. A 30-s recording in lockstep needed
-    # more than 30 once in a few fits, while converging; scipy's own default for trf is 100 per parameter.
+    # Least-squares steps before the fit counts as not converged: a 30-s lockstep recording can take
+    # more than 30 while still converging; scipy's own default for trf is 100 per parameter.
     max_iterations: int = 100
     tolerance: float = 1e-4  # relative change of the cost that counts as converged
     max_rmse: float = 0.05  # rad: a fit whose training RMSE stays above this does not explain the data

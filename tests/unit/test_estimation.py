@@ -54,11 +54,12 @@ def test_config_errors_name_the_field_and_fix():
         load_estimation_config("nonexistent_robot")
     with pytest.raises(EstimationError, match="accelerometer_noise"):
         estimation_config_from_dict({"accelerometer_noise": 0})
-    # 0 switches these off: no bias state, no sensor noise carried through the legs.
-    off = estimation_config_from_dict(
-        {"accelerometer_bias_prior": 0, "accelerometer_bias_noise": 0, "gyro_noise": 0, "joint_velocity_noise": 0}
-    )
-    assert off.accelerometer_bias_prior == off.joint_velocity_noise == 0.0
+    # 0 switches these off: no bias state, no gyro noise carried through the legs. Not the
+    # encoders' velocity noise: the arm's filter measures with it.
+    off = estimation_config_from_dict({"accelerometer_bias_prior": 0, "accelerometer_bias_noise": 0, "gyro_noise": 0})
+    assert off.accelerometer_bias_prior == off.gyro_noise == 0.0
+    with pytest.raises(EstimationError, match="joint_velocity_noise"):
+        estimation_config_from_dict({"joint_velocity_noise": 0})
 
 
 def test_foot_jacobians_match_finite_differences(go2):
@@ -247,21 +248,28 @@ def test_encoder_velocity_noise_is_carried_through_the_legs(go2):
 
 
 @pytest.mark.parametrize("mass_scale", [0.8, 1.0, 1.25])
-def test_a_standing_go2_stands_on_four_feet(go2, mass_scale):
-    """Dropped onto its feet and held in the stand pose by the PD alone (no feed-forward: the front
-    feet then bear the least, about 27-29 N by the joint efforts), a Go2 of the reference masses
-    reads all four feet in contact once it has landed: the landing threshold lies under a
-    standing foot's load, and the lift threshold under the lightest one's."""
+def test_a_go2_stood_up_from_lying_stands_on_four_feet(go2, mass_scale):
+    """From the folded lying pose (the supervisor's damp_pose: feet unloaded, so the filter lifts
+    them) up to the stand pose over 2 s as the supervisor does, no impact, held by the PD alone
+    (no feed-forward: the front feet bear the least, about 27-29 N by the joint efforts): a Go2 of
+    the reference masses reads all four feet in contact once it stands. The landing threshold
+    lies under a standing foot's load."""
+    from sim2real.core.safety_config import load_safety_config
+
+    lying = np.array([load_safety_config("go2").damp_pose[name] for name in go2.joint_names])
     with SimWorld(go2, PhysicalConditions(mass_scale=mass_scale), seed=0) as world:
         estimator = LegKalmanFilter(go2, load_estimation_config("go2"))
         substeps = max(1, round(go2.sensing_period / go2.physics_period))
+        lie, rise, hold = 1.5, 2.0, 1.5  # s
         standing = []
-        for k in range(1500):
-            world.command(go2.default_positions)
+        for k in range(int((lie + rise + hold) / go2.sensing_period)):
+            t = k * go2.sensing_period
+            blend = min(1.0, max(0.0, (t - lie) / rise))
+            world.command((1.0 - blend) * lying + blend * go2.default_positions)
             world.step(substeps)
             joints, imu = world.joint_state(), world.imu()
             estimate = estimator.step(
-                k * go2.sensing_period,
+                t,
                 imu.orientation,
                 imu.angular_velocity,
                 imu.linear_acceleration,
@@ -269,29 +277,39 @@ def test_a_standing_go2_stands_on_four_feet(go2, mass_scale):
                 joints.velocity,
                 joints.effort,
             )
-            if k >= 500:  # 1 s to land and settle
+            if t >= lie + rise + 0.5:
                 standing.append(estimate.contact)
     assert np.all(standing), np.mean(standing, axis=0)
 
 
 def test_a_fast_foot_does_not_land_on_its_force_alone():
     """With landing_speed set, a free foot whose effort-balanced force passes on_force lands only
-    while it moves slower than that: a fast swing's own dynamics read as force too."""
+    while it moves slower than that (a fast swing's own dynamics read as force too), unless fewer
+    than two feet stand (the filter's velocity, which the speed builds on, may then be far off).
+    With still_speed set, a foot that still lands on off_force's load (a slow stand-up)."""
     from sim2real.core.estimation.config import ContactConfig
     from sim2real.core.estimation.legged import ContactDetector
 
-    detector = ContactDetector(ContactConfig(on_force=30.0, off_force=12.0, landing_speed=1.0), 4)
     jacobians = np.zeros((4, 3, 12))
     legs = [np.arange(3 * foot, 3 * foot + 3) for foot in range(4)]
     for foot, joints in enumerate(legs):
         jacobians[foot][:, joints] = np.eye(3)
 
-    def feet(vertical_n, speed):
+    def feet(detector, vertical_n, speed):
         effort = np.zeros(12)
-        effort[[3 * foot + 2 for foot in range(4)]] = -vertical_n  # tau = -J^T f
-        return detector.update(0.0, np.eye(3), jacobians, effort, legs, np.full(4, speed)).copy()
+        effort[[3 * foot + 2 for foot in range(4)]] = -np.asarray(vertical_n, dtype=float)  # tau = -J^T f
+        return detector.update(0.0, np.eye(3), jacobians, effort, legs, np.asarray(speed, dtype=float)).copy()
 
-    assert not feet(0.0, 0.0).any()  # unloaded: lifted
-    assert not feet(40.0, 2.0).any()  # loaded, but swinging at 2 m/s
-    assert feet(40.0, 0.2).all()  # loaded and still: landed
-    assert feet(40.0, 2.0).all()  # standing: the speed gates landing only
+    gated = ContactDetector(ContactConfig(on_force=30.0, off_force=12.0, landing_speed=1.0), 4)
+    # Two feet stand (loaded, still), two swing free.
+    assert feet(gated, [40, 40, 0, 0], [0, 0, 0, 0]).tolist() == [True, True, False, False]
+    assert feet(gated, [40, 40, 40, 40], [0, 0, 2, 2]).tolist() == [True, True, False, False]  # too fast
+    assert feet(gated, [40, 40, 40, 40], [0, 0, 0.2, 0.2]).all()  # slow enough: landed
+    assert feet(gated, [40, 40, 40, 40], [2, 2, 2, 2]).all()  # standing: the speed gates landing only
+    # No foot down (a robot lifted): the gate stands aside, else no foot could land again.
+    assert not feet(gated, [0, 0, 0, 0], [0, 0, 0, 0]).any()
+    assert feet(gated, [40, 40, 40, 40], [2, 2, 2, 2]).all()
+    still = ContactDetector(ContactConfig(on_force=30.0, off_force=12.0, landing_speed=1.0, still_speed=0.1), 4)
+    assert not feet(still, [0, 0, 0, 0], [0, 0, 0, 0]).any()
+    assert not feet(still, [15, 15, 15, 15], [0.5, 0.5, 0.5, 0.5]).any()  # under on_force, moving
+    assert feet(still, [15, 15, 15, 15], [0.05, 0.05, 0.05, 0.05]).all()  # loaded slowly, still

@@ -9,7 +9,7 @@ and /imu/data those were most of the node's CPU). Quadruped, ``filter_update:=ba
 default): each IMU sample of the batch integrates the base over its own interval and the
 legs (the newest joint state) update the filter once, at the newest sample
 (:meth:`LegKalmanFilter.step_batch`; on a recorded trot 0.015 m/s of velocity RMSE against
-0.003 per sample, nearly all of it the estimate held between batches, at a quarter of the CPU,
+0.006 per sample, nearly all of it the estimate held between batches, at a quarter of the CPU,
 benchmarks/estimation.py). ``filter_update:=sample``: every
 sample DDS kept goes through the whole filter, in the order it was received. Either way the
 estimate is published once per batch: at the batch rate (100 Hz on the Go2), normally at most

@@ -26,6 +26,9 @@ class ContactConfig:
     # alone also rises with a fast swing's own dynamics, which the static balance leaves out);
     # 0: force alone
     landing_speed: float = 0.0
+    # m/s: a free foot this still lands on off_force's load already (a foot loaded slowly, as in
+    # a stand-up, may never pass on_force); 0: never
+    still_speed: float = 0.0
     gait_period: float = 0.3  # s, gait source: one full gait cycle
     gait_duty: float = 0.5  # fraction of the cycle a foot stands
     gait_offsets: tuple[float, ...] = (0.0, 0.5, 0.5, 0.0)  # phase of each foot, profile foot order
@@ -62,14 +65,18 @@ class EstimationConfig:
 
 _FIELDS = tuple(f for f in EstimationConfig.__dataclass_fields__ if f != "contact")
 # Settings where 0 means "none" (no bias state, no sensor noise carried through the legs).
-_ZERO_IS_OFF = {
-    "ground_height",
-    "accelerometer_bias_prior",
-    "accelerometer_bias_noise",
-    "gyro_noise",
-    "joint_velocity_noise",
+# (joint_velocity_noise stays positive: the arm's filter measures with it.)
+_ZERO_IS_OFF = {"ground_height", "accelerometer_bias_prior", "accelerometer_bias_noise", "gyro_noise"}
+_CONTACT_FIELDS = {
+    "source",
+    "on_force",
+    "off_force",
+    "landing_speed",
+    "still_speed",
+    "gait_period",
+    "gait_duty",
+    "gait_offsets",
 }
-_CONTACT_FIELDS = {"source", "on_force", "off_force", "landing_speed", "gait_period", "gait_duty", "gait_offsets"}
 
 
 def load_estimation_config(name_or_path: str | Path) -> EstimationConfig:
@@ -135,7 +142,9 @@ def _contact_config(contact: dict[str, Any], source: str | Path) -> ContactConfi
                 )
             contact_values[key] = tuple(float(v) for v in value)
         else:
-            contact_values[key] = _positive(source, f"contact.{key}", value, allow_zero=key == "landing_speed")
+            contact_values[key] = _positive(
+                source, f"contact.{key}", value, allow_zero=key in ("landing_speed", "still_speed")
+            )
     contact_config = ContactConfig(**contact_values)
     if contact_config.off_force >= contact_config.on_force:
         raise EstimationError(

@@ -65,8 +65,13 @@ class ContactDetector:
         vertical = force @ rotation[2]
         self.force = vertical
         lands = ~self.contact & (vertical > c.on_force)
-        if c.landing_speed > 0 and foot_speed is not None:
+        if c.landing_speed > 0 and foot_speed is not None and self.contact.sum() >= 2:
+            # A foot's speed is the filter's velocity plus the leg's: with fewer than two feet
+            # down (a robot lifted, a fall) that velocity may be off by more than the limit, and
+            # gating on it would keep every foot from landing again.
             lands &= foot_speed < c.landing_speed
+        if c.still_speed > 0 and foot_speed is not None:
+            lands |= ~self.contact & (vertical > c.off_force) & (foot_speed < c.still_speed)
         lifts = self.contact & (vertical < c.off_force)
         self.contact = (self.contact | lands) & ~lifts
         return self.contact
@@ -272,12 +277,6 @@ class LegKalmanFilter:
         dq = np.asarray(joint_velocity, dtype=float)
         feet_body, jacobians = self.kinematics.frame_jacobians(joint_position, self._feet, angular=True)
         effort = None if joint_effort is None or len(joint_effort) == 0 else np.asarray(joint_effort, dtype=float)
-        foot_speed = None
-        if self.config.contact.landing_speed > 0:
-            skew = np.array([[0.0, -omega[2], omega[1]], [omega[2], 0.0, -omega[0]], [-omega[1], omega[0], 0.0]])
-            relative = (feet_body @ skew.T + jacobians[:, :3] @ dq) @ R.T
-            foot_speed = np.linalg.norm(self.x[3:6] + relative, axis=1)
-        contact = self.contact_detector.update(t, R, jacobians[:, :3], effort, self.leg_joints, foot_speed).copy()
         if self._t is None:
             self.reset(R, feet_body)
             self._t = samples[0].t
@@ -296,6 +295,14 @@ class LegKalmanFilter:
                 x[0:3] += x[3:6] * dt + 0.5 * acceleration * dt * dt
                 x[3:6] += acceleration * dt
                 elapsed += dt
+        # Contact after the prediction: a landing foot's speed is judged on this step's velocity.
+        foot_speed = None
+        contact_config = self.config.contact
+        if (contact_config.landing_speed > 0 or contact_config.still_speed > 0) and contact_config.source == "effort":
+            skew = np.array([[0.0, -omega[2], omega[1]], [omega[2], 0.0, -omega[0]], [-omega[1], omega[0], 0.0]])
+            relative = (feet_body @ skew.T + jacobians[:, :3] @ dq) @ R.T
+            foot_speed = np.linalg.norm(x[3:6] + relative, axis=1)
+        contact = self.contact_detector.update(t, R, jacobians[:, :3], effort, self.leg_joints, foot_speed).copy()
         if elapsed > 0:
             self._propagate(elapsed, contact, rolling, R)
         self._update(t, R, omega, dq, feet_body, jacobians, contact, rolling)

@@ -217,8 +217,9 @@ def main() -> int:
 
 def report(seconds: float, segments: list[dict]) -> None:
     """The table: each path through the bridge and the relay, and what the bridge adds."""
-    results = {"bridge": segments[0::2], "relay": segments[1::2]}
-    print(f"unitree_bridge vs a bare relay, {RATE_HZ:.0f} Hz LowState, 50 Hz commands, {2 * seconds:g} s each")
+    results = {kind: [r for k, r in zip(SEGMENTS, segments) if k == kind] for kind in ("bridge", "relay")}
+    each = seconds * SEGMENTS.count("bridge")
+    print(f"unitree_bridge vs a bare relay, {RATE_HZ:.0f} Hz LowState, 50 Hz commands, {each:g} s each")
     print(f"{'path':10s} {'bridge p50/p99 ms':>18s} {'relay p50/p99 ms':>18s} {'added p50/p99 ms':>18s}")
     for path in ("state", "command"):
         b = np.concatenate([r[path] for r in results["bridge"]])

@@ -81,3 +81,27 @@ def test_a_reset_the_supervisor_keeps_refusing_is_the_reason_given():
     s.reset_refusal = "refused: the fault persists (joint_limits: FR_calf_joint)"
     step = s.step(6.0, True, view("DAMPING", 1, "STANDBY -> DAMPING: a"), False)
     assert step.action == "give_up" and "its last answer to reset: refused: the fault persists" in step.reason
+
+
+def test_an_engage_refused_for_a_stand_never_reached_is_answered_with_one_reset():
+    """A driver that damped mid stand-up leaves the robot short of its stand; the supervisor's
+    engage refusal advises a reset (the stand-up again from where it is): asked once, within the
+    same budget as a trip's reset, and the refusal is the reason given if it comes again."""
+    from sim2real.core.supervisor import RESTART_STAND
+
+    s = EngageStartup(60.0)
+    assert s.step(0.0, True, view("STANDBY"), True).action == "engage"
+    short = f"RR_calf_joint is 1.22 rad from its stand pose (max 0.7 rad): the robot did not reach its stand; {RESTART_STAND}"
+    s.engage_refusal = short
+    step = s.step(1.0, True, view("STANDBY"), True)
+    assert step.action == "reset" and step.first and short in step.reason
+    assert s.step(2.0, True, view("STANDBY"), False).action == "wait"  # standing up again
+    assert s.step(5.0, True, view("STANDBY"), True).action == "engage"
+    s.engage_refusal = short
+    assert s.step(6.0, True, view("STANDBY"), True).action == "engage"  # no second reset
+    step = s.step(61.0, True, view("STANDBY"), True)
+    assert step.action == "give_up" and short in step.reason
+    # A robot that stood and sagged: the advice is a stop first, never the recorder's to give.
+    sagged = EngageStartup(60.0)
+    sagged.engage_refusal = "... no longer stands; lift it or clear what blocks it, damp, then reset (...)"
+    assert sagged.step(0.0, True, view("STANDBY"), True).action == "engage"

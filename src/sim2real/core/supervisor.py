@@ -59,6 +59,10 @@ from sim2real.core.safety_config import OPERATOR_ACTIONS, CheckConfig, Response,
 from sim2real.core.safety_requirements import check_config_for
 from sim2real.core.stand_effort import standing_efforts
 
+# The engage's refusal of a robot that never reached its stand (a driver that damped mid stand-up):
+# a reset in STANDBY stands it up again from where it is. The sysid recorder acts on this advice.
+RESTART_STAND = "then reset (the stand-up starts again from where it is)"
+
 TELEOP_FRESH_S = 0.2  # teleop older than this no longer steers; the hold pose takes over
 # Engage from STANDBY needs the measured joints this close to the stand pose (rad): a robot still
 # lying on the ground, or held off its stand, is no state a policy was trained on. In PyBullet a
@@ -428,11 +432,7 @@ class SupervisorCore:
         if error[worst] > ENGAGE_STAND_TOLERANCE:
             # Once it stood, a reset in STANDBY leaves the robot as it is (a standing robot sags; a
             # restart from where it is would relax its legs): the way back is a stop first.
-            then = (
-                "damp, then reset (the stand-up starts again from where it lies)"
-                if self._stood
-                else "then reset (the stand-up starts again from where it is)"
-            )
+            then = "damp, then reset (the stand-up starts again from where it lies)" if self._stood else RESTART_STAND
             return (
                 f"{self.profile.joint_names[worst]} is {error[worst]:.2f} rad from its stand pose (max "
                 f"{ENGAGE_STAND_TOLERANCE} rad): the robot did not reach its stand or no longer stands; lift it "

@@ -220,8 +220,8 @@ class SysidLoggerNode(Node):
                 self.get_logger().warning(step.reason)
             if step.action == "reset":
                 self._enter("stand", None)  # stand again after the reset, then engage
-            if now - self.last_call_wall < ENGAGE_RETRY_S:
-                return
+            if now - self.last_call_wall < ENGAGE_RETRY_S and not step.first:
+                return  # a reset decided now is asked at once: the decision is not repeated
             self.last_call_wall = now
             if step.action == "reset":
                 self._call(self.reset, "reset")

@@ -6,13 +6,17 @@ engage then checks the rest (fresh states, the stand pose reached, a live comman
 starts its nodes) is reset once, and the log says so; a second trip, an e-stop or an
 operator's damp ends the start-up. So does the time limit, with the reason the robot was not
 engaged (the supervisor's failing check, its refusal of the engage, or the silence of a
-topic), never a guess.
+topic), never a guess. An engage refused because the robot never reached its stand (its driver
+damped mid stand-up) is answered, within the same one reset, as the supervisor advises: a reset,
+which stands the robot up again from where it is.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Mapping
+
+from sim2real.core.supervisor import RESTART_STAND
 
 
 @dataclass
@@ -84,6 +88,12 @@ class EngageStartup:
         self._resetting = False
         if view.trips is not None:
             self._trips_before = view.trips
+        if view.mode == "STANDBY" and RESTART_STAND in self.engage_refusal and self.resets_left > 0:
+            # The robot never reached its stand (its driver damped mid stand-up, say): the
+            # supervisor's advice is a reset, which stands it up again from where it is.
+            self.resets_left -= 1
+            refusal, self.engage_refusal = self.engage_refusal, ""
+            return Step("reset", f"the supervisor refused the engage ({refusal}): resetting it once", first=True)
         ready, self.waiting_for = self._readiness(view, states_seen, stood)
         return Step("engage") if ready else Step("wait", self.waiting_for)
 

@@ -251,9 +251,9 @@ def test_encoder_velocity_noise_is_carried_through_the_legs(go2):
 def test_a_go2_stood_up_from_lying_stands_on_four_feet(go2, mass_scale):
     """From the folded lying pose (the supervisor's damp_pose: feet unloaded, so the filter lifts
     them) up to the stand pose over 2 s as the supervisor does, no impact, held by the PD alone
-    (no feed-forward: the front feet bear the least, about 27-29 N by the joint efforts): a Go2 of
-    the reference masses reads all four feet in contact once it stands. The landing threshold
-    lies under a standing foot's load."""
+    (no feed-forward): the front feet end with 14-22 N by the joint efforts, under on_force, and
+    land as still feet on off_force's load (still_speed). A Go2 of the reference masses reads all
+    four feet in contact once it stands."""
     from sim2real.core.safety_config import load_safety_config
 
     lying = np.array([load_safety_config("go2").damp_pose[name] for name in go2.joint_names])

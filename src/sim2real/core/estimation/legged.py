@@ -295,17 +295,19 @@ class LegKalmanFilter:
                 x[0:3] += x[3:6] * dt + 0.5 * acceleration * dt * dt
                 x[3:6] += acceleration * dt
                 elapsed += dt
+        # Each foot's velocity relative to the base, in the world frame (omega x r + J dq): the
+        # legs' measurement of the base velocity, and with it each foot's own speed.
+        skew = np.array([[0.0, -omega[2], omega[1]], [omega[2], 0.0, -omega[0]], [-omega[1], omega[0], 0.0]])
+        relative_velocity = (feet_body @ skew.T + jacobians[:, :3] @ dq) @ R.T
         # Contact after the prediction: a landing foot's speed is judged on this step's velocity.
         foot_speed = None
         contact_config = self.config.contact
         if (contact_config.landing_speed > 0 or contact_config.still_speed > 0) and contact_config.source == "effort":
-            skew = np.array([[0.0, -omega[2], omega[1]], [omega[2], 0.0, -omega[0]], [-omega[1], omega[0], 0.0]])
-            relative = (feet_body @ skew.T + jacobians[:, :3] @ dq) @ R.T
-            foot_speed = np.linalg.norm(x[3:6] + relative, axis=1)
+            foot_speed = np.linalg.norm(x[3:6] + relative_velocity, axis=1)
         contact = self.contact_detector.update(t, R, jacobians[:, :3], effort, self.leg_joints, foot_speed).copy()
         if elapsed > 0:
             self._propagate(elapsed, contact, rolling, R)
-        self._update(t, R, omega, dq, feet_body, jacobians, contact, rolling)
+        self._update(t, R, relative_velocity, feet_body, jacobians, contact, rolling)
         return BaseEstimate(
             t,
             self.x[0:3].copy(),
@@ -361,20 +363,18 @@ class LegKalmanFilter:
         self,
         t: float,
         R: np.ndarray,
-        omega: np.ndarray,
-        dq: np.ndarray,
+        relative_velocity: np.ndarray,
         feet_body: np.ndarray,
         jacobians: np.ndarray,
         contact: np.ndarray,
         rolling: np.ndarray,
     ) -> None:
+        """``relative_velocity``: each foot's velocity relative to the base, world frame."""
         c = self.config
         k = self._rows_per_foot
-        skew = np.array([[0.0, -omega[2], omega[1]], [omega[2], 0.0, -omega[0]], [-omega[1], omega[0], 0.0]])
-        # A standing foot is still: the base moves at minus the foot's velocity relative to it.
-        relative_velocity = feet_body @ skew.T + jacobians[:, :3] @ dq
         z = np.empty((self.num_feet, k))
-        z[:, 3:6] = rolling - relative_velocity @ R.T
+        # A standing foot is still: the base moves at minus the foot's velocity relative to it.
+        z[:, 3:6] = rolling - relative_velocity
         # The foot state is the contact point, a radius below the foot sphere's centre.
         z[:, 0:3] = feet_body @ R.T
         z[:, 2] -= c.foot_radius

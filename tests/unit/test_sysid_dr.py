@@ -67,3 +67,27 @@ def test_bad_identified_files_are_refused(tmp_path):
     with pytest.raises(IdentifiedError, match="simulator.parameters"):
         read_identified(bad)
     assert main(["dr", "from-sysid", str(bad), "-o", str(tmp_path / "x.yaml")]) == 2
+
+
+def test_a_fit_on_a_stand_keeps_the_base_mass_range(tmp_path, capsys):
+    """On a stand the trunk hangs from it: the fitted mass_scale is the legs', so the base's mass
+    range (which covers a payload) is kept, and the command and the file say why."""
+    identified = write_identified(
+        tmp_path / "go2.yaml", {"robot": "go2", "simulator": {"suspended": True, "parameters": PARAMETERS}}
+    )
+    reference = load_randomization("go2_reference").to_dict()["parameters"]
+    data = recentred(identified)
+    assert data["parameters"]["mass_scale"] == reference["mass_scale"]
+    assert data["parameters"]["motor_strength"]["normal"]["mean"] == pytest.approx(0.9)  # still centred
+    out = tmp_path / "go2_identified.yaml"
+    assert main(["dr", "from-sysid", str(identified), "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "mass_scale kept from the base randomization: fitted on a stand" in said
+    assert "# mass_scale kept from the base: fitted on a stand" in out.read_text()
+    assert load_randomization(out).ranges()["mass_scale"] == load_randomization("go2_reference").ranges()["mass_scale"]
+    # Standing (not on a stand), the whole robot loads the joints: the mass is centred as before.
+    standing = write_identified(
+        tmp_path / "standing.yaml", {"robot": "go2", "simulator": {"suspended": False, "parameters": PARAMETERS}}
+    )
+    low, high = recentred(standing)["parameters"]["mass_scale"]["uniform"]
+    assert (low + high) / 2 == pytest.approx(1.1)

@@ -113,3 +113,31 @@ def test_a_parameter_the_data_leave_loose_is_named_with_what_would_pin_it_down()
         "the data leave it loose: 95 % interval +-0.0784 kg*m^2, over 25 % of its search range either side; "
         "record large joint accelerations (higher excitation frequencies)"
     )
+
+
+def test_a_fit_on_a_stand_says_its_mass_is_the_legs():
+    """The file `dr from-sysid` reads says the bags hung on a stand, and why the trunk's mass is unseen."""
+    from sim2real.sysid.fit import STAND_MASS, FitResult, Parameter
+
+    space = [Parameter("mass_scale", 0.5, 1.6, 1.0, "")]
+    rmse = np.zeros(1)
+
+    def document(suspended: bool) -> dict:
+        return FitResult(
+            {"mass_scale": 1.07},
+            {"mass_scale": 0.01},
+            space,
+            rmse,
+            rmse,
+            rmse,
+            rmse,
+            1,
+            1,
+            "",
+            0.0,
+            suspended=suspended,
+        ).to_dict(["a"])
+
+    hanging, standing = document(True), document(False)
+    assert hanging["suspended"] is True and hanging["not_identified"]["mass_scale of the trunk"] == STAND_MASS
+    assert standing["suspended"] is False and "mass_scale of the trunk" not in standing["not_identified"]

@@ -177,9 +177,11 @@ def cmd_dr_from_sysid(args: argparse.Namespace) -> int:
     from sim2real.sysid.recentre import write_recentred
 
     try:
-        out = write_recentred(args.identified, args.output, base=args.base)
+        out, kept = write_recentred(args.identified, args.output, base=args.base)
     except (ConfigError, ValueError) as exc:
         return _fail(exc)
+    for name, reason in kept.items():
+        print(f"{name} kept from the base randomization: {reason}")
     print(
         f"wrote {out}\ntrain on it: set 'randomization: {out.stem}' (or the path) in a copy of a training "
         f"config (config/train/<robot>_<task>.yaml), then sim2real train --config THAT.yaml --out runs/NAME"

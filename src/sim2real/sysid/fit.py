@@ -59,6 +59,14 @@ PINNED_BY = {
     "ground_friction": "feet that slip or push sideways, which standing still never does",
 }
 
+# The replay of a bag recorded on a stand holds the base in the air, so the fitted mass_scale is
+# the legs' alone: the trunk's mass (half a quadruped's, and where a payload sits) never loads a
+# joint there. `dr from-sysid` keeps its base randomization's mass range for such a fit.
+STAND_MASS = (
+    "recorded on a stand (suspended): the stand carries the trunk, so mass_scale above is the legs'; "
+    "the trunk's mass and any payload are not seen"
+)
+
 
 @dataclass(frozen=True)
 class Parameter:
@@ -162,12 +170,17 @@ class FitResult:
             }
         return {
             "method": "CMA-ES over replays of the recorded commands in SimWorld (windows from the measured state)",
+            # On a stand the trunk hangs from it: read by `dr from-sysid` (see ``STAND_MASS``).
+            "suspended": self.suspended,
             "parameters": parameters,
             "not_identified": {
                 "per_joint_losses": "SimWorld's joint_friction/joint_damping/armature are one value for all "
                 "joints; see rigid_body for per-joint friction and armature (arms)",
                 **(
-                    {"ground_friction": "recorded on a stand (suspended): the feet never touched the ground"}
+                    {
+                        "ground_friction": "recorded on a stand (suspended): the feet never touched the ground",
+                        "mass_scale of the trunk": STAND_MASS,
+                    }
                     if self.suspended
                     else {}
                 ),

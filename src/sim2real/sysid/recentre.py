@@ -14,7 +14,9 @@ its uncertainty, with a floor per kind that follows common sim-to-real practice:
 
 Conditions the fit did not identify (sensor noise, pushes, terrain) are taken unchanged from
 a base randomization (by default ``<robot>_reference`` when it exists), so the result is a
-complete training randomization.
+complete training randomization. So is ``mass_scale`` of a quadruped fitted on a stand
+(``sysid record --suspended``): the stand carries the trunk, so the fit saw the legs' masses
+only, and a narrow range around them would train on a robot lighter than one with a payload.
 """
 
 from __future__ import annotations
@@ -49,7 +51,10 @@ def recentred(identified_path: str | Path, base: str | Path | None = None, name:
     parameters: dict[str, Any] = {}
     if base_randomization is not None:
         parameters.update(base_randomization.to_dict()["parameters"])
+    kept = kept_from_base(identified, base_randomization)
     for key, entry in identified["simulator"]["parameters"].items():
+        if key in kept:
+            continue
         value, std = float(entry["value"]), float(entry["std"])
         kind, multiple, relative, absolute = RULES.get(key, DEFAULT_RULE)
         physical = physical_bounds(key)
@@ -77,6 +82,18 @@ def recentred(identified_path: str | Path, base: str | Path | None = None, name:
     return data
 
 
+def kept_from_base(identified: dict[str, Any], base: Randomization | None) -> dict[str, str]:
+    """Identified conditions whose base range is kept, with the reason (said by the command and in
+    the file it writes)."""
+    if not identified["simulator"].get("suspended") or base is None or "mass_scale" not in base.parameters:
+        return {}
+    value = float(identified["simulator"]["parameters"].get("mass_scale", {}).get("value", float("nan")))
+    return {
+        "mass_scale": f"fitted on a stand (suspended): {value:.3g} is the legs' mass scale; the stand carried the "
+        f"trunk, so the base's range is kept (weigh the whole robot standing to narrow it)"
+    }
+
+
 def _base(robot: str, base: str | Path | None) -> Randomization | None:
     if base == "none":
         return None
@@ -92,8 +109,13 @@ def _base(robot: str, base: str | Path | None) -> Randomization | None:
     return load_randomization(base)
 
 
-def write_recentred(identified_path: str | Path, out: str | Path, base: str | Path | None = None) -> Path:
+def write_recentred(
+    identified_path: str | Path, out: str | Path, base: str | Path | None = None
+) -> tuple[Path, dict[str, str]]:
+    """The file written and the identified conditions whose base range it kept, with the reason."""
     data = recentred(identified_path, base)
+    identified = read_identified(identified_path)
+    kept = kept_from_base(identified, _base(identified.get("robot", "robot"), base))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     header = (
@@ -101,6 +123,7 @@ def write_recentred(identified_path: str | Path, out: str | Path, base: str | Pa
         "# written by 'sim2real dr from-sysid'. Identified conditions: centre = identified value,\n"
         "# width from its uncertainty (friction kept wide, mass narrow); the others come from the\n"
         "# base randomization unchanged. Train with: sim2real train --config <train config using it>\n"
+        + "".join(f"# {name} kept from the base: {reason}\n" for name, reason in kept.items())
     )
     out.write_text(header + yaml.safe_dump(data, sort_keys=False))
-    return out
+    return out, kept

@@ -166,6 +166,34 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_weigh(args: argparse.Namespace) -> int:
+    from sim2real.core.robot_profile import ProfileError, load_profile
+    from sim2real.sysid.dataset import BagError, BagTopics
+    from sim2real.sysid.identified_file import IdentifiedError
+    from sim2real.sysid.weigh import WeighError, write_weighed
+
+    try:
+        profile = load_profile(args.robot)
+        document, weighing = write_weighed(
+            profile, args.bags, args.output, fit=args.fit, topics=BagTopics(states=args.states, stamps=args.stamps)
+        )
+    except (ProfileError, BagError, IdentifiedError, WeighError) as exc:
+        return _fail(exc)
+    if args.json:
+        print(json.dumps(document, indent=2))
+        return 0
+    print(
+        f"{profile.name} weighs {weighing.mass_kg:.2f} +- {weighing.std_kg:.2f} kg standing: mass_scale "
+        f"{weighing.mass_scale:.4g} +- {weighing.mass_scale_std:.2g} of the model's {weighing.model_mass_kg:.2f} kg "
+        f"({weighing.readings} s of standing in {len(args.bags)} bag(s))"
+    )
+    print(
+        f"wrote {args.output}\nre-centre a randomization on it: sim2real dr from-sysid {args.output} "
+        "-o config/randomization/<robot>_identified.yaml"
+    )
+    return 0
+
+
 def cmd_record(args: argparse.Namespace) -> int:
     from sim2real.graph.sysid_recording import record_on_graph
 
@@ -269,6 +297,42 @@ def add_sysid_commands(sub, formatter) -> None:
     fit.add_argument("--no-plots", action="store_true", help="skip the before/after plot")
     fit.add_argument("--json", action="store_true", help="print the written document as JSON")
     fit.set_defaults(func=cmd_fit)
+
+    weigh = actions.add_parser(
+        "weigh",
+        formatter_class=formatter,
+        help="the whole robot's mass from bags of it standing (what a fit on a stand cannot see)",
+        description="Weigh a legged robot from bags of it standing on its feet: in each second of standing the\n"
+        "ground's force on the feet, from the motors' efforts through each leg's Jacobian (pinocchio),\n"
+        "balances its weight. A fit of bags recorded on a stand (--suspended) sees the legs' masses\n"
+        "only; the trunk, and any payload on it, hang from the stand. Give that fit as --fit: its legs'\n"
+        "mass_scale enters the balance and OUTPUT is the fit with the weighing added, which\n"
+        "'dr from-sysid' centres the mass range on. Without --fit, OUTPUT holds the weighing alone.\n"
+        "Bags: 'sysid record' without --suspended (it stands the robot before the excitation and holds\n"
+        "it after), or any bag with /joint_states (efforts included) of the robot standing.",
+        epilog="examples:\n"
+        "  sim2real sysid record --robot go2 --hardware unitree --network-interface eth0 --duration 10 -o bags/go2_standing\n"
+        "  sim2real sysid weigh bags/go2_standing --robot go2 --fit config/identified/go2.yaml "
+        "-o config/identified/go2_weighed.yaml\n"
+        "  sim2real dr from-sysid config/identified/go2_weighed.yaml -o config/randomization/go2_identified.yaml\n",
+    )
+    weigh.add_argument(
+        "bags", nargs="+", metavar="BAG", help="rosbag2 directories (or .mcap files) of the robot standing"
+    )
+    weigh.add_argument("--robot", required=True, help="robot profile the bags were recorded on")
+    weigh.add_argument("-o", "--output", required=True, help="identified-parameters YAML to write")
+    weigh.add_argument(
+        "--fit",
+        metavar="IDENTIFIED",
+        help="a file written by 'sysid fit' (of bags on a stand): its legs' mass enters the balance, and OUTPUT is it "
+        "with the weighing added",
+    )
+    weigh.add_argument("--states", default="/joint_states", metavar="TOPIC", help="the bag's joint states")
+    weigh.add_argument(
+        "--stamps", default="header", choices=("header", "receive"), help="time messages by header.stamp or receipt"
+    )
+    weigh.add_argument("--json", action="store_true", help="print the written document as JSON")
+    weigh.set_defaults(func=cmd_weigh)
 
     simulate = actions.add_parser(
         "simulate",

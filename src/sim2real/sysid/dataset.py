@@ -247,6 +247,35 @@ def read_bag(path: str | Path, profile: RobotProfile, topics: BagTopics = BagTop
     return segment
 
 
+def read_states(path: str | Path, profile: RobotProfile, topics: BagTopics = BagTopics()) -> Segment:
+    """A bag's joint states alone (no commands, excitation or completion needed: a robot standing
+    still is what ``sysid weigh`` reads); the command arrays of the segment are empty."""
+    path = Path(path)
+    if not path.exists():
+        raise BagError(path, "no such file or directory", "pass the rosbag2 directory (the one holding metadata.yaml)")
+    found, streams, metadata = _read_streams(path, (topics.states,))
+    if found.get(topics.states) != JOINT_STATE_TYPE:
+        raise BagError(
+            path,
+            f"no {JOINT_STATE_TYPE} topic {topics.states} (it has {sorted(found)})",
+            "--states TOPIC names the bag's own joint states",
+        )
+    t, q, dq, effort = _arrays(
+        path,
+        topics.states,
+        _joint_state_rows(path, topics.states, streams[topics.states], topics.stamps),
+        profile,
+        need_velocity=True,
+    )
+    recorded = metadata.get("robot")
+    if recorded and recorded != profile.name:
+        raise BagError(
+            path, f"recorded on robot {recorded!r}, read as robot {profile.name!r}", f"use --robot {recorded}"
+        )
+    empty = np.zeros((0, len(profile.joint_names)))
+    return Segment(str(path), t - (t[0] if len(t) else 0.0), q, dq, effort, np.zeros(0), empty, empty, empty, metadata)
+
+
 def _read_streams(path: Path, wanted: Sequence[str]) -> tuple[dict[str, str], dict[str, list], dict[str, Any]]:
     """(topic -> type of every topic, the ``wanted`` topics' (receive time ns, decoded message)
     in time order, the parsed custom_data). A truncated or damaged bag is read in part, with a warning that

@@ -61,10 +61,12 @@ PINNED_BY = {
 
 # The replay of a bag recorded on a stand holds the base in the air, so the fitted mass_scale is
 # the legs' alone: the trunk's mass (half a quadruped's, and where a payload sits) never loads a
-# joint there. `dr from-sysid` keeps its base randomization's mass range for such a fit.
+# joint there. `dr from-sysid` keeps its base randomization's mass range for such a fit, unless
+# `sysid weigh` has weighed the robot standing.
+STAND_MASS_KEY = "mass_scale of the trunk"
 STAND_MASS = (
     "recorded on a stand (suspended): the stand carries the trunk, so mass_scale above is the legs'; "
-    "the trunk's mass and any payload are not seen"
+    "the trunk's mass and any payload are not seen (sim2real sysid weigh weighs the robot standing)"
 )
 
 
@@ -179,7 +181,7 @@ class FitResult:
                 **(
                     {
                         "ground_friction": "recorded on a stand (suspended): the feet never touched the ground",
-                        "mass_scale of the trunk": STAND_MASS,
+                        STAND_MASS_KEY: STAND_MASS,
                     }
                     if self.suspended
                     else {}

@@ -16,7 +16,8 @@ Conditions the fit did not identify (sensor noise, pushes, terrain) are taken un
 a base randomization (by default ``<robot>_reference`` when it exists), so the result is a
 complete training randomization. So is ``mass_scale`` of a quadruped fitted on a stand
 (``sysid record --suspended``): the stand carries the trunk, so the fit saw the legs' masses
-only, and a narrow range around them would train on a robot lighter than one with a payload.
+only, and a narrow range around them would train on a robot lighter than one with a payload;
+unless ``sysid weigh`` weighed the robot standing: its ``mass_scale`` is then the whole robot's.
 """
 
 from __future__ import annotations
@@ -85,12 +86,19 @@ def recentred(identified_path: str | Path, base: str | Path | None = None, name:
 def kept_from_base(identified: dict[str, Any], base: Randomization | None) -> dict[str, str]:
     """Identified conditions whose base range is kept, with the reason (said by the command and in
     the file it writes)."""
-    if not identified["simulator"].get("suspended") or base is None or "mass_scale" not in base.parameters:
+    simulator = identified["simulator"]
+    if (
+        not simulator.get("suspended")
+        or simulator.get("weighed")
+        or base is None
+        or "mass_scale" not in base.parameters
+    ):
         return {}
     value = float(identified["simulator"]["parameters"].get("mass_scale", {}).get("value", float("nan")))
     return {
         "mass_scale": f"fitted on a stand (suspended): {value:.3g} is the legs' mass scale; the stand carried the "
-        f"trunk, so the base's range is kept (weigh the whole robot standing to narrow it)"
+        f"trunk, so the base's range is kept (to centre it, weigh the robot standing: sim2real sysid weigh BAG "
+        f"--robot ROBOT --fit THIS_FILE -o WEIGHED.yaml, then dr from-sysid WEIGHED.yaml)"
     }
 
 

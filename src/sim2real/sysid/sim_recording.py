@@ -46,9 +46,12 @@ def record_in_sim(
     seed: int = 0,
     settle: float = 0.5,
     suspended: bool = False,
+    effort: np.ndarray | None = None,
 ) -> Path:
     """Run ``excitation`` on a simulated robot under ``conditions``; write a sysid bag to
-    ``out``. ``suspended``: a floating-base robot hangs on a stand (SimWorld's gantry)."""
+    ``out``. ``suspended``: a floating-base robot hangs on a stand (SimWorld's gantry).
+    ``effort``: a feed-forward torque per joint sent with every command (the supervisor's stand
+    feed-forward, ``core.stand_effort``, which keeps a heavy quadruped from sitting down)."""
     world = SimWorld(profile, conditions, seed=seed, suspended=suspended)
     try:
         world.reset()
@@ -74,8 +77,9 @@ def record_in_sim(
                     q, dq = excitation.sample(stamp / NS_PER_S - settle)
                     if not (settle <= stamp / NS_PER_S <= settle + excitation.duration):
                         dq = np.zeros_like(dq)
-                    world.command(q, dq)
-                    bag.write(COMMANDS, stamp, joint_state_message(names, stamp, q, dq, np.zeros(len(names))))
+                    tau = np.zeros(len(names)) if effort is None else np.asarray(effort, dtype=float)
+                    world.command(q, dq, tau)
+                    bag.write(COMMANDS, stamp, joint_state_message(names, stamp, q, dq, tau))
                 world.step(substeps)
                 stamp += sensing_ns
     finally:

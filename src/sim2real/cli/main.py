@@ -829,11 +829,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     from sim2real.cli import failures, pipeline
     from sim2real.cli import preflight as preflight_cli
+    from sim2real.cli import prior as prior_cli
     from sim2real.cli.latency import add_dr_from_latency
 
     failures.add_parser(sub, _Formatter)
     preflight_cli.add_parser(sub, _Formatter)
     pipeline.add_parser(sub, _Formatter)
+    prior_cli.add_parser(sub, _Formatter)
     add_sysid_commands(sub, _Formatter)  # sysid record|fit|simulate
     dr = sub.add_parser(
         "dr",

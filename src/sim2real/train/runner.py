@@ -53,6 +53,7 @@ from sim2real.train.checkpoint import (
     source_revision,
 )
 from sim2real.train.curriculum import make_curriculum
+from sim2real.train.prior import PriorSchedule, load_prior
 from sim2real.train.symmetry import MirrorAugmentation, env_mirrors, log_mirror_loss_without_gradients
 from sim2real.train.train_config import rsl_rl_config
 
@@ -134,6 +135,8 @@ class _Run:
     window: deque
     pending: list[dict] = field(default_factory=list)
     history: list[dict[str, float]] = field(default_factory=list)
+    prior: PriorSchedule | None = None  # lambda per iteration, when the config has a prior
+    prior_scale: float | None = None  # the lambda the workers have
 
 
 class Trainer:
@@ -319,6 +322,13 @@ class Trainer:
             log_mirror_loss_without_gradients(alg.symmetry)
         if checkpoint is not None:
             self._load_into(alg, checkpoint, interface, rsl_cfg, schedule.start)
+        prior = None
+        if cfg["prior"]["spec"] is not None:
+            settings = cfg["prior"]
+            prior = PriorSchedule(
+                settings["lambda"], settings["lambda_final"], settings["lambda_final_iteration"], schedule.warmup_end
+            )
+            vec.call("set_prior", load_prior(settings["spec"], task=f"{cfg['robot']}_{cfg['task']}"), 0.0)
         return _Run(
             vec=vec,
             env=env,
@@ -331,6 +341,7 @@ class Trainer:
             checkpoint=checkpoint,
             source=source,
             window=deque(maxlen=max(100, cfg["num_envs"])),
+            prior=prior,
         )
 
     def _load_into(self, alg, checkpoint: dict, interface: dict, rsl_cfg: dict, start: int) -> None:
@@ -383,6 +394,7 @@ class Trainer:
         try:
             for it in range(schedule.start, schedule.total):
                 self._schedule_rate(run, schedule, it)
+                self._schedule_prior(run, it)
                 obs, losses, times = self._rollout_and_update(run, obs, learner_threads)
                 completed = it + 1  # at once: a Ctrl-C from here on saves this update as this iteration's
                 env_steps += steps_per_iteration
@@ -390,6 +402,8 @@ class Trainer:
                 row = _iteration_row(completed, times, steps_per_iteration, episodes)
                 self._adapt_after(run, row, episodes, completed)
                 run.history.append(row)
+                if run.prior_scale is not None:
+                    row["prior_lambda"] = run.prior_scale
                 self._log(writer, completed, row, episodes, losses, run.alg, run.randomization)
                 bar.set_postfix_str(_postfix(row), refresh=False)
                 bar.update(1)
@@ -422,6 +436,15 @@ class Trainer:
             )
         if ppo["schedule"] == "linear" and it >= schedule.warmup_end:
             _set_learning_rate(run.alg, linear_rate(ppo, it, schedule.warmup_end, schedule.line_end))
+
+    def _schedule_prior(self, run: _Run, it: int) -> None:
+        """The prior's lambda for iteration ``it``, sent to the workers when it changes."""
+        if run.prior is None:
+            return
+        scale = run.prior.at(it)
+        if scale != run.prior_scale:
+            run.vec.call("set_prior_scale", scale)
+            run.prior_scale = scale
 
     def _rollout_and_update(self, run: _Run, obs, learner_threads: int):
         """One rollout of num_steps_per_env steps in every env, then the PPO update; the four
@@ -525,6 +548,8 @@ class Trainer:
             scalars[key] = float(np.mean(values))
         if "adr_decision" in row:
             scalars["ADR/decision"] = row["adr_decision"]
+        if "prior_lambda" in row:
+            scalars["Prior/lambda"] = row["prior_lambda"]
         if randomization is not None:
             for name, (low, high) in randomization.ranges().items():
                 scalars[f"ADR/{name}_low"], scalars[f"ADR/{name}_high"] = low, high

@@ -50,6 +50,11 @@ DEFAULTS: dict[str, Any] = {
         "warmup_iterations": 0,
     },
     "curriculum": None,
+    # Reward shaping from prior knowledge (sim2real.train.prior): r_total = r_env + lambda * r_prior.
+    # spec: a prior YAML (a path, or a name in config/priors/); lambda runs linearly from `lambda`
+    # to `lambda_final` at iteration `lambda_final_iteration` (from the end of any critic
+    # warm-up) and holds there; without a final it stays `lambda`.
+    "prior": {"spec": None, "lambda": 1.0, "lambda_final": None, "lambda_final_iteration": None},
     # Learn from the mirror image of every sample too (train/symmetry.py): needs a robot with a
     # mirror: section in its profile. augmentation doubles each PPO mini-batch with mirrored
     # samples; mirror_loss_coef > 0 adds rsl_rl's mirror loss.
@@ -283,6 +288,7 @@ def _validate(config: dict[str, Any], source: str | Path) -> None:
     _validate_schedule(config, source)
     _validate_structure(config, source)
     _validate_task_config(config, source)
+    _validate_prior(config, source)
     _validate_run_shape(config, source)
 
 
@@ -443,6 +449,40 @@ def _validate_task_config(config: dict[str, Any], source: str | Path) -> None:
             "task_config",
             str(exc),
             f"correct the key (task_config may only set keys of config/tasks/{config['robot']}_{config['task']}.yaml)",
+        ) from None
+
+
+def _validate_prior(config: dict[str, Any], source: str | Path) -> None:
+    """The prior's schedule, and its file against the task's signals (here in the learner, before
+    the run's folder is written)."""
+    from sim2real.train.prior import PriorError, load_prior
+
+    prior = config["prior"]
+    for key in ("lambda", "lambda_final"):
+        value = prior[key]
+        if (value is not None or key == "lambda") and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+        ):
+            raise TrainConfigError(source, f"prior.{key}", f"expected a number, got {value!r}", "write e.g. 1.0")
+    final_iteration = prior["lambda_final_iteration"]
+    if (prior["lambda_final"] is None) != (final_iteration is None):
+        raise TrainConfigError(
+            source,
+            "prior.lambda_final",
+            "lambda_final and lambda_final_iteration go together",
+            "give both (an anneal) or neither (a fixed lambda)",
+        )
+    if final_iteration is not None and (isinstance(final_iteration, bool) or not isinstance(final_iteration, int)):
+        raise TrainConfigError(
+            source, "prior.lambda_final_iteration", f"expected an iteration, got {final_iteration!r}", "write e.g. 1500"
+        )
+    if prior["spec"] is None:
+        return
+    try:
+        load_prior(prior["spec"], task=f"{config['robot']}_{config['task']}")
+    except PriorError as exc:
+        raise TrainConfigError(
+            source, "prior.spec", str(exc), "correct the prior (sim2real prior check FILE)"
         ) from None
 
 

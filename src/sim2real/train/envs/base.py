@@ -27,6 +27,13 @@ _NOMINAL = {name: getattr(PhysicalConditions(), name) for name in PhysicalCondit
 _NOISE_CONDITIONS = ("joint_position_noise", "joint_velocity_noise")
 # Every numeric condition but the battery (None when nominal: it enters as the torque-limit scale).
 _PRIVILEGED_CONDITIONS = tuple(name for name in PhysicalConditions.names() if name != "battery_voltage")
+NEAR_LIMIT = 0.1  # rad: a joint this close to a hard limit is "near" it (signal joint_speed_near_limits)
+# Signals every task computes for reward priors (sim2real.train.prior), by name: meaning (unit).
+COMMON_PRIOR_SIGNALS = {
+    "joint_speed_max": "the fastest joint's speed, rad/s",
+    "joint_speed_near_limits": f"the fastest speed of a joint within {NEAR_LIMIT} rad of a hard limit (0 if none), rad/s",
+    "action_rate": "squared change of the action since the last step, sum over joints",
+}
 
 
 class RobotTaskEnv(gymnasium.Env):
@@ -64,6 +71,8 @@ class RobotTaskEnv(gymnasium.Env):
     #: reward terms the task implements, as methods ``_reward_<name>``; ``termination``
     #: (1 on a fall, added after the positive clip) is computed here for tasks that list it
     REWARD_TERMS: tuple[str, ...] = ()
+    #: signals a reward prior may read (name: meaning and unit), as methods ``_signal_<name>``
+    PRIOR_SIGNALS: dict[str, str] = COMMON_PRIOR_SIGNALS
 
     def __init__(self, profile: RobotProfile, config: dict[str, Any], randomization=None, seed: int | None = None):
         super().__init__()
@@ -128,6 +137,8 @@ class RobotTaskEnv(gymnasium.Env):
         self._previous_action = np.zeros(n)
         self._target = self.action_offset.copy()
         self._noisy = False
+        self._prior_terms: list[tuple[str, float, Any, Callable[[], float]]] = []
+        self._prior_scale = 0.0
         self._next_push: float | None = None
         self._steps = 0
         self._return = 0.0
@@ -159,6 +170,44 @@ class RobotTaskEnv(gymnasium.Env):
         if self._world is not None:
             self._world.close()
             self._world = None
+
+    def set_prior(self, spec, scale: float = 1.0) -> None:
+        """Reward shaping from prior knowledge from now on: ``spec`` a checked
+        :class:`~sim2real.train.prior.PriorSpec` for this task (None: no prior), ``scale`` its
+        lambda. Each term is in ``info["reward_terms"]`` as ``prior/<name>``."""
+        self._prior_terms = []
+        if spec is not None:
+            unknown = [term.signal for term in spec.terms if term.signal not in self.PRIOR_SIGNALS]
+            if unknown:
+                raise ValueError(f"prior {spec.name!r}: signals {unknown} are not signals of task {self.task_name!r}")
+            self._prior_terms = [
+                (f"prior/{term.name}", term.weight * self.policy_period, term, getattr(self, f"_signal_{term.signal}"))
+                for term in spec.terms
+            ]
+        self.set_prior_scale(scale)
+
+    def set_prior_scale(self, scale: float) -> None:
+        """The prior's lambda (the training config's ``prior`` schedule)."""
+        scale = float(scale)
+        if not math.isfinite(scale):
+            raise ValueError(f"prior lambda must be finite, got {scale!r}")
+        self._prior_scale = scale
+
+    def prior_signals(self) -> dict[str, float]:
+        """Every prior signal's value at the current step."""
+        return {name: float(getattr(self, f"_signal_{name}")()) for name in self.PRIOR_SIGNALS}
+
+    def _signal_joint_speed_max(self) -> float:
+        return float(np.max(np.abs(self._dq)))
+
+    def _signal_joint_speed_near_limits(self) -> float:
+        q = self._q
+        near = (q - self._lower < NEAR_LIMIT) | (self._upper - q < NEAR_LIMIT)
+        return float(np.max(np.abs(self._dq[near]))) if near.any() else 0.0
+
+    def _signal_action_rate(self) -> float:
+        diff = self._action - self._previous_action
+        return float(np.dot(diff, diff))
 
     def set_randomization(self, randomization) -> None:
         """Per-episode physical conditions from now on (next reset); None: nominal world."""
@@ -258,6 +307,12 @@ class RobotTaskEnv(gymnasium.Env):
         if self._only_positive:
             terms["positive_clip"] = max(0.0, -reward)
             reward = max(reward, 0.0)
+        if self._prior_terms and self._prior_scale != 0.0:
+            # r_total = r_env + lambda * r_prior, after the clip: a prior's penalties are not
+            # swallowed by it (as termination is not).
+            for name, weight, term, signal in self._prior_terms:
+                terms[name] = self._prior_scale * weight * term(signal())
+                reward += terms[name]
         self._fell = self._check_fall()
         terminated = self._fell
         if self._termination_weight != 0.0:

@@ -15,7 +15,7 @@ from sim2real.core.observation import RobotSignals
 from sim2real.core.robot_profile import RobotProfile
 from sim2real.core.rotations import quat_to_matrix
 from sim2real.sim.world import TERRAIN_CELL, height_at
-from sim2real.train.envs.base import RobotTaskEnv
+from sim2real.train.envs.base import COMMON_PRIOR_SIGNALS, RobotTaskEnv
 
 # Contact forces below these are numerical chatter, not touch (legged_gym's thresholds).
 FOOT_CONTACT_FORCE = 1.0
@@ -145,6 +145,16 @@ class Go2WalkEnv(RobotTaskEnv):
         "feet_clearance",
         "termination",
     )
+    PRIOR_SIGNALS = {
+        **COMMON_PRIOR_SIGNALS,
+        "touchdown_force": "the largest normal force of a foot touching down this step (0 if none lands), N",
+        "foot_force_max": "the largest normal force on a foot this step, N",
+        "trunk_tilt": "the trunk's tilt from upright, rad",
+        "base_vertical_speed": "the trunk's vertical speed, m/s",
+        "base_height_error": "the trunk's height over the ground minus the task's target, m",
+        "torque_sq": "squared motor torques, sum over joints, (N*m)^2",
+        "body_collisions": "links other than the feet touching the ground (thighs, calves), count",
+    }
 
     def __init__(self, profile: RobotProfile, config: dict[str, Any], randomization=None, seed: int | None = None):
         if profile.kind != "quadruped":
@@ -365,6 +375,7 @@ class Go2WalkEnv(RobotTaskEnv):
                 touching.add(link)
         self._body_contact = body_contact
         self._collisions = len(touching)
+        self._foot_force = foot_force
 
         # Filtered with the previous contact, as in legged_gym: a foot that bounces for one
         # step must not count as a new touchdown.
@@ -451,6 +462,29 @@ class Go2WalkEnv(RobotTaskEnv):
                 "symmetry, or use a symmetric gait (a trot, a pace, a bound)"
             )
         return shifts.pop()
+
+    # ------------------------------------------------------------ prior signals
+    def _signal_touchdown_force(self) -> float:
+        landing = self._foot_force[self._first_contact]
+        return float(landing.max()) if landing.size else 0.0
+
+    def _signal_foot_force_max(self) -> float:
+        return float(self._foot_force.max())
+
+    def _signal_trunk_tilt(self) -> float:
+        return math.atan2(math.hypot(self._g[0], self._g[1]), -self._g[2])
+
+    def _signal_base_vertical_speed(self) -> float:
+        return self._v[2]
+
+    def _signal_base_height_error(self) -> float:
+        return self._base_height - self._base_height_target
+
+    def _signal_torque_sq(self) -> float:
+        return float(np.dot(self._tau, self._tau))
+
+    def _signal_body_collisions(self) -> float:
+        return float(self._collisions)
 
     # ----------------------------------------------------------------- rewards
     def _reward_tracking_lin_vel(self) -> float:

@@ -10,7 +10,7 @@ import numpy as np
 from sim2real.core.kinematics import Kinematics
 from sim2real.core.observation import RobotSignals
 from sim2real.core.robot_profile import RobotProfile
-from sim2real.train.envs.base import RobotTaskEnv
+from sim2real.train.envs.base import COMMON_PRIOR_SIGNALS, RobotTaskEnv
 
 
 class PandaReachEnv(RobotTaskEnv):
@@ -57,6 +57,13 @@ class PandaReachEnv(RobotTaskEnv):
 
     task_name = "reach"
     REWARD_TERMS = ("distance", "distance_fine", "reached", "action_rate", "joint_vel", "joint_vel_limits")
+    PRIOR_SIGNALS = {
+        **COMMON_PRIOR_SIGNALS,
+        "ee_speed": "the end effector's speed, m/s",
+        "ee_height": "the end effector's height over the robot's base, m",
+        "ee_reach": "the end effector's horizontal distance from the base's axis, m",
+        "goal_distance": "the end effector's distance to the goal, m",
+    }
 
     def __init__(self, profile: RobotProfile, config: dict[str, Any], randomization=None, seed: int | None = None):
         if profile.kind != "arm" or profile.end_effector_link is None:
@@ -168,6 +175,20 @@ class PandaReachEnv(RobotTaskEnv):
             last_action=self._action,
             default_joint_position=self.action_offset,
         )
+
+    # ------------------------------------------------------------ prior signals
+    def _signal_ee_speed(self) -> float:
+        _, jacobian = self.kinematics.end_effector_jacobian(self._q)
+        return float(np.linalg.norm(jacobian[:3] @ self._dq))
+
+    def _signal_ee_height(self) -> float:
+        return float(self._ee[2])
+
+    def _signal_ee_reach(self) -> float:
+        return float(math.hypot(self._ee[0], self._ee[1]))
+
+    def _signal_goal_distance(self) -> float:
+        return self._distance
 
     # ------------------------------------------------------------------ rewards
     def _reward_distance(self) -> float:

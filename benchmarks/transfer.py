@@ -87,6 +87,12 @@ ROWS = (
     ),
     Row("adaptive_dr", "adaptive DR, +300 iterations", config=f"{EXPERIMENTS}/adaptive_dr.yaml", init_from=SHIPPED),
     Row(
+        "prior_gentle",
+        "fixed reference DR + reward prior go2_gentle, +300 iterations",
+        config=f"{EXPERIMENTS}/prior_gentle.yaml",
+        init_from=SHIPPED,
+    ),
+    Row(
         "sysid",
         "DR centred on the sysid fit, +300 iterations",
         config=f"{EXPERIMENTS}/reference_finetune.yaml",

@@ -119,7 +119,9 @@ def test_the_env_adds_lambda_times_each_term_and_reports_it_beside_its_own_terms
     rng = np.random.default_rng(0)
     seen_prior = False
     for _ in range(60):
-        _, reward, _, _, info = env.step(rng.uniform(-1, 1, 12))
+        _, reward, terminated, truncated, info = env.step(rng.uniform(-1, 1, 12))
+        if terminated or truncated:
+            env.reset()
         signals = env.prior_signals()
         terms = info["reward_terms"]
         for term in spec.terms:
@@ -128,9 +130,12 @@ def test_the_env_adds_lambda_times_each_term_and_reports_it_beside_its_own_terms
         assert reward == pytest.approx(math.fsum(terms.values()), abs=1e-9)
         seen_prior |= terms["prior/soft_touchdown"] < 0.0
     assert seen_prior  # random actions stomp
-    env.set_prior_scale(0.0)
+    env.set_prior_scale(0.0)  # the terms stay in the report, at 0: every episode has the same keys
     _, _, _, _, info = env.step(np.zeros(12))
-    assert not any(name.startswith("prior/") for name in info["reward_terms"])
+    assert {k: v for k, v in info["reward_terms"].items() if k.startswith("prior/")} == {
+        "prior/soft_touchdown": 0.0,
+        "prior/level_trunk": 0.0,
+    }
     env.close()
 
 
@@ -149,8 +154,9 @@ def test_the_arm_computes_its_signals():
 def test_a_training_run_anneals_lambda_and_logs_each_prior_term(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+    from sim2real.train.checkpoint import load_checkpoint
     from sim2real.train.runner import Trainer
-    from sim2real.train.train_config import load_train_config
+    from sim2real.train.train_config import load_train_config, override_config
 
     prior = tmp_path / "gentle.yaml"
     prior.write_text(yaml.safe_dump(GENTLE))
@@ -161,7 +167,12 @@ def test_a_training_run_anneals_lambda_and_logs_each_prior_term(tmp_path):
         "policy: {actor_hidden_dims: [16], critic_hidden_dims: [16]}\n"
         f"prior: {{spec: {prior}, lambda: 1.0, lambda_final: 0.0, lambda_final_iteration: 2}}\n"
     )
-    Trainer(load_train_config("go2", "walk", config_file), tmp_path / "run", progress=False).run()
+    result = Trainer(load_train_config("go2", "walk", config_file), tmp_path / "run", progress=False).run()
+    # The run keeps the prior's terms inline: a resume or retrain elsewhere needs no file.
+    prior.unlink()
+    saved = load_checkpoint(result.checkpoint)["training_config"]
+    assert saved["prior"]["spec"] == parse_prior(GENTLE).to_dict()
+    assert override_config(saved, {"iterations": 4})["prior"]["spec"]["name"] == "gentle"  # a resume's config
     events = EventAccumulator(str(tmp_path / "run"), size_guidance={"scalars": 0}).Reload()
     assert [e.value for e in events.Scalars("Prior/lambda")] == [1.0, 0.5, 0.0]
     tags = events.Tags()["scalars"]
@@ -326,6 +337,30 @@ def test_draft_without_an_endpoint_explains_how_to_run_one(tmp_path, capsys, mon
         == 1
     )
     assert "cannot reach" in capsys.readouterr().err
+
+
+def test_draft_refuses_an_endpoint_that_is_not_http_and_names_the_prior_after_its_file(tmp_path, capsys):
+    assert (
+        main(
+            [
+                "prior",
+                "draft",
+                "x",
+                "--task",
+                "go2_walk",
+                "--endpoint",
+                "file:///etc/passwd",
+                "-o",
+                str(tmp_path / "p.yaml"),
+            ]
+        )
+        == 2
+    )
+    assert "give an http:// or https:// URL" in capsys.readouterr().err
+    out = tmp_path / "2026-Gentle walk.yaml"
+    with _ChatServer([_fenced({k: v for k, v in GENTLE.items() if k != "name"})]) as server:
+        assert main(["prior", "draft", "x", "--task", "go2_walk", "--endpoint", server.endpoint, "-o", str(out)]) == 0
+    assert load_prior(out).name == "prior_2026_gentle_walk"
 
 
 def test_check_and_signals_commands(capsys):

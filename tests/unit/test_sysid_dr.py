@@ -91,3 +91,21 @@ def test_a_fit_on_a_stand_keeps_the_base_mass_range(tmp_path, capsys):
     )
     low, high = recentred(standing)["parameters"]["mass_scale"]["uniform"]
     assert (low + high) / 2 == pytest.approx(1.1)
+
+
+def test_a_stand_fit_written_before_the_suspended_flag_is_recognised(tmp_path):
+    """Older fits say "suspended" only in ground friction's reason for not being identified."""
+    old = write_identified(
+        tmp_path / "old.yaml",
+        {
+            "robot": "go2",
+            "simulator": {
+                "parameters": PARAMETERS,
+                "not_identified": {
+                    "ground_friction": "recorded on a stand (suspended): the feet never touched the ground"
+                },
+            },
+        },
+    )
+    reference = load_randomization("go2_reference").to_dict()["parameters"]
+    assert recentred(old)["parameters"]["mass_scale"] == reference["mass_scale"]

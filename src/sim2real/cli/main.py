@@ -836,7 +836,7 @@ def build_parser() -> argparse.ArgumentParser:
     preflight_cli.add_parser(sub, _Formatter)
     pipeline.add_parser(sub, _Formatter)
     prior_cli.add_parser(sub, _Formatter)
-    add_sysid_commands(sub, _Formatter)  # sysid record|fit|simulate
+    add_sysid_commands(sub, _Formatter)  # sysid record|fit|weigh|simulate
     dr = sub.add_parser(
         "dr",
         formatter_class=_Formatter,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 EXAMPLES = (
@@ -15,6 +16,13 @@ EXAMPLES = (
     "then, in a training config:\n"
     "  prior: {spec: config/priors/my_gentle.yaml, lambda: 1.0, lambda_final: 0.0, lambda_final_iteration: 2000}\n"
 )
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a count of at least 1")
+    return value
 
 
 def cmd_signals(args: argparse.Namespace) -> int:
@@ -51,23 +59,28 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_draft(args: argparse.Namespace) -> int:
-    from sim2real.train.prior import PriorError
-    from sim2real.train.prior_draft import ENDPOINT_ENV, DraftError, NoEndpointError, draft, write_draft
+    from sim2real.core.errors import InputError
+    from sim2real.train.prior_draft import ENDPOINT_ENV, DraftError, draft, write_draft
 
     endpoint = args.endpoint or os.environ.get(ENDPOINT_ENV)
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-    name = os.path.splitext(os.path.basename(args.output))[0].replace("-", "_").lower()
+    stem = re.sub(r"[^a-z0-9_]+", "_", os.path.splitext(os.path.basename(args.output))[0].lower()).strip("_")
+    name = (stem if stem[:1].isalpha() else f"prior_{stem}")[:40].rstrip("_")
     try:
         result = draft(
             args.text, args.task, endpoint, name, args.model, args.attempts, api_key=api_key, timeout=args.timeout
         )
-    except (NoEndpointError, PriorError) as exc:
+    except InputError as exc:  # no endpoint, a URL that is not http(s), a bad prior
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except DraftError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    path = write_draft(result, args.output, args.text, endpoint, args.model)
+    try:
+        path = write_draft(result, args.output, args.text, endpoint, args.model)
+    except OSError as exc:
+        print(f"error: cannot write {args.output} ({exc.strerror}): choose a writable path", file=sys.stderr)
+        return 1
     print(f"wrote {path} ({len(result.spec.terms)} terms, answer {len(result.answers)} of {args.attempts} accepted)")
     print(f"review it before training on it: sim2real prior check {path}")
     return 0
@@ -127,7 +140,7 @@ def add_parser(sub, formatter) -> None:
         "http://localhost:11434/v1 (Ollama)",
     )
     draft.add_argument("--model", default="local", help="model name the server knows (Ollama needs it)")
-    draft.add_argument("--attempts", type=int, default=2, help="answers to ask for before giving up")
+    draft.add_argument("--attempts", type=_positive, default=2, help="answers to ask for before giving up")
     draft.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for each answer")
     draft.add_argument(
         "--api-key-env", metavar="VAR", help="environment variable holding a bearer token, if the server wants one"

@@ -224,7 +224,7 @@ def add_sysid_commands(sub, formatter) -> None:
     sysid = sub.add_parser(
         "sysid",
         formatter_class=formatter,
-        help="system identification: record, fit, simulate",
+        help="system identification: record, fit, weigh, simulate",
         description="Identify the simulator's physical parameters from recordings of the robot.",
         epilog=WORKFLOW,
     )

@@ -41,7 +41,7 @@ def write_identified(path: str | Path, content: dict[str, Any]) -> Path:
         **content,
     }
     header = (
-        "# Identified parameters, written by 'sim2real sysid fit'. Values in SI units; the simulator's\n"
+        "# Identified parameters, written by 'sim2real sysid fit' (or 'sysid weigh'). Values in SI units; the simulator's\n"
         "# std are Newey-West (the data's scatter, not simulator mismatch), rigid_body's Gauss-Newton\n"
         "# (lower bounds). Re-centre a randomization on them with:\n"
         f"#   sim2real dr from-sysid {path} -o config/randomization/<robot>_identified.yaml\n"

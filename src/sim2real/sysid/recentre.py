@@ -87,14 +87,18 @@ def kept_from_base(identified: dict[str, Any], base: Randomization | None) -> di
     """Identified conditions whose base range is kept, with the reason (said by the command and in
     the file it writes)."""
     simulator = identified["simulator"]
+    # Files written before the fit said "suspended" name ground friction as not identified on a stand.
+    reasons = simulator.get("not_identified") or {}
+    on_stand = bool(simulator.get("suspended")) or "suspended" in str(reasons.get("ground_friction", ""))
     if (
-        not simulator.get("suspended")
+        not on_stand
         or simulator.get("weighed")
+        or "mass_scale" not in simulator["parameters"]
         or base is None
         or "mass_scale" not in base.parameters
     ):
         return {}
-    value = float(identified["simulator"]["parameters"].get("mass_scale", {}).get("value", float("nan")))
+    value = float(simulator["parameters"]["mass_scale"]["value"])
     return {
         "mass_scale": f"fitted on a stand (suspended): {value:.3g} is the legs' mass scale; the stand carried the "
         f"trunk, so the base's range is kept (to centre it, weigh the robot standing: sim2real sysid weigh BAG "

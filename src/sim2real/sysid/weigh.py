@@ -166,14 +166,27 @@ def weigh(
                 f"{path} was recorded on a stand (suspended): its feet carried nothing. Record the robot standing "
                 "on the ground: sim2real sysid record --robot ROBOT ... (without --suspended)"
             )
+        if len(segment.t) < 2 or not segment.sample_period > 0:
+            raise WeighError(f"{path}: {len(segment.t)} joint states with distinct stamps: record the robot standing")
         per_reading = max(1, int(round(READING_S / segment.sample_period)))
         for chunk in _readings(standing_mask(kinematics, segment.q, segment.dq), per_reading):
-            if not np.any(segment.effort[chunk]):
+            silent = [
+                name
+                for name, any_effort in zip(profile.joint_names, np.any(segment.effort[chunk], axis=0))
+                if not any_effort
+            ]
+            if silent:
                 raise WeighError(
-                    f"{path}: the joint states carry no efforts (JointState.effort), and weighing needs the motors' "
-                    "torques; record from a driver that publishes them"
+                    f"{path}: the joint states carry no efforts (JointState.effort) for {silent}, and weighing needs "
+                    "every motor's torque; record from a driver that publishes them"
                 )
-            legs, motors = foot_forces(kinematics, segment.q[chunk], segment.effort[chunk])
+            try:
+                legs, motors = foot_forces(kinematics, segment.q[chunk], segment.effort[chunk])
+            except np.linalg.LinAlgError:
+                raise WeighError(
+                    f"{path}: a leg stood stretched straight (a singular Jacobian), where its efforts cannot tell "
+                    "its foot's force; record the robot in its stand pose"
+                ) from None
             readings.append(
                 balanced_mass(legs.mean(axis=0), motors.mean(axis=0), model_mass, kinematics.gravity, leg_mass_scale)
             )

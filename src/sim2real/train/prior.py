@@ -114,7 +114,7 @@ class PriorSpec:
         return {"name": self.name, "task": self.task, "description": self.description, "terms": terms}
 
 
-def task_signals(task: str) -> dict[str, str]:
+def task_signals(task: str, source: str | Path = "prior") -> dict[str, str]:
     """``<robot>_<task>`` -> the signals a prior may read: name -> meaning and unit."""
     from sim2real.train.tasks import TASKS
 
@@ -122,7 +122,7 @@ def task_signals(task: str) -> dict[str, str]:
         if f"{robot}_{name}" == task:
             return dict(entry.env_class.PRIOR_SIGNALS)
     known = sorted(f"{robot}_{name}" for robot, name in TASKS)
-    raise PriorError("prior", "task", f"{task!r} is not a task", f"use one of {known}")
+    raise PriorError(source, "task", f"{task!r} is not a task", f"use one of {known}")
 
 
 def parse_prior(data: Any, source: str | Path = "prior", task: str | None = None) -> PriorSpec:
@@ -135,7 +135,7 @@ def parse_prior(data: Any, source: str | Path = "prior", task: str | None = None
         raise PriorError(source, str(unknown[0]), "not a field of a prior", f"{_DECLARATIVE}; fields: {SPEC_FIELDS}")
     name = _name(data.get("name"), source, "name")
     spec_task = _text(data.get("task"), source, "task", required=True)
-    signals = task_signals(spec_task)
+    signals = task_signals(spec_task, source)
     if task is not None and spec_task != task:
         raise PriorError(
             source, "task", f"the prior is for {spec_task!r}, the run trains {task!r}", "use a prior for this task"
@@ -165,8 +165,19 @@ def prior_path(name_or_path: str | Path) -> Path:
 def load_prior(name_or_path: str | Path, task: str | None = None) -> PriorSpec:
     path = prior_path(name_or_path)
     if not path.is_file():
-        raise PriorError(path, "(file)", "no such file", "give the path of a prior YAML (config/priors/)")
+        shipped = sorted(p.stem for p in (share_dir() / "config" / "priors").glob("*.yaml"))
+        raise PriorError(path, "(file)", "no such file", f"give a prior YAML's path, or one of the shipped {shipped}")
     return parse_prior(read_yaml_data(path.read_text(), path), path, task)
+
+
+def prior_from_setting(setting: Any, task: str | None = None) -> PriorSpec:
+    """A training config's ``prior.spec``: a name or path (read now), or the spec itself inline
+    (what a run saves, so a resume does not depend on the file)."""
+    if isinstance(setting, Mapping):
+        return parse_prior(setting, "prior.spec", task)
+    if isinstance(setting, (str, Path)):
+        return load_prior(setting, task)
+    raise PriorError("prior.spec", "(value)", f"expected a prior's name, path or mapping, got {setting!r}", _SEE)
 
 
 def read_yaml_data(text: str, source: str | Path) -> Any:

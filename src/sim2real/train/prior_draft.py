@@ -11,10 +11,12 @@ during training: what it drafts is a file a person reads before naming it in a t
 from __future__ import annotations
 
 import datetime
+import http.client
 import json
 import os
 import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +34,8 @@ from sim2real.train.prior import (
 )
 
 ENDPOINT_ENV = "SIM2REAL_PRIOR_ENDPOINT"
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+MAX_ANSWER_BYTES = 1_000_000
 NO_ENDPOINT = (
     "no language-model endpoint: give --endpoint URL (or set {env}). `prior draft` asks an "
     "OpenAI-compatible chat API; run one on this machine, e.g.\n"
@@ -102,16 +106,32 @@ def chat_url(endpoint: str) -> str:
     return endpoint if endpoint.endswith("/chat/completions") else f"{endpoint}/chat/completions"
 
 
+def _opener(url: str) -> urllib.request.OpenerDirector:
+    """http(s) only; a server on this machine is asked directly, never through a proxy the
+    environment names (the prompt stays on the machine)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InputError(f"--endpoint {url!r}: give an http:// or https:// URL, e.g. http://localhost:8080/v1")
+    if parts.hostname in LOOPBACK:
+        return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    return urllib.request.build_opener()
+
+
 def ask(endpoint: str, messages: list[dict], model: str, api_key: str | None, timeout: float) -> str:
     """One chat completion's text."""
     body = json.dumps({"model": model, "messages": messages, "temperature": 0.2, "stream": False}).encode()
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    request = urllib.request.Request(chat_url(endpoint), data=body, headers=headers, method="POST")
+    url = chat_url(endpoint)
+    opener = _opener(url)
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            reply = json.loads(response.read().decode())
+        with opener.open(request, timeout=timeout) as response:
+            raw = response.read(MAX_ANSWER_BYTES + 1)
+        if len(raw) > MAX_ANSWER_BYTES:
+            raise DraftError(f"{url} answered more than {MAX_ANSWER_BYTES // 1000} kB: not a prior")
+        reply = json.loads(raw.decode())
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode(errors="replace")[:300]
         raise DraftError(
@@ -121,10 +141,14 @@ def ask(endpoint: str, messages: list[dict], model: str, api_key: str | None, ti
     except (urllib.error.URLError, TimeoutError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise DraftError(
-            f"cannot reach {chat_url(endpoint)} ({reason}): is the model server running, and is that its address?"
+            f"cannot reach {url} ({reason}): is the model server running, and is that its address?"
         ) from None
-    except json.JSONDecodeError:
-        raise DraftError(f"{chat_url(endpoint)} did not answer JSON: is it an OpenAI-compatible API?") from None
+    except http.client.HTTPException as exc:
+        raise DraftError(
+            f"{url} did not answer HTTP ({type(exc).__name__}): is that the model server's port?"
+        ) from None
+    except ValueError:  # JSON or UTF-8 that does not decode
+        raise DraftError(f"{url} did not answer JSON: is it an OpenAI-compatible API?") from None
     try:
         content = reply["choices"][0]["message"]["content"]
     except (KeyError, IndexError, TypeError):

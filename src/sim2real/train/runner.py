@@ -53,7 +53,7 @@ from sim2real.train.checkpoint import (
     source_revision,
 )
 from sim2real.train.curriculum import make_curriculum
-from sim2real.train.prior import PriorSchedule, load_prior
+from sim2real.train.prior import PriorSchedule, prior_from_setting
 from sim2real.train.symmetry import MirrorAugmentation, env_mirrors, log_mirror_loss_without_gradients
 from sim2real.train.train_config import rsl_rl_config
 
@@ -156,6 +156,11 @@ class Trainer:
         make_env: Callable[..., Any] = _default_make_env,
         progress: bool = True,
     ):
+        if config.get("prior", {}).get("spec") is not None:
+            # The prior's terms go into the run's config (and every checkpoint) inline: a resume
+            # or a retrain elsewhere trains on the same terms, whatever became of the file.
+            spec = prior_from_setting(config["prior"]["spec"], task=f"{config['robot']}_{config['task']}")
+            config = {**config, "prior": {**config["prior"], "spec": spec.to_dict()}}
         self.config = config
         self.out = Path(out)
         self.resume = Path(resume) if resume is not None else None
@@ -328,7 +333,7 @@ class Trainer:
             prior = PriorSchedule(
                 settings["lambda"], settings["lambda_final"], settings["lambda_final_iteration"], schedule.warmup_end
             )
-            vec.call("set_prior", load_prior(settings["spec"], task=f"{cfg['robot']}_{cfg['task']}"), 0.0)
+            vec.call("set_prior", prior_from_setting(settings["spec"], task=f"{cfg['robot']}_{cfg['task']}"), 0.0)
         return _Run(
             vec=vec,
             env=env,
@@ -527,7 +532,8 @@ class Trainer:
             or curriculum.difficulty < curriculum.d_max
         ):
             return None
-        return adr.update(_mean(episodes, "return"))
+        # The task's own return: the target was set on it, and a prior's share moves with lambda.
+        return adr.update(float(np.mean([task_return(e) for e in episodes])))
 
     def _log(
         self, writer, it: int, row: dict, episodes: list[dict], losses: dict, alg, randomization: Randomization | None
@@ -625,6 +631,12 @@ def _set_learning_rate(alg, rate: float) -> None:
     alg.learning_rate = rate
     for group in alg.optimizer.param_groups:
         group["lr"] = rate
+
+
+def task_return(episode: dict) -> float:
+    """An episode's return without a reward prior's terms (``prior/<name>``)."""
+    terms = episode.get("reward_terms") or {}
+    return float(episode["return"]) - math.fsum(v for k, v in terms.items() if k.startswith("prior/"))
 
 
 def _mean(episodes: list[dict], key: str) -> float:

@@ -455,7 +455,7 @@ def _validate_task_config(config: dict[str, Any], source: str | Path) -> None:
 def _validate_prior(config: dict[str, Any], source: str | Path) -> None:
     """The prior's schedule, and its file against the task's signals (here in the learner, before
     the run's folder is written)."""
-    from sim2real.train.prior import PriorError, load_prior
+    from sim2real.train.prior import PriorError, prior_from_setting
 
     prior = config["prior"]
     for key in ("lambda", "lambda_final"):
@@ -472,14 +472,16 @@ def _validate_prior(config: dict[str, Any], source: str | Path) -> None:
             "lambda_final and lambda_final_iteration go together",
             "give both (an anneal) or neither (a fixed lambda)",
         )
-    if final_iteration is not None and (isinstance(final_iteration, bool) or not isinstance(final_iteration, int)):
+    if final_iteration is not None and (
+        isinstance(final_iteration, bool) or not isinstance(final_iteration, int) or final_iteration < 0
+    ):
         raise TrainConfigError(
             source, "prior.lambda_final_iteration", f"expected an iteration, got {final_iteration!r}", "write e.g. 1500"
         )
     if prior["spec"] is None:
         return
     try:
-        load_prior(prior["spec"], task=f"{config['robot']}_{config['task']}")
+        prior_from_setting(prior["spec"], task=f"{config['robot']}_{config['task']}")
     except PriorError as exc:
         raise TrainConfigError(
             source, "prior.spec", str(exc), "correct the prior (sim2real prior check FILE)"

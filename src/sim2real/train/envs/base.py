@@ -53,7 +53,8 @@ class RobotTaskEnv(gymnasium.Env):
     (legged_gym convention: weights are per second, ``dt`` is the policy period);
     ``info["reward_terms"]`` holds every weighted term of the step and they sum to the
     reward. With ``rewards.only_positive`` the sum of the other terms is clipped at zero
-    (the clip shows up as the term ``positive_clip``) before ``termination`` is added.
+    (the clip shows up as the term ``positive_clip``) before ``termination`` and a reward prior's
+    terms (``prior/<name>``, :meth:`set_prior`) are added.
 
     Episode: at most ``max_episode_steps`` steps (then ``truncated``); at its end
     ``info["episode"]`` holds ``return``, ``length``, ``success`` and the task's metrics.
@@ -307,12 +308,12 @@ class RobotTaskEnv(gymnasium.Env):
         if self._only_positive:
             terms["positive_clip"] = max(0.0, -reward)
             reward = max(reward, 0.0)
-        if self._prior_terms and self._prior_scale != 0.0:
-            # r_total = r_env + lambda * r_prior, after the clip: a prior's penalties are not
-            # swallowed by it (as termination is not).
-            for name, weight, term, signal in self._prior_terms:
-                terms[name] = self._prior_scale * weight * term(signal())
-                reward += terms[name]
+        # r_total = r_env + lambda * r_prior, after the clip: a prior's penalties are not
+        # swallowed by it (as termination is not). At lambda 0 its terms are reported as 0, so
+        # every episode carries the same terms.
+        for name, weight, term, signal in self._prior_terms:
+            terms[name] = self._prior_scale * weight * term(signal()) if self._prior_scale else 0.0
+            reward += terms[name]
         self._fell = self._check_fall()
         terminated = self._fell
         if self._termination_weight != 0.0:

@@ -147,10 +147,11 @@ class Go2WalkEnv(RobotTaskEnv):
     )
     PRIOR_SIGNALS = {
         **COMMON_PRIOR_SIGNALS,
-        "touchdown_force": "the largest normal force of a foot touching down this step (0 if none lands), N",
+        "touchdown_force": "the largest normal force on a foot in the step it touches down, read at the step's end "
+        "(0 if none lands), N",
         "foot_force_max": "the largest normal force on a foot this step, N",
         "trunk_tilt": "the trunk's tilt from upright, rad",
-        "base_vertical_speed": "the trunk's vertical speed, m/s",
+        "base_vertical_speed": "the trunk's speed along its own up axis, m/s",
         "base_height_error": "the trunk's height over the ground minus the task's target, m",
         "torque_sq": "squared motor torques, sum over joints, (N*m)^2",
         "body_collisions": "links other than the feet touching the ground (thighs, calves), count",

@@ -636,7 +636,7 @@ def _set_learning_rate(alg, rate: float) -> None:
 def task_return(episode: dict) -> float:
     """An episode's return without a reward prior's terms (``prior/<name>``)."""
     terms = episode.get("reward_terms") or {}
-    return float(episode["return"]) - math.fsum(v for k, v in terms.items() if k.startswith("prior/"))
+    return float(episode.get("return", 0.0)) - math.fsum(v for k, v in terms.items() if k.startswith("prior/"))
 
 
 def _mean(episodes: list[dict], key: str) -> float:

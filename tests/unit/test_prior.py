@@ -182,6 +182,24 @@ def test_a_training_run_anneals_lambda_and_logs_each_prior_term(tmp_path):
     assert level[0] < 0.0 and abs(level[-1]) < abs(level[0]) / 5
 
 
+def test_a_lambda_line_that_ends_before_it_starts_is_refused(tmp_path):
+    """A fine-tune from iteration 1900 with a critic warm-up: a line ending at 1000 would put
+    lambda at its final value from the first iteration, warm-up included."""
+    from sim2real.train.runner import Trainer, TrainingError
+    from sim2real.train.train_config import load_train_config
+
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(
+        "iterations: 2\nnum_envs: 2\nnum_steps_per_env: 8\ncritic_warmup: {iterations: 1}\n"
+        "policy: {actor_hidden_dims: [16], critic_hidden_dims: [16]}\n"
+        "prior: {spec: go2_gentle, lambda: 1.0, lambda_final: 0.0, lambda_final_iteration: 1}\n"
+    )
+    with pytest.raises(
+        TrainingError, match="prior.lambda_final_iteration is 1, but the prior's lambda line starts at iteration 1"
+    ):
+        Trainer(load_train_config("go2", "walk", config_file), tmp_path / "run", progress=False).run()
+
+
 def test_a_training_config_with_a_bad_prior_is_refused_before_the_run(tmp_path):
     from sim2real.train.train_config import TrainConfigError, load_train_config
 

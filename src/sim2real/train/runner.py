@@ -282,6 +282,17 @@ class Trainer:
                 f"iteration {warmup_end} (the warm start's iteration plus any critic warm-up). "
                 f"Fix: set it above {warmup_end}, or remove it to end the line at the run's end ({total})"
             )
+        prior_end = (cfg.get("prior") or {}).get("lambda_final_iteration")
+        if (
+            (cfg.get("prior") or {}).get("spec") is not None
+            and prior_end is not None
+            and prior_end <= warmup_end < total
+        ):
+            raise TrainingError(
+                f"prior.lambda_final_iteration is {prior_end}, but the prior's lambda line starts at iteration "
+                f"{warmup_end} (the warm start's iteration plus any critic warm-up). Fix: set it above "
+                f"{warmup_end}, or remove lambda_final and lambda_final_iteration for a fixed lambda"
+            )
         return _Schedule(start, total, warmup, warmup_start, warmup_end, line_end)
 
     def _start(

@@ -93,6 +93,12 @@ ROWS = (
         init_from=SHIPPED,
     ),
     Row(
+        "prior_gentle_annealed",
+        "fixed reference DR + reward prior go2_gentle, lambda 1 -> 0, +300 iterations",
+        config=f"{EXPERIMENTS}/prior_gentle_annealed.yaml",
+        init_from=SHIPPED,
+    ),
+    Row(
         "sysid",
         "DR centred on the sysid fit, +300 iterations",
         config=f"{EXPERIMENTS}/reference_finetune.yaml",

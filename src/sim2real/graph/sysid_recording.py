@@ -261,10 +261,17 @@ def record_on_graph(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    identified = f"config/identified/{Path(str(plan.robot)).stem}.yaml"
     print(
         f"recorded {args.output} in {time.monotonic() - started:.0f} s\nnext: sim2real sysid fit {args.output} "
-        f"--robot {args.robot} -o config/identified/{Path(str(plan.robot)).stem}.yaml"
+        f"--robot {args.robot} -o {identified}"
     )
+    if not args.suspended and not load_profile(args.robot).fixed_base:
+        # Standing, the feet carry the whole robot: the bag weighs it, which a fit on a stand cannot.
+        print(
+            f"  or weigh it (its whole mass): sim2real sysid weigh {args.output} --robot {args.robot} "
+            f"--fit {identified} -o {identified.removesuffix('.yaml')}_weighed.yaml"
+        )
     return 0
 
 

@@ -161,3 +161,13 @@ def test_the_balance_takes_the_legs_mass_a_stand_fit_gives():
     uniform = balanced_mass(legs, motors, model_mass, gravity)
     assert uniform == pytest.approx(model_mass * (13.0 + true_mass * gravity) / (13.0 + model_mass * gravity))
     assert abs(uniform - true_mass) > 0.2
+
+
+def test_a_recording_standing_is_pointed_to_the_weighing():
+    from sim2real.graph.sysid_recording import next_steps
+
+    standing = next_steps("bags/go2_1", "go2", suspended=False)
+    assert standing.startswith("next: sim2real sysid fit bags/go2_1 --robot go2 -o config/identified/go2.yaml")
+    assert "sim2real sysid weigh bags/go2_1 --robot go2 --fit config/identified/go2.yaml" in standing
+    assert "weigh" not in next_steps("bags/go2_1", "go2", suspended=True)
+    assert "weigh" not in next_steps("bags/arm", "panda", suspended=False)

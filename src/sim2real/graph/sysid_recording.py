@@ -261,18 +261,24 @@ def record_on_graph(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    identified = f"config/identified/{Path(str(plan.robot)).stem}.yaml"
     print(
-        f"recorded {args.output} in {time.monotonic() - started:.0f} s\nnext: sim2real sysid fit {args.output} "
-        f"--robot {args.robot} -o {identified}"
+        f"recorded {args.output} in {time.monotonic() - started:.0f} s\n"
+        + next_steps(args.output, args.robot, args.suspended)
     )
-    if not args.suspended and not load_profile(args.robot).fixed_base:
-        # Standing, the feet carry the whole robot: the bag weighs it, which a fit on a stand cannot.
-        print(
-            f"  or weigh it (its whole mass): sim2real sysid weigh {args.output} --robot {args.robot} "
-            f"--fit {identified} -o {identified.removesuffix('.yaml')}_weighed.yaml"
-        )
     return 0
+
+
+def next_steps(bag: str, robot: str, suspended: bool) -> str:
+    """What to run on a finished recording: the fit, and for a legged robot recorded standing
+    (its feet carrying it) the weighing, which a fit on a stand cannot do."""
+    identified = f"config/identified/{Path(robot).stem}.yaml"
+    lines = [f"next: sim2real sysid fit {bag} --robot {robot} -o {identified}"]
+    if not suspended and not load_profile(robot).fixed_base:
+        lines.append(
+            f"  or weigh it (its whole mass): sim2real sysid weigh {bag} --robot {robot} --fit {identified} "
+            f"-o {identified.removesuffix('.yaml')}_weighed.yaml"
+        )
+    return "\n".join(lines)
 
 
 def _aborted_reason(bag: Path) -> str:

@@ -183,8 +183,9 @@ def test_a_training_run_anneals_lambda_and_logs_each_prior_term(tmp_path):
 
 
 def test_a_lambda_line_that_ends_before_it_starts_is_refused(tmp_path):
-    """A fine-tune from iteration 1900 with a critic warm-up: a line ending at 1000 would put
-    lambda at its final value from the first iteration, warm-up included."""
+    """A run with a critic warm-up whose lambda line ends inside it would start at lambda's final
+    value, warm-up included; a line that ended before the run began (a retrain of an annealed
+    run) holds its final value instead."""
     from sim2real.train.runner import Trainer, TrainingError
     from sim2real.train.train_config import load_train_config
 
@@ -198,6 +199,7 @@ def test_a_lambda_line_that_ends_before_it_starts_is_refused(tmp_path):
         TrainingError, match="prior.lambda_final_iteration is 1, but the prior's lambda line starts at iteration 1"
     ):
         Trainer(load_train_config("go2", "walk", config_file), tmp_path / "run", progress=False).run()
+    assert PriorSchedule(1.0, 0.0, 2250, first_iteration=2300).at(2300) == 0.0  # a retrain from 2250: held
 
 
 def test_a_training_config_with_a_bad_prior_is_refused_before_the_run(tmp_path):

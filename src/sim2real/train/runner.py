@@ -282,11 +282,13 @@ class Trainer:
                 f"iteration {warmup_end} (the warm start's iteration plus any critic warm-up). "
                 f"Fix: set it above {warmup_end}, or remove it to end the line at the run's end ({total})"
             )
+        # A line that ends inside this run's warm-up would put lambda at its final value from the
+        # first iteration; one that ended before the run began (a retrain of an annealed run) holds.
         prior_end = (cfg.get("prior") or {}).get("lambda_final_iteration")
         if (
             (cfg.get("prior") or {}).get("spec") is not None
             and prior_end is not None
-            and prior_end <= warmup_end < total
+            and start < prior_end <= warmup_end < total
         ):
             raise TrainingError(
                 f"prior.lambda_final_iteration is {prior_end}, but the prior's lambda line starts at iteration "

@@ -480,9 +480,9 @@ def test_sysid_record_through_the_bridge_writes_a_complete_bag(run_double, tmp_p
         timeout=240,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "next: sim2real sysid fit" in result.stdout
     # recorded standing: the bag can weigh the robot, which a fit on a stand cannot
-    assert f"sim2real sysid weigh {bag} --robot go2 --fit config/identified/go2.yaml" in result.stdout
+    assert f"next: sim2real sysid weigh {bag} --robot go2 --fit config/identified/go2.yaml" in result.stdout
+    assert f"sim2real sysid fit {bag} --robot go2" in result.stdout
     segment = read_bag(bag, GO2)
     assert segment.metadata["completed"] is True
     assert segment.metadata["hardware"] == "unitree"

@@ -167,7 +167,9 @@ def test_a_recording_standing_is_pointed_to_the_weighing():
     from sim2real.graph.sysid_recording import next_steps
 
     standing = next_steps("bags/go2_1", "go2", suspended=False)
-    assert standing.startswith("next: sim2real sysid fit bags/go2_1 --robot go2 -o config/identified/go2.yaml")
-    assert "sim2real sysid weigh bags/go2_1 --robot go2 --fit config/identified/go2.yaml" in standing
-    assert "weigh" not in next_steps("bags/go2_1", "go2", suspended=True)
+    assert standing.startswith("next: sim2real sysid weigh bags/go2_1 --robot go2 --fit config/identified/go2.yaml")
+    # its fit goes to another file: the stand fit the weighing uses stays
+    assert "sim2real sysid fit bags/go2_1 --robot go2 -o config/identified/go2_standing.yaml" in standing
+    hanging = next_steps("bags/go2_1", "go2", suspended=True)
+    assert hanging == "next: sim2real sysid fit bags/go2_1 --robot go2 -o config/identified/go2.yaml"
     assert "weigh" not in next_steps("bags/arm", "panda", suspended=False)

@@ -269,16 +269,19 @@ def record_on_graph(args: argparse.Namespace) -> int:
 
 
 def next_steps(bag: str, robot: str, suspended: bool) -> str:
-    """What to run on a finished recording: the fit, and for a legged robot recorded standing
-    (its feet carrying it) the weighing, which a fit on a stand cannot do."""
+    """What to run on a finished recording: its fit; for a legged robot recorded standing (its
+    feet carrying it), first the weighing, which a fit on a stand cannot do, with that fit."""
     identified = f"config/identified/{Path(robot).stem}.yaml"
-    lines = [f"next: sim2real sysid fit {bag} --robot {robot} -o {identified}"]
-    if not suspended and not load_profile(robot).fixed_base:
-        lines.append(
-            f"  or weigh it (its whole mass): sim2real sysid weigh {bag} --robot {robot} --fit {identified} "
-            f"-o {identified.removesuffix('.yaml')}_weighed.yaml"
-        )
-    return "\n".join(lines)
+    profile = load_profile(robot)
+    if suspended or profile.fixed_base or not profile.foot_links:
+        return f"next: sim2real sysid fit {bag} --robot {robot} -o {identified}"
+    return (
+        f"next: sim2real sysid weigh {bag} --robot {robot} --fit {identified} "
+        f"-o {identified.removesuffix('.yaml')}_weighed.yaml\n"
+        f"      (the whole robot's mass, with {identified} from a recording on a stand: sysid record --suspended)\n"
+        f"  or fit this standing bag (approximate): sim2real sysid fit {bag} --robot {robot} "
+        f"-o {identified.removesuffix('.yaml')}_standing.yaml"
+    )
 
 
 def _aborted_reason(bag: Path) -> str:

@@ -26,7 +26,8 @@ evaluate  per row, PyBullet's nominal world beside every reality, and the scenar
 Rows (config/experiments/go2_walk/transfer/): ``no_randomization`` (the shipped recipe on the
 nominal world, from scratch); ``reference`` (the shipped policy: the same recipe on the reference
 ranges); then fine-tunes of the shipped policy for 300 iterations on the same ranges (a control:
-what more training alone gives), under adaptive DR, with the go2_gentle reward prior, on the ranges
+what more training alone gives), under adaptive DR, with the go2_gentle reward prior (at a fixed
+lambda, and annealed to 0), on the ranges
 re-centred on the sysid fit, and on those with the measured latency. Last, ``pipeline``: the measured-latency row's policy walks the
 same three robots with the failure collector on, and `sim2real pipeline` takes its bundles on:
             sim2real up ... --reality-robot K --lockstep --policy BASE --demo --failures-dir F

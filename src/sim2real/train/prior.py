@@ -35,8 +35,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from sim2real.core.errors import InputError
-from sim2real.core.paths import share_dir
+from sim2real.core.config_files import ConfigError, available_configs, config_path
 
 SHAPES = {
     "value": "u",
@@ -54,12 +53,8 @@ MAX_TERMS = 16
 MAX_TEXT = 500  # characters of a description or a term's "why"
 
 
-class PriorError(InputError):
+class PriorError(ConfigError):
     """A prior file that does not fit the schema; names the field and the fix."""
-
-    def __init__(self, source: str | Path, field: str, problem: str, fix: str):
-        super().__init__(f"{source}: {field}: {problem}. Fix: {fix}")
-        self.field = field
 
 
 @dataclass(frozen=True)
@@ -154,19 +149,16 @@ def parse_prior(data: Any, source: str | Path = "prior", task: str | None = None
     return PriorSpec(name, spec_task, description, tuple(terms))
 
 
-def prior_path(name_or_path: str | Path) -> Path:
-    """A prior's file: a path as given, or a bare name in the package's ``config/priors/``."""
-    text = str(name_or_path)
-    if text.endswith((".yaml", ".yml")) or "/" in text:
-        return Path(text)
-    return share_dir() / "config" / "priors" / f"{text}.yaml"
-
-
 def load_prior(name_or_path: str | Path, task: str | None = None) -> PriorSpec:
-    path = prior_path(name_or_path)
+    """A prior by name (``config/priors/<name>.yaml``) or path, checked."""
+    path = config_path("priors", name_or_path)
     if not path.is_file():
-        shipped = sorted(p.stem for p in (share_dir() / "config" / "priors").glob("*.yaml"))
-        raise PriorError(path, "(file)", "no such file", f"give a prior YAML's path, or one of the shipped {shipped}")
+        raise PriorError(
+            path,
+            "(file)",
+            "no such file",
+            f"give a prior YAML's path, or one of the shipped {available_configs('priors')}",
+        )
     return parse_prior(read_yaml_data(path.read_text(), path), path, task)
 
 

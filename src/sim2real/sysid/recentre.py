@@ -46,6 +46,13 @@ DEFAULT_RULE = ("uniform", 2.0, 0.1, 0.0)
 
 def recentred(identified_path: str | Path, base: str | Path | None = None, name: str | None = None) -> dict[str, Any]:
     """The randomization mapping (YAML format of :mod:`sim2real.sim.randomization`), validated."""
+    return _recentred(identified_path, base, name)[0]
+
+
+def _recentred(
+    identified_path: str | Path, base: str | Path | None = None, name: str | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The randomization mapping, and the identified conditions whose base range it kept (why)."""
     identified = read_identified(identified_path)
     robot = identified.get("robot", "robot")
     base_randomization = _base(robot, base)
@@ -80,7 +87,7 @@ def recentred(identified_path: str | Path, base: str | Path | None = None, name:
         "pushes": base_randomization.to_dict()["pushes"] if base_randomization is not None else None,
     }
     Randomization.from_dict(data, source=f"recentred from {identified_path}")  # validate before anyone writes it
-    return data
+    return data, kept
 
 
 def kept_from_base(identified: dict[str, Any], base: Randomization | None) -> dict[str, str]:
@@ -125,9 +132,7 @@ def write_recentred(
     identified_path: str | Path, out: str | Path, base: str | Path | None = None
 ) -> tuple[Path, dict[str, str]]:
     """The file written and the identified conditions whose base range it kept, with the reason."""
-    data = recentred(identified_path, base)
-    identified = read_identified(identified_path)
-    kept = kept_from_base(identified, _base(identified.get("robot", "robot"), base))
+    data, kept = _recentred(identified_path, base)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     header = (

@@ -154,7 +154,8 @@ def read_bags(paths: Sequence[str | Path], profile: RobotProfile, topics: BagTop
     return Dataset(profile.joint_names, segments)
 
 
-def read_bag(path: str | Path, profile: RobotProfile, topics: BagTopics = BagTopics()) -> Segment:
+def _bag_path(path: str | Path) -> Path:
+    """``path`` as a bag's path, or BagError when nothing there is a bag."""
     path = Path(path)
     if not path.exists():
         raise BagError(path, "no such file or directory", "pass the rosbag2 directory (the one holding metadata.yaml)")
@@ -164,6 +165,19 @@ def read_bag(path: str | Path, profile: RobotProfile, topics: BagTopics = BagTop
             "no metadata.yaml and no .mcap file in this directory (not a rosbag2 bag)",
             "pass the rosbag2 directory the recorder wrote",
         )
+    return path
+
+
+def _check_robot(path: Path, metadata: dict[str, Any], profile: RobotProfile) -> None:
+    recorded = metadata.get("robot")
+    if recorded and recorded != profile.name:
+        raise BagError(
+            path, f"recorded on robot {recorded!r}, read as robot {profile.name!r}", f"use --robot {recorded}"
+        )
+
+
+def read_bag(path: str | Path, profile: RobotProfile, topics: BagTopics = BagTopics()) -> Segment:
+    path = _bag_path(path)
     found, streams, metadata = _read_streams(path, (topics.states, topics.commands))
     options = "--states TOPIC and --commands TOPIC:TYPE name the bag's own topics"
     for topic, expected in ((topics.states, JOINT_STATE_TYPE), (topics.commands, COMMAND_TYPES[topics.command_type])):
@@ -223,10 +237,7 @@ def read_bag(path: str | Path, profile: RobotProfile, topics: BagTopics = BagTop
         commands[3],
         metadata,
     )
-    expected = profile.name
-    recorded = metadata.get("robot")
-    if recorded and recorded != expected:
-        raise BagError(path, f"recorded on robot {recorded!r}, fitting robot {expected!r}", f"use --robot {recorded}")
+    _check_robot(path, metadata, profile)
     if metadata.get("completed") is False:
         # After an abort the supervisor held or damped the joints: fitted as excitation, that
         # would identify the supervisor's stop, not the robot.
@@ -250,9 +261,7 @@ def read_bag(path: str | Path, profile: RobotProfile, topics: BagTopics = BagTop
 def read_states(path: str | Path, profile: RobotProfile, topics: BagTopics = BagTopics()) -> Segment:
     """A bag's joint states alone (no commands, excitation or completion needed: a robot standing
     still is what ``sysid weigh`` reads); the command arrays of the segment are empty."""
-    path = Path(path)
-    if not path.exists():
-        raise BagError(path, "no such file or directory", "pass the rosbag2 directory (the one holding metadata.yaml)")
+    path = _bag_path(path)
     found, streams, metadata = _read_streams(path, (topics.states,))
     if found.get(topics.states) != JOINT_STATE_TYPE:
         raise BagError(
@@ -267,11 +276,7 @@ def read_states(path: str | Path, profile: RobotProfile, topics: BagTopics = Bag
         profile,
         need_velocity=True,
     )
-    recorded = metadata.get("robot")
-    if recorded and recorded != profile.name:
-        raise BagError(
-            path, f"recorded on robot {recorded!r}, read as robot {profile.name!r}", f"use --robot {recorded}"
-        )
+    _check_robot(path, metadata, profile)
     empty = np.zeros((0, len(profile.joint_names)))
     return Segment(str(path), t - (t[0] if len(t) else 0.0), q, dq, effort, np.zeros(0), empty, empty, empty, metadata)
 

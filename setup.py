@@ -34,6 +34,7 @@ NODE_EXECUTABLES = {
     "ros2_control_bridge": "sim2real.nodes.ros2_control_bridge:main",
     "unitree_bridge": "sim2real.nodes.unitree_bridge:main",
     "failure_collector": "sim2real.nodes.failure_collector:main",
+    "bag_recorder": "sim2real.nodes.bag_recorder:main",
     "sysid_logger": "sim2real.nodes.sysid_logger:main",
     "state_estimator": "sim2real.nodes.state_estimator:main",
 }

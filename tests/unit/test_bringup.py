@@ -119,6 +119,7 @@ def test_parse_arguments_fills_defaults():
         "controller_joints": "",
         "failure_collector": True,
         "failures_dir": "",
+        "record": "",
         "estimator": "auto",
         "latency_compensation": False,
         "latency_log": "",
@@ -160,6 +161,15 @@ def test_failure_collector_runs_by_default_and_can_be_left_out(tmp_path):
     assert collector.role == "monitoring"
     assert collector.parameters == {"robot": "go2", "output_dir": str(tmp_path / "bundles"), "use_sim_time": False}
     assert "failure_collector" not in [n.name for n in make_plan(failure_collector="false").nodes]
+
+
+def test_record_adds_the_bag_recorder_at_normal_priority(tmp_path):
+    assert "bag_recorder" not in [n.name for n in make_plan().nodes]
+    plan = make_plan(record=str(tmp_path / "bags" / "run_1"), realtime="true")
+    recorder = plan.node("bag_recorder")
+    assert recorder.role == "monitoring"
+    assert recorder.parameters == {"robot": "go2", "bag": str(tmp_path / "bags" / "run_1"), "use_sim_time": False}
+    assert recorder.environment == plan.node("failure_collector").environment
 
 
 def test_bad_policy_argument_fails_before_any_process_starts():

@@ -149,6 +149,13 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {
             "failures_dir", "", "folder for failure bundles; '' = output_dir of config/failures/default.yaml"
         ),
         LaunchArgument(
+            "record",
+            "",
+            "record the robot's topics (sensors, commands, supervisor status, /cmd_vel) into this "
+            "new rosbag2 directory while the graph runs (bag_recorder); '' = no recording. Robot "
+            "data for sim2real train --robot-buffer",
+        ),
+        LaunchArgument(
             "estimator",
             "auto",
             "run state_estimator (/state_estimate, divergence to the supervisor); "
@@ -342,6 +349,9 @@ def make_plan(**arguments: Any) -> BringupPlan:
                 },
             )
         )
+    if args["record"]:
+        bag = str(Path(args["record"]).expanduser().absolute())
+        nodes.append(NodeSpec("bag_recorder", "bag_recorder", "monitoring", {"robot": robot, "bag": bag}))
     realtime_cpus = _realtime_cpus(args)
     nodes = [
         NodeSpec(

@@ -298,7 +298,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     from sim2real.train.run_start import RunStartError, plan_run_start
     from sim2real.train.runner import Trainer, summary
 
-    overrides = {"iterations": args.iterations, "num_envs": args.num_envs, "workers": args.workers, "seed": args.seed}
+    overrides = {
+        "iterations": args.iterations,
+        "num_envs": args.num_envs,
+        "workers": args.workers,
+        "seed": args.seed,
+        "behaviour_cloning.buffer": args.robot_buffer,
+    }
     try:
         start = plan_run_start(
             out=args.out,
@@ -681,6 +687,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--iterations 2500\n"
         "  sim2real train --init-from policies/go2_walk.onnx --config my_walk_ft.yaml --out runs/go2_ft "
         "--iterations 2200\n"
+        "  sim2real train --init-from policies/go2_walk.onnx --config my_walk_ft.yaml --out runs/go2_bc "
+        "--robot-buffer bags/go2_runs\n"
         "then: sim2real export runs/reach -o runs/reach/policy.onnx\n",
     )
     train.add_argument("--robot", help="robot profile name (go2, panda; default: the --config file's robot:)")
@@ -703,6 +711,14 @@ def build_parser() -> argparse.ArgumentParser:
         "shipped one) only the actor carries over: the critic, the action noise "
         "(policy.init_noise_std) and the optimizer start afresh; set critic_warmup.iterations "
         "in the config to train the new critic alone first",
+    )
+    train.add_argument(
+        "--robot-buffer",
+        metavar="DIR",
+        help="system-in-the-loop: add beta * behaviour cloning of the actions in robot bags to PPO's "
+        "loss (behaviour_cloning in the config: beta, its anneal, demonstrations policy|teleop). DIR: "
+        "a bag recorded through the graph (record:=DIR), a failure bundle, or a folder of them; "
+        "bags added to it during the run join between iterations",
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
     train.set_defaults(func=cmd_train)

@@ -137,6 +137,9 @@ class _Run:
     history: list[dict[str, float]] = field(default_factory=list)
     prior: PriorSchedule | None = None  # lambda per iteration, when the config has a prior
     prior_scale: float | None = None  # the lambda the workers have
+    auxiliary: Any = None  # AuxiliaryLosses on robot data (behaviour cloning), hooked onto PPO
+    cloning: Any = None  # its BehaviourCloning term
+    cloning_schedule: PriorSchedule | None = None  # beta per iteration
 
 
 class Trainer:
@@ -347,7 +350,7 @@ class Trainer:
                 settings["lambda"], settings["lambda_final"], settings["lambda_final_iteration"], schedule.warmup_end
             )
             vec.call("set_prior", prior_from_setting(settings["spec"], task=f"{cfg['robot']}_{cfg['task']}"), 0.0)
-        return _Run(
+        run = _Run(
             vec=vec,
             env=env,
             alg=alg,
@@ -361,6 +364,38 @@ class Trainer:
             window=deque(maxlen=max(100, cfg["num_envs"])),
             prior=prior,
         )
+        self._start_cloning(run, schedule)
+        return run
+
+    def _start_cloning(self, run: _Run, schedule: _Schedule) -> None:
+        """Behaviour cloning on the robot buffer's demonstrations, when the config names a buffer:
+        the bags read now (a run does not start on robot data it cannot use), the term hooked
+        onto PPO's optimizer."""
+        from sim2real.core.policy_file import load_policy
+        from sim2real.train.auxiliary import AuxiliaryLosses, BehaviourCloning
+        from sim2real.train.export import policy_metadata
+        from sim2real.train.robot_data import RobotBuffer
+
+        settings = self.config["behaviour_cloning"]
+        if settings["buffer"] is None:
+            return
+        policy = policy_metadata(
+            {"interface": run.interface, "training_config": self.config, "iteration": schedule.start}, self.out
+        )
+        recorded = load_policy(settings["recorded_policy"]) if settings["recorded_policy"] else None
+        buffer = RobotBuffer(settings["buffer"], policy, settings["demonstrations"], recorded_policy=recorded)
+        samples = buffer.load()
+        for note in sorted(set(samples.notes)):
+            print(f"robot buffer: {note}", flush=True)
+        print(
+            f"robot buffer: {len(samples)} demonstrated actions from {len(samples.bags)} bag(s) in {buffer.root}",
+            flush=True,
+        )
+        run.cloning = BehaviourCloning(buffer, settings["batch_size"], seed=self.config["seed"] + schedule.start)
+        run.cloning_schedule = PriorSchedule(
+            settings["beta"], settings["beta_final"], settings["beta_final_iteration"], schedule.warmup_end
+        )
+        run.auxiliary = AuxiliaryLosses(run.alg, [run.cloning], self.config["ppo"]["max_grad_norm"])
 
     def _load_into(self, alg, checkpoint: dict, interface: dict, rsl_cfg: dict, start: int) -> None:
         if _term_names(checkpoint["interface"]) != _term_names(interface):
@@ -413,6 +448,7 @@ class Trainer:
             for it in range(schedule.start, schedule.total):
                 self._schedule_rate(run, schedule, it)
                 self._schedule_prior(run, it)
+                self._schedule_cloning(run, it, bar)
                 obs, losses, times = self._rollout_and_update(run, obs, learner_threads)
                 completed = it + 1  # at once: a Ctrl-C from here on saves this update as this iteration's
                 env_steps += steps_per_iteration
@@ -422,6 +458,8 @@ class Trainer:
                 run.history.append(row)
                 if run.prior_scale is not None:
                     row["prior_lambda"] = run.prior_scale
+                if run.auxiliary is not None:
+                    losses = {**losses, **run.auxiliary.pop_statistics()}
                 self._log(writer, completed, row, episodes, losses, run.alg, run.randomization)
                 bar.set_postfix_str(_postfix(row), refresh=False)
                 bar.update(1)
@@ -463,6 +501,20 @@ class Trainer:
         if scale != run.prior_scale:
             run.vec.call("set_prior_scale", scale)
             run.prior_scale = scale
+
+    def _schedule_cloning(self, run: _Run, it: int, bar) -> None:
+        """beta for iteration ``it`` (0 while the actor is frozen in a critic warm-up), and the
+        bags that joined the robot buffer since the last iteration."""
+        if run.cloning is None:
+            return
+        frozen = not any(p.requires_grad for p in run.alg.actor.parameters())
+        run.cloning.weight = 0.0 if frozen else run.cloning_schedule.at(it)
+        buffer = run.cloning.buffer
+        skipped = len(buffer.skipped)
+        for bag in buffer.refresh():
+            bar.write(f"robot buffer: {bag} joined ({len(buffer.samples)} demonstrated actions now)")
+        for reason in buffer.skipped[skipped:]:
+            bar.write(f"robot buffer: skipped {reason}")
 
     def _rollout_and_update(self, run: _Run, obs, learner_threads: int):
         """One rollout of num_steps_per_env steps in every env, then the PPO update; the four
@@ -559,7 +611,7 @@ class Trainer:
             "Loss/learning_rate": alg.learning_rate,
             "Policy/mean_std": float(alg.get_policy().output_std.detach().mean()),
         }
-        scalars.update({f"Loss/{k}": v for k, v in losses.items()})
+        scalars.update({k if "/" in k else f"Loss/{k}": v for k, v in losses.items()})
         for key in ("mean_return", "success_rate", "mean_length"):
             if key in row:
                 scalars[f"Train/{key}"] = row[key]

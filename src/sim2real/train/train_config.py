@@ -55,6 +55,21 @@ DEFAULTS: dict[str, Any] = {
     # to `lambda_final` at iteration `lambda_final_iteration` (from the end of any critic
     # warm-up) and holds there; without a final it stays `lambda`.
     "prior": {"spec": None, "lambda": 1.0, "lambda_final": None, "lambda_final_iteration": None},
+    # System-in-the-loop training (sim2real.train.auxiliary): L = L_PPO + beta * L_BC, the actor
+    # cloning the actions demonstrated in robot bags. buffer: a bag, a failure bundle or a folder
+    # of them, read again between iterations (new bags join the run); demonstrations: policy (the
+    # runtime's commands of a supervised run) or teleop (an operator's in TAKEOVER);
+    # recorded_policy: the policy file that ran while recording, for the gait clock's phase (a
+    # failure bundle names its own). beta runs like the prior's lambda.
+    "behaviour_cloning": {
+        "buffer": None,
+        "demonstrations": "policy",
+        "recorded_policy": None,
+        "beta": 1.0,
+        "beta_final": None,
+        "beta_final_iteration": None,
+        "batch_size": 256,
+    },
     # Learn from the mirror image of every sample too (train/symmetry.py): needs a robot with a
     # mirror: section in its profile. augmentation doubles each PPO mini-batch with mirrored
     # samples; mirror_loss_coef > 0 adds rsl_rl's mirror loss.
@@ -289,6 +304,7 @@ def _validate(config: dict[str, Any], source: str | Path) -> None:
     _validate_structure(config, source)
     _validate_task_config(config, source)
     _validate_prior(config, source)
+    _validate_behaviour_cloning(config, source)
     _validate_run_shape(config, source)
 
 
@@ -452,32 +468,41 @@ def _validate_task_config(config: dict[str, Any], source: str | Path) -> None:
         ) from None
 
 
+def _validate_weight_line(section: dict[str, Any], name: str, key: str, source: str | Path) -> None:
+    """A weight ``key`` run linearly to ``<key>_final`` at ``<key>_final_iteration``: numbers,
+    and the two final fields given together."""
+    for field in (key, f"{key}_final"):
+        value = section[field]
+        if (value is not None or field == key) and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+        ):
+            raise TrainConfigError(source, f"{name}.{field}", f"expected a number, got {value!r}", "write e.g. 1.0")
+    final_iteration = section[f"{key}_final_iteration"]
+    if (section[f"{key}_final"] is None) != (final_iteration is None):
+        raise TrainConfigError(
+            source,
+            f"{name}.{key}_final",
+            f"{key}_final and {key}_final_iteration go together",
+            f"give both (an anneal) or neither (a fixed {key})",
+        )
+    if final_iteration is not None and (
+        isinstance(final_iteration, bool) or not isinstance(final_iteration, int) or final_iteration < 0
+    ):
+        raise TrainConfigError(
+            source,
+            f"{name}.{key}_final_iteration",
+            f"expected an iteration, got {final_iteration!r}",
+            "write e.g. 1500",
+        )
+
+
 def _validate_prior(config: dict[str, Any], source: str | Path) -> None:
     """The prior's schedule, and its file against the task's signals (here in the learner, before
     the run's folder is written)."""
     from sim2real.train.prior import PriorError, prior_from_setting
 
     prior = config["prior"]
-    for key in ("lambda", "lambda_final"):
-        value = prior[key]
-        if (value is not None or key == "lambda") and (
-            isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-        ):
-            raise TrainConfigError(source, f"prior.{key}", f"expected a number, got {value!r}", "write e.g. 1.0")
-    final_iteration = prior["lambda_final_iteration"]
-    if (prior["lambda_final"] is None) != (final_iteration is None):
-        raise TrainConfigError(
-            source,
-            "prior.lambda_final",
-            "lambda_final and lambda_final_iteration go together",
-            "give both (an anneal) or neither (a fixed lambda)",
-        )
-    if final_iteration is not None and (
-        isinstance(final_iteration, bool) or not isinstance(final_iteration, int) or final_iteration < 0
-    ):
-        raise TrainConfigError(
-            source, "prior.lambda_final_iteration", f"expected an iteration, got {final_iteration!r}", "write e.g. 1500"
-        )
+    _validate_weight_line(prior, "prior", "lambda", source)
     if prior["spec"] is None:
         return
     try:
@@ -486,6 +511,33 @@ def _validate_prior(config: dict[str, Any], source: str | Path) -> None:
         raise TrainConfigError(
             source, "prior.spec", str(exc), "correct the prior (sim2real prior check FILE)"
         ) from None
+
+
+def _validate_behaviour_cloning(config: dict[str, Any], source: str | Path) -> None:
+    """The cloning's schedule and batch, and that its buffer and recorded policy exist (their
+    bags are read when the run starts)."""
+    from sim2real.train.robot_data import DEMONSTRATION_TOPICS
+
+    cloning = config["behaviour_cloning"]
+    _validate_weight_line(cloning, "behaviour_cloning", "beta", source)
+    batch = cloning["batch_size"]
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise TrainConfigError(
+            source, "behaviour_cloning.batch_size", f"expected a whole number >= 1, got {batch!r}", "write e.g. 256"
+        )
+    if cloning["demonstrations"] not in DEMONSTRATION_TOPICS:
+        raise TrainConfigError(
+            source,
+            "behaviour_cloning.demonstrations",
+            f"{cloning['demonstrations']!r} is not a demonstration stream",
+            f"use one of {sorted(DEMONSTRATION_TOPICS)}",
+        )
+    for key, what in (("buffer", "a bag, a failure bundle or a folder of them"), ("recorded_policy", "a policy file")):
+        value = cloning[key]
+        if value is not None and (not isinstance(value, str) or not Path(value).expanduser().exists()):
+            raise TrainConfigError(
+                source, f"behaviour_cloning.{key}", f"{value!r} does not exist", f"give {what} (or null)"
+            )
 
 
 def rsl_rl_config(config: Mapping[str, Any]) -> dict[str, Any]:

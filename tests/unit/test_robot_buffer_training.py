@@ -1,0 +1,58 @@
+"""`sim2real train --robot-buffer`: PPO on the Go2 with behaviour cloning of a recorded robot run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from sim2real.train.export import build_actor
+from sim2real.train.robot_data import rebuild_samples
+from sim2real.train.runner import Trainer
+from sim2real.train.train_config import TrainConfigError, load_train_config
+from tests.unit.test_robot_data import record_runtime
+
+
+@pytest.fixture(scope="module")
+def robot_run(tmp_path_factory):
+    bag = tmp_path_factory.mktemp("buffer") / "walk"
+    policy, _ = record_runtime(bag, seconds=3.0)
+    return bag, policy
+
+
+def _train(tmp_path, bag, beta: float):
+    overrides = {
+        "iterations": 2,
+        "num_envs": 2,
+        "workers": 1,
+        "num_steps_per_env": 8,
+        "behaviour_cloning.buffer": str(bag),
+        "behaviour_cloning.beta": beta,
+        "behaviour_cloning.batch_size": 128,
+        "critic_warmup.iterations": 0,
+        "ppo.learning_rate": 3e-3,
+    }
+    config = load_train_config("go2", "walk", overrides=overrides)
+    result = Trainer(config, tmp_path / f"beta_{beta}", progress=False).run()
+    checkpoint = torch.load(result.checkpoint, weights_only=True)
+    return result, checkpoint
+
+
+def test_cloning_pulls_the_trained_actor_toward_the_robot_s_actions(robot_run, tmp_path):
+    bag, policy = robot_run
+    samples = rebuild_samples(bag, policy.metadata, recorded_policy=policy)
+    errors = {}
+    for beta in (0.0, 20.0):
+        _, checkpoint = _train(tmp_path, bag, beta)
+        actor = build_actor(checkpoint)
+        with torch.no_grad():
+            predicted = actor(torch.as_tensor(samples.observations))
+        errors[beta] = float(np.mean((predicted.numpy() - samples.actions) ** 2))
+    assert errors[20.0] < 0.5 * errors[0.0]
+
+
+def test_a_missing_buffer_is_refused_before_the_run(tmp_path):
+    with pytest.raises(TrainConfigError, match="behaviour_cloning.buffer.*does not exist"):
+        load_train_config("go2", "walk", overrides={"behaviour_cloning.buffer": str(tmp_path / "nothing")})
+    with pytest.raises(TrainConfigError, match="beta_final and beta_final_iteration go together"):
+        load_train_config("go2", "walk", overrides={"behaviour_cloning.beta_final": 0.0})

@@ -8,7 +8,7 @@ import torch
 
 from sim2real.train.export import build_actor
 from sim2real.train.robot_data import rebuild_samples
-from sim2real.train.runner import Trainer
+from sim2real.train.runner import Trainer, summary
 from sim2real.train.train_config import TrainConfigError, load_train_config
 from tests.unit.test_robot_data import record_runtime
 
@@ -56,3 +56,40 @@ def test_a_missing_buffer_is_refused_before_the_run(tmp_path):
         load_train_config("go2", "walk", overrides={"behaviour_cloning.buffer": str(tmp_path / "nothing")})
     with pytest.raises(TrainConfigError, match="beta_final and beta_final_iteration go together"):
         load_train_config("go2", "walk", overrides={"behaviour_cloning.beta_final": 0.0})
+
+
+def test_domain_adaptation_trains_a_classifier_beside_ppo_and_resumes_it(robot_run, tmp_path):
+    bag, _ = robot_run
+    overrides = {
+        "iterations": 3,
+        "num_envs": 2,
+        "workers": 1,
+        "num_steps_per_env": 8,
+        "domain_adaptation.bags": [str(bag)],
+        "domain_adaptation.lambda": 0.5,
+        "critic_warmup.iterations": 0,
+    }
+    config = load_train_config("go2", "walk", overrides=overrides)
+    out = tmp_path / "dann"
+    result = Trainer(config, out, progress=False).run()
+    assert all(row["feature_mmd"] >= 0 for row in result.history)
+    checkpoint = torch.load(result.checkpoint, weights_only=True)
+    assert set(checkpoint["domain_adaptation"]) == {"classifier", "optimizer"}
+    scalars = _scalars(out)
+    assert {"Loss/domain_adaptation", "domain_adaptation/classifier_accuracy", "domain_adaptation/feature_mmd"} <= set(
+        scalars
+    )
+    lambdas = scalars["domain_adaptation/lambda"]
+    assert lambdas[0] == 0.0 and 0.0 < lambdas[1] < lambdas[2] <= 0.5  # DANN's rise over the run
+    more = load_train_config("go2", "walk", overrides={**overrides, "iterations": 4})
+    resumed = Trainer(more, out, resume=result.checkpoint, progress=False).run()
+    assert resumed.iterations == 4
+    assert "domain adaptation: feature MMD" in summary(resumed)
+
+
+def _scalars(run) -> dict[str, list[float]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run))
+    events.Reload()
+    return {tag: [e.value for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}

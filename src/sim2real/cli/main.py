@@ -304,6 +304,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         "workers": args.workers,
         "seed": args.seed,
         "behaviour_cloning.buffer": args.robot_buffer,
+        "domain_adaptation.bags": args.adapt_from,
     }
     try:
         start = plan_run_start(
@@ -689,6 +690,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--iterations 2200\n"
         "  sim2real train --init-from policies/go2_walk.onnx --config my_walk_ft.yaml --out runs/go2_bc "
         "--robot-buffer bags/go2_runs\n"
+        "  sim2real train --init-from policies/go2_walk.onnx --config my_walk_ft.yaml --out runs/go2_dann "
+        "--adapt-from bags/go2_runs\n"
         "then: sim2real export runs/reach -o runs/reach/policy.onnx\n",
     )
     train.add_argument("--robot", help="robot profile name (go2, panda; default: the --config file's robot:)")
@@ -719,6 +722,16 @@ def build_parser() -> argparse.ArgumentParser:
         "loss (behaviour_cloning in the config: beta, its anneal, demonstrations policy|teleop). DIR: "
         "a bag recorded through the graph (record:=DIR), a failure bundle, or a folder of them; "
         "bags added to it during the run join between iterations",
+    )
+    train.add_argument(
+        "--adapt-from",
+        metavar="BAGS",
+        nargs="+",
+        help="domain adaptation (DANN): align the actor's features of simulated observations with "
+        "those of the robot's, rebuilt from these bags (recorded with record:=DIR, failure bundles, "
+        "or folders of them), through a gradient-reversal domain classifier "
+        "(domain_adaptation in the config: lambda, schedule). Logged: Loss/domain_adaptation, "
+        "domain_adaptation/classifier_accuracy (toward 50 %%), domain_adaptation/feature_mmd",
     )
     train.add_argument("--no-progress", action="store_true", help="no progress bar (for logs)")
     train.set_defaults(func=cmd_train)

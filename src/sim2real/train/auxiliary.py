@@ -43,8 +43,10 @@ def actor_features(actor: Any, observations: Any) -> Any:
     its output layer maps to actions."""
     from tensordict import TensorDict
 
-    latent = actor.get_latent(TensorDict({"policy": observations}, batch_size=[observations.shape[0]]))
-    return actor.mlp[:-1](latent)
+    features = actor.get_latent(TensorDict({"policy": observations}, batch_size=[observations.shape[0]]))
+    for layer in list(actor.mlp)[:-1]:  # rsl_rl's MLP cannot be sliced (its constructor takes sizes)
+        features = layer(features)
+    return features
 
 
 class AuxiliaryLosses:

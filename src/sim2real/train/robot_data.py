@@ -432,18 +432,20 @@ def recorded_policy_of(path: Path) -> Any:
 
 
 class RobotBuffer:
-    """Robot data from a bag, a failure bundle or a folder of them, re-read when new bags appear
-    (:meth:`refresh`, between training iterations). A bag is read once it is complete (its
-    metadata.yaml is written as the recorder closes it)."""
+    """Robot data from bags, failure bundles or folders of them (``roots``: one or several),
+    re-read when new bags appear (:meth:`refresh`, between training iterations). A bag is read
+    once it is complete (its metadata.yaml is written as the recorder closes it)."""
 
     def __init__(
         self,
-        root: str | Path,
+        roots: str | Path | Sequence[str | Path],
         policy: Any,
         demonstrations: str = "policy",
         recorded_policy: Any = None,
     ):
-        self.root = Path(root).expanduser()
+        roots = [roots] if isinstance(roots, (str, Path)) else list(roots)
+        self.roots = [Path(r).expanduser() for r in roots]
+        self.root = ", ".join(str(r) for r in self.roots)  # as it is named to people
         self.policy = policy
         self.demonstrations = demonstrations
         self.recorded_policy = recorded_policy
@@ -454,7 +456,7 @@ class RobotBuffer:
 
     def load(self) -> RobotSamples:
         """Read every bag there now; RobotDataError if one cannot be used or none gives a sample."""
-        bags = find_bags(self.root)
+        bags = [bag for root in self.roots for bag in find_bags(root)]
         if not bags:
             raise RobotDataError(
                 self.root, "holds no rosbag2 bag", "record one through the graph (record:=DIR) or give a failure bundle"
@@ -474,7 +476,7 @@ class RobotBuffer:
         """Read the bags that appeared since the last read; a bag that cannot be used is skipped
         with the reason (:attr:`skipped`), so a bad file dropped in the folder never stops a run."""
         try:
-            new = [b for b in find_bags(self.root) if b.resolve() not in self._read]
+            new = [b for root in self.roots for b in find_bags(root) if b.resolve() not in self._read]
         except RobotDataError as exc:
             self.skipped.append(str(exc))
             return []

@@ -137,9 +137,11 @@ class _Run:
     history: list[dict[str, float]] = field(default_factory=list)
     prior: PriorSchedule | None = None  # lambda per iteration, when the config has a prior
     prior_scale: float | None = None  # the lambda the workers have
-    auxiliary: Any = None  # AuxiliaryLosses on robot data (behaviour cloning), hooked onto PPO
+    auxiliary: Any = None  # AuxiliaryLosses on robot data, hooked onto PPO
     cloning: Any = None  # its BehaviourCloning term
     cloning_schedule: PriorSchedule | None = None  # beta per iteration
+    adaptation: Any = None  # its DomainAdaptation term
+    buffers: list = field(default_factory=list)  # the RobotBuffers the terms read, refreshed between iterations
 
 
 class Trainer:
@@ -364,38 +366,72 @@ class Trainer:
             window=deque(maxlen=max(100, cfg["num_envs"])),
             prior=prior,
         )
-        self._start_cloning(run, schedule)
+        self._start_robot_data(run, schedule, checkpoint)
         return run
 
-    def _start_cloning(self, run: _Run, schedule: _Schedule) -> None:
-        """Behaviour cloning on the robot buffer's demonstrations, when the config names a buffer:
-        the bags read now (a run does not start on robot data it cannot use), the term hooked
-        onto PPO's optimizer."""
-        from sim2real.core.policy_file import load_policy
+    def _start_robot_data(self, run: _Run, schedule: _Schedule, checkpoint: dict | None) -> None:
+        """Behaviour cloning and domain adaptation on robot bags, when the config names them: the
+        bags read now (a run does not start on robot data it cannot use), the terms hooked onto
+        PPO's optimizer."""
         from sim2real.train.auxiliary import AuxiliaryLosses, BehaviourCloning
+        from sim2real.train.domain_adaptation import DomainAdaptation
         from sim2real.train.export import policy_metadata
-        from sim2real.train.robot_data import RobotBuffer
 
-        settings = self.config["behaviour_cloning"]
-        if settings["buffer"] is None:
+        cloning, adaptation = self.config["behaviour_cloning"], self.config["domain_adaptation"]
+        if cloning["buffer"] is None and adaptation["bags"] is None:
             return
         policy = policy_metadata(
             {"interface": run.interface, "training_config": self.config, "iteration": schedule.start}, self.out
         )
-        recorded = load_policy(settings["recorded_policy"]) if settings["recorded_policy"] else None
-        buffer = RobotBuffer(settings["buffer"], policy, settings["demonstrations"], recorded_policy=recorded)
+        seed = self.config["seed"] + schedule.start
+        terms = []
+        if cloning["buffer"] is not None:
+            buffer = self._robot_buffer(
+                cloning["buffer"], policy, cloning["demonstrations"], cloning["recorded_policy"]
+            )
+            run.cloning = BehaviourCloning(buffer, cloning["batch_size"], seed=seed)
+            run.cloning_schedule = PriorSchedule(
+                cloning["beta"], cloning["beta_final"], cloning["beta_final_iteration"], schedule.warmup_end
+            )
+            run.buffers.append(buffer)
+            terms.append(run.cloning)
+        if adaptation["bags"] is not None:
+            buffer = self._robot_buffer(adaptation["bags"], policy, "policy", adaptation["recorded_policy"])
+            storage, generator = run.alg.storage, np.random.default_rng(seed)
+
+            def sim_observations(n: int):
+                """n observations of the rollout PPO is updating on."""
+                import torch
+
+                observations = storage.observations["policy"].flatten(0, 1)
+                return observations[torch.as_tensor(generator.integers(0, len(observations), size=n))]
+
+            hidden = self.config["policy"]["actor_hidden_dims"][-1]
+            run.adaptation = DomainAdaptation(
+                sim_observations,
+                lambda: buffer.samples.observations,
+                hidden,
+                adaptation["batch_size"],
+                adaptation["classifier_learning_rate"],
+                seed=seed,
+            )
+            if checkpoint is not None and checkpoint.get("domain_adaptation") is not None:
+                run.adaptation.load_state_dict(checkpoint["domain_adaptation"])
+            run.buffers.append(buffer)
+            terms.append(run.adaptation)
+        run.auxiliary = AuxiliaryLosses(run.alg, terms, self.config["ppo"]["max_grad_norm"])
+
+    def _robot_buffer(self, roots, policy, demonstrations: str, recorded_policy: str | None):
+        from sim2real.core.policy_file import load_policy
+        from sim2real.train.robot_data import RobotBuffer
+
+        recorded = load_policy(recorded_policy) if recorded_policy else None
+        buffer = RobotBuffer(roots, policy, demonstrations, recorded_policy=recorded)
         samples = buffer.load()
         for note in sorted(set(samples.notes)):
-            print(f"robot buffer: {note}", flush=True)
-        print(
-            f"robot buffer: {len(samples)} demonstrated actions from {len(samples.bags)} bag(s) in {buffer.root}",
-            flush=True,
-        )
-        run.cloning = BehaviourCloning(buffer, settings["batch_size"], seed=self.config["seed"] + schedule.start)
-        run.cloning_schedule = PriorSchedule(
-            settings["beta"], settings["beta_final"], settings["beta_final_iteration"], schedule.warmup_end
-        )
-        run.auxiliary = AuxiliaryLosses(run.alg, [run.cloning], self.config["ppo"]["max_grad_norm"])
+            print(f"robot data: {note}", flush=True)
+        print(f"robot data: {len(samples)} policy ticks from {len(samples.bags)} bag(s) in {buffer.root}", flush=True)
+        return buffer
 
     def _load_into(self, alg, checkpoint: dict, interface: dict, rsl_cfg: dict, start: int) -> None:
         if _term_names(checkpoint["interface"]) != _term_names(interface):
@@ -448,7 +484,7 @@ class Trainer:
             for it in range(schedule.start, schedule.total):
                 self._schedule_rate(run, schedule, it)
                 self._schedule_prior(run, it)
-                self._schedule_cloning(run, it, bar)
+                self._schedule_robot_data(run, it, schedule, bar)
                 obs, losses, times = self._rollout_and_update(run, obs, learner_threads)
                 completed = it + 1  # at once: a Ctrl-C from here on saves this update as this iteration's
                 env_steps += steps_per_iteration
@@ -460,6 +496,9 @@ class Trainer:
                     row["prior_lambda"] = run.prior_scale
                 if run.auxiliary is not None:
                     losses = {**losses, **run.auxiliary.pop_statistics()}
+                if run.adaptation is not None:
+                    row["feature_mmd"] = run.adaptation.feature_distance(run.alg.actor)
+                    losses["domain_adaptation/feature_mmd"] = row["feature_mmd"]
                 self._log(writer, completed, row, episodes, losses, run.alg, run.randomization)
                 bar.set_postfix_str(_postfix(row), refresh=False)
                 bar.update(1)
@@ -502,19 +541,26 @@ class Trainer:
             run.vec.call("set_prior_scale", scale)
             run.prior_scale = scale
 
-    def _schedule_cloning(self, run: _Run, it: int, bar) -> None:
-        """beta for iteration ``it`` (0 while the actor is frozen in a critic warm-up), and the
-        bags that joined the robot buffer since the last iteration."""
-        if run.cloning is None:
+    def _schedule_robot_data(self, run: _Run, it: int, schedule: _Schedule, bar) -> None:
+        """beta and lambda for iteration ``it`` (beta 0 while a critic warm-up holds the actor),
+        and the bags that joined the robot data since the last iteration."""
+        from sim2real.train.domain_adaptation import dann_lambda
+
+        if run.auxiliary is None:
             return
-        frozen = not any(p.requires_grad for p in run.alg.actor.parameters())
-        run.cloning.weight = 0.0 if frozen else run.cloning_schedule.at(it)
-        buffer = run.cloning.buffer
-        skipped = len(buffer.skipped)
-        for bag in buffer.refresh():
-            bar.write(f"robot buffer: {bag} joined ({len(buffer.samples)} demonstrated actions now)")
-        for reason in buffer.skipped[skipped:]:
-            bar.write(f"robot buffer: skipped {reason}")
+        if run.cloning is not None:
+            frozen = not any(p.requires_grad for p in run.alg.actor.parameters())
+            run.cloning.weight = 0.0 if frozen else run.cloning_schedule.at(it)
+        if run.adaptation is not None:
+            settings = self.config["domain_adaptation"]
+            progress = (it - schedule.warmup_end) / max(1, schedule.total - 1 - schedule.warmup_end)
+            run.adaptation.reversal = dann_lambda(progress, settings["lambda"], settings["schedule"])
+        for buffer in run.buffers:
+            skipped = len(buffer.skipped)
+            for bag in buffer.refresh():
+                bar.write(f"robot data: {bag} joined ({len(buffer.samples)} policy ticks now)")
+            for reason in buffer.skipped[skipped:]:
+                bar.write(f"robot data: skipped {reason}")
 
     def _rollout_and_update(self, run: _Run, obs, learner_threads: int):
         """One rollout of num_steps_per_env steps in every env, then the PPO update; the four
@@ -582,6 +628,7 @@ class Trainer:
             "source": run.source,
             "torch_rng": torch.get_rng_state(),
             **({"warm_start": checkpoint["warm_start"]} if checkpoint and checkpoint.get("warm_start") else {}),
+            **({"domain_adaptation": run.adaptation.state_dict()} if run.adaptation is not None else {}),
         }
         return save_checkpoint(self.out / f"model_{completed}.pt", state)
 
@@ -751,6 +798,11 @@ def summary(result: TrainResult) -> str:
         f"{'interrupted' if result.interrupted else 'done'}: {done} iterations in {minutes}m{seconds:02d}s "
         f"({result.iterations_per_second:.2f} it/s, {result.env_steps_per_second:.0f} env steps/s)",
     ]
+    mmd = [row["feature_mmd"] for row in result.history if "feature_mmd" in row]
+    if mmd:
+        lines.append(
+            f"  domain adaptation: feature MMD sim/robot {mmd[0]:.4f} after the first iteration, {mmd[-1]:.4f} now"
+        )
     if "mean_return" in last:
         lines.append(
             f"  last 100 episodes: mean return {last['mean_return']:.3f}, "

@@ -70,6 +70,19 @@ DEFAULTS: dict[str, Any] = {
         "beta_final_iteration": None,
         "batch_size": 256,
     },
+    # Domain adaptation on robot data (sim2real.train.domain_adaptation, DANN): a classifier
+    # tells the actor's features of simulated observations from those of the robot's (bags, as
+    # for behaviour_cloning: observations only), through a gradient-reversal layer of weight
+    # lambda on the actor. schedule: dann (0 up to `lambda` over the run, as in the DANN paper)
+    # or fixed.
+    "domain_adaptation": {
+        "bags": None,
+        "recorded_policy": None,
+        "lambda": 0.1,
+        "schedule": "dann",
+        "batch_size": 256,
+        "classifier_learning_rate": 1.0e-3,
+    },
     # Learn from the mirror image of every sample too (train/symmetry.py): needs a robot with a
     # mirror: section in its profile. augmentation doubles each PPO mini-batch with mirrored
     # samples; mirror_loss_coef > 0 adds rsl_rl's mirror loss.
@@ -305,6 +318,7 @@ def _validate(config: dict[str, Any], source: str | Path) -> None:
     _validate_task_config(config, source)
     _validate_prior(config, source)
     _validate_behaviour_cloning(config, source)
+    _validate_domain_adaptation(config, source)
     _validate_run_shape(config, source)
 
 
@@ -532,12 +546,50 @@ def _validate_behaviour_cloning(config: dict[str, Any], source: str | Path) -> N
             f"{cloning['demonstrations']!r} is not a demonstration stream",
             f"use one of {sorted(DEMONSTRATION_TOPICS)}",
         )
-    for key, what in (("buffer", "a bag, a failure bundle or a folder of them"), ("recorded_policy", "a policy file")):
-        value = cloning[key]
-        if value is not None and (not isinstance(value, str) or not Path(value).expanduser().exists()):
+    _check_paths(cloning, "behaviour_cloning", ("buffer",), source)
+
+
+def _check_paths(section: dict[str, Any], name: str, robot_data: tuple[str, ...], source: str | Path) -> None:
+    """The section's robot data (a path, or for a list field several) and recorded policy exist."""
+    for key in (*robot_data, "recorded_policy"):
+        what = "a policy file" if key == "recorded_policy" else "a bag, a failure bundle or a folder of them"
+        value = section[key]
+        values = value if isinstance(value, list) and key != "recorded_policy" else [value]
+        if value is None:
+            continue
+        for one in values:
+            if not isinstance(one, str) or not Path(one).expanduser().exists():
+                raise TrainConfigError(source, f"{name}.{key}", f"{one!r} does not exist", f"give {what} (or null)")
+
+
+def _validate_domain_adaptation(config: dict[str, Any], source: str | Path) -> None:
+    """The reversal's weight and schedule, the classifier's batch and rate, the bags."""
+    adaptation = config["domain_adaptation"]
+    if isinstance(adaptation["bags"], str):
+        adaptation["bags"] = [adaptation["bags"]]
+    if adaptation["bags"] is not None and (not isinstance(adaptation["bags"], list) or not adaptation["bags"]):
+        raise TrainConfigError(
+            source,
+            "domain_adaptation.bags",
+            f"expected a list of bags or folders, got {adaptation['bags']!r}",
+            "write e.g. [bags/go2]",
+        )
+    _check_paths(adaptation, "domain_adaptation", ("bags",), source)
+    for key in ("lambda", "classifier_learning_rate"):
+        value = adaptation[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise TrainConfigError(
-                source, f"behaviour_cloning.{key}", f"{value!r} does not exist", f"give {what} (or null)"
+                source, f"domain_adaptation.{key}", f"expected a number >= 0, got {value!r}", "write e.g. 0.1"
             )
+    if adaptation["schedule"] not in ("dann", "fixed"):
+        raise TrainConfigError(
+            source, "domain_adaptation.schedule", f"{adaptation['schedule']!r} is not a schedule", "use dann or fixed"
+        )
+    batch = adaptation["batch_size"]
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise TrainConfigError(
+            source, "domain_adaptation.batch_size", f"expected a whole number >= 1, got {batch!r}", "write e.g. 256"
+        )
 
 
 def rsl_rl_config(config: Mapping[str, Any]) -> dict[str, Any]:

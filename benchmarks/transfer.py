@@ -28,7 +28,11 @@ nominal world, from scratch); ``reference`` (the shipped policy: the same recipe
 ranges); then fine-tunes of the shipped policy for 300 iterations on the same ranges (a control:
 what more training alone gives), under adaptive DR, with the go2_gentle reward prior (at a fixed
 lambda, and annealed to 0), on the ranges
-re-centred on the sysid fit, and on those with the measured latency. Last, ``pipeline``: the measured-latency row's policy walks the
+re-centred on the sysid fit, on those with the measured latency, and on the reference ranges with
+robot data (the shipped policy's demo walks on the measured robots, recorded whole:
+``sim2real up ... --reality-robot K --lockstep --policy policies/go2_walk.onnx --demo --record
+.../robot_runs/walk_K``) cloned beside PPO (``--robot-buffer``) or adapted to with DANN
+(``--adapt-from``). Last, ``pipeline``: the measured-latency row's policy walks the
 same three robots with the failure collector on, and `sim2real pipeline` takes its bundles on:
             sim2real up ... --reality-robot K --lockstep --policy BASE --demo --failures-dir F
             sim2real pipeline adapt|retrain|validate --policy BASE --failures F --out OUT/pipeline_REALITY ...
@@ -75,6 +79,7 @@ class Row:
     policy: str | None = None  # a finished policy file: no training
     randomization: str | None = None  # measure/<name>.yaml the row trains on (written by the measure step)
     pipeline_from: str | None = None  # the row whose policy `sim2real pipeline` takes from failures to a swap
+    robot_data: dict | None = None  # a config section on the measure step's recorded runs (ROBOT_RUNS)
 
 
 ROWS = (
@@ -117,6 +122,20 @@ ROWS = (
         "pipeline",
         "+ pipeline from reality failures, +300 iterations",
         pipeline_from="sysid_latency",
+    ),
+    Row(
+        "robot_cloning",
+        "fixed reference DR + behaviour cloning of the shipped policy's reality runs (beta 1), +300 iterations",
+        config=f"{EXPERIMENTS}/reference_finetune.yaml",
+        init_from=SHIPPED,
+        robot_data={"behaviour_cloning": {"buffer": "ROBOT_RUNS", "beta": 1.0}},
+    ),
+    Row(
+        "robot_adaptation",
+        "fixed reference DR + domain adaptation (DANN) to the reality runs (lambda 0 -> 0.1), +300 iterations",
+        config=f"{EXPERIMENTS}/reference_finetune.yaml",
+        init_from=SHIPPED,
+        robot_data={"domain_adaptation": {"bags": ["ROBOT_RUNS"], "lambda": 0.1}},
     ),
 )
 PIPELINE_ITERATIONS = 300
@@ -172,14 +191,25 @@ class Steps:
         print(f"       done in {time.monotonic() - started:.0f} s", flush=True)
 
 
-def measure(steps: Steps, out: Path, reality: str) -> Path:
-    """What the sysid rows train on, measured on robots of ``reality``: the folder of
+def measure(steps: Steps, out: Path, reality: str, sysid: bool, robot_runs: bool) -> Path:
+    """What the measured rows train on, from robots of ``reality``: the folder of (``sysid``)
     ``sysid.yaml`` (ranges re-centred on the fit) and ``sysid_latency.yaml`` (with the latency
-    the shipped policy measured walking them)."""
+    the shipped policy measured walking them), and (``robot_runs``) ``robot_runs/``, the bags of
+    the shipped policy's demo walks."""
     measured = out / "measure" / reality
     if not steps.dry_run:
         measured.mkdir(parents=True, exist_ok=True)
     robot = ["--robot", "go2", "--hardware", "mujoco", "--reality", reality]
+    if sysid:
+        measure_sysid(steps, measured, robot)
+    for k in MEASURED_ROBOTS if robot_runs else ():  # robot data: the shipped policy's demo walk, recorded whole
+        bag = measured / "robot_runs" / f"walk_{k}"
+        walk = ["--lockstep", "--policy", SHIPPED, "--demo", "--no-failure-collector", "--record", str(bag)]
+        steps.run(["up", *robot, "--reality-robot", str(k), *walk], bag, log=measured / f"walk_{k}.log")
+    return measured
+
+
+def measure_sysid(steps: Steps, measured: Path, robot: list[str]) -> None:
     for k in MEASURED_ROBOTS:
         bag = measured / f"sysid_{k}"
         steps.run(
@@ -196,7 +226,6 @@ def measure(steps: Steps, out: Path, reality: str) -> Path:
     logs = [str(measured / f"latency_{k}.jsonl") for k in MEASURED_ROBOTS]
     combined = measured / "sysid_latency.yaml"
     steps.run(["dr", "from-latency", *logs, "--base", str(measured / "sysid.yaml"), "-o", str(combined)], combined)
-    return measured
 
 
 def train(steps: Steps, out: Path, row: Row, measured: Path | None) -> Path:
@@ -207,12 +236,17 @@ def train(steps: Steps, out: Path, row: Row, measured: Path | None) -> Path:
         return policy
     run = out / key
     config = ROOT / row.config
-    if row.randomization is not None:
-        # The row's config: the fine-tune's, on the ranges the measure step wrote.
+    if row.randomization is not None or row.robot_data is not None:
+        # The row's config: the fine-tune's, on the ranges or the robot runs the measure step wrote.
         config = out / "configs" / f"{key}.yaml"
         if not config.exists() and not steps.dry_run:
             config.parent.mkdir(parents=True, exist_ok=True)
-            recipe = {"extends": str(ROOT / row.config), "randomization": str(measured / f"{row.randomization}.yaml")}
+            recipe = {"extends": str(ROOT / row.config)}
+            if row.randomization is not None:
+                recipe["randomization"] = str(measured / f"{row.randomization}.yaml")
+            if row.robot_data is not None:
+                runs = str(measured / "robot_runs")
+                recipe.update(json.loads(json.dumps(row.robot_data).replace('"ROBOT_RUNS"', json.dumps(runs))))
             config.write_text(
                 f"# {row.label}, measured on {measured.name}: written by benchmarks/transfer.py\n"
                 + yaml.safe_dump(recipe, sort_keys=False)
@@ -363,7 +397,7 @@ def row_policy(out: Path, row: Row, measured_on: str) -> tuple[str, Path]:
     if row.pipeline_from is not None:
         key = f"{row.key}_{measured_on}"
         return key, out / key / "candidate.onnx"
-    key = row.key if row.randomization is None else f"{row.key}_{measured_on}"
+    key = row.key if row.randomization is None and row.robot_data is None else f"{row.key}_{measured_on}"
     return key, out / "policies" / f"{key}.onnx"
 
 
@@ -541,9 +575,11 @@ def main() -> int:
     steps = Steps(args.dry_run)
     rows = [r for r in ROWS if r.key in args.rows]
     measured = None
-    if any(r.randomization or r.pipeline_from for r in rows):
+    sysid = any(r.randomization or r.pipeline_from for r in rows)
+    robot_runs = any(r.robot_data for r in rows)
+    if sysid or robot_runs:
         print(f"measure reality:{args.realities[0]} through the graph:")
-        measured = measure(steps, out, args.realities[0])
+        measured = measure(steps, out, args.realities[0], sysid, robot_runs)
     for row in rows:
         print(f"{row.key}: {row.label}")
         if row.pipeline_from is not None:

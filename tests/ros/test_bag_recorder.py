@@ -48,7 +48,8 @@ def test_a_recorded_run_gives_back_the_observations_the_runtime_acted_on(tmp_pat
     samples = rebuild_samples(bag, policy.metadata)
     assert samples.notes == []
     assert len(samples) >= 100  # engaged ticks only
-    predicted = np.clip(policy.act(samples.observations), -100, 100)
+    clip = policy.metadata.action_clip
+    predicted = np.clip(policy.act(samples.observations), -clip, clip)
     exact = np.abs(predicted - samples.actions).max(axis=1) < 1e-4
     # The runtime's own action again from the rebuilt observation, tick after tick (a few took
     # inputs the bag cannot place exactly: measured 97 % exact, p99 0.02 action units).

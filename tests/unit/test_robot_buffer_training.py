@@ -16,24 +16,25 @@ from tests.unit.test_robot_data import record_runtime
 @pytest.fixture(scope="module")
 def robot_run(tmp_path_factory):
     bag = tmp_path_factory.mktemp("buffer") / "walk"
-    policy, _ = record_runtime(bag, seconds=3.0)
+    policy, _, _ = record_runtime(bag, seconds=3.0)
     return bag, policy
 
 
 def _train(tmp_path, bag, beta: float):
     overrides = {
-        "iterations": 2,
+        "iterations": 3,
         "num_envs": 2,
         "workers": 1,
         "num_steps_per_env": 8,
         "behaviour_cloning.buffer": str(bag),
         "behaviour_cloning.beta": beta,
         "behaviour_cloning.batch_size": 128,
-        "critic_warmup.iterations": 0,
+        "critic_warmup.iterations": 1,  # the first iteration trains the critic alone: no cloning yet
         "ppo.learning_rate": 3e-3,
     }
     config = load_train_config("go2", "walk", overrides=overrides)
     result = Trainer(config, tmp_path / f"beta_{beta}", progress=False).run()
+    assert _scalars(tmp_path / f"beta_{beta}")["behaviour_cloning/weight"] == [0.0, beta, beta]
     checkpoint = torch.load(result.checkpoint, weights_only=True)
     return result, checkpoint
 
@@ -81,10 +82,16 @@ def test_domain_adaptation_trains_a_classifier_beside_ppo_and_resumes_it(robot_r
     )
     lambdas = scalars["domain_adaptation/lambda"]
     assert lambdas[0] == 0.0 and 0.0 < lambdas[1] < lambdas[2] <= 0.5  # DANN's rise over the run
-    more = load_train_config("go2", "walk", overrides={**overrides, "iterations": 4})
-    resumed = Trainer(more, out, resume=result.checkpoint, progress=False).run()
+    # Resumed with the classifier's rate at 0: its weights carry over from the checkpoint unchanged.
+    frozen = {**overrides, "iterations": 4, "domain_adaptation.classifier_learning_rate": 0.0}
+    resumed = Trainer(
+        load_train_config("go2", "walk", overrides=frozen), out, resume=result.checkpoint, progress=False
+    ).run()
     assert resumed.iterations == 4
     assert "domain adaptation: feature MMD" in summary(resumed)
+    after = torch.load(resumed.checkpoint, weights_only=True)["domain_adaptation"]["classifier"]
+    for name, weights in checkpoint["domain_adaptation"]["classifier"].items():
+        assert torch.equal(after[name], weights), name
 
 
 def _scalars(run) -> dict[str, list[float]]:

@@ -116,6 +116,9 @@ class BehaviourCloning:
         observations, actions = self._data()
         index = torch.as_tensor(self._rng.integers(0, len(observations), size=self.batch_size))
         predicted = actor_output(actor, observations[index])
+        clip = getattr(getattr(self.buffer, "policy", None), "action_clip", None)
+        if clip is not None:  # the demonstrations are clipped actions: an output past the clip acts as the clip
+            predicted = predicted.clamp(-clip, clip)
         return torch.mean((predicted - actions[index]) ** 2)
 
     def _data(self) -> tuple[Any, Any]:

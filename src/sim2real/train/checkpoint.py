@@ -237,6 +237,8 @@ def warm_start(checkpoint: dict[str, Any], config: dict[str, Any], path: str | P
         randomization=None,
         adr=None,
         torch_rng=None,
+        # A domain classifier judged the old run's robot data: a fine-tune trains its own.
+        domain_adaptation=None,
         warm_start={"from": str(path), "iteration": int(checkpoint["iteration"])},
     )
     if checkpoint["training_config"].get("critic_observation", "policy") != config.get("critic_observation", "policy"):

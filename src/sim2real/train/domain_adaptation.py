@@ -14,7 +14,7 @@ exported policy is the actor alone, with the same runtime contract.
 
 Logged per iteration: the classifier's accuracy on its batches (toward 50 % as the features
 align), lambda, and the maximum mean discrepancy (Gaussian kernel, median bandwidth) between the
-two domains' features on a fixed sample: the distance the reversal closes.
+two domains' features on a fresh sample of each: the distance the reversal closes.
 """
 
 from __future__ import annotations
@@ -157,5 +157,9 @@ class DomainAdaptation:
         return {"classifier": self.classifier.state_dict(), "optimizer": self.optimizer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """A checkpoint's classifier and its optimizer's moments, at this run's learning rate."""
+        rate = self.optimizer.param_groups[0]["lr"]
         self.classifier.load_state_dict(state["classifier"])
         self.optimizer.load_state_dict(state["optimizer"])
+        for group in self.optimizer.param_groups:
+            group["lr"] = rate

@@ -19,11 +19,14 @@ A sample's action is the command as the policy's action (``(target - offset) / s
 TAKEOVER (``/safety/status``; a bag without it keeps every sample, and says so).
 
 The gait clock is the one input no topic carries: the runtime starts it at phase 0 on its
-first tick and advances it once a tick. A bag holding the runtime's first tick
-(``gait_phase=0``) needs nothing more; otherwise, given the policy that ran
-(``recorded_policy``), the phase is the one of the clock's per-tick grid under which that
-policy reproduces the recorded commands best; without either the first command is taken as
-phase 0, and the samples say so (``notes``).
+first tick and advances it once a tick. Given the policy that ran (``recorded_policy``, by
+default the file the runtime's /diagnostics name), the phase is the one of the clock's
+per-tick grid under which that policy repeats the recorded commands best, fitted again after
+every gap in the commands; ``gait_phase`` gives it when known (0 for a bag that holds the
+runtime's first tick); without either the first command is taken as phase 0, and the samples
+say so (``notes``). A command missing from the bag (a skipped tick, a lost message) ends a
+segment: the next command gives no sample, its last_action being unknown. A command whose
+inputs the bag lacks (no IMU sample yet, a refused joint state) gives no sample either.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from sim2real.core.bags import BagReadError, bag_information, read_bag
 from sim2real.core.errors import InputError
 from sim2real.core.failure_capture import POLICY_STATUS_SUFFIX
 from sim2real.core.gait import gait_settings
-from sim2real.core.robot_inputs import RobotInputs
+from sim2real.core.robot_inputs import RobotInputs, missing_inputs
 from sim2real.core.trained_ranges import TrainedRanges
 
 DEMONSTRATION_TOPICS = {"policy": "/policy/joint_commands", "teleop": "/teleop/joint_commands"}
@@ -122,7 +125,8 @@ def bag_robot(path: Path) -> Optional[str]:
 class _Tick:
     """One demonstrated command with the robot's inputs it answered."""
 
-    signals: list[Any]  # the inputs it may have answered, likeliest first (see _read_ticks)
+    time: float  # s: the command's stamp (the runtime's) or its receipt (an operator's)
+    signals: list[Any]  # the inputs it may have answered, likeliest first ([]: one was missing)
     action: np.ndarray
     forwarded: Optional[bool]  # None: the bag has no supervisor status
 
@@ -135,6 +139,14 @@ class _Recording:
     policy_sha256: Optional[str] = None
 
 
+@dataclass
+class _Sample:
+    tick: int  # index into the ticks
+    previous: int  # the tick whose command is its last_action
+    clock: int  # control periods since its segment's first tick
+    segment: int
+
+
 def rebuild_samples(
     path: str | Path,
     policy: Any,
@@ -145,9 +157,10 @@ def rebuild_samples(
     """The samples of one bag in the layout of ``policy`` (a :class:`PolicyMetadata`).
 
     ``recorded_policy``: the :class:`PolicyFile` that ran while the bag was recorded (default: the
-    file the runtime's /diagnostics name, if it is here with the same sha256); it fits the gait
-    phase and tells which IMU sample each tick took. ``gait_phase``: the clock's phase at the
-    bag's first command, when known."""
+    file the runtime's /diagnostics name, if it is here with the same sha256 and the same
+    observation and action contract); it fits the gait phase and tells which IMU sample each tick
+    took. ``gait_phase``: the clock's phase at the bag's first command, when known (a bag that
+    holds the runtime's first tick: 0)."""
     from sim2real.core.robot_profile import load_profile
 
     if demonstrations not in DEMONSTRATION_TOPICS:
@@ -158,65 +171,153 @@ def rebuild_samples(
         raise RobotDataError(
             path, f"recorded on robot {recorded_on!r}, the policy is for {policy.robot!r}", "use bags of this robot"
         )
-    profile = load_profile(policy.robot)
-    recording = _read_ticks(path, policy, profile, demonstrations)
-    ticks = recording.ticks
-    if recorded_policy is None and demonstrations == "policy":
-        recorded_policy = _policy_file(recording.policy_path, recording.policy_sha256)
-    if recorded_policy is not None and recorded_policy.metadata.observation_spec.names != policy.observation_spec.names:
-        recorded_policy = None  # another layout: its observations cannot be rebuilt with this spec
+    recording = _read_ticks(path, policy, load_profile(policy.robot), demonstrations)
     notes: list[str] = []
     if not recording.mode_known:
         notes.append(f"{path.name}: no /safety/status: every command counted as reaching the robot")
-    clock = gait_settings(policy.task_config) if "gait_clock" in policy.observation_spec.names else None
-    step = 0.0 if clock is None else float(clock["frequency"]) * float(policy.control_period)
-    if clock is not None and gait_phase is None:
-        if recorded_policy is not None and demonstrations == "policy":
-            gait_phase = _fit_gait_phase(ticks, policy, recorded_policy, step)
-        else:
-            gait_phase = 0.0
-            notes.append(f"{path.name}: gait clock taken at phase 0 on the first command (no recorded policy given)")
-    ranges = TrainedRanges.of(policy.task_config)
-    kept = [
-        i
-        for i, tick in enumerate(ticks)
-        if i > 0 and tick.forwarded is not False  # the first command's previous action is not in the bag
-    ]
-    observations = np.zeros((len(kept), policy.observation_size), np.float32)
-    for row, i in enumerate(kept):
-        observations[row] = _observe(policy, ranges, ticks[i].signals[0], ticks[i - 1].action, gait_phase, step, i)
-    if recorded_policy is not None and demonstrations == "policy":
-        _take_likeliest_inputs(observations, kept, ticks, policy, ranges, recorded_policy, gait_phase, step)
-    actions = np.array([ticks[i].action for i in kept], np.float32).reshape(len(kept), policy.num_joints)
-    if not np.all(np.isfinite(observations)) or not np.all(np.isfinite(actions)):
-        finite = np.all(np.isfinite(observations), axis=1) & np.all(np.isfinite(actions), axis=1)
-        notes.append(f"{path.name}: {int((~finite).sum())} samples with NaN or inf left out")
-        observations, actions = observations[finite], actions[finite]
+    if demonstrations != "policy":
+        recorded_policy = None  # an operator's commands: no policy to reproduce
+    elif recorded_policy is None:
+        recorded_policy = _policy_file(recording.policy_path, recording.policy_sha256)
+    if recorded_policy is not None and not same_contract(recorded_policy.metadata, policy):
+        notes.append(f"{path.name}: the policy that ran observes or acts otherwise than the one trained")
+        recorded_policy = None
+    try:
+        rebuild = _Rebuild(policy, recording.ticks, demonstrations, recorded_policy, gait_phase)
+        observations, actions = rebuild.samples()
+    except ValueError as exc:  # a term the policy observes that the bag cannot give
+        raise RobotDataError(path, str(exc), "record the inputs this policy observes") from None
+    notes += [f"{path.name}: {note}" for note in rebuild.notes]
     return RobotSamples(observations, actions, [str(path)], notes)
 
 
-def _take_likeliest_inputs(observations, kept, ticks, policy, ranges, recorded_policy, phase0, step) -> None:
-    """Per tick, of the inputs it may have answered, those under which the recorded policy sends
-    the recorded command (in place; the first when none is closer)."""
-    errors = _action_errors(recorded_policy, observations, np.array([ticks[i].action for i in kept]))
-    for choice in range(1, max((len(t.signals) for t in ticks), default=1)):
-        rows = [r for r, i in enumerate(kept) if len(ticks[i].signals) > choice and errors[r] > 0.0]
+def same_contract(a: Any, b: Any) -> bool:
+    """Two policies' metadata observe the same terms at the same scales, map actions alike and run
+    the same gait clock: one's observations and actions are the other's."""
+    return (
+        a.observation_spec.to_metadata() == b.observation_spec.to_metadata()
+        and a.action_clip == b.action_clip
+        and np.allclose(a.action_scale, b.action_scale)
+        and np.allclose(a.action_offset, b.action_offset)
+        and np.allclose(a.default_joint_positions, b.default_joint_positions)
+        and a.control_period == b.control_period
+        and gait_settings(a.task_config) == gait_settings(b.task_config)
+    )
+
+
+class _Rebuild:
+    """The observations and actions of a bag's ticks.
+
+    The ticks fall into segments of consecutive control periods: a command missing from the bag
+    (a tick the runtime skipped, a message the recorder lost) starts a new one, whose first tick
+    gives no sample (its last_action is not known). The gait clock advances a step per control
+    period within a segment; its phase at a segment's start is fitted with the recorded policy,
+    else carried on from the bag's first command (taken as phase 0) by the time elapsed."""
+
+    def __init__(self, policy, ticks: list[_Tick], demonstrations: str, recorded_policy, gait_phase):
+        self.policy, self.ticks, self.recorded = policy, ticks, recorded_policy
+        self.period = float(policy.control_period)
+        self.ranges = TrainedRanges.of(policy.task_config)
+        self.notes: list[str] = []
+        clock = gait_settings(policy.task_config) if "gait_clock" in policy.observation_spec.names else None
+        self.step = 0.0 if clock is None else float(clock["frequency"]) * self.period
+        self.segments = self._segments()
+        self.rows = [
+            s
+            for s in self._all_samples(demonstrations)
+            if ticks[s.tick].signals and ticks[s.tick].forwarded is not False
+        ]
+        self.phase0 = self._phases(gait_phase) if clock is not None else None
+
+    def _segments(self) -> list[list[int]]:
+        segments: list[list[int]] = []
+        for i, tick in enumerate(self.ticks):
+            if not segments or tick.time - self.ticks[segments[-1][-1]].time > 1.5 * self.period:
+                segments.append([])
+            segments[-1].append(i)
+        return segments
+
+    def _all_samples(self, demonstrations: str) -> list[_Sample]:
+        samples = []
+        for number, segment in enumerate(self.segments):
+            start = self.ticks[segment[0]].time
+            for k in range(1, len(segment)):
+                i = segment[k]
+                # The runtime's clock steps once per command; an operator's demonstrations, once a period.
+                clock = k if demonstrations == "policy" else round((self.ticks[i].time - start) / self.period)
+                samples.append(_Sample(i, segment[k - 1], clock, number))
+        return samples
+
+    def _phases(self, gait_phase: Optional[float]) -> list[float]:
+        """The clock's phase at each segment's first tick."""
+        first = self.ticks[self.segments[0][0]].time if self.segments else 0.0
+        carried = [
+            ((gait_phase or 0.0) + round((self.ticks[segment[0]].time - first) / self.period) * self.step) % 1.0
+            for segment in self.segments
+        ]
+        if gait_phase is not None:
+            return carried
+        if self.recorded is None:
+            self.notes.append("gait clock taken at phase 0 on the first command (no recorded policy to fit it)")
+            return carried
+        return [self._fit_phase(number) for number in range(len(self.segments))]
+
+    def _fit_phase(self, segment: int) -> float:
+        """The phase at the segment's start under which the recorded policy repeats the recorded
+        commands best, searched on the clock's per-tick grid."""
+        rows = [r for r in self.rows if r.segment == segment][:PHASE_FIT_SAMPLES]
+        grid = max(1, round(1.0 / self.step)) if self.step > 0 else 1
         if not rows:
-            continue
-        other = np.array(
-            [
-                _observe(
-                    policy, ranges, ticks[kept[r]].signals[choice], ticks[kept[r] - 1].action, phase0, step, kept[r]
-                )
-                for r in rows
-            ],
-            np.float32,
+            return 0.0
+        recorded = np.array([self.ticks[r.tick].action for r in rows])
+        errors = []
+        for k in range(grid):
+            phase0 = (k * self.step) % 1.0
+            obs = np.array([self._observe(r, 0, phase0) for r in rows])
+            errors.append(float(np.mean(_action_errors(self.recorded, obs, recorded) ** 2)))
+        return (int(np.argmin(errors)) * self.step) % 1.0
+
+    def _observe(self, row: _Sample, choice: int, phase0: Optional[float] = None) -> np.ndarray:
+        if phase0 is None and self.phase0 is not None:
+            phase0 = self.phase0[row.segment]
+        signals, _ = self.ranges.clamp(self.ticks[row.tick].signals[choice])
+        signals = replace(
+            signals,
+            last_action=np.asarray(self.ticks[row.previous].action, dtype=float),
+            default_joint_position=np.asarray(self.policy.default_joint_positions, dtype=float),
+            gait_phase=None if phase0 is None else (phase0 + row.clock * self.step) % 1.0,
         )
-        other_errors = _action_errors(recorded_policy, other, np.array([ticks[kept[r]].action for r in rows]))
-        better = other_errors < errors[rows]
-        for j in np.nonzero(better)[0]:
-            observations[rows[j]] = other[j]
-            errors[rows[j]] = other_errors[j]
+        return self.policy.observation_spec.observe(signals)
+
+    def samples(self) -> tuple[np.ndarray, np.ndarray]:
+        rows = self.rows
+        observations = np.array([self._observe(r, 0) for r in rows], np.float32).reshape(
+            len(rows), self.policy.observation_size
+        )
+        actions = np.array([self.ticks[r.tick].action for r in rows], np.float32).reshape(
+            len(rows), self.policy.num_joints
+        )
+        if self.recorded is not None:
+            self._take_likeliest_inputs(observations, actions)
+        finite = np.all(np.isfinite(observations), axis=1) & np.all(np.isfinite(actions), axis=1)
+        if not np.all(finite):
+            self.notes.append(f"{int((~finite).sum())} samples with NaN or inf left out")
+        return observations[finite], actions[finite]
+
+    def _take_likeliest_inputs(self, observations: np.ndarray, actions: np.ndarray) -> None:
+        """Per tick, of the inputs it may have answered, those under which the recorded policy
+        sends the recorded command (in place; the first when none is closer)."""
+        errors = _action_errors(self.recorded, observations, actions)
+        for choice in range(1, 1 + EARLIER_INPUTS):
+            rows = [j for j, r in enumerate(self.rows) if len(self.ticks[r.tick].signals) > choice and errors[j] > 0]
+            if not rows:
+                continue
+            other = np.array([self._observe(self.rows[j], choice) for j in rows], np.float32)
+            other_errors = _action_errors(self.recorded, other, actions[rows])
+            for j, better in zip(rows, other_errors < errors[rows]):
+                if better:
+                    observations[j] = other[rows.index(j)]
+            errors[rows] = np.minimum(errors[rows], other_errors)
 
 
 def _action_errors(recorded_policy, observations: np.ndarray, actions: np.ndarray) -> np.ndarray:
@@ -228,36 +329,6 @@ def _action_errors(recorded_policy, observations: np.ndarray, actions: np.ndarra
     if clip is not None:
         predicted = np.clip(predicted, -clip, clip)
     return np.abs(predicted - actions).max(axis=1)
-
-
-def _observe(policy, ranges: TrainedRanges, signals: Any, last_action, phase0, step: float, index: int) -> np.ndarray:
-    signals, _ = ranges.clamp(signals)
-    signals = replace(
-        signals,
-        last_action=np.asarray(last_action, dtype=float),
-        default_joint_position=np.asarray(policy.default_joint_positions, dtype=float),
-        gait_phase=None if phase0 is None else (phase0 + index * step) % 1.0,
-    )
-    return policy.observation_spec.observe(signals)
-
-
-def _fit_gait_phase(ticks: list[_Tick], policy, recorded_policy, step: float) -> float:
-    """The phase at the first command under which ``recorded_policy`` repeats the recorded
-    commands best, searched on the clock's per-tick grid (a tick advances it by ``step``)."""
-    ranges = TrainedRanges.of(policy.task_config)
-    sample = list(range(1, min(len(ticks), PHASE_FIT_SAMPLES + 1)))
-    if not sample:
-        return 0.0
-    recorded = np.array([ticks[i].action for i in sample])
-    grid = max(1, round(1.0 / step)) if step > 0 else 1
-    errors = []
-    for k in range(grid):
-        phase0 = (k * step) % 1.0
-        obs = np.array(
-            [_observe(policy, ranges, ticks[i].signals[0], ticks[i - 1].action, phase0, step, i) for i in sample]
-        )
-        errors.append(float(np.mean(_action_errors(recorded_policy, obs, recorded) ** 2)))
-    return (int(np.argmin(errors)) * step) % 1.0
 
 
 def _read_ticks(path: Path, policy, profile, demonstrations: str) -> _Recording:
@@ -328,12 +399,12 @@ class _TickReader:
             self.last_teleop = now
         # The runtime's command answers the state of its stamp; an operator's, the newest state.
         stamp = _stamp_ns(msg) if self.demonstrations == "policy" else None
-        if not _take_inputs(self.inputs, self.stamped, stamp):
-            return
-        candidates = [self.inputs.signals(now)]
-        for earlier in range(1, EARLIER_INPUTS + 1) if stamp is not None else ():
+        candidates = []  # a tick all the same when an input is missing: the clock counts it
+        for earlier in range(0, EARLIER_INPUTS + 1) if stamp is not None else (0,):
             if _take_inputs(self.inputs, self.stamped, stamp, earlier):
-                candidates.append(self.inputs.signals(now))
+                signals = self.inputs.signals(now)
+                if self._complete(signals):
+                    candidates.append(signals)
         try:
             target = _in_order(msg, list(self.policy.joint_names))
         except ValueError as exc:
@@ -341,7 +412,14 @@ class _TickReader:
                 self.path, f"{self.topic}: {exc}", "record the commands of this robot's joints"
             ) from None
         forwarded = None if not self.mode_known else self.mode == FORWARDING_MODE[self.demonstrations]
-        self.ticks.append(_Tick(candidates, (target - self.offset) / self.scale, forwarded))
+        time = stamp * 1e-9 if stamp is not None else now
+        self.ticks.append(_Tick(time, candidates, (target - self.offset) / self.scale, forwarded))
+
+    def _complete(self, signals: Any) -> bool:
+        """The bag gave every input the policy observes (what the sample adds itself aside)."""
+        n = len(self.policy.joint_names)
+        probe = replace(signals, last_action=np.zeros(n), default_joint_position=np.zeros(n), gait_phase=0.0)
+        return not missing_inputs(self.policy.observation_spec, probe)
 
 
 def _take_inputs(inputs: RobotInputs, stamped: dict[str, deque], stamp: Optional[int], earlier: int = 0) -> bool:
@@ -351,7 +429,10 @@ def _take_inputs(inputs: RobotInputs, stamped: dict[str, deque], stamp: Optional
     state = _at_or_before(stamped["/joint_states"], stamp)
     if state is None:
         return False
-    inputs.set_joint_states(state.name, state.position, state.velocity, _stamp_ns(state))
+    try:
+        inputs.set_joint_states(state.name, state.position, state.velocity, _stamp_ns(state))
+    except ValueError:
+        return False  # a state the runtime refuses too (a joint missing, arrays that do not match)
     imu = _at_or_before(stamped["/imu/data"], stamp, earlier)
     if earlier and imu is None:
         return False
@@ -431,10 +512,18 @@ def recorded_policy_of(path: Path) -> Any:
     return _policy_file(entry.get("path"), entry.get("sha256")) if isinstance(entry, dict) else None
 
 
+def _file_sizes(bag: Path) -> tuple | None:
+    try:
+        return tuple(sorted((p.name, p.stat().st_size) for p in bag.iterdir() if p.is_file()))
+    except OSError:  # gone or moved since it was found
+        return None
+
+
 class RobotBuffer:
     """Robot data from bags, failure bundles or folders of them (``roots``: one or several),
-    re-read when new bags appear (:meth:`refresh`, between training iterations). A bag is read
-    once it is complete (its metadata.yaml is written as the recorder closes it)."""
+    re-read when new bags appear (:meth:`refresh`, between training iterations). A new bag is read
+    once it is whole: its metadata.yaml there (a recorder writes it as it closes the bag), and its
+    files the same size at two refreshes in a row (a bag being copied in is not read half-way)."""
 
     def __init__(
         self,
@@ -450,6 +539,7 @@ class RobotBuffer:
         self.demonstrations = demonstrations
         self.recorded_policy = recorded_policy
         self._read: set[Path] = set()
+        self._sizes: dict[Path, tuple] = {}  # a new bag's file sizes at the last refresh
         self._parts: list[RobotSamples] = []
         self.samples = RobotSamples.join([], policy.observation_size, policy.num_joints)
         self.skipped: list[str] = []  # bags found later that could not be used, with the reason
@@ -482,12 +572,18 @@ class RobotBuffer:
             return []
         added = []
         for bag in new:
+            sizes = _file_sizes(bag)
+            if sizes is None or self._sizes.get(bag.resolve()) != sizes:
+                self._sizes[bag.resolve()] = sizes  # new or still growing: read at a later refresh
+                continue
             try:
                 self._add(bag)
                 added.append(bag)
-            except (RobotDataError, ValueError) as exc:
+            except Exception as exc:  # whatever the file holds, the run goes on without it
                 self._read.add(bag.resolve())
-                self.skipped.append(str(exc))
+                self.skipped.append(
+                    str(exc) if isinstance(exc, RobotDataError) else f"{bag}: {type(exc).__name__}: {exc}"
+                )
         return added
 
     def _add(self, bag: Path) -> None:

@@ -801,7 +801,7 @@ def summary(result: TrainResult) -> str:
     mmd = [row["feature_mmd"] for row in result.history if "feature_mmd" in row]
     if mmd:
         lines.append(
-            f"  domain adaptation: feature MMD sim/robot {mmd[0]:.4f} after the first iteration, {mmd[-1]:.4f} now"
+            f"  domain adaptation: feature MMD sim/robot {mmd[0]:.4f} after this run's first iteration, {mmd[-1]:.4f} now"
         )
     if "mean_return" in last:
         lines.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +52,45 @@ def test_a_recorded_run_gives_back_the_observations_the_runtime_acted_on(tmp_pat
     clip = policy.metadata.action_clip
     predicted = np.clip(policy.act(samples.observations), -clip, clip)
     exact = np.abs(predicted - samples.actions).max(axis=1) < 1e-4
-    # The runtime's own action again from the rebuilt observation, tick after tick (a few took
-    # inputs the bag cannot place exactly: measured 97 % exact, p99 0.02 action units).
-    assert exact.mean() >= 0.8, f"{exact.mean():.0%} of {len(samples)} ticks rebuilt exactly"
+    # The runtime's own action again from the rebuilt observation, tick after tick (measured:
+    # all but one of ~1500 in a 30-s demo walk).
+    assert exact.mean() >= 0.95, f"{exact.mean():.0%} of {len(samples)} ticks rebuilt exactly"
+
+
+def test_an_operator_s_takeover_recorded_gives_the_demonstrations_it_streamed(probe, start_graph, tmp_path):
+    """The arm's path to behaviour cloning: the operator takes over through the supervisor and
+    streams targets on /teleop/joint_commands; the recorded bag gives them back as actions, each
+    with the state the arm was in."""
+    from geometry_msgs.msg import PoseStamped
+    from sensor_msgs.msg import JointState
+
+    from tests.ros.test_safety_supervisor import PANDA, PERIOD, Operator
+
+    bag = tmp_path / "teleop"
+    graph = start_graph(robot="panda", only=["sim_robot", "safety_supervisor", "bag_recorder"], record=str(bag))
+    operator = Operator(probe, PANDA)
+    goal_pub = probe.node.create_publisher(PoseStamped, "/goal_pose", 10)
+    goal = PoseStamped()
+    goal.pose.position.x, goal.pose.position.z, goal.pose.orientation.w = 0.5, 0.4, 1.0
+    operator.start()
+    assert operator.call("takeover").success and operator.wait_mode("TAKEOVER", 5.0)
+    policy = load_policy(ROOT / "policies" / "panda_reach.onnx")
+    sent = []
+    for k in range(100):  # 2 s at 50 Hz, a slow sweep of the first two joints
+        targets = PANDA.default_positions.copy()
+        targets[:2] += 0.2 * np.sin(k / 30)
+        operator.teleop_pub.publish(JointState(name=list(PANDA.joint_names), position=[float(x) for x in targets]))
+        goal_pub.publish(goal)
+        sent.append(targets)
+        time.sleep(PERIOD)
+    graph.stop()  # the recorder closes the bag
+    samples = rebuild_samples(bag, policy.metadata, demonstrations="teleop")
+    meta = policy.metadata
+    actions = (np.array(sent) - meta.action_offset) / meta.action_scale
+    # About one a control period (a loaded machine delays some), each one of the streamed targets.
+    assert 60 <= len(samples) <= 100
+    distance = np.abs(samples.actions[:, None, :] - actions[None, :, :]).max(axis=2).min(axis=1)
+    assert distance.max() < 1e-5
+    # Its observation: the arm's joints as they were (the supervisor followed the operator).
+    joint = meta.observation_spec.slices()["joint_pos_rel"]
+    assert np.abs(samples.observations[:, joint]).max() > 0.05

@@ -37,7 +37,7 @@ import json
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -60,7 +60,6 @@ STATE_TOPICS = (
     "/safety/status",
     "/diagnostics",
 )
-RECENT = 256  # stamped messages kept to match a command's stamp (0.5 s at 500 Hz)
 STAMPED_INPUTS = ("/joint_states", "/imu/data", "/state_estimate")
 EARLIER_INPUTS = 1  # IMU samples and estimates before the same stamp a tick may have taken
 PHASE_FIT_SAMPLES = 250  # commands the gait phase is fitted on (5 s at 50 Hz)
@@ -337,7 +336,10 @@ def _read_ticks(path: Path, policy, profile, demonstrations: str) -> _Recording:
     A runtime's command answers the joint state of its stamp, and takes the IMU sample and the
     state estimate newest at its tick: the ones of the same stamp, or (when they reached the
     runtime a moment after the joint state) the ones before. The bag cannot tell which; both
-    are kept, the same stamp's first. An operator's command is taken with the newest inputs."""
+    are kept, the same stamp's first. They are found by their stamps anywhere in the bag: a
+    recorder's receive times do not keep the order of messages on different topics exactly (in
+    lockstep they are mapped onto the sim clock). An operator's command is taken with the newest
+    inputs received before it."""
     topic = DEMONSTRATION_TOPICS[demonstrations]
     try:
         messages = list(read_bag(path, (*STATE_TOPICS, topic)))
@@ -352,7 +354,11 @@ def _read_ticks(path: Path, policy, profile, demonstrations: str) -> _Recording:
                 "record through the graph with record:=DIR (or use a failure bundle), which keeps "
                 "/joint_states, /imu/data, /cmd_vel and the policy's and the operator's commands",
             )
-    reader = _TickReader(path, policy, profile, demonstrations, mode_known="/safety/status" in seen)
+    by_stamp = {
+        name: _ByStamp(sorted(((_stamp_ns(m), m) for t, _, m in messages if t == name), key=lambda item: item[0]))
+        for name in STAMPED_INPUTS
+    }
+    reader = _TickReader(path, policy, profile, demonstrations, "/safety/status" in seen, by_stamp)
     for name, received_ns, msg in messages:
         reader.message(name, received_ns * 1e-9, msg)
     return _Recording(reader.ticks, reader.mode_known, reader.policy_path, reader.policy_sha256)
@@ -361,13 +367,16 @@ def _read_ticks(path: Path, policy, profile, demonstrations: str) -> _Recording:
 class _TickReader:
     """The robot's inputs as a bag's messages bring them in, and a tick per demonstrated command."""
 
-    def __init__(self, path: Path, policy, profile, demonstrations: str, mode_known: bool):
+    def __init__(
+        self, path: Path, policy, profile, demonstrations: str, mode_known: bool, by_stamp: dict[str, "_ByStamp"]
+    ):
         self.path, self.policy, self.demonstrations = path, policy, demonstrations
         self.topic = DEMONSTRATION_TOPICS[demonstrations]
         self.inputs = RobotInputs(profile)
         self.scale = np.asarray(policy.action_scale, dtype=float)
         self.offset = np.asarray(policy.action_offset, dtype=float)
-        self.stamped: dict[str, deque] = {t: deque(maxlen=RECENT) for t in STAMPED_INPUTS}  # (stamp ns, message)
+        self.by_stamp = by_stamp  # every stamped input of the bag, by stamp
+        self.received: dict[str, deque] = {t: deque(maxlen=1) for t in STAMPED_INPUTS}  # the newest so far
         self.mode: Optional[str] = None
         self.mode_known = mode_known
         self.ticks: list[_Tick] = []
@@ -376,8 +385,8 @@ class _TickReader:
         self.last_teleop = -np.inf
 
     def message(self, name: str, now: float, msg: Any) -> None:
-        if name in self.stamped:
-            self.stamped[name].append((_stamp_ns(msg), msg))
+        if name in self.received:
+            self.received[name].append(msg)
         elif name == "/diagnostics" and self.policy_path is None:
             self.policy_path, self.policy_sha256 = _running_policy(msg)
         elif name == "/cmd_vel":
@@ -401,7 +410,14 @@ class _TickReader:
         stamp = _stamp_ns(msg) if self.demonstrations == "policy" else None
         candidates = []  # a tick all the same when an input is missing: the clock counts it
         for earlier in range(0, EARLIER_INPUTS + 1) if stamp is not None else (0,):
-            if _take_inputs(self.inputs, self.stamped, stamp, earlier):
+            if stamp is None:
+                found = {t: (q[-1] if q else None) for t, q in self.received.items()}
+            else:
+                found = {
+                    t: index.at_or_before(stamp, earlier if t != "/joint_states" else 0)
+                    for t, index in self.by_stamp.items()
+                }
+            if _take_inputs(self.inputs, found, earlier):
                 signals = self.inputs.signals(now)
                 if self._complete(signals):
                     candidates.append(signals)
@@ -422,18 +438,17 @@ class _TickReader:
         return not missing_inputs(self.policy.observation_spec, probe)
 
 
-def _take_inputs(inputs: RobotInputs, stamped: dict[str, deque], stamp: Optional[int], earlier: int = 0) -> bool:
-    """Load into ``inputs`` the newest joint state stamped at or before ``stamp`` (None: the newest
-    received), and the IMU sample and estimate ``earlier`` before the newest so stamped; False
-    when there is no joint state yet (or no IMU sample that early)."""
-    state = _at_or_before(stamped["/joint_states"], stamp)
+def _take_inputs(inputs: RobotInputs, found: dict[str, Any], earlier: int = 0) -> bool:
+    """Load ``found``'s joint state, IMU sample and estimate into ``inputs``; False without a
+    joint state the runtime would take (or, for an ``earlier`` candidate, without its IMU sample)."""
+    state = found["/joint_states"]
     if state is None:
         return False
     try:
         inputs.set_joint_states(state.name, state.position, state.velocity, _stamp_ns(state))
     except ValueError:
         return False  # a state the runtime refuses too (a joint missing, arrays that do not match)
-    imu = _at_or_before(stamped["/imu/data"], stamp, earlier)
+    imu = found["/imu/data"]
     if earlier and imu is None:
         return False
     if imu is not None:
@@ -442,20 +457,24 @@ def _take_inputs(inputs: RobotInputs, stamped: dict[str, deque], stamp: Optional
             inputs.set_imu((o.x, o.y, o.z, o.w), (w.x, w.y, w.z))
         except ValueError:
             pass  # refused as the runtime refuses it: the previous sample stays
-    estimate = _at_or_before(stamped["/state_estimate"], stamp, earlier)
+    estimate = found["/state_estimate"]
     if estimate is not None:
         v = estimate.twist.twist.linear
         inputs.set_state_estimate((v.x, v.y, v.z), None)
     return True
 
 
-def _at_or_before(recent: Iterable, stamp: Optional[int], earlier: int = 0):
-    """The message ``earlier`` places before the newest one stamped at or before ``stamp``."""
-    items = sorted(recent, key=lambda item: item[0]) if stamp is not None else list(recent)
-    if stamp is None:
-        return items[-1 - earlier][1] if len(items) > earlier else None
-    i = bisect.bisect_right([s for s, _ in items], stamp) - earlier
-    return items[i - 1][1] if i >= 1 else None
+class _ByStamp:
+    """A topic's messages sorted by header stamp."""
+
+    def __init__(self, items: list[tuple[int, Any]]):
+        self.stamps = [stamp for stamp, _ in items]
+        self.messages = [message for _, message in items]
+
+    def at_or_before(self, stamp: int, earlier: int = 0) -> Any:
+        """The message ``earlier`` places before the newest one stamped at or before ``stamp``."""
+        i = bisect.bisect_right(self.stamps, stamp) - earlier
+        return self.messages[i - 1] if i >= 1 else None
 
 
 def _in_order(msg, names: list[str]) -> np.ndarray:

@@ -26,7 +26,7 @@ evaluate  per row, PyBullet's nominal world beside every reality, and the scenar
 Rows (config/experiments/go2_walk/transfer/): ``no_randomization`` (the shipped recipe on the
 nominal world, from scratch); ``reference`` (the shipped policy: the same recipe on the reference
 ranges); then fine-tunes of the shipped policy for 300 iterations on the same ranges (a control:
-what more training alone gives), under adaptive DR, with the go2_gentle reward prior (at a fixed
+what more training alone gives; and again with another seed, the spread of the control), under adaptive DR, with the go2_gentle reward prior (at a fixed
 lambda, and annealed to 0), on the ranges
 re-centred on the sysid fit, on those with the measured latency, and on the reference ranges with
 robot data (the shipped policy's demo walks on the measured robots, recorded whole:
@@ -89,6 +89,12 @@ ROWS = (
         "reference_finetune",
         "fixed reference DR, +300 iterations",
         config=f"{EXPERIMENTS}/reference_finetune.yaml",
+        init_from=SHIPPED,
+    ),
+    Row(
+        "reference_finetune_seed1",
+        "fixed reference DR, +300 iterations, seed 1",
+        config=f"{EXPERIMENTS}/reference_finetune_seed1.yaml",
         init_from=SHIPPED,
     ),
     Row("adaptive_dr", "adaptive DR, +300 iterations", config=f"{EXPERIMENTS}/adaptive_dr.yaml", init_from=SHIPPED),

@@ -212,7 +212,26 @@ def measure(steps: Steps, out: Path, reality: str, sysid: bool, robot_runs: bool
         bag = measured / "robot_runs" / f"walk_{k}"
         walk = ["--lockstep", "--policy", SHIPPED, "--demo", "--no-failure-collector", "--record", str(bag)]
         steps.run(["up", *robot, "--reality-robot", str(k), *walk], bag, log=measured / f"walk_{k}.log")
+    if robot_runs and not steps.dry_run:
+        rebuilt_exactly(measured / "robot_runs")
     return measured
+
+
+def rebuilt_exactly(runs: Path) -> None:
+    """How exactly the recorded walks rebuild: per bag, the engaged ticks on which the shipped
+    policy, given the rebuilt observation, sends its recorded action again (to 1e-4)."""
+    import numpy as np
+
+    from sim2real.core.policy_file import load_policy
+    from sim2real.train.robot_data import find_bags, rebuild_samples
+
+    policy = load_policy(ROOT / SHIPPED)
+    clip = policy.metadata.action_clip
+    for bag in find_bags(runs):
+        samples = rebuild_samples(bag, policy.metadata)
+        predicted = np.clip(policy.act(samples.observations), -clip, clip)
+        exact = int((np.abs(predicted - samples.actions).max(axis=1) < 1e-4).sum())
+        print(f"  {bag.name}: {exact} of {len(samples)} engaged ticks rebuilt exactly {samples.notes or ''}")
 
 
 def measure_sysid(steps: Steps, measured: Path, robot: list[str]) -> None:

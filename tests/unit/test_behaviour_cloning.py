@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 import torch
 from rsl_rl.models import MLPModel
 from tensordict import TensorDict
@@ -93,3 +94,21 @@ def test_the_hook_adds_the_term_s_gradient_to_the_step():
         [(g if g is not None else torch.zeros_like(p)).flatten() for g, p in zip(expected, model.parameters())]
     )
     torch.testing.assert_close(gradient(2.0), expected, atol=1e-6, rtol=1e-5)
+
+
+def test_an_output_past_the_clip_matches_a_demonstration_at_it_and_is_pulled_back_from_others():
+    """The robot saw clipped actions: a demonstration at the clip stands for any action past it,
+    while an output past the clip where the demonstration is inside is pulled back."""
+    actor = toy_actor()
+    with torch.no_grad():
+        actor.mlp[-1].weight.zero_()
+        actor.mlp[-1].bias.fill_(5.0)  # every output at 5, past a clip of 1
+    x = np.zeros((2, 3), np.float32)
+    policy = SimpleNamespace(action_clip=1.0)
+    at_clip = SimpleNamespace(samples=RobotSamples(x, np.ones((2, 2), np.float32)), policy=policy)
+    assert float(BehaviourCloning(at_clip, batch_size=8, weight=1.0).loss(actor)) == 0.0
+    inside = SimpleNamespace(samples=RobotSamples(x, np.full((2, 2), 0.5, np.float32)), policy=policy)
+    loss = BehaviourCloning(inside, batch_size=8, weight=1.0).loss(actor)
+    loss.backward()
+    assert float(loss) == pytest.approx(4.5**2)
+    assert float(actor.mlp[-1].bias.grad.abs().min()) > 0

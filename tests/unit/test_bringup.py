@@ -170,6 +170,8 @@ def test_record_adds_the_bag_recorder_at_normal_priority(tmp_path):
     assert recorder.role == "monitoring"
     assert recorder.parameters == {"robot": "go2", "bag": str(tmp_path / "bags" / "run_1"), "use_sim_time": False}
     assert recorder.environment == plan.node("failure_collector").environment
+    with pytest.raises(PlanError, match="record:=.*exists already.*Fix: name a new directory"):
+        make_plan(record=str(tmp_path))
 
 
 def test_bad_policy_argument_fails_before_any_process_starts():

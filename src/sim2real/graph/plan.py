@@ -350,6 +350,11 @@ def make_plan(**arguments: Any) -> BringupPlan:
             )
         )
     if args["record"]:
+        if Path(args["record"]).expanduser().exists():
+            raise PlanError(
+                f"launch argument record:={args['record']!r}: it exists already, and a bag is never "
+                "overwritten. Fix: name a new directory (e.g. bags/run_2)"
+            )
         bag = str(Path(args["record"]).expanduser().absolute())
         nodes.append(NodeSpec("bag_recorder", "bag_recorder", "monitoring", {"robot": robot, "bag": bag}))
     realtime_cpus = _realtime_cpus(args)

@@ -116,10 +116,14 @@ class BehaviourCloning:
         observations, actions = self._data()
         index = torch.as_tensor(self._rng.integers(0, len(observations), size=self.batch_size))
         predicted = actor_output(actor, observations[index])
+        target = actions[index]
         clip = getattr(getattr(self.buffer, "policy", None), "action_clip", None)
-        if clip is not None:  # the demonstrations are clipped actions: an output past the clip acts as the clip
-            predicted = predicted.clamp(-clip, clip)
-        return torch.mean((predicted - actions[index]) ** 2)
+        if clip is not None:
+            # A demonstration at the clip stands for any action past it (the robot saw the clip):
+            # an output past it on the same side matches it. Elsewhere the error pulls as usual.
+            beyond = (target.abs() >= clip) & (predicted * torch.sign(target) >= clip)
+            predicted = torch.where(beyond, target, predicted)
+        return torch.mean((predicted - target) ** 2)
 
     def _data(self) -> tuple[Any, Any]:
         import torch

@@ -46,6 +46,7 @@ from sim2real.core.errors import InputError
 from sim2real.core.failure_capture import POLICY_STATUS_SUFFIX
 from sim2real.core.gait import gait_settings
 from sim2real.core.robot_inputs import RobotInputs, missing_inputs
+from sim2real.core.supervisor import TELEOP_FRESH_S
 from sim2real.core.trained_ranges import TrainedRanges
 
 DEMONSTRATION_TOPICS = {"policy": "/policy/joint_commands", "teleop": "/teleop/joint_commands"}
@@ -215,37 +216,46 @@ class _Rebuild:
 
     def __init__(self, policy, ticks: list[_Tick], demonstrations: str, recorded_policy, gait_phase):
         self.policy, self.ticks, self.recorded = policy, ticks, recorded_policy
+        self.demonstrations = demonstrations
         self.period = float(policy.control_period)
         self.ranges = TrainedRanges.of(policy.task_config)
         self.notes: list[str] = []
         clock = gait_settings(policy.task_config) if "gait_clock" in policy.observation_spec.names else None
         self.step = 0.0 if clock is None else float(clock["frequency"]) * self.period
-        self.segments = self._segments()
-        self.rows = [
-            s
-            for s in self._all_samples(demonstrations)
-            if ticks[s.tick].signals and ticks[s.tick].forwarded is not False
-        ]
+        self.segments, self.slots = self._segments()
+        self.rows = [s for s in self._all_samples() if ticks[s.tick].signals and ticks[s.tick].forwarded is not False]
         self.phase0 = self._phases(gait_phase) if clock is not None else None
 
-    def _segments(self) -> list[list[int]]:
-        segments: list[list[int]] = []
-        for i, tick in enumerate(self.ticks):
-            if not segments or tick.time - self.ticks[segments[-1][-1]].time > 1.5 * self.period:
-                segments.append([])
-            segments[-1].append(i)
-        return segments
+    def _segments(self) -> tuple[list[list[int]], list[list[int]]]:
+        """The ticks in segments, and each kept tick's control period since its segment began.
 
-    def _all_samples(self, demonstrations: str) -> list[_Sample]:
-        samples = []
-        for number, segment in enumerate(self.segments):
-            start = self.ticks[segment[0]].time
-            for k in range(1, len(segment)):
-                i = segment[k]
-                # The runtime's clock steps once per command; an operator's demonstrations, once a period.
-                clock = k if demonstrations == "policy" else round((self.ticks[i].time - start) / self.period)
-                samples.append(_Sample(i, segment[k - 1], clock, number))
-        return samples
+        The runtime's commands: a segment ends where a command is missing (a gap over 1.5
+        periods); each command is a period. An operator's: a segment ends where the stream paused
+        long enough for the supervisor to stop following it (TELEOP_FRESH_S); within one, the
+        first command of each control period is kept, as the policy would have acted once a period."""
+        teleop = self.demonstrations == "teleop"
+        gap = TELEOP_FRESH_S if teleop else 1.5 * self.period
+        segments: list[list[int]] = []
+        slots: list[list[int]] = []
+        start = 0.0
+        for i, tick in enumerate(self.ticks):
+            if not segments or tick.time - self.ticks[segments[-1][-1]].time > gap:
+                segments.append([])
+                slots.append([])
+                start = tick.time
+            slot = int((tick.time - start) / self.period + 1e-6) if teleop else len(segments[-1])
+            if slots[-1] and slot <= slots[-1][-1]:
+                continue  # a second command within one period
+            segments[-1].append(i)
+            slots[-1].append(slot)
+        return segments, slots
+
+    def _all_samples(self) -> list[_Sample]:
+        return [
+            _Sample(segment[k], segment[k - 1], self.slots[number][k], number)
+            for number, segment in enumerate(self.segments)
+            for k in range(1, len(segment))
+        ]
 
     def _phases(self, gait_phase: Optional[float]) -> list[float]:
         """The clock's phase at each segment's first tick."""
@@ -259,22 +269,29 @@ class _Rebuild:
         if self.recorded is None:
             self.notes.append("gait clock taken at phase 0 on the first command (no recorded policy to fit it)")
             return carried
-        return [self._fit_phase(number) for number in range(len(self.segments))]
+        by_segment: dict[int, list[_Sample]] = {}
+        for row in self.rows:
+            by_segment.setdefault(row.segment, []).append(row)
+        return [self._fit_phase(by_segment.get(number, [])) for number in range(len(self.segments))]
 
-    def _fit_phase(self, segment: int) -> float:
-        """The phase at the segment's start under which the recorded policy repeats the recorded
-        commands best, searched on the clock's per-tick grid."""
-        rows = [r for r in self.rows if r.segment == segment][:PHASE_FIT_SAMPLES]
-        grid = max(1, round(1.0 / self.step)) if self.step > 0 else 1
-        if not rows:
+    def _fit_phase(self, rows: list[_Sample]) -> float:
+        """The phase at a segment's start under which the recorded policy repeats the recorded
+        commands of ``rows`` best: searched on the clock's per-tick grid (where a clock started at
+        0 can be), then on a grid ten times finer around the best (a clock set by a hot-swap can
+        be anywhere)."""
+        rows = rows[:PHASE_FIT_SAMPLES]
+        if not rows or self.step <= 0:
             return 0.0
         recorded = np.array([self.ticks[r.tick].action for r in rows])
-        errors = []
-        for k in range(grid):
-            phase0 = (k * self.step) % 1.0
-            obs = np.array([self._observe(r, 0, phase0) for r in rows])
-            errors.append(float(np.mean(_action_errors(self.recorded, obs, recorded) ** 2)))
-        return (int(np.argmin(errors)) * self.step) % 1.0
+
+        def error(phase0: float) -> float:
+            obs = np.array([self._observe(r, 0, phase0 % 1.0) for r in rows])
+            return float(np.mean(_action_errors(self.recorded, obs, recorded) ** 2))
+
+        grid = [k * self.step for k in range(max(1, round(1.0 / self.step)))]
+        best = min(grid, key=error)
+        finer = [best + self.step * k / 10 for k in range(-5, 6)]
+        return min(finer, key=error) % 1.0
 
     def _observe(self, row: _Sample, choice: int, phase0: Optional[float] = None) -> np.ndarray:
         if phase0 is None and self.phase0 is not None:
@@ -313,9 +330,8 @@ class _Rebuild:
                 continue
             other = np.array([self._observe(self.rows[j], choice) for j in rows], np.float32)
             other_errors = _action_errors(self.recorded, other, actions[rows])
-            for j, better in zip(rows, other_errors < errors[rows]):
-                if better:
-                    observations[j] = other[rows.index(j)]
+            better = other_errors < errors[rows]
+            observations[np.array(rows)[better]] = other[better]
             errors[rows] = np.minimum(errors[rows], other_errors)
 
 
@@ -382,7 +398,6 @@ class _TickReader:
         self.ticks: list[_Tick] = []
         self.policy_path: Optional[str] = None
         self.policy_sha256: Optional[str] = None
-        self.last_teleop = -np.inf
 
     def message(self, name: str, now: float, msg: Any) -> None:
         if name in self.received:
@@ -402,10 +417,6 @@ class _TickReader:
             self.command(now, msg)
 
     def command(self, now: float, msg: Any) -> None:
-        if self.demonstrations == "teleop":
-            if now - self.last_teleop < 0.999 * self.policy.control_period:
-                return  # one demonstration a control period, as the policy would act
-            self.last_teleop = now
         # The runtime's command answers the state of its stamp; an operator's, the newest state.
         stamp = _stamp_ns(msg) if self.demonstrations == "policy" else None
         candidates = []  # a tick all the same when an input is missing: the clock counts it
@@ -558,7 +569,8 @@ class RobotBuffer:
         self.demonstrations = demonstrations
         self.recorded_policy = recorded_policy
         self._read: set[Path] = set()
-        self._sizes: dict[Path, tuple] = {}  # a new bag's file sizes at the last refresh
+        self._sizes: dict[Path, tuple | None] = {}  # a new bag's file sizes at the last refresh
+        self._failed: dict[Path, tuple | None] = {}  # a bag that could not be used, and its sizes then
         self._parts: list[RobotSamples] = []
         self.samples = RobotSamples.join([], policy.observation_size, policy.num_joints)
         self.skipped: list[str] = []  # bags found later that could not be used, with the reason
@@ -585,7 +597,13 @@ class RobotBuffer:
         """Read the bags that appeared since the last read; a bag that cannot be used is skipped
         with the reason (:attr:`skipped`), so a bad file dropped in the folder never stops a run."""
         try:
-            new = [b for root in self.roots for b in find_bags(root) if b.resolve() not in self._read]
+            new = [
+                b
+                for root in self.roots
+                for b in find_bags(root)
+                if b.resolve() not in self._read
+                and (b.resolve() not in self._failed or self._failed[b.resolve()] != _file_sizes(b))
+            ]
         except RobotDataError as exc:
             self.skipped.append(str(exc))
             return []
@@ -598,8 +616,8 @@ class RobotBuffer:
             try:
                 self._add(bag)
                 added.append(bag)
-            except Exception as exc:  # whatever the file holds, the run goes on without it
-                self._read.add(bag.resolve())
+            except Exception as exc:  # whatever the file holds, the run goes on without it (tried again if it changes)
+                self._failed[bag.resolve()] = sizes
                 self.skipped.append(
                     str(exc) if isinstance(exc, RobotDataError) else f"{bag}: {type(exc).__name__}: {exc}"
                 )

@@ -430,7 +430,7 @@ class Trainer:
         samples = buffer.load()
         for note in sorted(set(samples.notes)):
             print(f"robot data: {note}", flush=True)
-        print(f"robot data: {len(samples)} policy ticks from {len(samples.bags)} bag(s) in {buffer.root}", flush=True)
+        print(f"robot data: {len(samples)} samples from {len(samples.bags)} bag(s) in {buffer.root}", flush=True)
         return buffer
 
     def _load_into(self, alg, checkpoint: dict, interface: dict, rsl_cfg: dict, start: int) -> None:
@@ -558,7 +558,7 @@ class Trainer:
         for buffer in run.buffers:
             skipped = len(buffer.skipped)
             for bag in buffer.refresh():
-                bar.write(f"robot data: {bag} joined ({len(buffer.samples)} policy ticks now)")
+                bar.write(f"robot data: {bag} joined ({len(buffer.samples)} samples now)")
             for reason in buffer.skipped[skipped:]:
                 bar.write(f"robot data: skipped {reason}")
 

@@ -128,3 +128,13 @@ def test_features_are_the_actor_s_last_hidden_layer():
     features = actor_features(actor, x)
     assert features.shape == (7, 32)
     torch.testing.assert_close(actor.mlp[-1](features), actor_output(actor, x))
+
+
+def test_the_classifier_sees_the_operator_s_terms_of_the_simulated_sample_in_both_domains():
+    sim = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    robot = -np.ones((10, 6), np.float32)
+    adaptation = DomainAdaptation(lambda n: sim[:n], lambda: robot, feature_size=4, shared=[slice(2, 4)])
+    a, b = adaptation.pair(4)
+    torch.testing.assert_close(b[:, 2:4], a[:, 2:4])
+    assert bool((b[:, :2] == -1).all() and (b[:, 4:] == -1).all())
+    assert float(robot.min()) == -1.0 and float(robot.max()) == -1.0  # the buffer itself untouched

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -91,11 +91,13 @@ class DomainAdaptation:
         batch_size: int = 256,
         learning_rate: float = 1e-3,
         seed: int = 0,
+        shared: Sequence[slice] = (),
     ):
         import torch
 
         self.sim_observations = sim_observations
         self.robot_observations = robot_observations
+        self.shared = tuple(shared)
         self.batch_size = int(batch_size)
         self.weight = 1.0
         self.reversal = 0.0
@@ -124,7 +126,7 @@ class DomainAdaptation:
     def loss(self, actor: Any) -> Any:
         import torch
 
-        sim, robot = self.sim_observations(self.batch_size), self.robot_batch(self.batch_size)
+        sim, robot = self.pair(self.batch_size)
         features = actor_features(actor, torch.cat([sim, robot]))
         logits = self.classifier(reverse_gradient(features, self.reversal)).squeeze(-1)
         labels = torch.cat([torch.zeros(len(sim)), torch.ones(len(robot))])
@@ -142,9 +144,21 @@ class DomainAdaptation:
         import torch
 
         with torch.no_grad():
-            sim = actor_features(actor, self.sim_observations(samples))
-            robot = actor_features(actor, self.robot_batch(samples))
-        return maximum_mean_discrepancy(sim, robot)
+            sim, robot = self.pair(samples)
+            return maximum_mean_discrepancy(actor_features(actor, sim), actor_features(actor, robot))
+
+    def pair(self, n: int) -> tuple[Any, Any]:
+        """``n`` simulated and ``n`` robot observations, the robot's ``shared`` terms (what an
+        operator chose, e.g. the velocity command) taken from the simulated ones: the classifier
+        must tell the domains apart by the robot, not by what it was asked to do. Otherwise the
+        reversal would teach the actor to ignore whatever the operator asked of the robot that
+        training did not ask as often."""
+        sim, robot = self.sim_observations(n), self.robot_batch(n)
+        if self.shared:
+            robot = robot.clone()
+            for columns in self.shared:
+                robot[:, columns] = sim[:, columns]
+        return sim, robot
 
     def statistics(self) -> dict[str, float]:
         out = {"lambda": self.reversal}

@@ -407,6 +407,7 @@ class Trainer:
                 return observations[torch.as_tensor(generator.integers(0, len(observations), size=n))]
 
             hidden = self.config["policy"]["actor_hidden_dims"][-1]
+            slices = policy.observation_spec.slices()
             run.adaptation = DomainAdaptation(
                 sim_observations,
                 lambda: buffer.samples.observations,
@@ -414,6 +415,7 @@ class Trainer:
                 adaptation["batch_size"],
                 adaptation["classifier_learning_rate"],
                 seed=seed,
+                shared=[slices[name] for name in adaptation["shared_terms"] if name in slices],
             )
             if checkpoint is not None and checkpoint.get("domain_adaptation") is not None:
                 run.adaptation.load_state_dict(checkpoint["domain_adaptation"])

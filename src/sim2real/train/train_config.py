@@ -74,7 +74,9 @@ DEFAULTS: dict[str, Any] = {
     # tells the actor's features of simulated observations from those of the robot's (bags, as
     # for behaviour_cloning: observations only), through a gradient-reversal layer of weight
     # lambda on the actor. schedule: dann (0 up to `lambda` over the run, as in the DANN paper)
-    # or fixed.
+    # or fixed. shared_terms: observation terms an operator chooses (commands, goals); the
+    # classifier sees the simulated sample's in both domains, so it cannot tell them apart by
+    # what the robot was asked to do.
     "domain_adaptation": {
         "bags": None,
         "recorded_policy": None,
@@ -82,6 +84,7 @@ DEFAULTS: dict[str, Any] = {
         "schedule": "dann",
         "batch_size": 256,
         "classifier_learning_rate": 1.0e-3,
+        "shared_terms": ["velocity_command", "goal_position"],
     },
     # Learn from the mirror image of every sample too (train/symmetry.py): needs a robot with a
     # mirror: section in its profile. augmentation doubles each PPO mini-batch with mirrored
@@ -581,6 +584,16 @@ def _validate_domain_adaptation(config: dict[str, Any], source: str | Path) -> N
             raise TrainConfigError(
                 source, f"domain_adaptation.{key}", f"expected a number >= 0, got {value!r}", "write e.g. 0.1"
             )
+    from sim2real.core.observation import VOCABULARY
+
+    shared = adaptation["shared_terms"]
+    if not isinstance(shared, list) or any(name not in VOCABULARY for name in shared):
+        raise TrainConfigError(
+            source,
+            "domain_adaptation.shared_terms",
+            f"expected a list of observation terms, got {shared!r}",
+            f"name terms of {sorted(VOCABULARY)} (or [])",
+        )
     if adaptation["schedule"] not in ("dann", "fixed"):
         raise TrainConfigError(
             source, "domain_adaptation.schedule", f"{adaptation['schedule']!r} is not a schedule", "use dann or fixed"

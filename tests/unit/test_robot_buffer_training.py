@@ -100,3 +100,9 @@ def _scalars(run) -> dict[str, list[float]]:
     events = EventAccumulator(str(run))
     events.Reload()
     return {tag: [e.value for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+def test_shared_terms_name_observation_terms():
+    for bad in (["nope"], [["velocity_command"]], "velocity_command"):
+        with pytest.raises(TrainConfigError, match="domain_adaptation.shared_terms"):
+            load_train_config("go2", "walk", overrides={"domain_adaptation.shared_terms": bad})

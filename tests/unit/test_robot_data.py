@@ -236,6 +236,39 @@ def test_a_buffer_reads_new_bags_and_skips_bad_ones(recorded, tmp_path):
     assert [p.name for p in added] == ["second"]
     assert len(buffer.samples) == 2 * first
     assert len(buffer.skipped) == 1 and "broken" in buffer.skipped[0]
+    assert buffer.refresh() == []  # unchanged, it is not tried again
+    shutil.rmtree(folder / "broken")
+    shutil.copytree(path, folder / "broken")  # whole now (say, a copy that had not finished)
+    assert buffer.refresh() == []
+    assert [p.name for p in buffer.refresh()] == ["broken"]
+    assert len(buffer.samples) == 3 * first
+
+
+def test_an_operator_s_stream_at_the_control_rate_with_jitter_and_a_pause(tmp_path):
+    """50 Hz with every other command 0.1 ms early: one sample a period all the same; a pause
+    longer than the supervisor follows a stream (TELEOP_FRESH_S) starts a new segment, whose
+    first command gives no sample."""
+    store = typestore()
+    profile = load_profile("go2")
+    policy = load_policy(shipped_policy("go2"))
+    rng = np.random.default_rng(0)
+    commands = [k * 0.02 - (0.0001 if k % 2 else 0.0) for k in range(40)]  # 0 .. 0.78 s
+    commands += [1.1 + k * 0.02 for k in range(20)]  # after a 0.32 s pause
+    with BagWriter(tmp_path / "teleop", {"robot": "go2"}) as bag:
+        for topic in ("/joint_states", "/imu/data", "/teleop/joint_commands"):
+            bag.add_topic(topic, TYPES[topic])
+        for k in range(750):  # 1.5 s of sensing at 500 Hz
+            t = k * NS // 500
+            q, dq, quat, gyro = _sensed(k, profile.default_positions, rng)
+            bag.write("/imu/data", t, _imu(store, t, quat, gyro))
+            state = _command(store, t, profile, q)
+            state.velocity = dq
+            bag.write("/joint_states", t + 1000, state)
+            for when in commands:
+                if t <= round(when * NS) + 5000 < t + NS // 500:
+                    bag.write("/teleop/joint_commands", round(when * NS) + 5000, _command(store, t, profile, q))
+    samples = rebuild_samples(tmp_path / "teleop", policy.metadata, demonstrations="teleop")
+    assert len(samples) == (40 - 1) + (20 - 1)
 
 
 def test_bags_of_another_robot_or_without_commands_are_refused(recorded, tmp_path):

@@ -62,6 +62,7 @@ STATE_TOPICS = (
     "/diagnostics",
 )
 STAMPED_INPUTS = ("/joint_states", "/imu/data", "/state_estimate")
+SLOT_TOLERANCE = 0.1  # of a control period
 EARLIER_INPUTS = 1  # IMU samples and estimates before the same stamp a tick may have taken
 PHASE_FIT_SAMPLES = 250  # commands the gait phase is fitted on (5 s at 50 Hz)
 FAILURE_FILE = "failure.json"
@@ -237,13 +238,16 @@ class _Rebuild:
         gap = TELEOP_FRESH_S if teleop else 1.5 * self.period
         segments: list[list[int]] = []
         slots: list[list[int]] = []
-        start = 0.0
+        start = previous = 0.0
         for i, tick in enumerate(self.ticks):
-            if not segments or tick.time - self.ticks[segments[-1][-1]].time > gap:
+            if not segments or tick.time - previous > gap:
                 segments.append([])
                 slots.append([])
                 start = tick.time
-            slot = int((tick.time - start) / self.period + 1e-6) if teleop else len(segments[-1])
+            previous = tick.time
+            # A command a little early for its period (a stream at the control rate, with jitter)
+            # still opens that period.
+            slot = int((tick.time - start) / self.period + SLOT_TOLERANCE) if teleop else len(segments[-1])
             if slots[-1] and slot <= slots[-1][-1]:
                 continue  # a second command within one period
             segments[-1].append(i)

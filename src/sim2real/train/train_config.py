@@ -76,7 +76,8 @@ DEFAULTS: dict[str, Any] = {
     # lambda on the actor. schedule: dann (0 up to `lambda` over the run, as in the DANN paper)
     # or fixed. shared_terms: observation terms an operator chooses (commands, goals); the
     # classifier sees the simulated sample's in both domains, so it cannot tell them apart by
-    # what the robot was asked to do.
+    # what the robot was asked to do. (The arm's goal_offset stays the robot's: it also holds
+    # where the hand is.)
     "domain_adaptation": {
         "bags": None,
         "recorded_policy": None,
@@ -587,7 +588,7 @@ def _validate_domain_adaptation(config: dict[str, Any], source: str | Path) -> N
     from sim2real.core.observation import VOCABULARY
 
     shared = adaptation["shared_terms"]
-    if not isinstance(shared, list) or any(name not in VOCABULARY for name in shared):
+    if not isinstance(shared, list) or any(not isinstance(name, str) or name not in VOCABULARY for name in shared):
         raise TrainConfigError(
             source,
             "domain_adaptation.shared_terms",

@@ -43,6 +43,7 @@ import numpy as np
 
 from sim2real.core.bags import BagReadError, bag_information, read_bag
 from sim2real.core.errors import InputError
+from sim2real.core.failure_bundle import FAILURE_FILE
 from sim2real.core.failure_capture import POLICY_STATUS_SUFFIX
 from sim2real.core.gait import gait_settings
 from sim2real.core.robot_inputs import RobotInputs, missing_inputs
@@ -65,7 +66,6 @@ STAMPED_INPUTS = ("/joint_states", "/imu/data", "/state_estimate")
 SLOT_TOLERANCE = 0.1  # of a control period
 EARLIER_INPUTS = 1  # IMU samples and estimates before the same stamp a tick may have taken
 PHASE_FIT_SAMPLES = 250  # commands the gait phase is fitted on (5 s at 50 Hz)
-FAILURE_FILE = "failure.json"
 
 
 class RobotDataError(InputError):

@@ -102,15 +102,17 @@ def test_the_chain_runs_at_its_priorities_on_its_cpus_and_monitoring_does_not(tm
 
         assert wait_for(started, 30.0), f"the five nodes never started: {sorted(nodes)}"
 
-        # A process exists before its node does: at the lowest priority of one shared CPU the
-        # estimator may still be importing when the supervisor already commands the robot (3
-        # threads, against ~19 once its node is up). Its DDS threads start with its node, after
-        # the scheduling request, so each process is read once it has them (by pid: a node of an
-        # earlier test may still be in the graph under the same name).
-        def dds_up() -> bool:
-            return all(len(_scheduling(pid)) > 3 for pid in nodes.values())
+        # A process exists before its node does, and a node is built (its DDS threads started,
+        # ~19 against 3 while it imports) at normal priority before it takes its scheduling: each
+        # process is read once it has its DDS threads and all of them run SCHED_FIFO (by pid: a
+        # node of an earlier test may still be in the graph under the same name).
+        def scheduled() -> bool:
+            return all(
+                len(threads := _scheduling(nodes[name])) > 3 and {got[0] for got in threads.values()} == {os.SCHED_FIFO}
+                for name in ROLES
+            )
 
-        assert wait_for(dds_up, 30.0), {name: len(_scheduling(pid)) for name, pid in nodes.items()}
+        assert wait_for(scheduled, 30.0), {name: _scheduling(pid) for name, pid in nodes.items()}
         # Up and commanding: the supervisor's commands reach the robot.
         assert wait_for(
             lambda: (

@@ -8,8 +8,9 @@ limits.conf), and a refusal must say which one is missing and how to grant it, w
 node runs on at normal priority (a robot without its supervisor is worse than a slow one).
 
 The plan asks for it per node through one environment variable (``encode``/``decode``); the
-node applies it before ``rclpy.init``, so every thread it creates afterwards (DDS receive
-threads, the executor, ONNX Runtime's pool) inherits the policy and the affinity.
+node applies it once it is built (its start-up at normal priority, where seconds of CPU cannot
+use up a CPU's real-time share), to every thread it has (DDS receive threads, the executor,
+ONNX Runtime's pool); the threads it starts later inherit the policy and the affinity.
 """
 
 from __future__ import annotations

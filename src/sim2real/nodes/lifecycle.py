@@ -121,19 +121,27 @@ def _destroy_half_built(node: Node) -> None:
         pass
 
 
-def _apply_realtime(name: str) -> bool:
-    """The scheduling the launcher asked for (realtime:=true), said line by line; False when the
-    request cannot be read. Before rclpy.init: the threads DDS and the executor start from here on
-    inherit it. Popped: a process this node starts does not apply it again (it inherits the
+def _realtime_request(name: str) -> realtime.RealtimeRequest | None:
+    """The scheduling the launcher asked for (realtime:=true); None when the request cannot be
+    read (said why). Popped: a process this node starts does not apply it again (it inherits the
     scheduling as it is)."""
+    text = os.environ.pop(REALTIME_ENV, None)
     try:
-        outcome = realtime.apply_encoded(os.environ.pop(REALTIME_ENV, None))
+        return realtime.RealtimeRequest.decode(text) if text else realtime.RealtimeRequest()
     except realtime.RealtimeRequestError as exc:
         print(f"[{name}] error: environment variable {REALTIME_ENV}: {exc}", flush=True)
-        return False
-    for line in outcome.lines():
+        return None
+
+
+def _apply_realtime(name: str, request: realtime.RealtimeRequest) -> None:
+    """The request applied once the node is built, said line by line. Its start-up (model
+    loading, the sysid logger's standing simulation) stays at normal priority: a second of CPU at
+    SCHED_FIFO would use up that CPU's real-time share, and the kernel would then stop every
+    real-time task on it for up to 50 ms (seen: the supervisor tripping on a 56 ms gap while the
+    logger simulated). Applied to every thread the process has (DDS, the executor, ONNX
+    Runtime's pool); the threads started later inherit it."""
+    for line in realtime.apply(request).lines():
         print(f"[{name}] {line}", flush=True)
-    return True
 
 
 def _built(name: str, node_class: type[Node]) -> Node | None:
@@ -173,7 +181,8 @@ def run(
     # A crash in native code (DDS, ONNX Runtime, the physics) prints every thread's Python stack
     # to the node's output before the process dies: what the launcher's bare "-11" cannot tell.
     faulthandler.enable(all_threads=True)
-    if not _apply_realtime(name):
+    request = _realtime_request(name)
+    if request is None:
         return CONFIG_ERROR_EXIT
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
@@ -188,6 +197,7 @@ def run(
         spinner = executor(node) if executor is not None else SingleThreadedExecutor()
         spinner.add_node(node)
         settle_garbage_collector()
+        _apply_realtime(name, request)
         if hasattr(node, "start"):
             node.start()
         while rclpy.ok() and not stop.is_set() and not (until and until(node)) and getattr(node, "fault", None) is None:

@@ -130,11 +130,14 @@ def test_bad_realtime_arguments_name_the_argument_and_the_fix(arguments, words):
         assert word in str(error.value)
 
 
-def test_a_sysid_recording_schedules_its_chain_and_leaves_the_logger_normal(tmp_path):
+def test_a_sysid_recording_schedules_the_logger_as_the_chain_s_control_part(tmp_path):
+    """The logger streams the excitation in the policy's place, and the supervisor checks each
+    command's age (tick_overrun): at normal priority a loaded computer would make it trip."""
     plan = make_sysid_plan(robot="panda", bag=str(tmp_path / "bag"), realtime="true")
     assert _request(plan, "sim_robot").priority == ROLE_PRIORITY["hardware"]
     assert _request(plan, "safety_supervisor").priority == ROLE_PRIORITY["safety"]
-    assert not plan.node("sysid_logger").environment
+    assert _request(plan, "sysid_logger").priority == ROLE_PRIORITY["control"]
+    assert not make_sysid_plan(robot="panda", bag=str(tmp_path / "bag")).node("sysid_logger").environment
 
 
 def test_a_granted_request_is_what_the_kernel_then_reports():

@@ -145,15 +145,16 @@ def make_sysid_plan(**arguments: Any) -> BringupPlan:
             "amplitude and legs (or auto for the last two)"
         ) from None
     _check_excitation(load_profile(base.robot), logger)
-    # The logger writes the bag: a monitoring node, at normal priority off the chain's CPUs.
+    # The logger commands the robot in the policy's place, under the supervisor's check of the
+    # command's age (tick_overrun): it is the chain's control part, at the policy's priority.
     nodes = (
         *base.nodes,
         NodeSpec(
             "sysid_logger",
             "sysid_logger",
-            "sysid",
+            "control",
             logger,
-            environment=node_environment("sysid", base.realtime, base.realtime_cpus),
+            environment=node_environment("control", base.realtime, base.realtime_cpus),
         ),
     )
     return replace(base, nodes=nodes)

@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 
+from sim2real.core import realtime
 from sim2real.core.joint_command import JointTargets
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import load_safety_config
@@ -255,8 +256,19 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="terrain and noise seed")
     parser.add_argument("--sport-mode", action="store_true", help="start with sport mode writing rt/lowcmd")
     parser.add_argument("--duration", type=float, default=float("inf"), help="s to run (default: until quit)")
+    parser.add_argument(
+        "--realtime",
+        type=int,
+        default=0,
+        metavar="PRIORITY",
+        help="run at this SCHED_FIFO priority with memory locked, as the robot's own firmware loop runs "
+        "(above the graph's, e.g. 90; default 0: normal scheduling)",
+    )
     args = parser.parse_args(argv)
     double = Go2Double(args.domain, args.interface, args.seed, args.sport_mode)
+    # After the DDS participant exists: its threads are the ones that deliver rt/lowstate.
+    for line in realtime.apply(realtime.RealtimeRequest(args.realtime, lock_memory=args.realtime > 0)).lines():
+        print(f"go2 double: {line}", flush=True)
 
     def read_stdin() -> None:
         for line in sys.stdin:
@@ -265,12 +277,13 @@ def main(argv=None) -> int:
                 print(reply, flush=True)
         double.handle("quit")  # stdin closed: the test or the terminal went away
 
-    threading.Thread(target=read_stdin, daemon=True).start()
+    # The banner before the reader starts: a reply printed meanwhile would end up inside its line.
     print(
         f"go2 double: rt/lowstate at {1 / double.period:.0f} Hz on domain {args.domain}, interface "
         f"{args.interface}{', sport mode on' if double.sport else ''}",
         flush=True,
     )
+    threading.Thread(target=read_stdin, daemon=True).start()
     try:
         double.run(args.duration)
     finally:

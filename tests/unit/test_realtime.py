@@ -56,18 +56,22 @@ def _as_a_plain_user() -> None:
             raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 
 
-def _probe(request: RealtimeRequest, unprivileged: bool = False) -> dict:
-    env = {**os.environ, REALTIME_ENV: request.encode()}
+def _child(code: str, request: RealtimeRequest, unprivileged: bool = False) -> tuple[dict, str]:
+    """Run ``code`` in a child with ``request`` in its environment: (its last line as JSON, its output)."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE],
-        env=env,
+        [sys.executable, "-c", code],
+        env={**os.environ, REALTIME_ENV: request.encode()},
         preexec_fn=_as_a_plain_user if unprivileged else _from_a_login_shell,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stdout
+
+
+def _probe(request: RealtimeRequest, unprivileged: bool = False) -> dict:
+    return _child(PROBE, request, unprivileged)[0]
 
 
 def _request(plan, name: str) -> RealtimeRequest | None:
@@ -158,17 +162,7 @@ def test_a_worker_thread_steps_one_priority_below_its_real_time_process():
         "def worker():\n    realtime.below_own_priority(); got.append(os.sched_getparam(0).sched_priority)\n"
         "t = threading.Thread(target=worker); t.start(); t.join()\nprint(json.dumps({'worker': got[0], ",
     )
-    env = {**os.environ, REALTIME_ENV: RealtimeRequest(priority=60).encode()}
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        preexec_fn=_from_a_login_shell,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    got = json.loads(done.stdout)
+    got, _ = _child(code, RealtimeRequest(priority=60))
     assert got["priority"] == 60 and got["worker"] == 59
 
 
@@ -201,3 +195,54 @@ def test_sim2real_up_and_sysid_record_take_the_realtime_options(capsys):
     with pytest.raises(SystemExit):
         main(["sysid", "record", "--help"])
     assert "--realtime-cpus" in capsys.readouterr().out
+
+
+# A node run by lifecycle.run as every node of the graph is: what its __init__ and its start()
+# run at, and the scheduling of every thread once it spins.
+NODE = r"""
+import json, os, threading, time
+from rclpy.node import Node
+from sim2real.nodes import lifecycle
+
+class Probe(Node):
+    def __init__(self):
+        super().__init__("realtime_probe")
+        self.built_at = os.sched_getscheduler(0)
+        self.started_at = None
+        self.release = threading.Event()
+        self.worker = threading.Thread(target=self.release.wait, daemon=True)  # started in __init__
+        self.worker.start()
+
+    def start(self):
+        self.started_at = os.sched_getscheduler(0)
+
+seen = {}
+
+def until(node):
+    threads = {}
+    for tid in map(int, os.listdir("/proc/self/task")):
+        try:
+            threads[tid] = os.sched_getscheduler(tid)
+        except ProcessLookupError:
+            pass
+    seen.update(built=node.built_at, started=node.started_at, threads=sorted(set(threads.values())))
+    node.release.set()
+    return True
+
+code = lifecycle.run("realtime_probe", Probe, until=until)
+print(json.dumps({"code": code, **seen}))
+"""
+
+
+@pytest.mark.ros
+def test_a_node_is_built_at_normal_priority_and_runs_at_its_request():
+    """The start-up (imports, a model load, a standing simulation) must not run at SCHED_FIFO:
+    seconds of it would use up a CPU's real-time share and the kernel would stop every real-time
+    task there for 50 ms. Once built, every thread it has (those its __init__ started too) runs
+    at the request."""
+    got, output = _child(NODE, RealtimeRequest(priority=60, lock_memory=True))
+    assert got["code"] == 0
+    assert got["built"] == os.SCHED_OTHER
+    assert got["started"] == os.SCHED_FIFO
+    assert got["threads"] == [os.SCHED_FIFO]
+    assert "real-time: SCHED_FIFO priority 60, memory locked" in output

@@ -432,12 +432,13 @@ def add_sysid_commands(sub, formatter) -> None:
     record.add_argument(
         "--realtime",
         action="store_true",
-        help="the hardware part and the supervisor at SCHED_FIFO priority (launch: realtime:=true; docs/realtime.md)",
+        help="the hardware part, the supervisor and the logger (which commands the robot) at SCHED_FIFO "
+        "priority (launch: realtime:=true; docs/realtime.md)",
     )
     record.add_argument(
         "--realtime-cpus",
         default="",
-        help="with --realtime: CPUs the hardware part and the supervisor are pinned to (e.g. 1)",
+        help="with --realtime: CPUs the hardware part, the supervisor and the logger are pinned to (e.g. 1)",
     )
     record.add_argument(
         "--timeout",

@@ -7,5 +7,5 @@ launcher's code to do so."""
 LAUNCHER_PID_ENV = "SIM2REAL_LAUNCHER_PID"
 
 # The plan's real-time request for one node (core.realtime.RealtimeRequest.encode), set with
-# realtime:=true; the node applies it before rclpy.init (nodes.lifecycle.run).
+# realtime:=true; the node applies it once it is built (nodes.lifecycle.run).
 REALTIME_ENV = "SIM2REAL_REALTIME"

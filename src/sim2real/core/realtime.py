@@ -191,12 +191,37 @@ def _threads() -> list[int]:
 
 
 def _each_thread(call) -> None:
-    """``call(tid)`` for every thread of this process; one that ended meanwhile is skipped."""
-    for thread in _threads():
-        try:
-            call(thread)
-        except ProcessLookupError:
-            continue
+    """``call(tid)`` for every thread of this process; one that ended meanwhile is skipped. Until
+    a pass finds no new thread: one started meanwhile by a thread not yet changed would inherit
+    the old scheduling."""
+    done: set[int] = set()
+    while pending := [thread for thread in _threads() if thread not in done]:
+        for thread in pending:
+            done.add(thread)
+            try:
+                call(thread)
+            except ProcessLookupError:
+                continue
+
+
+def _lock_memory() -> tuple[str, str]:
+    """mlockall, current and future pages: (what was granted, what was refused), one of them ''."""
+    have = privileges()
+    if not have.may_lock_memory():
+        # MCL_FUTURE under a finite limit would make later allocations fail: never half-lock.
+        return "", (
+            f"locked memory (the memlock limit is {have.memlock_limit // 1024} KiB and "
+            "the process has no CAP_IPC_LOCK; page faults may stall the loop)"
+        )
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mlockall(_MCL_CURRENT | _MCL_FUTURE) == 0:
+        return "memory locked", ""
+    code = ctypes.get_errno()
+    return "", (
+        f"locked memory (mlockall: {os.strerror(code)}"
+        + ("; not enough memory to lock the process" if code == errno.ENOMEM else "")
+        + ")"
+    )
 
 
 def apply(request: RealtimeRequest) -> RealtimeOutcome:
@@ -207,6 +232,9 @@ def apply(request: RealtimeRequest) -> RealtimeOutcome:
     if not supported():
         outcome.refused.append(f"any of it (real-time scheduling here is Linux's; this is {sys.platform})")
         return outcome
+    # Memory first, at the scheduling the process has: locking faults in every page it has mapped
+    # (each thread's whole stack), work that must not run at real-time priority.
+    lock_granted, lock_refused = _lock_memory() if request.lock_memory else ("", "")
     if request.cpus:
         try:
             _each_thread(lambda thread: os.sched_setaffinity(thread, request.cpus))
@@ -231,25 +259,10 @@ def apply(request: RealtimeRequest) -> RealtimeOutcome:
             outcome.refused.append(f"SCHED_FIFO priority {request.priority} ({why})")
         except OSError as exc:
             outcome.refused.append(f"SCHED_FIFO priority {request.priority} ({exc.strerror})")
-    if request.lock_memory:
-        have = privileges()
-        if not have.may_lock_memory():
-            # MCL_FUTURE under a finite limit would make later allocations fail: never half-lock.
-            outcome.refused.append(
-                f"locked memory (the memlock limit is {have.memlock_limit // 1024} KiB and "
-                "the process has no CAP_IPC_LOCK; page faults may stall the loop)"
-            )
-        else:
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.mlockall(_MCL_CURRENT | _MCL_FUTURE) == 0:
-                outcome.granted.append("memory locked")
-            else:
-                code = ctypes.get_errno()
-                outcome.refused.append(
-                    f"locked memory (mlockall: {os.strerror(code)}"
-                    + ("; not enough memory to lock the process" if code == errno.ENOMEM else "")
-                    + ")"
-                )
+    if lock_granted:
+        outcome.granted.append(lock_granted)
+    if lock_refused:
+        outcome.refused.append(lock_refused)
     return outcome
 
 
@@ -257,7 +270,9 @@ def below_own_priority() -> None:
     """Run the calling thread one SCHED_FIFO step below its process's priority (nothing at
     normal priority). For a worker beside a real-time loop, e.g. a model loader: at the same
     priority on one CPU it would hold the loop off until it blocked; at normal priority it could
-    be preempted while holding the GIL the loop waits for."""
+    be preempted while holding the GIL the loop waits for. Call it from a thread started after
+    the node took its scheduling (nodes.lifecycle.run applies it once the node is built, to every
+    thread then alive): a thread started in a node's __init__ would be raised to the node's own."""
     if not supported() or os.sched_getscheduler(0) != os.SCHED_FIFO:
         return
     priority = os.sched_getparam(0).sched_priority

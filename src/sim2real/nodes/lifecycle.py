@@ -137,9 +137,9 @@ def _apply_realtime(name: str, request: realtime.RealtimeRequest) -> None:
     """The request applied once the node is built, said line by line. Its start-up (model
     loading, the sysid logger's standing simulation) stays at normal priority: a second of CPU at
     SCHED_FIFO would use up that CPU's real-time share, and the kernel would then stop every
-    real-time task on it for up to 50 ms (seen: the supervisor tripping on a 56 ms gap while the
-    logger simulated). Applied to every thread the process has (DDS, the executor, ONNX
-    Runtime's pool); the threads started later inherit it."""
+    real-time task on it for up to 50 ms, past the supervisor's sensing deadline. Applied to
+    every thread the process has (DDS, the executor, ONNX Runtime's pool); the threads started
+    later inherit it."""
     for line in realtime.apply(request).lines():
         print(f"[{name}] {line}", flush=True)
 

@@ -265,9 +265,13 @@ def main(argv=None) -> int:
         "(above the graph's, e.g. 90; default 0: normal scheduling)",
     )
     args = parser.parse_args(argv)
+    try:
+        request = realtime.RealtimeRequest(args.realtime, lock_memory=args.realtime > 0)
+    except realtime.RealtimeRequestError as exc:
+        parser.error(f"--realtime: {exc}")
     double = Go2Double(args.domain, args.interface, args.seed, args.sport_mode)
     # After the DDS participant exists: its threads are the ones that deliver rt/lowstate.
-    for line in realtime.apply(realtime.RealtimeRequest(args.realtime, lock_memory=args.realtime > 0)).lines():
+    for line in realtime.apply(request).lines():
         print(f"go2 double: {line}", flush=True)
 
     def read_stdin() -> None:

@@ -30,6 +30,11 @@ from tests.cli_runs import run_cli
 from tests.ros.conftest import wait_for
 from tests.shipped_demo import SIM_DEMO_FIRST_16S_DISTANCE_M
 
+# The graphs here run as on a busy robot computer (docs/realtime.md): the double's loop at real-time
+# priority above the graph's, as the robot's own firmware runs, and the graph with realtime:=true,
+# so no process stalls past the supervisor's deadlines whatever else the machine runs (at normal
+# priority beside the unit tests, a 0.1 s stall damped the bridge mid stand-up now and then).
+#
 # Seen in about one run of six of these graphs: the supervisor's /joint_states subscription never
 # matches the bridge's publisher (the supervisor stays "waiting for the first /joint_states" while
 # this test's probe receives them), a DDS discovery failure not yet explained; a fresh graph works.
@@ -128,9 +133,11 @@ def run_double():
     doubles = []
 
     def start(*options: str, domain: int | None = None) -> DoubleProcess:
-        double = DoubleProcess(*options, domain=domain)
+        double = DoubleProcess("--realtime", str(DOUBLE_PRIORITY), *options, domain=domain)
         doubles.append(double)
-        assert wait_for(lambda: any("go2 double:" in line for line in double.lines), 30.0), double.lines
+        # The banner comes after what the double says of its scheduling.
+        assert wait_for(lambda: any("rt/lowstate at" in line for line in double.lines), 30.0), double.lines
+        assert not [line for line in double.lines if "could not get" in line], double.lines
         return double
 
     yield start
@@ -145,6 +152,7 @@ def start_bridge(start_graph, double, only=("unitree_bridge", "safety_supervisor
         network_interface="lo",
         unitree_domain=str(double.domain),
         only=list(only),
+        realtime="true",
         **arguments,
     )
 
@@ -303,6 +311,7 @@ def test_the_shipped_policy_walks_the_demo_script_through_the_bridge(probe, star
         policy=str(SHIPPED_POLICY),
         demo="true",
         autoengage="true",  # as `sim2real up --demo` sets it: the engage waits for the deadman
+        realtime="true",
         parameters={"demo_script": {"duration": WALKED_S}},
     )
     engaged = wait_for(lambda: status.mode() == "ACTIVE", STARTUP_S)
@@ -459,11 +468,7 @@ def test_sysid_record_through_the_bridge_writes_a_complete_bag(run_double, tmp_p
     """`sim2real sysid record --hardware unitree`: the Go2 recorded through its own interface, as
     an owner records it: the operator holds the remote's deadman, the logger engages the
     supervisor once the robot stands, and the excitation reaches the motors through the bridge."""
-    # Real time, as on the robot computer (docs/realtime.md): the robot's loop above the graph,
-    # the bridge, supervisor and logger at their chain priorities. At normal priority a process
-    # stalling 0.1 s on this loaded 2-core machine trips the supervisor mid-recording.
-    double = run_double("--realtime", str(DOUBLE_PRIORITY))
-    assert not [line for line in double.lines if "could not get" in line], double.lines
+    double = run_double()
     double.handle("remote L1")  # the deadman (config/safety/go2.yaml remote:), held through the recording
     bag = tmp_path / "go2_sysid"
     result = run_cli(

@@ -127,9 +127,13 @@ def test_load_policy_refuses_bad_files_with_clear_messages(checkpoint_path, tmp_
     data = good.read_bytes()
 
     corrupt = tmp_path / "corrupt.onnx"
-    corrupt.write_bytes(data[: len(data) // 2])
+    corrupt.write_bytes(data[:100])  # cut inside the graph, the first large part of the file
     with pytest.raises(PolicyFileError, match=r"corrupt.onnx: not a valid ONNX model .*Fix: .*re-export"):
         load_policy(corrupt)
+    # Cut between two metadata entries (the file's last part), it still parses as ONNX.
+    cut = _rewrite(good, tmp_path / "cut.onnx", lambda p: [p.pop(k) for k in list(p)[3:]])
+    with pytest.raises(PolicyFileError, match=r"cut.onnx: missing metadata .*only part of its metadata.*copy it again"):
+        load_policy(cut)
     with pytest.raises(PolicyFileError, match="cannot read the file"):
         load_policy(tmp_path / "missing.onnx")
 

@@ -282,6 +282,15 @@ class _MetadataReader:
     def read(self) -> PolicyMetadata:
         version = self._format()
         missing = [PREFIX + k for k in REQUIRED_KEYS if PREFIX + k not in self.props]
+        if len(missing) > 1 and len(missing) < len(REQUIRED_KEYS) - 1:
+            # The metadata is the file's last part: a file cut short between two of its entries
+            # still parses, with only the first of them.
+            raise self.fail(
+                f"missing metadata {', '.join(missing)}: the file holds only part of its metadata, "
+                "as a file cut short in copying does",
+                "copy it again (compare its sha256 with the original's), or re-export it with "
+                "`sim2real export CHECKPOINT`",
+            )
         if missing:
             raise self.fail(f"missing metadata {', '.join(missing)}")
         names = self.json("joint_names")

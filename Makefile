@@ -25,17 +25,22 @@ demo: $(STAMP)
 # Everything. The DDS graph, build and end-to-end tests run one at a time (in parallel they
 # would time one another); beside them, the tests without a DDS graph run over every core at
 # idle priority (SCHED_IDLE: only on a core the graph tests leave idle, most of the
-# machine, which a graph's process takes back at once). Their report follows the graph tests';
-# either part failing fails the target, and Ctrl-C stops both.
+# machine, which a graph's process takes back at once). Their report follows the graph tests'.
+# Last, alone on the machine, the graph tests marked timing_sensitive: they hold real-time
+# deadlines (a 50 ms sensing gap trips the supervisor), which no priority keeps while the unit
+# tests' numerics load the memory and caches both cores share. Any part failing fails the
+# target, and Ctrl-C stops them.
 test: $(STAMP)
 	@log=$$(mktemp) || exit 1; \
 	trap 'kill $$unit_pid 2>/dev/null; rm -f "$$log"' EXIT; \
 	trap 'exit 130' INT; \
 	echo "tests without a DDS graph: at idle priority beside the graph tests; their report follows"; \
 	SIM2REAL_TEST_PRIORITY=idle $(BIN)/python -m pytest -n auto tests/unit > "$$log" 2>&1 & unit_pid=$$!; \
-	$(BIN)/python -m pytest tests/ros tests/e2e; graph=$$?; \
+	$(BIN)/python -m pytest -m "not timing_sensitive" tests/ros tests/e2e; graph=$$?; \
 	wait $$unit_pid; unit=$$?; unit_pid=; cat "$$log"; \
-	exit $$(( unit || graph ))
+	echo "graph tests with real-time deadlines, alone on the machine"; \
+	$(BIN)/python -m pytest -m timing_sensitive tests/ros tests/e2e; timing=$$?; \
+	exit $$(( unit || graph || timing ))
 
 # Lint (pyflakes, bugbear, import order, function complexity), the format (`ruff format`), the
 # import layers of pyproject.toml, spelling, and the types of the core and the sim (mypy, basic mode).

@@ -36,6 +36,10 @@ def test_joint_demo_moves_the_robot_through_the_supervisor_and_reports(tmp_path,
     assert (tmp_path / "tracking.png").stat().st_size > 10_000
 
 
+@pytest.mark.timing_sensitive(
+    reason="the real-time sim misses periods on a loaded machine, and the supervisor's stand holds the "
+    "hanging Go2 late (fell standing: 1.0 rad RMS once beside the unit tests)"
+)
 def test_joint_demo_runs_in_real_time(tmp_path):
     """The same script on the wall clock, as `sim2real demo --no-policy` runs by default. On a
     loaded 2-core machine the sim misses periods and the supervisor may hold on a late state,

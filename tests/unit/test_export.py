@@ -11,7 +11,7 @@ import torch
 
 from sim2real.cli.main import main
 from sim2real.core.observation import ObservationSpec
-from sim2real.core.policy_file import FORMAT_VERSION, PolicyFileError, load_policy
+from sim2real.core.policy_file import FORMAT_VERSION, REQUIRED_KEYS, PolicyFileError, load_policy
 from sim2real.train import export as export_module
 from sim2real.train.checkpoint import load_checkpoint
 from sim2real.train.export import ExportError, build_actor, export_policy
@@ -131,15 +131,19 @@ def test_load_policy_refuses_bad_files_with_clear_messages(checkpoint_path, tmp_
     with pytest.raises(PolicyFileError, match=r"corrupt.onnx: not a valid ONNX model .*Fix: .*re-export"):
         load_policy(corrupt)
     # Cut between two metadata entries (the file's last part), it still parses as ONNX.
-    cut = _rewrite(good, tmp_path / "cut.onnx", lambda p: [p.pop(k) for k in list(p)[3:]])
-    with pytest.raises(PolicyFileError, match=r"cut.onnx: missing metadata .*only part of its metadata.*copy it again"):
-        load_policy(cut)
+    for kept in (1, 3, len(REQUIRED_KEYS) - 1):
+        cut = _rewrite(good, tmp_path / f"cut{kept}.onnx", lambda p, kept=kept: [p.pop(k) for k in list(p)[kept:]])
+        with pytest.raises(
+            PolicyFileError, match=r"cut\d+.onnx: missing metadata .*only part of its metadata.*copy it"
+        ):
+            load_policy(cut)
     with pytest.raises(PolicyFileError, match="cannot read the file"):
         load_policy(tmp_path / "missing.onnx")
 
     no_kp = _rewrite(good, tmp_path / "no_kp.onnx", lambda p: p.pop("sim2real.kp"))
-    with pytest.raises(PolicyFileError, match=r"no_kp.onnx: missing metadata sim2real.kp\b"):
+    with pytest.raises(PolicyFileError, match=r"no_kp.onnx: missing metadata sim2real.kp\b") as edited:
         load_policy(no_kp)
+    assert "cut short" not in str(edited.value)  # a key taken out, not a file cut short
     future = _rewrite(good, tmp_path / "future.onnx", lambda p: p.update({"sim2real.format": "sim2real.policy/2"}))
     with pytest.raises(
         PolicyFileError,

@@ -282,9 +282,11 @@ class _MetadataReader:
     def read(self) -> PolicyMetadata:
         version = self._format()
         missing = [PREFIX + k for k in REQUIRED_KEYS if PREFIX + k not in self.props]
-        if len(missing) > 1 and len(missing) < len(REQUIRED_KEYS) - 1:
-            # The metadata is the file's last part: a file cut short between two of its entries
-            # still parses, with only the first of them.
+        present = [k for k in REQUIRED_KEYS if PREFIX + k in self.props]
+        written_later = [k for k in self.props if k.startswith(PREFIX) and k[len(PREFIX) :] not in REQUIRED_KEYS]
+        if missing and present == list(REQUIRED_KEYS[: len(present)]) and not written_later:
+            # The metadata is the file's last part, the required entries first (to_props): a file
+            # cut short between two of them still parses, with only the first ones.
             raise self.fail(
                 f"missing metadata {', '.join(missing)}: the file holds only part of its metadata, "
                 "as a file cut short in copying does",

@@ -29,7 +29,7 @@ demo: $(STAMP)
 # Last, alone on the machine, the graph tests marked timing_sensitive: they hold real-time
 # deadlines (a 50 ms sensing gap trips the supervisor), which no priority keeps while the unit
 # tests' numerics load the memory and caches both cores share. Any part failing fails the
-# target, and Ctrl-C stops them.
+# target (a part with no test selected, pytest's exit 5, does not), and Ctrl-C stops them.
 test: $(STAMP)
 	@log=$$(mktemp) || exit 1; \
 	trap 'kill $$unit_pid 2>/dev/null; rm -f "$$log"' EXIT; \
@@ -40,6 +40,7 @@ test: $(STAMP)
 	wait $$unit_pid; unit=$$?; unit_pid=; cat "$$log"; \
 	echo "graph tests with real-time deadlines, alone on the machine"; \
 	$(BIN)/python -m pytest -m timing_sensitive tests/ros tests/e2e; timing=$$?; \
+	[ $$graph -eq 5 ] && graph=0; [ $$timing -eq 5 ] && timing=0; \
 	exit $$(( unit || graph || timing ))
 
 # Lint (pyflakes, bugbear, import order, function complexity), the format (`ruff format`), the

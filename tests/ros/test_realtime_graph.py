@@ -19,7 +19,13 @@ from sim2real.nodes import qos
 from tests.cli_runs import SIM2REAL, child_pids
 from tests.ros.conftest import wait_for
 
-pytestmark = pytest.mark.ros
+pytestmark = [
+    pytest.mark.ros,
+    pytest.mark.timing_sensitive(
+        reason="a real-time graph asked to engage and command the robot: beside other tests' numerics even "
+        "SCHED_FIFO nodes miss a 50 ms sensing deadline now and then"
+    ),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = {

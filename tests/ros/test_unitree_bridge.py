@@ -33,7 +33,7 @@ from tests.shipped_demo import SIM_DEMO_FIRST_16S_DISTANCE_M
 # The graphs here run as on a busy robot computer (docs/realtime.md): the double's loop at real-time
 # priority above the graph's, as the robot's own firmware runs, and the graph with realtime:=true,
 # so no process stalls past the supervisor's deadlines whatever else the machine runs (at normal
-# priority beside the unit tests, a 0.1 s stall damped the bridge mid stand-up now and then).
+# priority beside other load, a 0.1 s stall damps the bridge mid stand-up).
 #
 # Seen in about one run of six of these graphs: the supervisor's /joint_states subscription never
 # matches the bridge's publisher (the supervisor stays "waiting for the first /joint_states" while

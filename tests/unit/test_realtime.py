@@ -230,7 +230,8 @@ def until(node):
     return True
 
 code = lifecycle.run("realtime_probe", Probe, until=until)
-print(json.dumps({"code": code, **seen}))
+print(json.dumps({"code": code, **seen}), flush=True)
+lifecycle.exit_process(code)  # as a node ends, not through the interpreter's teardown of DDS
 """
 
 

@@ -30,7 +30,7 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
-from sim2real.train.vec_env import ProcessVecEnv
+from sim2real.train.vec_env import ProcessVecEnv, RolloutLost
 
 CRITIC_OBSERVATIONS = ("policy", "privileged")
 
@@ -73,7 +73,14 @@ class RslRlVecEnv(VecEnv):
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         if self._obs is None:
             self.reset()
-        out = self.vec_env.step(actions.detach().to("cpu", torch.float32).numpy())
+        try:
+            out = self.vec_env.step(actions.detach().to("cpu", torch.float32).numpy())
+        except RolloutLost as lost:
+            # The trainer collects the rollout again from these observations.
+            self._obs = self._wrap(lost.obs)
+            self.episode_length_buf[lost.envs] = 0
+            self._episodes.extend(episode for _, episode in lost.episodes)
+            raise
         self._obs = self._wrap(out.obs)
         dones = torch.from_numpy(out.dones)
         self.episode_length_buf += 1

@@ -48,6 +48,21 @@ class WorkerError(Sim2RealError, RuntimeError):
     """An env in a worker process raised; the message carries the worker's traceback."""
 
 
+class RolloutLost(Sim2RealError, RuntimeError):
+    """A step lost envs with the worker that ran them (a vector env whose workers can be
+    replaced: :class:`sim2real.train.ray_vec_env.RayVecEnv`). The replacement's envs have
+    started new episodes; ``obs`` (and ``privileged``) is every env's observation to go on
+    from, and ``episodes`` the episodes the other envs finished in this step. The rollout
+    being collected lost its continuity in those envs: collect it again."""
+
+    def __init__(self, workers: list[int], envs: list[int], obs, privileged, episodes: list[tuple[int, dict]]):
+        super().__init__(
+            f"env worker(s) {workers} lost mid-step: replaced, and their envs {envs[0]}..{envs[-1]} "
+            "started new episodes"
+        )
+        self.workers, self.envs, self.obs, self.privileged, self.episodes = workers, envs, obs, privileged, episodes
+
+
 class VecStep(NamedTuple):
     obs: np.ndarray  # (num_envs, obs_size) float32; after auto-reset where an episode ended
     rewards: np.ndarray  # (num_envs,) float32
@@ -61,7 +76,30 @@ class VecStep(NamedTuple):
         return self.terminated | self.time_outs
 
 
-class ProcessVecEnv:
+class VecEnvLifetime:
+    """What every vector env does about its lifetime: a context manager, closed once."""
+
+    _closed: bool
+
+    def close(self, timeout: float = 5.0) -> None:
+        raise NotImplementedError
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the vector env is closed")
+
+
+class ProcessVecEnv(VecEnvLifetime):
     """``len(env_fns)`` envs over ``workers`` processes. ``env_fns`` must be picklable
     (module-level functions or ``functools.partial`` of them), because workers are
     started with ``spawn``: a fresh interpreter, no state inherited from the learner."""
@@ -189,16 +227,6 @@ class ProcessVecEnv:
         for pipe in self._pipes:
             pipe.close()
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def __enter__(self) -> "ProcessVecEnv":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
     def __del__(self) -> None:
         try:
             self.close(timeout=1.0)
@@ -206,10 +234,6 @@ class ProcessVecEnv:
             pass
 
     # ------------------------------------------------------------------ plumbing
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError("the vector env is closed")
-
     def _gather(self) -> list[Any]:
         return [self._receive(i) for i in range(self.num_workers)]
 
@@ -232,7 +256,7 @@ class ProcessVecEnv:
         return payload
 
 
-class _Slice:
+class EnvSlice:
     """The envs of one worker, with the per-episode bookkeeping the parent relies on."""
 
     def __init__(self, env_fns: list[EnvFn], privileged: bool = False):
@@ -302,7 +326,20 @@ class _Slice:
                 pass
 
 
-def _answer(envs: _Slice, command: str, argument: Any) -> Any:
+def describe(envs: EnvSlice) -> tuple:
+    """What a worker tells its parent first: its envs' observation and action spaces and the
+    privileged observation's size (0 unless asked for)."""
+    first = envs.envs[0]
+    if envs.privileged and not hasattr(first, "privileged_observation"):
+        raise TypeError(
+            f"{type(first).__name__} has no privileged_observation(): it cannot feed a "
+            "privileged critic. Fix: train with critic_observation: policy"
+        )
+    size = len(first.privileged_names()) if envs.privileged else 0
+    return first.observation_space, first.action_space, size
+
+
+def answer(envs: EnvSlice, command: str, argument: Any) -> Any:
     """What a worker answers to one command of its parent (the loop handles ``close``)."""
     if command == "step":
         return envs.step(argument)
@@ -323,20 +360,13 @@ def _worker_main(pipe: Any, env_fns: list[EnvFn], privileged: bool = False) -> N
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     envs = None
     try:
-        envs = _Slice(env_fns, privileged)
-        first = envs.envs[0]
-        if privileged and not hasattr(first, "privileged_observation"):
-            raise TypeError(
-                f"{type(first).__name__} has no privileged_observation(): it cannot feed a "
-                "privileged critic. Fix: train with critic_observation: policy"
-            )
-        size = len(first.privileged_names()) if privileged else 0
-        pipe.send(("ok", (first.observation_space, first.action_space, size)))
+        envs = EnvSlice(env_fns, privileged)
+        pipe.send(("ok", describe(envs)))
         while True:
             command, argument = pipe.recv()
             if command == "close":
                 break
-            result = _answer(envs, command, argument)
+            result = answer(envs, command, argument)
             pipe.send(("ok", result))
     except (EOFError, KeyboardInterrupt, BrokenPipeError):
         pass  # the parent is gone or closing: nothing left to answer

@@ -14,7 +14,7 @@ export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 $(STAMP): setup.py setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
-	$(BIN)/pip install -e '.[ros,unitree,reality,test]'
+	$(BIN)/pip install -e '.[ros,unitree,reality,ray,test]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -35,7 +35,7 @@ test: $(STAMP)
 	trap 'kill $$unit_pid 2>/dev/null; rm -f "$$log"' EXIT; \
 	trap 'exit 130' INT; \
 	echo "tests without a DDS graph: at idle priority beside the graph tests; their report follows"; \
-	SIM2REAL_TEST_PRIORITY=idle $(BIN)/python -m pytest -n auto tests/unit > "$$log" 2>&1 & unit_pid=$$!; \
+	SIM2REAL_TEST_PRIORITY=idle $(BIN)/python -m pytest -n auto --dist loadgroup tests/unit > "$$log" 2>&1 & unit_pid=$$!; \
 	$(BIN)/python -m pytest -m "not timing_sensitive" tests/ros tests/e2e; graph=$$?; \
 	wait $$unit_pid; unit=$$?; unit_pid=; cat "$$log"; \
 	echo "graph tests with real-time deadlines, alone on the machine"; \
@@ -56,7 +56,7 @@ lint: $(STAMP)
 # under 1.5 minutes on 2 cores. The DDS graph tests stay serial (`make test`): in parallel they
 # would share the machine's timing, which they measure.
 test-quick: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow and not ros" -n auto tests/unit
+	$(BIN)/python -m pytest -m "not slow and not ros" -n auto --dist loadgroup tests/unit
 
 clean:
 	rm -rf $(VENV) runs ros2_ws/build ros2_ws/install ros2_ws/log

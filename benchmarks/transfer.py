@@ -151,8 +151,12 @@ PIPELINE_VALIDATION_EPISODES = 20
 class Steps:
     """Runs the project's commands, each printed first, skipped when its output exists."""
 
-    def __init__(self, dry_run: bool):
+    # The commands whose work can run on Ray (``--ray``): training's env workers and the evaluations.
+    RAY_COMMANDS = ("train", "eval")
+
+    def __init__(self, dry_run: bool, ray_address: str | None = None):
         self.dry_run = dry_run
+        self.ray_args = [] if ray_address is None else ["--ray"] if ray_address == "" else [f"--ray={ray_address}"]
 
     def run(
         self,
@@ -166,6 +170,8 @@ class Steps:
         appended to), and its standard output too unless ``stdout`` is ``output`` (a JSON report).
         ``answers``: the exit codes that are results, not failures (a validation that refuses).
         A step that fails or is interrupted leaves no output (a training run keeps its checkpoints)."""
+        if argv[0] in self.RAY_COMMANDS:
+            argv = [*argv, *self.ray_args]
         shown = "sim2real " + shlex.join(argv)
         if output.exists():
             print(f"  have {output}: skip  {shown}")
@@ -589,6 +595,14 @@ def main() -> int:
     parser.add_argument("--suite-episodes", type=int, default=3, help="episodes per suite scenario (reality robots)")
     parser.add_argument("--workers", type=int, default=2, help="evaluation worker processes (default 2)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="train and evaluate on Ray (as `sim2real train/eval --ray`: alone a local Ray, or auto, "
+        "HOST:PORT, ray://HOST:10001); the sysid recordings stay on this machine (a real-time graph)",
+    )
     args = parser.parse_args()
     # A SIGTERM (how long runs are stopped here) unwinds like Ctrl-C: the step in progress
     # stops its command and leaves no partial output.
@@ -597,7 +611,7 @@ def main() -> int:
     out = (ROOT / args.out).resolve() if not Path(args.out).is_absolute() else Path(args.out)
     if not args.dry_run:
         out.mkdir(parents=True, exist_ok=True)
-    steps = Steps(args.dry_run)
+    steps = Steps(args.dry_run, args.ray)
     rows = [r for r in ROWS if r.key in args.rows]
     measured = None
     sysid = any(r.randomization or r.pipeline_from for r in rows)

@@ -23,19 +23,12 @@ from sim2real.train.rsl_rl_env import RslRlVecEnv
 from sim2real.train.runner import Trainer, TrainingError, env_seed, linear_rate, summary, update_threads
 from sim2real.train.train_config import TrainConfigError, load_train_config, override_config, rsl_rl_config
 from sim2real.train.vec_env import ProcessVecEnv
-from tests.unit.toy_env import TOY_TRAIN_CONFIG, make_toy, make_toy_task, write_toy_randomization
+from tests.unit.toy_env import make_toy, make_toy_task, toy_training_config, write_toy_randomization
 
 
 @pytest.fixture
 def toy_config(tmp_path):
-    randomization = write_toy_randomization(tmp_path / "toy_dr.yaml", 0.9, 1.1)
-    path = tmp_path / "toy_reach.yaml"
-    path.write_text(
-        TOY_TRAIN_CONFIG + f"randomization: {randomization}\n"
-        "adr: {enabled: true, target_return: -100.0, rate: 0.1}\n"
-        "curriculum: {kind: linear, d_min: 0.5, d_max: 1.0, total_iterations: 2}\n"
-    )
-    return load_train_config("toy", "reach", path)
+    return toy_training_config(tmp_path)
 
 
 def test_run_writes_checkpoints_with_everything_export_and_resume_need(toy_config, tmp_path):

@@ -12,6 +12,7 @@ Setting ``fail_at_step`` makes ``step`` raise there (to test error propagation).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import gymnasium as gym
@@ -138,6 +139,35 @@ def make_toy_task(
     return ToyReach(randomization=randomization, **(config or {}))
 
 
+class ToyReachThatDiesOnce(ToyReach):
+    """ToyReach whose process dies (``os._exit``: no exception, no clean-up, as a machine that
+    loses power) at its ``die_at_step``-th step, if no other env died before: the first to
+    create ``marker`` dies, the others and every replacement live on."""
+
+    def __init__(self, marker: str, die_at_step: int, **kwargs):
+        super().__init__(**kwargs)
+        self.marker, self.die_at_step = marker, die_at_step
+
+    def step(self, action):
+        if self.total_steps + 1 == self.die_at_step:
+            try:
+                os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                pass
+            else:
+                os._exit(17)
+        return super().step(action)
+
+
+def make_toy_task_that_dies_once(robot: str, task: str, marker: str, die_at_step: int, **kwargs) -> ToyReach:
+    """``make_toy_task`` whose env kills its process once (:class:`ToyReachThatDiesOnce`);
+    bind ``marker`` and ``die_at_step`` with functools.partial."""
+    kwargs.pop("engine", None)
+    kwargs.pop("seed", None)
+    randomization, config = kwargs.pop("randomization", None), kwargs.pop("config", None) or {}
+    return ToyReachThatDiesOnce(marker, die_at_step, randomization=randomization, **config)
+
+
 TOY_TRAIN_CONFIG = """
 robot: toy
 task: reach
@@ -150,6 +180,21 @@ min_episodes_per_update: 4
 policy: {actor_hidden_dims: [16, 16], critic_hidden_dims: [16, 16]}
 ppo: {num_mini_batches: 2, num_learning_epochs: 2}
 """
+
+
+def toy_training_config(folder) -> dict:
+    """A resolved toy training config in ``folder``: randomization, ADR that widens on any
+    return, and a linear curriculum over its first two iterations."""
+    from sim2real.train.train_config import load_train_config
+
+    randomization = write_toy_randomization(folder / "toy_dr.yaml", 0.9, 1.1)
+    path = folder / "toy_reach.yaml"
+    path.write_text(
+        TOY_TRAIN_CONFIG + f"randomization: {randomization}\n"
+        "adr: {enabled: true, target_return: -100.0, rate: 0.1}\n"
+        "curriculum: {kind: linear, d_min: 0.5, d_max: 1.0, total_iterations: 2}\n"
+    )
+    return load_train_config("toy", "reach", path)
 
 
 def write_toy_randomization(path, low: float, high: float) -> str:

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 
 from sim2real.core.errors import InputError, Sim2RealError
@@ -306,26 +307,37 @@ def cmd_train(args: argparse.Namespace) -> int:
         "behaviour_cloning.buffer": args.robot_buffer,
         "domain_adaptation.bags": args.adapt_from,
     }
+    if args.envs_per_worker is not None and (args.num_envs is not None or args.envs_per_worker < 1):
+        raise _UsageError("--envs-per-worker M gives num_envs = workers x M (M >= 1): leave out --num-envs")
+    plan = partial(
+        plan_run_start,
+        out=args.out,
+        robot=args.robot,
+        task=args.task,
+        config=args.config,
+        resume=args.resume,
+        init_from=args.init_from,
+    )
     try:
-        start = plan_run_start(
-            out=args.out,
-            robot=args.robot,
-            task=args.task,
-            config=args.config,
-            resume=args.resume,
-            init_from=args.init_from,
-            overrides=overrides,
-        )
+        start = plan(overrides=overrides)
+        if args.envs_per_worker is not None:
+            start = plan(overrides={**overrides, "num_envs": start.config["workers"] * args.envs_per_worker})
     except RunStartError as exc:
         raise _UsageError(str(exc)) from None
     if start.announcement:
         print(start.announcement, flush=True)
     config, out = start.config, start.out
-    trainer = Trainer(config, out, resume=start.resume, progress=not args.no_progress)
+    trainer = Trainer(config, out, resume=start.resume, progress=not args.no_progress, ray_address=args.ray)
     trainer.check_out()
+    if args.ray is not None:
+        from sim2real.train.ray_cluster import describe_address
+
+        where = f"Ray actors ({describe_address(args.ray)})"
+    else:
+        where = "worker processes"
     print(
         f"training {config['robot']} {config['task']} into {out}/: {config['iterations']} iterations, "
-        f"{config['num_envs']} envs over {config['workers']} worker processes, "
+        f"{config['num_envs']} envs over {config['workers']} {where}, "
         f"randomization {config['randomization'] or 'none'}{' + ADR' if config['adr']['enabled'] else ''}",
         flush=True,
     )
@@ -402,6 +414,7 @@ def cmd_select(args: argparse.Namespace) -> int:
         args.output,
         progress=not args.no_progress,
         difficulty=args.difficulty,
+        ray_address=args.ray,
     )
     if args.json:
         print(
@@ -458,6 +471,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         engine=args.engine,
         model=args.model,
+        ray_address=args.ray,
     )
     plot = None if args.no_plot else args.plot or Path("runs") / "eval" / f"{Path(args.policy).stem}_returns.png"
     png = plot_returns(report, plot) if plot else None
@@ -504,6 +518,7 @@ def _eval_suite(args: argparse.Namespace) -> int:
             scenarios=args.scenarios,
             progress=progress,
             model=args.model,
+            ray_address=args.ray,
         )
     finally:
         bar.close()
@@ -524,6 +539,20 @@ def _eval_suite(args: argparse.Namespace) -> int:
         print(report.table())
         print(f"json: {json_path}" + (f"\nplot: {png}" if png is not None else ""))
     return 1 if args.require_pass and not report.passed else 0
+
+
+def _add_ray_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help=f"{what}. --ray alone: a local Ray started for this command; auto: the cluster this "
+        "machine joined (ray start); HOST:PORT: the address `ray start --head` prints; "
+        "ray://HOST:10001: Ray Client. Needs pip install -e '.[ray]' on every machine "
+        "(docs/distributed.md). Put it after the positional arguments",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -702,7 +731,14 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--config", help="training config YAML (default: config/train/<robot>_<task>.yaml)")
     train.add_argument("--iterations", type=int, help="total PPO iterations of the run (default: the config's)")
     train.add_argument("--num-envs", type=int, help="parallel envs (default: the config's)")
-    train.add_argument("--workers", type=int, help="env worker processes (default: the config's)")
+    train.add_argument("--workers", type=int, help="env worker processes, or Ray actors (default: the config's)")
+    train.add_argument(
+        "--envs-per-worker",
+        type=int,
+        metavar="M",
+        help="envs each worker steps: num_envs = workers x M (instead of --num-envs)",
+    )
+    _add_ray_option(train, "the env workers run as Ray actors (the learner stays here)")
     train.add_argument("--seed", type=int, help="seed (default: the config's)")
     train.add_argument("--resume", metavar="CKPT", help="continue a run from a checkpoint, up to --iterations")
     train.add_argument(
@@ -789,6 +825,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=int, default=0, help="episode k starts from seed + k")
     evaluate.add_argument("--workers", type=int, default=2, help="processes running episodes (0: this one)")
     evaluate.add_argument("--difficulty", type=float, default=1.0, help="task difficulty in [0, 1]")
+    _add_ray_option(evaluate, "the episodes run on Ray, --workers actors at a time (same results)")
     evaluate.add_argument(
         "--engine",
         choices=ENGINES,
@@ -851,6 +888,7 @@ def build_parser() -> argparse.ArgumentParser:
     select.add_argument("--seed", type=int, default=0, help="seed of the first episode (the same for every checkpoint)")
     select.add_argument("--workers", type=int, default=2, help="evaluation processes (0: this one)")
     select.add_argument("--difficulty", type=float, default=1.0, help="task difficulty in [0, 1]")
+    _add_ray_option(select, "the evaluations run on Ray, --workers actors at a time (same results)")
     select.add_argument("-o", "--output", help="where to write the chosen policy (default: RUN/policy.onnx)")
     select.add_argument("--json", action="store_true", help="print every candidate's figures as JSON")
     select.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -27,8 +27,10 @@ processes. The policy runs through onnxruntime exactly as the robot will run it
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -308,10 +310,13 @@ def evaluate_policy(
     progress: bool = True,
     engine: str = DEFAULT_ENGINE,
     model: str | None = None,
+    ray_address: str | None = None,
 ) -> EvalReport:
     """Run ``episodes`` episodes of the policy per world set; see the module docstring.
 
-    ``workers``: processes that run episodes in parallel (0: in this process).
+    ``workers``: processes that run episodes in parallel (0: in this process); with
+    ``ray_address`` (:mod:`sim2real.train.ray_cluster`) Ray actors on a cluster instead. Episode
+    ``k`` is deterministic in its seed, so the report is the same wherever it ran.
     ``make_env(robot, task, seed=, randomization=, config=, engine=)``: must be picklable.
     ``engine``: the physics engine the episodes run on (:mod:`sim2real.sim.engines`);
     ``model``: on MuJoCo, another robot model than the profile's (:mod:`sim2real.sim.robot_models`).
@@ -337,7 +342,14 @@ def evaluate_policy(
         disable=not progress,
     )
     results = []
-    try:
+    with contextlib.ExitStack() as stack:
+        stack.callback(bar.close)
+        run_world = partial(_run_world, workers=workers, bar=bar)
+        if ray_address is not None:
+            from sim2real.train.ray_cluster import ray_session
+
+            stack.enter_context(ray_session(ray_address, workers))
+            run_world = partial(run_world, on_ray=True)
         for world in world_sets:
             bar.set_postfix_str(world.name)
             world_engine, world_model = (world.engine, world.model) if world.engine else (engine, model)
@@ -351,13 +363,11 @@ def evaluate_policy(
                 engine=world_engine,
                 **({"model": world_model} if world_model else {}),
             )
-            summaries = _run_world(env_fn, policy, seeds, difficulty, workers, bar)
+            summaries = run_world(env_fn, policy, seeds, difficulty)
             if world.hidden:
                 for summary in summaries:
                     summary["conditions"] = {}
             results.append(replace(_world_result(world, summaries), engine=world.engine, model=world.model))
-    finally:
-        bar.close()
     reference = results[0]
     gaps = [
         Gap(
@@ -386,9 +396,18 @@ def evaluate_policy(
 
 
 def _run_world(
-    env_fn: Callable[[], Any], policy: PolicyFile, seeds: list[int], difficulty: float, workers: int, bar
+    env_fn: Callable[[], Any],
+    policy: PolicyFile,
+    seeds: list[int],
+    difficulty: float,
+    workers: int,
+    bar,
+    on_ray: bool = False,
 ) -> list[dict]:
     path, digest = str(Path(policy.path).resolve()), policy.sha256
+    if on_ray:
+        # Another machine has no file at this path: the policy goes with the episodes.
+        return _run_on_ray(env_fn, policy, seeds, difficulty, max(1, workers), bar)
     if workers <= 0:
         env = env_fn()
         _SESSIONS[path] = policy
@@ -403,17 +422,56 @@ def _run_world(
     from sim2real.train.vec_env import ProcessVecEnv
 
     workers = min(workers, len(seeds))
-    summaries: list[dict] = []
     with ProcessVecEnv([env_fn] * workers, workers=workers) as vec:
-        # Rounds of one episode per worker: the bar moves, and episode k keeps its seed.
-        for start in range(0, len(seeds), workers):
-            chunk = seeds[start : start + workers]
-            args = [(path, digest, [s], difficulty) for s in chunk] + [None] * (workers - len(chunk))
-            for part in vec.run(run_episodes, args):
-                if part is not None:
-                    summaries += part
-            bar.update(len(chunk))
+        return _episodes_in_rounds(vec, run_episodes, (path, digest), seeds, difficulty, bar)
+
+
+def _episodes_in_rounds(vec, run: Callable[..., list[dict]], policy: tuple, seeds: list[int], difficulty: float, bar):
+    """``run(env, *policy, [seed], difficulty)`` for every seed, in rounds of one episode per
+    worker of ``vec``: the bar moves, and episode k keeps its seed."""
+    workers, summaries = vec.num_envs, []
+    for start in range(0, len(seeds), workers):
+        chunk = seeds[start : start + workers]
+        args = [(*policy, [s], difficulty) for s in chunk] + [None] * (workers - len(chunk))
+        for part in vec.run(run, args):
+            if part is not None:
+                summaries += part
+        bar.update(len(chunk))
     return summaries
+
+
+def _run_on_ray(
+    env_fn: Callable[[], Any], policy: PolicyFile, seeds: list[int], difficulty: float, workers: int, bar
+) -> list[dict]:
+    """The episodes on Ray actors (:class:`sim2real.train.ray_vec_env.RayVecEnv`), one per
+    worker at a time, as the local processes run them; the policy file's bytes go along."""
+    from sim2real.train.ray_vec_env import RayVecEnv
+
+    workers = min(workers, len(seeds))
+    data = Path(policy.path).read_bytes()
+    with RayVecEnv([env_fn] * workers, workers=workers) as vec:
+        return _episodes_in_rounds(vec, run_episodes_of_bytes, (data, policy.sha256), seeds, difficulty, bar)
+
+
+def run_episodes_of_bytes(env, data: bytes, digest: str, seeds: list[int], difficulty: float) -> list[dict]:
+    """:func:`run_episodes` for a policy sent as its file's bytes (to a machine without the file)."""
+    return run_episodes(env, local_policy_copy(data, digest), digest, seeds, difficulty)
+
+
+def local_policy_copy(data: bytes, digest: str) -> str:
+    """A policy file sent as bytes, written on this machine under its digest (once; the write is
+    atomic, so workers sharing the machine never read half a file); its path."""
+    import hashlib
+    import tempfile
+
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise EvaluationError(f"the policy sent to this worker does not match its sha256 {digest[:12]}")
+    path = Path(tempfile.gettempdir()) / f"sim2real-policy-{digest[:16]}.onnx"
+    if not path.exists() or path.stat().st_size != len(data):
+        partial_path = path.with_suffix(f".{os.getpid()}.part")
+        partial_path.write_bytes(data)
+        partial_path.replace(path)
+    return str(path)
 
 
 def _world_result(world: WorldSet, summaries: list[dict]) -> WorldResult:

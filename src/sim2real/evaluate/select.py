@@ -45,9 +45,10 @@ def select_checkpoint(
     progress: bool = True,
     difficulty: float = 1.0,
     log: Callable[[str], None] = print,
+    ray_address: str | None = None,
 ) -> tuple[Candidate, list[Candidate], Path]:
     """(best, every candidate in iteration order, the exported file). ``output`` default:
-    ``<run>/policy.onnx``."""
+    ``<run>/policy.onnx``. ``ray_address``: evaluate on Ray (:func:`evaluate_policy`)."""
     found = checkpoints_of(run)
     if not found:
         raise EvaluationError(f"{run} holds no model_<iteration>.pt: give a training run folder")
@@ -60,7 +61,14 @@ def select_checkpoint(
         for iteration, checkpoint in chosen:
             exported = export_policy(checkpoint, Path(tmp) / f"model_{iteration}.onnx").path
             report = evaluate_policy(
-                exported, worlds, episodes, seed=seed, workers=workers, difficulty=difficulty, progress=progress
+                exported,
+                worlds,
+                episodes,
+                seed=seed,
+                workers=workers,
+                difficulty=difficulty,
+                progress=progress,
+                ray_address=ray_address,
             )
             candidate = Candidate(checkpoint, iteration, report)
             candidates.append(candidate)

@@ -609,12 +609,15 @@ def evaluate_suite(
     scenarios: Sequence[str] | None = None,
     model: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    ray_address: str | None = None,
 ) -> SuiteReport:
     """Run every scenario (or those named in ``scenarios``) ``episodes`` times per world set.
 
     World sets as :func:`sim2real.evaluate.evaluate.resolve_worlds` reads them. Episode ``k``
     of every scenario of a world set draws its world from ``seed + k``: scenarios compare on
-    the same robots. ``workers``: processes (0: this one). ``progress(done, total)``: called
+    the same robots. ``workers``: processes (0: this one); with ``ray_address``
+    (:mod:`sim2real.train.ray_cluster`) the episodes are Ray tasks on a cluster instead, with the
+    same results (each episode is deterministic in its seed). ``progress(done, total)``: called
     after each episode.
     """
     check_world_options(engine, model)
@@ -642,7 +645,11 @@ def evaluate_suite(
             for scenario in chosen:
                 s = suite.scenarios.index(scenario)
                 jobs.append((s, w, world.name, conditions, seed + k, world_engine, world_model))
-    outcomes = _run_jobs(str(Path(policy.path).resolve()), suite, jobs, workers, progress)
+    outcomes = (
+        _run_jobs(str(Path(policy.path).resolve()), suite, jobs, workers, progress)
+        if ray_address is None
+        else _run_jobs_on_ray(ray_address, policy, suite, jobs, workers, progress)
+    )
     hidden = {w for w, world in enumerate(world_sets) if world.hidden}
     for _, w, outcome in outcomes:
         if w in hidden:
@@ -692,6 +699,37 @@ def _run_jobs(
         # A failed episode ends the run at once: the jobs not started yet are dropped.
         pool.shutdown(wait=True, cancel_futures=True)
     return done
+
+
+def _run_jobs_on_ray(
+    address: str,
+    policy: PolicyFile,
+    suite: Suite,
+    jobs: list,
+    workers: int,
+    progress: Callable[[int, int], None] | None,
+) -> list[tuple[int, int, EpisodeOutcome]]:
+    """Every job a Ray task of one CPU (Ray retries a task whose worker died); the policy file's
+    bytes go to the cluster once. Results in job order, as the local run gives them."""
+    from sim2real.train.ray_cluster import ray_session
+
+    with ray_session(address, workers) as ray:
+        data = ray.put(Path(policy.path).read_bytes())
+        task = ray.remote(num_cpus=1, max_retries=3)(_run_chunk_of_bytes)
+        pending = {task.remote(data, policy.sha256, suite, [job]): index for index, job in enumerate(jobs)}
+        results: dict[int, list] = {}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            results[pending.pop(ready[0])] = ray.get(ready[0])
+            if progress:
+                progress(len(results), len(jobs))
+    return [outcome for index in range(len(jobs)) for outcome in results[index]]
+
+
+def _run_chunk_of_bytes(data: bytes, digest: str, suite: Suite, jobs: list) -> list[tuple[int, int, EpisodeOutcome]]:
+    from sim2real.evaluate.evaluate import local_policy_copy
+
+    return _run_chunk(local_policy_copy(data, digest), suite, jobs)
 
 
 def plot_suite(report: SuiteReport, png_path: str | Path) -> Path:

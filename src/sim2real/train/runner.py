@@ -31,6 +31,7 @@ import io
 import json
 import math
 import os
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -58,6 +59,8 @@ from sim2real.train.symmetry import MirrorAugmentation, env_mirrors, log_mirror_
 from sim2real.train.train_config import rsl_rl_config
 
 _DECISION = {"widen": 1.0, "hold": 0.0, "narrow": -1.0}
+# Collections of one iteration's rollout before a run that keeps losing Ray workers stops.
+MAX_ROLLOUT_ATTEMPTS = 5
 
 
 class TrainingError(Sim2RealError, RuntimeError):
@@ -160,6 +163,7 @@ class Trainer:
         resume: str | Path | None = None,
         make_env: Callable[..., Any] = _default_make_env,
         progress: bool = True,
+        ray_address: str | None = None,
     ):
         if config.get("prior", {}).get("spec") is not None:
             # The prior's terms go into the run's config (and every checkpoint) inline: a resume
@@ -171,6 +175,7 @@ class Trainer:
         self.resume = Path(resume) if resume is not None else None
         self.make_env = make_env
         self.progress = progress
+        self.ray_address = ray_address  # None: local worker processes; else where Ray runs (ray_cluster)
 
     # ------------------------------------------------------------------ setup
     def check_out(self) -> None:
@@ -231,8 +236,6 @@ class Trainer:
         with the curriculum and ADR updated between two rollouts."""
         import torch
 
-        from sim2real.train.vec_env import ProcessVecEnv
-
         torch.set_num_threads(1)
         cfg = self.config
         self.check_out()
@@ -249,16 +252,27 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "train_config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
         source = source_revision()
-        vec = ProcessVecEnv(
-            self._env_fns(randomization),
-            workers=cfg["workers"],
-            privileged=cfg.get("critic_observation", "policy") == "privileged",
-        )
-        try:
+        with self._vec_env(randomization) as vec:
             run = self._start(vec, checkpoint, schedule, randomization, adr, curriculum, source)
             return self._iterate(run, schedule)
-        finally:
-            vec.close()
+
+    @contextlib.contextmanager
+    def _vec_env(self, randomization: Randomization | None):
+        """The envs in local worker processes, or in Ray actors when the run asked for Ray."""
+        cfg = self.config
+        privileged = cfg.get("critic_observation", "policy") == "privileged"
+        if self.ray_address is None:
+            from sim2real.train.vec_env import ProcessVecEnv
+
+            with ProcessVecEnv(self._env_fns(randomization), workers=cfg["workers"], privileged=privileged) as vec:
+                yield vec
+            return
+        from sim2real.train.ray_cluster import ray_session
+        from sim2real.train.ray_vec_env import RayVecEnv
+
+        with ray_session(self.ray_address, cfg["workers"]):
+            with RayVecEnv(self._env_fns(randomization), cfg["workers"], privileged, on_replace=_say) as vec:
+                yield vec
 
     def _schedule(self, checkpoint: dict | None) -> _Schedule:
         """Where the run starts (a resumed checkpoint's iteration) and ends, and the iterations of
@@ -571,14 +585,33 @@ class Trainer:
         import torch
         from rsl_rl.utils import check_nan
 
+        from sim2real.train.vec_env import RolloutLost
+
         cfg, alg, env = self.config, run.alg, run.env
         t0 = time.monotonic()
         with torch.inference_mode():
-            for _ in range(cfg["num_steps_per_env"]):
-                actions = alg.act(obs)
-                obs, rewards, dones, extras = env.step(actions)
-                check_nan(obs, rewards, dones)
-                alg.process_env_step(obs, rewards, dones, extras)
+            for attempt in range(MAX_ROLLOUT_ATTEMPTS):
+                try:
+                    for _ in range(cfg["num_steps_per_env"]):
+                        actions = alg.act(obs)
+                        obs, rewards, dones, extras = env.step(actions)
+                        check_nan(obs, rewards, dones)
+                        alg.process_env_step(obs, rewards, dones, extras)
+                    break
+                except RolloutLost as lost:
+                    # A worker's envs lost their states mid-rollout: the steps collected so far
+                    # no longer join up in those envs. Collect the whole rollout again.
+                    if attempt == MAX_ROLLOUT_ATTEMPTS - 1:
+                        raise TrainingError(
+                            f"{lost}; the rollout was collected {MAX_ROLLOUT_ATTEMPTS} times and lost "
+                            "a worker each time. Fix: check the cluster's machines (`ray status`), then "
+                            "continue with --resume from the last checkpoint"
+                        ) from None
+                    alg.storage.clear()
+                    obs = env.get_observations()
+                    _say(
+                        f"{len(lost.envs)} envs lost their episodes with a worker; this iteration's rollout is collected again"
+                    )
             t1 = time.monotonic()
             alg.compute_returns(obs)
         with _torch_threads(torch, learner_threads):
@@ -723,6 +756,13 @@ def linear_rate(ppo: dict, iteration: int, first: int, total: int) -> float:
     unless the config fixes the end."""
     fraction = min(1.0, max(0.0, (iteration - first) / max(1, total - first)))
     return ppo["learning_rate"] + fraction * (ppo["learning_rate_final"] - ppo["learning_rate"])
+
+
+def _say(message: str) -> None:
+    """A line on stderr, above the progress bar when there is one."""
+    from tqdm import tqdm
+
+    tqdm.write(f"train: {message}", file=sys.stderr)
 
 
 def update_threads(workers: int) -> int:

@@ -13,6 +13,8 @@ shared and noisy. Printed per worker count:
 - ``overhead``: 1 - Ray's iteration rate / the local one's, per round (its two runs back to
   back) and the median over rounds (target <= 10 % at 2 workers);
 
+the round trip of one step of every worker with envs that cost nearly nothing (the local
+pipes, Ray's per-worker connections, and Ray actor calls, which the connections replace),
 and the projection for a cluster, from the measured figures: an iteration is the rollout
 (``num_steps_per_env`` steps of one worker's envs, the same whatever the number of workers,
 plus Ray's round trip per step) and the update (the learner here, ``u`` seconds per sample
@@ -34,6 +36,8 @@ import json
 import statistics
 import sys
 import tempfile
+import time
+from functools import partial
 from pathlib import Path
 
 from sim2real.train.ray_cluster import ray_session
@@ -68,6 +72,7 @@ def measure(args) -> dict:
     figures: dict = {}
     config = None
     with ray_session("", max(args.workers)):
+        round_trips = step_round_trips(args.workers, args.envs_per_worker)
         for round_index in range(args.rounds):
             for workers in args.workers:
                 for mode in ("local", "ray"):
@@ -102,7 +107,48 @@ def measure(args) -> dict:
         "steps_per_env": config["num_steps_per_env"],
         "rows": rows,
         "projection": project(rows, args.envs_per_worker, config["num_steps_per_env"]),
+        "step_round_trips_ms": round_trips,
     }
+
+
+def step_round_trips(workers_list: list[int], envs_per_worker: int, steps: int = 2000) -> dict:
+    """ms per step of every worker, with envs that cost nearly nothing (gymnasium's Pendulum):
+    the local pipes, Ray's per-worker connections (``RayVecEnv.step``), and Ray actor calls
+    (the same actors' ``answer("step")``, the path the connections replace)."""
+    import gymnasium
+    import numpy as np
+
+    from sim2real.train.ray_vec_env import RayVecEnv
+    from sim2real.train.vec_env import ProcessVecEnv
+
+    def per_step(step) -> float:
+        for _ in range(100):
+            step()
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        return 1e3 * (time.perf_counter() - start) / steps
+
+    import ray
+
+    figures = {}
+    for workers in workers_list:
+        fns = [partial(gymnasium.make, "Pendulum-v1") for _ in range(workers * envs_per_worker)]
+        actions = np.zeros((len(fns), 1), np.float32)
+        with ProcessVecEnv(fns, workers=workers) as local:
+            local.reset(seed=0)
+            pipes = per_step(partial(local.step, actions))
+        with RayVecEnv(fns, workers=workers) as remote:
+            remote.reset(seed=0)
+            connections = per_step(partial(remote.step, actions))
+            calls = [(actor, actions[b:e]) for actor, (b, e) in zip(remote._actors, remote._slices)]
+            actor_calls = per_step(partial(_actor_call_step, ray, calls))
+        figures[workers] = {"pipes": pipes, "ray_connections": connections, "ray_actor_calls": actor_calls}
+    return figures
+
+
+def _actor_call_step(ray, calls: list) -> None:
+    ray.get([actor.answer.remote("step", actions) for actor, actions in calls])
 
 
 def project(rows: dict, envs_per_worker: int, steps_per_env: int) -> dict:
@@ -140,6 +186,13 @@ def table(result: dict) -> str:
         lines.append(
             f"| {workers} | {row['local']['steps']:.0f} | {row['ray']['steps']:.0f} | {row['local']['seconds']:.2f} "
             f"| {row['ray']['seconds']:.2f} | {100 * row['overhead']:.1f} % | {rounds} % |"
+        )
+    lines.append(
+        "ms per step of every worker's envs with near-free envs (Pendulum): local pipes / Ray connections / Ray actor calls"
+    )
+    for workers, trips in sorted(result["step_round_trips_ms"].items()):
+        lines.append(
+            f"  {workers} worker(s): {trips['pipes']:.2f} / {trips['ray_connections']:.2f} / {trips['ray_actor_calls']:.2f}"
         )
     p = result["projection"]
     lines.append(

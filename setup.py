@@ -96,8 +96,8 @@ setup(
         "unitree": ["cyclonedds>=11.0,<12"],
         # Independently written robot models for the MuJoCo engine's reality sets (example-robot-data:go2).
         "reality": ["example-robot-data>=6"],
-        # Training's env workers and the evaluations on a cluster (`--ray`): Ray's actors, their
-        # fault tolerance and its cluster launcher, instead of a home-made distribution layer.
+        # Training's env workers and the evaluations on a cluster (`--ray`): Ray's actors and tasks,
+        # their placement and fault tolerance, instead of a home-made distribution layer.
         "ray": ["ray>=2.40,<3"],
         # ruff (lint), import-linter (the layer contracts, also checked by a test), codespell and
         # mypy (the core and the sim, basic mode): `make lint`, which CI runs before the tests.

@@ -600,8 +600,9 @@ def main() -> int:
         nargs="?",
         const="",
         metavar="ADDRESS",
-        help="train and evaluate on Ray (as `sim2real train/eval --ray`: alone a local Ray, or auto, "
-        "HOST:PORT, ray://HOST:10001); the sysid recordings stay on this machine (a real-time graph)",
+        help="the rows' training and the evaluations on Ray (as `sim2real train/eval --ray`: alone a "
+        "local Ray, or auto, HOST:PORT, ray://HOST:10001); the sysid recordings (a real-time graph) and "
+        "the pipeline row's steps stay on this machine",
     )
     args = parser.parse_args()
     # A SIGTERM (how long runs are stopped here) unwinds like Ctrl-C: the step in progress

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from functools import partial
 
 import numpy as np
@@ -36,6 +37,7 @@ from tests.unit.toy_env import (
     make_toy,
     make_toy_task,
     make_toy_task_that_dies_once,
+    toy_randomization,
     toy_training_config,
     write_toy_randomization,
 )
@@ -43,6 +45,7 @@ from tests.unit.toy_env import (
 # One cluster for the module: its tests stay on one pytest-xdist worker (`--dist loadgroup`).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray_cluster")]
 GO2 = load_profile("go2")
+WIDE = toy_randomization(0.5, 1.5)
 
 
 @pytest.fixture(scope="module")
@@ -96,25 +99,73 @@ def test_ray_workers_step_the_arrays_of_local_workers(cluster):
         assert remote.get_attr("difficulty") == 0.7
 
 
+def _gains(seeds: list[int]) -> list[float]:
+    """The motor strength the toy draws at a reset with each seed, under WIDE."""
+    gains = []
+    for seed in seeds:
+        env = make_toy(randomization=WIDE)
+        env.reset(seed=seed)
+        gains.append(env.gain)
+    return gains
+
+
+def _wait_until_restarted(vec: RayVecEnv, index: int, pid: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline, "Ray did not restart the worker"
+        try:
+            if vec.worker_pids()[index] != pid:  # answered by the restarted process
+                return
+        except ray.exceptions.RayActorError:  # restarting
+            pass
+        time.sleep(0.2)
+
+
 def test_a_worker_killed_mid_step_is_replaced_with_its_settings_and_new_episodes(cluster):
     messages: list[str] = []
-    with RayVecEnv(_toy_fns(4), workers=2, on_replace=messages.append) as vec:
+    with RayVecEnv(_toy_fns(4, randomization=WIDE), workers=2, privileged=True, on_replace=messages.append) as vec:
         vec.reset(seed=10)
         vec.set_difficulty(0.25)
         vec.step(np.full((4, 1), 0.5, np.float32))
         os.kill(vec.worker_pids()[1], signal.SIGKILL)
         with pytest.raises(RolloutLost) as lost:
             vec.step(np.full((4, 1), 0.5, np.float32))
-        # Every env starts a new episode, at the difficulty the learner set (goal 0.25).
+        # Every env starts a new episode, at the difficulty the learner set (goal 0.25), drawn
+        # from the last reset's seeds moved on once.
         assert lost.value.workers == [1] and lost.value.envs == [0, 1, 2, 3]
         np.testing.assert_allclose(lost.value.obs, [[0.0, 0.25]] * 4, atol=1e-6)
+        moved = [10 + i + REPLACEMENT_SEED_STRIDE for i in range(4)]
+        np.testing.assert_allclose(lost.value.privileged[:, 0], _gains(moved), rtol=1e-6)
         assert vec.replacements == 1 and "Ray env worker 1 (envs 2..3) was lost" in messages[0]
         assert vec.get_attr("difficulty") == 0.25 and vec.call("set_difficulty", 0.25)
         assert vec.step(np.zeros((4, 1), np.float32)).obs.shape == (4, 2)
-        # A command other than a step is sent again to the replacement.
+        # A command other than a step is sent again to the replacement ...
         os.kill(vec.worker_pids()[0], signal.SIGKILL)
         assert vec.call("set_difficulty", 0.5) == [None] * 4 and vec.replacements == 2
-    assert REPLACEMENT_SEED_STRIDE > 1_000_000  # new episodes never reuse a neighbour's seeds
+        # ... and the next step starts every env on a new episode: the learner's observations are old.
+        with pytest.raises(RolloutLost) as lost:
+            vec.step(np.zeros((4, 1), np.float32))
+        assert lost.value.workers == [] and "lost mid-step" not in str(lost.value)
+        np.testing.assert_allclose(lost.value.obs, [[0.0, 0.5]] * 4, atol=1e-6)
+        assert vec.step(np.zeros((4, 1), np.float32)).obs.shape == (4, 2)
+
+
+def test_a_worker_restarted_while_idle_is_noticed_before_it_is_stepped(cluster):
+    """Ray restarts a killed worker by itself; the learner's next step, whose connection to it
+    was closed, must not step the new process's envs as if they were the old ones."""
+    messages: list[str] = []
+    with RayVecEnv(_toy_fns(4), workers=2, on_replace=messages.append) as vec:
+        vec.reset(seed=0)
+        vec.set_difficulty(0.5)
+        vec.step(np.zeros((4, 1), np.float32))
+        pid = vec.worker_pids()[0]
+        os.kill(pid, signal.SIGKILL)
+        _wait_until_restarted(vec, 0, pid)
+        with pytest.raises(RolloutLost) as lost:
+            vec.step(np.zeros((4, 1), np.float32))
+        assert lost.value.workers == [0] and vec.replacements == 1
+        assert vec.get_attr("difficulty") == 0.5  # the settings reached the replacement
+        np.testing.assert_allclose(lost.value.obs, [[0.0, 0.5]] * 4, atol=1e-6)
 
 
 def test_workers_killed_again_and_again_are_replaced_each_time(cluster):
@@ -165,7 +216,7 @@ def test_a_worker_lost_mid_collection_is_replaced_and_the_run_finishes(cluster, 
     assert len(list((tmp_path / "ray").glob("model_*.pt"))) == 3
 
 
-def test_cli_train_with_ray_alone_starts_a_local_ray_and_stops_it(tmp_path):
+def test_cli_train_with_ray_alone_starts_a_local_ray(tmp_path):
     """`--ray` with no address: a Ray of this machine for the command (its own process here,
     beside the module's cluster)."""
     out = tmp_path / "run"

@@ -307,8 +307,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         "behaviour_cloning.buffer": args.robot_buffer,
         "domain_adaptation.bags": args.adapt_from,
     }
-    if args.envs_per_worker is not None and (args.num_envs is not None or args.envs_per_worker < 1):
-        raise _UsageError("--envs-per-worker M gives num_envs = workers x M (M >= 1): leave out --num-envs")
+    if args.envs_per_worker is not None and args.envs_per_worker < 1:
+        raise _UsageError(f"--envs-per-worker must be >= 1, got {args.envs_per_worker}")
+    if args.envs_per_worker is not None and args.num_envs is not None:
+        raise _UsageError("--envs-per-worker M gives num_envs = workers x M: leave out --num-envs")
+    if args.ray is not None:
+        from sim2real.train.ray_cluster import import_ray
+
+        import_ray()  # missing Ray is said before anything is written
     plan = partial(
         plan_run_start,
         out=args.out,

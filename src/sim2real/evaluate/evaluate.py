@@ -459,18 +459,22 @@ def run_episodes_of_bytes(env, data: bytes, digest: str, seeds: list[int], diffi
 
 
 def local_policy_copy(data: bytes, digest: str) -> str:
-    """A policy file sent as bytes, written on this machine under its digest (once; the write is
-    atomic, so workers sharing the machine never read half a file); its path."""
+    """A policy file sent as bytes, written on this machine under its digest, in a folder of
+    this user's alone; written once (atomically: workers sharing the machine never read half a
+    file) and checked against the digest; its path."""
     import hashlib
     import tempfile
 
     if hashlib.sha256(data).hexdigest() != digest:
         raise EvaluationError(f"the policy sent to this worker does not match its sha256 {digest[:12]}")
-    path = Path(tempfile.gettempdir()) / f"sim2real-policy-{digest[:16]}.onnx"
-    if not path.exists() or path.stat().st_size != len(data):
-        partial_path = path.with_suffix(f".{os.getpid()}.part")
-        partial_path.write_bytes(data)
-        partial_path.replace(path)
+    folder = Path(tempfile.gettempdir()) / f"sim2real-policies-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    path = folder / f"{digest}.onnx"
+    if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+        handle, partial_path = tempfile.mkstemp(dir=folder, suffix=".part")
+        with os.fdopen(handle, "wb") as part:
+            part.write(data)
+        os.replace(partial_path, path)
     return str(path)
 
 

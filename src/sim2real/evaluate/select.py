@@ -9,6 +9,7 @@ that world set's mean return; a tie goes to the later checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -57,7 +58,12 @@ def select_checkpoint(
     chosen = found[-last:]
     output = Path(output) if output is not None else Path(run) / "policy.onnx"
     candidates = []
-    with tempfile.TemporaryDirectory(prefix="sim2real-select-") as tmp:
+    with contextlib.ExitStack() as stack:
+        if ray_address is not None:  # one Ray for every candidate's evaluation
+            from sim2real.train.ray_cluster import ray_session
+
+            stack.enter_context(ray_session(ray_address, workers))
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="sim2real-select-"))
         for iteration, checkpoint in chosen:
             exported = export_policy(checkpoint, Path(tmp) / f"model_{iteration}.onnx").path
             report = evaluate_policy(

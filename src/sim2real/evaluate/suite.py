@@ -716,13 +716,21 @@ def _run_jobs_on_ray(
     with ray_session(address, workers) as ray:
         data = ray.put(Path(policy.path).read_bytes())
         task = ray.remote(num_cpus=1, max_retries=3)(_run_chunk_of_bytes)
-        pending = {task.remote(data, policy.sha256, suite, [job]): index for index, job in enumerate(jobs)}
+        waiting = list(enumerate(jobs))
+        pending: dict = {}
         results: dict[int, list] = {}
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            results[pending.pop(ready[0])] = ray.get(ready[0])
-            if progress:
-                progress(len(results), len(jobs))
+        try:
+            while waiting or pending:
+                while waiting and len(pending) < max(1, workers):  # --workers episodes at a time
+                    index, job = waiting.pop(0)
+                    pending[task.remote(data, policy.sha256, suite, [job])] = index
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                results[pending.pop(ready[0])] = ray.get(ready[0])
+                if progress:
+                    progress(len(results), len(jobs))
+        finally:
+            for ref in pending:  # a failed episode ends the run: the others are not waited for
+                ray.cancel(ref)
     return [outcome for index in range(len(jobs)) for outcome in results[index]]
 
 

@@ -69,10 +69,16 @@ def ray_session(address: str, workers: int = 1) -> Iterator[object]:
         else:
             ray.init(address=address, logging_level="WARNING", log_to_driver=True)
     except (ConnectionError, RuntimeError, ValueError) as error:
+        if address == "":
+            raise RayError(
+                f"could not start a local Ray: {error}. Fix: `ray stop` ends a Ray left over on this "
+                "machine; Ray's logs are in /tmp/ray/session_latest/logs"
+            ) from None
         raise RayError(
-            f"could not reach {describe_address(address)}: {error}. Fix: start the head with "
-            "`ray start --head` and give the address it prints (HOST:PORT, or ray://HOST:10001 "
-            "for Ray Client), or `--ray` alone for a local Ray"
+            f"could not reach {describe_address(address)}: {error}. Fix: make this machine a node of the "
+            "cluster (`ray start --address HEAD:PORT`, the address `ray start --head` printed) and use "
+            "--ray auto, or connect through Ray Client (--ray ray://HEAD:10001); `ray status` on the head "
+            "lists the nodes"
         ) from None
     try:
         yield ray

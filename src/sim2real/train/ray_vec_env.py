@@ -8,12 +8,15 @@ same seeds whether the envs run in local processes or on a cluster.
 The steps of a rollout, the call made most, do not go through Ray's task calls: each worker
 also listens on a TCP port of its node and the learner sends it the actions and receives its
 answer over that connection (``multiprocessing.connection``, authenticated with a key drawn
-for the run), as the local pipes do. Measured on 2 cores: a classic Ray actor call costs about
-1 ms a step here against 0.2 ms for a pipe, and a Ray Compiled Graph (0.2 ms) keeps each worker
-polling its channel, a whole core per worker while the learner updates (and tearing one down
-after a worker's death across nodes crashed a raylet, Ray 2.60). Ray places the workers,
-restarts them and carries every other command (reset, settings, evaluation episodes). The
-connection needs the ports between the machines open, as Ray's own workers do.
+for the run), as the local pipes do. Measured on 2 cores (``benchmarks/ray_scaling.py``): Ray
+actor calls cost 1.4-1.9 ms a step of 1-2 workers, the connections 0.22-0.48 ms, the local
+pipes 0.22-0.32 ms.
+Ray's Compiled Graphs (``ray.dag``, 0.2 ms) do not fit: each worker polls its channel, a
+whole core per worker while the learner updates, and tearing one down after a worker's death
+across nodes crashed a raylet (Ray 2.60, "Channel closed" in its mutable object provider).
+Ray places the workers, restarts them and carries every other command (reset, settings,
+evaluation episodes). The connection needs the ports between the machines open, as Ray's own
+workers do.
 
 A worker lost (its process killed, its machine gone) is restarted by Ray (actor fault
 tolerance, ``max_restarts``); every answer carries the identity of the process that gave it,
@@ -24,10 +27,11 @@ again and is given the settings the learner sent (the last ``set_difficulty``,
 - a ``reset``, ``call``, ``get_attr`` or ``run`` is sent to it again: an evaluation episode
   is deterministic in its seed, so the answer is the one the lost worker would have given;
 - a ``step`` cannot be: the lost envs' states went with the worker, and what the other
-  workers did in that step is dropped, to keep every env in step with the learner. Every env starts
-  a new episode (seeds of the last reset moved on by ``REPLACEMENT_SEED_STRIDE`` per
-  replacement) and ``step`` raises :class:`~sim2real.train.vec_env.RolloutLost` with the
-  observations to go on from. The trainer collects that iteration's rollout again.
+  workers did in that step is dropped, to keep every env in step with the learner. Every env
+  starts a new episode (seeds of the last reset moved on by ``REPLACEMENT_SEED_STRIDE`` each
+  time) and ``step`` raises :class:`~sim2real.train.vec_env.RolloutLost` with the observations
+  to go on from; so does the first step after a worker replaced between two steps (noticed by
+  a setting the learner sent). The trainer collects that iteration's rollout again.
 
 An env that raises is not a lost worker: its traceback comes back as a
 :class:`~sim2real.train.vec_env.WorkerError`, as from a local worker.
@@ -66,11 +70,15 @@ MAX_RESTARTS = 5
 START_TIMEOUT_S = 120.0
 # How long one step of a worker may take before the run gives up on it.
 STEP_TIMEOUT_S = 300.0
-# A replacement's envs reset with the seeds of the last reset moved on by this, times the
-# number of replacements so far: new episodes, and reproducible ones.
+# After a lost worker the envs reset with the seeds of the last reset moved on by this, times
+# the number of such restarts so far: new episodes, and reproducible ones.
 REPLACEMENT_SEED_STRIDE = 7_919_000
 
 log = logging.getLogger(__name__)
+
+
+class _WorkerGone(Exception):
+    """Inside a step: a worker's process is gone, or is not the one the learner knows."""
 
 
 class _SliceWorker:
@@ -88,15 +96,16 @@ class _SliceWorker:
     def answer(self, command: str, argument: Any) -> tuple[str, Any]:
         return self.identity, answer(self.envs, command, argument)
 
-    def listen(self, authkey: bytes) -> tuple[str, int]:
-        """Start serving steps on a port of this node; its address. The learner connects once
-        (again after a replacement); its last connection is the one served."""
+    def listen(self, authkey: bytes) -> tuple[str, tuple[str, int]]:
+        """Start serving steps on a port of this node: (this process's identity, the address).
+        One connection is served at a time, until the learner closes it (after a lost step, or
+        at the end); then the next."""
         import ray
 
         if self._listener is None:
             self._listener = Listener((ray.util.get_node_ip_address(), 0), authkey=authkey)
             threading.Thread(target=self._serve_steps, name="sim2real-steps", daemon=True).start()
-        return self._listener.address
+        return self.identity, self._listener.address
 
     def _serve_steps(self) -> None:
         while True:
@@ -106,14 +115,25 @@ class _SliceWorker:
                 continue  # not our learner, or it gave up connecting
             try:
                 while True:
-                    actions = connection.recv()
                     try:
-                        answer = (self.identity, self.envs.step(actions))
-                    except BaseException:
+                        answer = (self.identity, self.envs.step(connection.recv()))
+                    except (EOFError, OSError):
+                        raise
+                    except BaseException:  # the env's error, or actions that do not unpickle
                         answer = ("error", traceback.format_exc())
                     connection.send(answer)
             except (EOFError, OSError):
-                connection.close()  # the learner closed or is gone: wait for the next
+                pass  # the learner closed or is gone: wait for the next
+            except BaseException:  # an answer that does not pickle: say so, then wait for the next
+                try:
+                    connection.send(("error", traceback.format_exc()))
+                except Exception:
+                    pass
+            connection.close()
+
+    def ping(self) -> str:
+        """This process's identity: answered on the actor's main thread while a step runs."""
+        return self.identity
 
     def pid(self) -> int:
         return os.getpid()
@@ -155,6 +175,8 @@ class RayVecEnv(VecEnvLifetime):
         self._reset_seed: int | None = None
         self._was_reset = False
         self._closed = False
+        self._episode_restarts = 0  # how often lost workers made the envs start new episodes
+        self._envs_lost = False  # a worker was replaced since the last step
         self._authkey = secrets.token_bytes(32)
         self._connections: list[Any] = [None] * self.num_workers  # to each worker's step server
         actor = ray.remote(num_cpus=cpus_per_worker, max_restarts=MAX_RESTARTS, max_task_retries=0)(_SliceWorker)
@@ -173,7 +195,9 @@ class RayVecEnv(VecEnvLifetime):
     def reset(self, seed: int | None = None) -> np.ndarray:
         """Reset every env (env ``i`` with ``seed + i``); returns the stacked observations."""
         self._reset_seed, self._was_reset = seed, True
-        return self._reset_all(seed)
+        obs = self._reset_all(seed)
+        self._envs_lost = False  # every env, a replacement's too, has just started an episode
+        return obs
 
     def step(self, actions: np.ndarray) -> VecStep:
         self._check_open()
@@ -182,21 +206,24 @@ class RayVecEnv(VecEnvLifetime):
             raise ValueError(f"actions must have shape {(self.num_envs, self.num_actions)}, got {actions.shape}")
         if not self._was_reset:
             raise RuntimeError("step before reset: call reset() first")
-        gone = False
+        if self._envs_lost:
+            self._step_lost()  # a worker was replaced since the last step: its envs are new
+        sent = []
         for index, (begin, end) in enumerate(self._slices):
             try:
                 self._connection(index).send(actions[begin:end])
-            except (EOFError, OSError):
-                gone = True
-        answers = []
-        for index in range(self.num_workers):
+                sent.append(index)
+            except (_WorkerGone, EOFError, OSError):
+                pass
+        answers = {}
+        for index in sent:
             try:  # every answer is read, so no worker is still stepping when the envs are reset
-                answers.append(self._step_answer(index))
-            except (EOFError, OSError):
-                answers.append((None, None))
-        if gone or any(identity != known for (identity, _), known in zip(answers, self._identities)):
+                answers[index] = self._step_answer(index)
+            except (_WorkerGone, EOFError, OSError):
+                pass
+        if len(answers) < self.num_workers or any(answers[i][0] != self._identities[i] for i in answers):
             self._step_lost()  # a worker's process is gone with its envs, or restarted since it last answered
-        parts = [part for _, part in answers]
+        parts = [answers[i][1] for i in range(self.num_workers)]
         episodes = [(b + i, episode) for (b, _), part in zip(self._slices, parts) for i, episode in part[4]]
         if self.privileged:
             self.privileged_obs = np.concatenate([p[5] for p in parts])
@@ -206,6 +233,7 @@ class RayVecEnv(VecEnvLifetime):
         """Call ``env.method(*args, **kwargs)`` on every env; the results in env order. A
         ``set_*`` call is remembered and given again to a worker that replaces a lost one."""
         if method.startswith("set_"):
+            self._settings.pop(method, None)  # replayed in the order they were last sent
             self._settings[method] = (args, kwargs)
         parts = self._command_all([("call", (method, args, kwargs))] * self.num_workers)
         return [result for part in parts for result in part]
@@ -240,10 +268,10 @@ class RayVecEnv(VecEnvLifetime):
         if self._closed:
             return
         self._closed = True
+        self._disconnect()
         ray = self._ray
         if not ray.is_initialized():
             return
-        self._disconnect()
         try:
             ray.wait([a.close.remote() for a in self._actors], num_returns=len(self._actors), timeout=timeout)
         except Exception:  # a worker already gone has nothing to close
@@ -257,17 +285,54 @@ class RayVecEnv(VecEnvLifetime):
         return None if seed is None else [seed + i for i in range(begin, end)]
 
     def _connection(self, index: int) -> Any:
-        """The connection to worker ``index``'s step server (opened at its first step)."""
+        """The connection to worker ``index``'s step server (opened at its first step, again
+        after a lost step). _WorkerGone if the worker is not the process the learner knows."""
+        ray = self._ray
         if self._connections[index] is None:
-            address = self._result(index, self._actors[index].listen.remote(self._authkey))
-            self._connections[index] = Client(tuple(address), authkey=self._authkey)
+            listening = self._actors[index].listen.remote(self._authkey)
+            try:
+                identity, address = ray.get(listening, timeout=START_TIMEOUT_S)
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                raise _WorkerGone(index) from None
+            if identity != self._identities[index]:
+                raise _WorkerGone(index)  # restarted while idle: not reset, nor given its settings
+            try:
+                self._connections[index] = Client(tuple(address), authkey=self._authkey)
+            except OSError as error:
+                if not self._alive(index):
+                    raise _WorkerGone(index) from None
+                self.close(timeout=1.0)
+                raise WorkerError(
+                    f"could not connect to Ray env worker {index} at {address[0]}:{address[1]} ({error}). "
+                    "Fix: open the TCP ports between the machines (docs/distributed.md, Set up a cluster)"
+                ) from None
         return self._connections[index]
 
+    def _alive(self, index: int) -> bool:
+        """Whether worker ``index`` is the process the learner knows (asked through Ray)."""
+        try:
+            return self._ray.get(self._actors[index].ping.remote(), timeout=START_TIMEOUT_S) == self._identities[index]
+        except (self._ray.exceptions.RayActorError, self._ray.exceptions.GetTimeoutError):
+            return False
+
     def _step_answer(self, index: int) -> tuple[str, Any]:
-        connection = self._connections[index]
-        if not connection.poll(STEP_TIMEOUT_S):
-            self.close(timeout=1.0)
-            raise WorkerError(f"vec env worker {index} took over {STEP_TIMEOUT_S:g} s for a step")
+        """Worker ``index``'s answer to the step sent. A machine that vanishes closes no
+        connection: while waiting, Ray is asked every second whether the worker lives."""
+        ray, connection = self._ray, self._connections[index]
+        deadline, ping = time.monotonic() + STEP_TIMEOUT_S, None
+        while not connection.poll(1.0):
+            if time.monotonic() > deadline:
+                self.close(timeout=1.0)
+                raise WorkerError(f"vec env worker {index} took over {STEP_TIMEOUT_S:g} s for a step")
+            if ping is None:
+                ping = self._actors[index].ping.remote()
+            if ray.wait([ping], timeout=0)[0]:
+                try:
+                    if ray.get(ping) != self._identities[index]:
+                        raise _WorkerGone(index)
+                except ray.exceptions.RayActorError:
+                    raise _WorkerGone(index) from None
+                ping = None
         identity, part = connection.recv()
         if identity == "error":
             self.close(timeout=1.0)
@@ -276,6 +341,7 @@ class RayVecEnv(VecEnvLifetime):
         return identity, part
 
     def _disconnect(self, index: int | None = None) -> None:
+        """Close the step connections (to one worker, or all)."""
         for i in range(self.num_workers) if index is None else [index]:
             connection, self._connections[i] = self._connections[i], None
             if connection is not None:
@@ -289,7 +355,13 @@ class RayVecEnv(VecEnvLifetime):
                 f"{len(refs) - len(ready)} of {len(refs)} Ray env workers did not start within "
                 f"{START_TIMEOUT_S:g} s (the cluster's CPUs may be taken by other jobs: `ray status`)"
             )
-        described = [self._result(i, ref) for i, ref in enumerate(refs)]
+        try:
+            described = [self._result(i, ref) for i, ref in enumerate(refs)]
+        except self._ray.exceptions.RayActorError as error:
+            raise WorkerError(
+                f"a Ray env worker could not start: {error}. Fix: install this commit with its `ray` extra on "
+                "every machine of the cluster (pip install -e '.[ray]'); the error above names the missing piece"
+            ) from None
         self._identities = [identity for identity, _ in described]
         return described[0][1]
 
@@ -322,7 +394,7 @@ class RayVecEnv(VecEnvLifetime):
         self._check_open()
         parts, lost = self._collect([self._actors[index].answer.remote(command, argument)])
         if lost:
-            self._replace(index)
+            self._replace(index, reset=command != "reset")
             return self._command(index, command, argument)
         return parts[0]
 
@@ -331,7 +403,7 @@ class RayVecEnv(VecEnvLifetime):
         self._check_open()
         parts, lost = self._collect([a.answer.remote(*c) for a, c in zip(self._actors, commands)])
         for index in lost:
-            self._replace(index, reset=True)
+            self._replace(index, reset=commands[index][0] != "reset")
             parts[index] = self._command(index, *commands[index])
         return parts
 
@@ -344,42 +416,59 @@ class RayVecEnv(VecEnvLifetime):
     def _replace(self, index: int, reset: bool = False) -> None:
         """Bring a lost worker's replacement to where the learner believes it is: started and
         the settings given; with ``reset``, its envs reset (new seeds) if the vector env's were."""
+        ray = self._ray
         self.replacements += 1
         self._disconnect(index)  # to the lost process; the next step connects to the new one
         begin, end = self._slices[index]
         actor = self._actors[index]
         deadline, died = time.monotonic() + START_TIMEOUT_S, 0
         while True:
+            error: Exception | None = None
             try:
-                self._identities[index], _ = self._result(index, actor.describe.remote())
+                self._identities[index], _ = ray.get(actor.describe.remote(), timeout=START_TIMEOUT_S)
                 break
-            except self._ray.exceptions.RayActorError as error:
+            except ray.exceptions.GetTimeoutError as timeout:
+                error, died = timeout, 99  # pending: no machine has a CPU free for it
+            except ray.exceptions.RayTaskError as raised:
+                error, died = raised, 99
+            except ray.exceptions.RayActorError as lost:
                 # A call may reach the lost process before Ray notices its death: "died" once
                 # or twice is not final, Ray's restarts running out is.
-                died += isinstance(error, self._ray.exceptions.ActorDiedError)
-                if died > 3 or time.monotonic() > deadline:
-                    self.close(timeout=1.0)
-                    raise WorkerError(
-                        f"vec env worker {index} (envs {begin}..{end - 1}) was lost and could not be replaced: {error}"
-                    ) from None
-                time.sleep(0.2)
+                error, died = lost, died + isinstance(lost, ray.exceptions.ActorDiedError)
+            if died > 3 or time.monotonic() > deadline:
+                self.close(timeout=1.0)
+                raise WorkerError(
+                    f"vec env worker {index} (envs {begin}..{end - 1}) was lost and Ray could not restart it "
+                    f"within {START_TIMEOUT_S:g} s ({type(error).__name__}: {error}). Fix: `ray status` (a free CPU "
+                    "on a live machine?); a training run continues from its last checkpoint with --resume"
+                ) from None
+            time.sleep(0.2)
         for method, (args, kwargs) in self._settings.items():
             self._result(index, actor.answer.remote("call", (method, args, kwargs)))
-        if reset and self._was_reset:
-            self._result(index, actor.answer.remote("reset", self._seeds(self._moved_seed(), begin, end)))
+        if self._was_reset:
+            self._envs_lost = True  # the next step starts every env on a new episode
+            if reset:
+                self._episode_restarts += 1
+                self._result(index, actor.answer.remote("reset", self._seeds(self._moved_seed(), begin, end)))
         self._on_replace(
             f"Ray env worker {index} (envs {begin}..{end - 1}) was lost; Ray restarted it "
             f"(replacement {self.replacements})"
         )
 
     def _moved_seed(self) -> int | None:
-        return None if self._reset_seed is None else self._reset_seed + REPLACEMENT_SEED_STRIDE * self.replacements
+        """The seed of the episodes after the last reset's, moved on once per restart of episodes."""
+        if self._reset_seed is None:
+            return None
+        return self._reset_seed + REPLACEMENT_SEED_STRIDE * self._episode_restarts
 
     def _step_lost(self) -> None:
-        """A step lost a worker: replace it, start every env on a new episode, raise RolloutLost."""
+        """A step lost a worker, or a worker was replaced since the last step: replace what is
+        lost, start every env on a new episode, raise RolloutLost."""
         self._disconnect()  # what the other workers answered to this step is not read
         _, lost = self._collect([a.describe.remote() for a in self._actors])
         for index in lost:
             self._replace(index)
+        self._episode_restarts += 1
         obs = self._reset_all(self._moved_seed())
-        raise RolloutLost(lost, list(range(self.num_envs)), obs, self.privileged_obs, [])
+        self._envs_lost = False
+        raise RolloutLost(lost, list(range(self.num_envs)), obs, self.privileged_obs)

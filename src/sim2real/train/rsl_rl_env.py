@@ -79,7 +79,6 @@ class RslRlVecEnv(VecEnv):
             # The trainer collects the rollout again from these observations.
             self._obs = self._wrap(lost.obs)
             self.episode_length_buf[lost.envs] = 0
-            self._episodes.extend(episode for _, episode in lost.episodes)
             raise
         self._obs = self._wrap(out.obs)
         dones = torch.from_numpy(out.dones)

@@ -50,17 +50,15 @@ class WorkerError(Sim2RealError, RuntimeError):
 
 class RolloutLost(Sim2RealError, RuntimeError):
     """A step lost envs with the worker that ran them (a vector env whose workers can be
-    replaced: :class:`sim2real.train.ray_vec_env.RayVecEnv`). The replacement's envs have
-    started new episodes; ``obs`` (and ``privileged``) is every env's observation to go on
-    from, and ``episodes`` the episodes the other envs finished in this step. The rollout
-    being collected lost its continuity in those envs: collect it again."""
+    replaced: :class:`sim2real.train.ray_vec_env.RayVecEnv`). The lost workers (``workers``,
+    empty when only a connection broke) are replaced and the envs in ``envs`` have started new
+    episodes; ``obs`` (and ``privileged``) is every env's observation to go on from. The
+    rollout being collected no longer joins up in those envs: collect it again."""
 
-    def __init__(self, workers: list[int], envs: list[int], obs, privileged, episodes: list[tuple[int, dict]]):
-        super().__init__(
-            f"env worker(s) {workers} lost mid-step: replaced, and their envs {envs[0]}..{envs[-1]} "
-            "started new episodes"
-        )
-        self.workers, self.envs, self.obs, self.privileged, self.episodes = workers, envs, obs, privileged, episodes
+    def __init__(self, workers: list[int], envs: list[int], obs, privileged):
+        lost = f"env worker(s) {workers} lost mid-step and replaced" if workers else "a step's connection broke"
+        super().__init__(f"{lost}; envs {envs[0]}..{envs[-1]} started new episodes")
+        self.workers, self.envs, self.obs, self.privileged = workers, envs, obs, privileged
 
 
 class VecStep(NamedTuple):

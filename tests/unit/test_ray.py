@@ -151,21 +151,22 @@ def test_a_worker_killed_mid_step_is_replaced_with_its_settings_and_new_episodes
 
 
 def test_a_worker_restarted_while_idle_is_noticed_before_it_is_stepped(cluster):
-    """Ray restarts a killed worker by itself; the learner's next step, whose connection to it
-    was closed, must not step the new process's envs as if they were the old ones."""
-    messages: list[str] = []
-    with RayVecEnv(_toy_fns(4), workers=2, on_replace=messages.append) as vec:
+    """Ray restarts a killed worker by itself. With an open connection the learner's next step
+    meets its end of file; with none (after a lost step closed them all) the new process's
+    identity tells the learner its envs are not the ones it knows, before any is stepped."""
+    with RayVecEnv(_toy_fns(4), workers=2, on_replace=lambda message: None) as vec:
         vec.reset(seed=0)
         vec.set_difficulty(0.5)
         vec.step(np.zeros((4, 1), np.float32))
-        pid = vec.worker_pids()[0]
-        os.kill(pid, signal.SIGKILL)
-        _wait_until_restarted(vec, 0, pid)
-        with pytest.raises(RolloutLost) as lost:
-            vec.step(np.zeros((4, 1), np.float32))
-        assert lost.value.workers == [0] and vec.replacements == 1
-        assert vec.get_attr("difficulty") == 0.5  # the settings reached the replacement
-        np.testing.assert_allclose(lost.value.obs, [[0.0, 0.5]] * 4, atol=1e-6)
+        for index in (0, 1):  # the first with its connection open, the second with none
+            pid = vec.worker_pids()[index]
+            os.kill(pid, signal.SIGKILL)
+            _wait_until_restarted(vec, index, pid)
+            with pytest.raises(RolloutLost) as lost:
+                vec.step(np.zeros((4, 1), np.float32))
+            assert lost.value.workers == [index] and vec.replacements == index + 1
+            assert vec.get_attr("difficulty") == 0.5  # the settings reached the replacement
+            np.testing.assert_allclose(lost.value.obs, [[0.0, 0.5]] * 4, atol=1e-6)
 
 
 def test_workers_killed_again_and_again_are_replaced_each_time(cluster):

@@ -31,6 +31,7 @@ import contextlib
 import json
 import math
 import os
+import stat
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -469,12 +470,22 @@ def local_policy_copy(data: bytes, digest: str) -> str:
         raise EvaluationError(f"the policy sent to this worker does not match its sha256 {digest[:12]}")
     folder = Path(tempfile.gettempdir()) / f"sim2real-policies-{os.getuid()}"
     folder.mkdir(mode=0o700, exist_ok=True)
+    status = os.lstat(folder)
+    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid() or status.st_mode & 0o077:
+        raise EvaluationError(
+            f"{folder} is not a folder of this user's alone (a link, another owner, or open to others): "
+            "the policy is not written there. Fix: remove it"
+        )
     path = folder / f"{digest}.onnx"
     if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
         handle, partial_path = tempfile.mkstemp(dir=folder, suffix=".part")
-        with os.fdopen(handle, "wb") as part:
-            part.write(data)
-        os.replace(partial_path, path)
+        try:
+            with os.fdopen(handle, "wb") as part:
+                part.write(data)
+            os.replace(partial_path, path)
+        finally:
+            if os.path.exists(partial_path):
+                os.unlink(partial_path)
     return str(path)
 
 

@@ -11,9 +11,6 @@ answer over that connection (``multiprocessing.connection``, authenticated with 
 for the run), as the local pipes do. Measured on 2 cores (``benchmarks/ray_scaling.py``): Ray
 actor calls cost 1.4-1.9 ms a step of 1-2 workers, the connections 0.22-0.48 ms, the local
 pipes 0.22-0.32 ms.
-Ray's Compiled Graphs (``ray.dag``, 0.2 ms) do not fit: each worker polls its channel, a
-whole core per worker while the learner updates, and tearing one down after a worker's death
-across nodes crashed a raylet (Ray 2.60, "Channel closed" in its mutable object provider).
 Ray places the workers, restarts them and carries every other command (reset, settings,
 evaluation episodes). The connection needs the ports between the machines open, as Ray's own
 workers do.
@@ -41,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import secrets
 import threading
 import time
@@ -89,12 +87,17 @@ class _SliceWorker:
         self.identity = uuid.uuid4().hex
         self.envs = EnvSlice(env_fns, privileged)
         self._listener: Listener | None = None
+        # Steps run on the step server's thread, commands on the actor's: never both at once on
+        # the envs (a physics engine is not thread-safe), even when the learner gave up on a step.
+        self._envs_lock = threading.Lock()
 
     def describe(self) -> tuple[str, tuple]:
-        return self.identity, describe(self.envs)
+        with self._envs_lock:
+            return self.identity, describe(self.envs)
 
     def answer(self, command: str, argument: Any) -> tuple[str, Any]:
-        return self.identity, answer(self.envs, command, argument)
+        with self._envs_lock:
+            return self.identity, answer(self.envs, command, argument)
 
     def listen(self, authkey: bytes) -> tuple[str, tuple[str, int]]:
         """Start serving steps on a port of this node: (this process's identity, the address).
@@ -115,20 +118,15 @@ class _SliceWorker:
                 continue  # not our learner, or it gave up connecting
             try:
                 while True:
+                    data = connection.recv_bytes()  # EOFError / OSError: the learner closed or is gone
                     try:
-                        answer = (self.identity, self.envs.step(connection.recv()))
-                    except (EOFError, OSError):
-                        raise
-                    except BaseException:  # the env's error, or actions that do not unpickle
-                        answer = ("error", traceback.format_exc())
-                    connection.send(answer)
+                        with self._envs_lock:
+                            answer = pickle.dumps((self.identity, self.envs.step(pickle.loads(data))))
+                    except BaseException:  # the env's own error (an OSError too), or what does not pickle
+                        answer = pickle.dumps(("error", traceback.format_exc()))
+                    connection.send_bytes(answer)
             except (EOFError, OSError):
-                pass  # the learner closed or is gone: wait for the next
-            except BaseException:  # an answer that does not pickle: say so, then wait for the next
-                try:
-                    connection.send(("error", traceback.format_exc()))
-                except Exception:
-                    pass
+                pass  # wait for the next connection
             connection.close()
 
     def ping(self) -> str:
@@ -139,7 +137,8 @@ class _SliceWorker:
         return os.getpid()
 
     def close(self) -> None:
-        self.envs.close()
+        with self._envs_lock:
+            self.envs.close()
 
 
 class RayVecEnv(VecEnvLifetime):
@@ -292,6 +291,9 @@ class RayVecEnv(VecEnvLifetime):
             listening = self._actors[index].listen.remote(self._authkey)
             try:
                 identity, address = ray.get(listening, timeout=START_TIMEOUT_S)
+            except ray.exceptions.RayTaskError as error:
+                self.close(timeout=1.0)
+                raise WorkerError(f"Ray env worker {index} could not serve steps:\n{error}") from None
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
                 raise _WorkerGone(index) from None
             if identity != self._identities[index]:
@@ -330,8 +332,10 @@ class RayVecEnv(VecEnvLifetime):
                 try:
                     if ray.get(ping) != self._identities[index]:
                         raise _WorkerGone(index)
-                except ray.exceptions.RayActorError:
+                except ray.exceptions.ActorDiedError:
                     raise _WorkerGone(index) from None
+                except ray.exceptions.RayActorError:
+                    pass  # unavailable for now (a network blip, a restart under way): ask again
                 ping = None
         identity, part = connection.recv()
         if identity == "error":
@@ -426,6 +430,7 @@ class RayVecEnv(VecEnvLifetime):
             error: Exception | None = None
             try:
                 self._identities[index], _ = ray.get(actor.describe.remote(), timeout=START_TIMEOUT_S)
+                self._restore(index, reset)
                 break
             except ray.exceptions.GetTimeoutError as timeout:
                 error, died = timeout, 99  # pending: no machine has a CPU free for it
@@ -439,21 +444,26 @@ class RayVecEnv(VecEnvLifetime):
                 self.close(timeout=1.0)
                 raise WorkerError(
                     f"vec env worker {index} (envs {begin}..{end - 1}) was lost and Ray could not restart it "
-                    f"within {START_TIMEOUT_S:g} s ({type(error).__name__}: {error}). Fix: `ray status` (a free CPU "
-                    "on a live machine?); a training run continues from its last checkpoint with --resume"
+                    f"({type(error).__name__}: {error}). Fix: `ray status` (a free CPU on a live machine?); a "
+                    "training run continues from its last checkpoint with --resume"
                 ) from None
             time.sleep(0.2)
-        for method, (args, kwargs) in self._settings.items():
-            self._result(index, actor.answer.remote("call", (method, args, kwargs)))
         if self._was_reset:
             self._envs_lost = True  # the next step starts every env on a new episode
-            if reset:
-                self._episode_restarts += 1
-                self._result(index, actor.answer.remote("reset", self._seeds(self._moved_seed(), begin, end)))
         self._on_replace(
             f"Ray env worker {index} (envs {begin}..{end - 1}) was lost; Ray restarted it "
             f"(replacement {self.replacements})"
         )
+
+    def _restore(self, index: int, reset: bool) -> None:
+        """A replacement given the learner's settings and, with ``reset``, its envs reset (new
+        seeds) if the vector env's were. A RayActorError: it was lost again meanwhile."""
+        actor, (begin, end) = self._actors[index], self._slices[index]
+        for method, (args, kwargs) in self._settings.items():
+            self._result(index, actor.answer.remote("call", (method, args, kwargs)))
+        if reset and self._was_reset:
+            self._episode_restarts += 1
+            self._result(index, actor.answer.remote("reset", self._seeds(self._moved_seed(), begin, end)))
 
     def _moved_seed(self) -> int | None:
         """The seed of the episodes after the last reset's, moved on once per restart of episodes."""

@@ -50,13 +50,17 @@ class WorkerError(Sim2RealError, RuntimeError):
 
 class RolloutLost(Sim2RealError, RuntimeError):
     """A step lost envs with the worker that ran them (a vector env whose workers can be
-    replaced: :class:`sim2real.train.ray_vec_env.RayVecEnv`). The lost workers (``workers``,
-    empty when only a connection broke) are replaced and the envs in ``envs`` have started new
+    replaced: :class:`sim2real.train.ray_vec_env.RayVecEnv`). The workers lost in this step
+    (``workers``; empty when one was replaced before it, or only a connection broke) are replaced and the envs in ``envs`` have started new
     episodes; ``obs`` (and ``privileged``) is every env's observation to go on from. The
     rollout being collected no longer joins up in those envs: collect it again."""
 
     def __init__(self, workers: list[int], envs: list[int], obs, privileged):
-        lost = f"env worker(s) {workers} lost mid-step and replaced" if workers else "a step's connection broke"
+        lost = (
+            f"env worker(s) {workers} lost mid-step and replaced"
+            if workers
+            else "a worker was replaced since the last step, or a step's connection broke"
+        )
         super().__init__(f"{lost}; envs {envs[0]}..{envs[-1]} started new episodes")
         self.workers, self.envs, self.obs, self.privileged = workers, envs, obs, privileged
 

@@ -50,7 +50,13 @@ from sim2real.core.rotations import quat_to_matrix, tilt_angle
 from sim2real.core.safety_config import load_safety_config
 from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
 from sim2real.core.units import NS_PER_S
-from sim2real.evaluate.evaluate import EvaluationError, check_world_options, json_safe, resolve_worlds
+from sim2real.evaluate.evaluate import (
+    EvaluationError,
+    check_world_options,
+    json_safe,
+    local_policy_copy,
+    resolve_worlds,
+)
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.engines import DEFAULT_ENGINE, make_world
 from sim2real.sim.randomization import Randomization
@@ -735,8 +741,6 @@ def _run_jobs_on_ray(
 
 
 def _run_chunk_of_bytes(data: bytes, digest: str, suite: Suite, jobs: list) -> list[tuple[int, int, EpisodeOutcome]]:
-    from sim2real.evaluate.evaluate import local_policy_copy
-
     return _run_chunk(local_policy_copy(data, digest), suite, jobs)
 
 

@@ -54,7 +54,7 @@ from sim2real.train.vec_env import (
     EnvFn,
     EnvSlice,
     RolloutLost,
-    VecEnvLifetime,
+    VecEnvBase,
     VecStep,
     WorkerError,
     answer,
@@ -141,7 +141,7 @@ class _SliceWorker:
             self.envs.close()
 
 
-class RayVecEnv(VecEnvLifetime):
+class RayVecEnv(VecEnvBase):
     """``len(env_fns)`` envs over ``workers`` Ray actors of ``cpus_per_worker`` CPUs each.
     Ray must be connected (:func:`sim2real.train.ray_cluster.ray_session`). ``env_fns`` are
     sent to the actors with cloudpickle: functions of an installed module, or partials of them.
@@ -247,15 +247,6 @@ class RayVecEnv(VecEnvLifetime):
             raise ValueError(f"run needs one args entry per env ({self.num_envs}), got {len(args)}")
         parts = self._command_all([("run", (fn, list(args[b:e]))) for b, e in self._slices])
         return [result for part in parts for result in part]
-
-    def run_on_first(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return self.run(fn, [args] + [None] * (self.num_envs - 1))[0]
-
-    def set_difficulty(self, difficulty: float) -> None:
-        self.call("set_difficulty", difficulty)
-
-    def set_randomization(self, randomization: Any) -> None:
-        self.call("set_randomization", randomization)
 
     def worker_pids(self) -> list[int]:
         """The process id of each worker (on its own machine)."""

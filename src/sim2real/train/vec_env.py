@@ -28,6 +28,7 @@ reaches EOF), and ignore Ctrl-C, which the parent handles.
 
 from __future__ import annotations
 
+import abc
 import multiprocessing as mp
 import os
 import signal
@@ -78,13 +79,34 @@ class VecStep(NamedTuple):
         return self.terminated | self.time_outs
 
 
-class VecEnvLifetime:
-    """What every vector env does about its lifetime: a context manager, closed once."""
+class VecEnvBase(abc.ABC):
+    """What every vector env (local processes, Ray actors) shares beyond its transport: the
+    commands built on ``call`` and ``run``, and its lifetime (a context manager, closed once)."""
 
+    num_envs: int
     _closed: bool
 
+    @abc.abstractmethod
+    def call(self, method: str, *args: Any, **kwargs: Any) -> list[Any]:
+        """Call ``env.method(*args, **kwargs)`` on every env; the results in env order."""
+
+    @abc.abstractmethod
+    def run(self, fn: Callable[..., Any], args: Sequence[tuple | None]) -> list[Any]:
+        """``fn(env_i, *args[i])`` in the workers for every ``i`` whose ``args[i]`` is not None."""
+
+    @abc.abstractmethod
     def close(self, timeout: float = 5.0) -> None:
-        raise NotImplementedError
+        """Stop the workers (idempotent)."""
+
+    def run_on_first(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(env_0, *args)`` in its worker (see :meth:`run`)."""
+        return self.run(fn, [args] + [None] * (self.num_envs - 1))[0]
+
+    def set_difficulty(self, difficulty: float) -> None:
+        self.call("set_difficulty", difficulty)
+
+    def set_randomization(self, randomization: Any) -> None:
+        self.call("set_randomization", randomization)
 
     @property
     def closed(self) -> bool:
@@ -101,7 +123,7 @@ class VecEnvLifetime:
             raise RuntimeError("the vector env is closed")
 
 
-class ProcessVecEnv(VecEnvLifetime):
+class ProcessVecEnv(VecEnvBase):
     """``len(env_fns)`` envs over ``workers`` processes. ``env_fns`` must be picklable
     (module-level functions or ``functools.partial`` of them), because workers are
     started with ``spawn``: a fresh interpreter, no state inherited from the learner."""
@@ -200,16 +222,6 @@ class ProcessVecEnv(VecEnvLifetime):
         for pipe, (begin, end) in zip(self._pipes, self._slices):
             pipe.send(("run", (fn, list(args[begin:end]))))
         return [result for part in self._gather() for result in part]
-
-    def run_on_first(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(env_0, *args)`` in its worker (see :meth:`run`)."""
-        return self.run(fn, [args] + [None] * (self.num_envs - 1))[0]
-
-    def set_difficulty(self, difficulty: float) -> None:
-        self.call("set_difficulty", difficulty)
-
-    def set_randomization(self, randomization: Any) -> None:
-        self.call("set_randomization", randomization)
 
     # ------------------------------------------------------------------ lifetime
     def close(self, timeout: float = 5.0) -> None:

@@ -37,6 +37,7 @@ NODE_EXECUTABLES = {
     "bag_recorder": "sim2real.nodes.bag_recorder:main",
     "sysid_logger": "sim2real.nodes.sysid_logger:main",
     "state_estimator": "sim2real.nodes.state_estimator:main",
+    "control_chain": "sim2real.nodes.control_chain:main",
 }
 
 # The ROS 2 client library and standard messages as PyPI wheels. An extra, so that a

@@ -14,6 +14,9 @@ same window, the two DDS floors of a process taking the same two topics with the
   callbacks floor   every message into an empty rclpy callback (EventsExecutor): the least a
                     Python node handling each 500 Hz sample costs (with --callbacks-floor)
 
+Both layouts, one after the other in the same run (``--layout both``, the default): a process
+per node, and the control chain in one process (``composed:=true``, nodes/control_chain.py).
+
 Printed: each process's CPU (% of one core, user + system, over --seconds), as a multiple of
 the receive floor; the graph's total (control and monitoring nodes, not the driver) against
 the target of 40 % of one core and against the floor of its own number of subscribing
@@ -23,6 +26,7 @@ Examples:
     .venv/bin/python benchmarks/graph_cpu.py                   # 60 s measured
     .venv/bin/python benchmarks/graph_cpu.py --seconds 20 --json
     .venv/bin/python benchmarks/graph_cpu.py --realtime        # the chain with realtime:=true
+    .venv/bin/python benchmarks/graph_cpu.py --layout composed # only the chain in one process
 """
 
 from __future__ import annotations
@@ -52,7 +56,15 @@ from sim2real.nodes import qos
 TARGET_PERCENT = 40.0
 JOY_PERIOD_S = 0.05
 # The nodes that take the 500 Hz sensing (a floor each); failure_collector buffers it too.
-SENSING_SUBSCRIBERS = ("safety_supervisor", "state_estimator", "policy_runtime", "demo_script", "failure_collector")
+SENSING_SUBSCRIBERS = (
+    "safety_supervisor",
+    "state_estimator",
+    "policy_runtime",
+    "control_chain",
+    "demo_script",
+    "failure_collector",
+)
+LAYOUTS = ("separate", "composed")
 
 
 class Operator(SpunNode):
@@ -96,13 +108,14 @@ class Operator(SpunNode):
                 self.modes.append(status.message)
 
 
-def measure(seconds: float, warmup: float, realtime: bool, floors: tuple[str, ...], out: Path) -> dict:
+def measure(seconds: float, warmup: float, realtime: bool, composed: bool, floors: tuple[str, ...], out: Path) -> dict:
     plan = make_plan(
         robot="go2",
         policy=str(share_dir() / "policies" / "go2_walk.onnx"),
         hardware="topic",
         demo=True,
         realtime=realtime,
+        composed=composed,
         failures_dir=str(out / "failures"),
     )
     # The script, then a zero command, for longer than the run: demo_script must not exit mid-window.
@@ -116,6 +129,7 @@ def measure(seconds: float, warmup: float, realtime: bool, floors: tuple[str, ..
     )
     plan = dataclasses.replace(plan, nodes=nodes)
     operator = Operator()
+    out.mkdir(parents=True, exist_ok=True)
     log = open(out / "graph.log", "w")
     try:
         with GraphProcesses(plan, output=log, env=demo_environment()) as graph:
@@ -145,13 +159,14 @@ def measure(seconds: float, warmup: float, realtime: bool, floors: tuple[str, ..
     finally:
         operator.close()
         log.close()
-    graph_nodes = [n.name for n in plan.nodes]
+    graph_nodes = [p.name for p in plan.processes()]
     total = round(sum(cpu[n] for n in graph_nodes), 1)
     subscribers = [n for n in graph_nodes if n in SENSING_SUBSCRIBERS]
     floor = cpu["floor_receive"]
     return {
         "seconds": round(elapsed, 1),
         "realtime": realtime,
+        "layout": "composed" if composed else "separate",
         "cpu_percent": cpu,
         "graph_nodes": graph_nodes,
         "graph_total_percent": total,
@@ -175,6 +190,13 @@ def main() -> int:
     )
     parser.add_argument("--realtime", action="store_true", help="bring the chain up with realtime:=true")
     parser.add_argument(
+        "--layout",
+        choices=(*LAYOUTS, "both"),
+        default="both",
+        help="separate: a process per node; composed: the chain in one process (composed:=true); "
+        "both (default): one after the other in this run, and their totals side by side",
+    )
+    parser.add_argument(
         "--callbacks-floor",
         action="store_true",
         help="also run the callbacks floor (its ~15 %% of a core adds to the machine's load)",
@@ -189,16 +211,37 @@ def main() -> int:
     os.environ.update(demo_environment())  # the operator discovers on loopback like the graph
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="graph-cpu-"))
     out.mkdir(parents=True, exist_ok=True)
-    print(f"graph_cpu: {args.warmup:.0f} s warm-up, {args.seconds:.0f} s measured ...", file=sys.stderr, flush=True)
+    layouts = LAYOUTS if args.layout == "both" else (args.layout,)
+    print(
+        f"graph_cpu: {', '.join(layouts)}; each {args.warmup:.0f} s warm-up, {args.seconds:.0f} s measured ...",
+        file=sys.stderr,
+        flush=True,
+    )
     floors = FLOORS if args.callbacks_floor else ("receive",)
-    result = measure(args.seconds, args.warmup, args.realtime, floors, out)
+    results = [
+        measure(args.seconds, args.warmup, args.realtime, layout == "composed", floors, out / layout)
+        for layout in layouts
+    ]
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(results if len(results) > 1 else results[0], indent=2))
         return 0
+    for result in results:
+        print_result(result)
+    if len(results) == 2:
+        separate, composed = (r["graph_total_percent"] for r in results)
+        print(
+            f"composed / separate graph total: {composed:.1f} / {separate:.1f} % = {composed / separate:.2f}; "
+            f"receive floors {results[0]['cpu_percent']['floor_receive']:.1f} / "
+            f"{results[1]['cpu_percent']['floor_receive']:.1f} %"
+        )
+    return 0
+
+
+def print_result(result: dict) -> None:
     cpu, floor = result["cpu_percent"], result["cpu_percent"]["floor_receive"]
     load = result["load_average"]
     print(
-        f"{os.cpu_count()} CPUs, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
+        f"\n{result['layout']}: {os.cpu_count()} CPUs, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
         f"{result['seconds']:.0f} s measured; realtime:={str(result['realtime']).lower()}; "
         f"supervisor modes in the window: {' -> '.join(result['modes_in_window'])}"
     )
@@ -213,7 +256,6 @@ def main() -> int:
         f"{result['graph_over_floor_of_its_subscribers']} x the receive floor of its "
         f"{result['sensing_subscribers']} subscribing processes"
     )
-    return 0
 
 
 if __name__ == "__main__":

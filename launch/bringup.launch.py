@@ -6,6 +6,9 @@ OpaqueFunction, LaunchConfiguration, launch_ros.actions.Node), available on Humb
 Jazzy and Kilted. `ros2 launch sim2real bringup.launch.py --show-args` lists the arguments.
 """
 
+import tempfile
+
+import yaml
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
@@ -17,18 +20,35 @@ from sim2real.graph.plan import LAUNCH_ARGUMENTS, make_plan
 def _render(context, *args, **kwargs):
     values = {name: LaunchConfiguration(name).perform(context) for name in LAUNCH_ARGUMENTS}
     plan = make_plan(**values)
-    return [
-        Node(
+    return [_process(spec) for spec in plan.processes()]
+
+
+def _process(spec):
+    if not spec.composed:
+        node = spec.members[0]
+        return Node(
             package="sim2real",
-            executable=spec.executable,
-            name=spec.name,
-            parameters=[spec.parameters],
-            remappings=list(spec.remappings),
+            executable=node.executable,
+            name=node.name,
+            parameters=[node.parameters],
+            remappings=list(node.remappings),
             additional_env=spec.environment,
             output="screen",
         )
-        for spec in plan.nodes
-    ]
+    # composed:=true: the chain's nodes in one process keep their own names (no name= here, which
+    # would rename them all) and read their parameters from one file keyed by node name.
+    params = tempfile.NamedTemporaryFile("w", prefix="sim2real-chain-", suffix=".yaml", delete=False)
+    with params:
+        yaml.safe_dump(spec.parameters_document(), params)
+    return Node(
+        package="sim2real",
+        executable=spec.executable,
+        arguments=list(spec.arguments),
+        parameters=[params.name],
+        remappings=[r for member in spec.members for r in member.remappings],
+        additional_env=spec.environment,
+        output="screen",
+    )
 
 
 def generate_launch_description():

@@ -133,6 +133,7 @@ def test_parse_arguments_fills_defaults():
         "reality_robot": 0,
         "realtime": False,
         "realtime_cpus": "",
+        "composed": False,
     }
 
 
@@ -215,9 +216,10 @@ def test_launch_file_renders_the_plan_with_stable_launch_ros_api_only():
     node_calls = [
         node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Node"
     ]
-    assert len(node_calls) == 1
+    assert len(node_calls) == 2  # a node alone, and the composed control chain
+    assert "plan.processes()" in source  # what `sim2real up` starts, process by process
     # additional_env: ExecuteProcess's, which launch_ros.actions.Node passes on (Humble onwards).
-    assert {kw.arg for kw in node_calls[0].keywords} <= {
+    assert {kw.arg for call in node_calls for kw in call.keywords} <= {
         "package",
         "executable",
         "name",
@@ -429,3 +431,75 @@ def test_a_reality_robot_needs_a_known_set_and_its_number_needs_the_set():
         make_plan(hardware="mujoco", reality="no_such_set")
     with pytest.raises(PlanError, match="reality_robot is for a reality set: give reality:=NAME"):
         make_plan(hardware="mujoco", reality_robot=3)
+
+
+POLICY = str(ROOT / "policies" / "go2_walk.onnx")
+
+
+def test_composed_puts_the_control_chain_in_one_process_and_leaves_the_rest_alone():
+    separate = make_plan(robot="go2", policy=POLICY, demo=True)
+    composed = make_plan(robot="go2", policy=POLICY, demo=True, composed="true")
+    # The same nodes with the same parameters: only where they run differs.
+    assert [(n.name, n.parameters) for n in composed.nodes] == [(n.name, n.parameters) for n in separate.nodes]
+    assert [p.name for p in separate.processes()] == [n.name for n in separate.nodes]
+    assert [(p.name, [m.name for m in p.members]) for p in composed.processes()] == [
+        ("sim_robot", ["sim_robot"]),
+        ("control_chain", ["safety_supervisor", "state_estimator", "policy_runtime"]),
+        ("demo_script", ["demo_script"]),
+        ("failure_collector", ["failure_collector"]),
+    ]
+    chain = composed.processes()[1]
+    assert chain.composed and chain.executable == "control_chain"
+    assert chain.arguments == ("safety_supervisor", "state_estimator", "policy_runtime")
+    assert composed.process_of("policy_runtime") == "control_chain" and composed.process_of("sim_robot") == "sim_robot"
+    # Each member's parameters under its own name; a node alone under /** (renamed by its remap).
+    document = chain.parameters_document()
+    assert set(document) == {"/safety_supervisor", "/state_estimator", "/policy_runtime"}
+    assert document["/policy_runtime"]["ros__parameters"] == composed.node("policy_runtime").parameters
+    alone = composed.processes()[0]
+    assert alone.parameters_document() == {"/**": {"ros__parameters": composed.node("sim_robot").parameters}}
+
+
+def test_a_composed_chain_takes_its_most_urgent_members_real_time_scheduling():
+    from sim2real.core.launch_env import REALTIME_ENV
+    from sim2real.core.realtime import ROLE_PRIORITY, RealtimeRequest
+
+    plan = make_plan(robot="go2", policy=POLICY, composed=True, realtime=True)
+    chain = next(p for p in plan.processes() if p.composed)
+    assert chain.role == "safety"
+    request = RealtimeRequest.decode(chain.environment[REALTIME_ENV])
+    assert request.priority == ROLE_PRIORITY["safety"] > ROLE_PRIORITY["control"]
+
+
+def test_the_composed_process_runs_without_a_rename_and_with_its_members_named():
+    from sim2real.graph.processes import node_command
+
+    plan = make_plan(robot="go2", policy=POLICY, composed=True)
+    chain, sim = next(p for p in plan.processes() if p.composed), plan.processes()[0]
+    command = node_command(chain, Path("chain.yaml"))
+    assert command[1:] == [
+        "-m",
+        "sim2real.nodes.control_chain",
+        "safety_supervisor",
+        "state_estimator",
+        "policy_runtime",
+        "--ros-args",
+        "--params-file",
+        "chain.yaml",
+    ]
+    assert "__node:=sim_robot" in node_command(sim, Path("sim.yaml"))
+
+
+def test_composed_without_a_policy_composes_the_supervisor_alone():
+    plan = make_plan(robot="go2", composed=True)
+    assert [(p.name, [m.name for m in p.members]) for p in plan.processes()] == [
+        ("sim_robot", ["sim_robot"]),
+        ("control_chain", ["safety_supervisor"]),
+        ("failure_collector", ["failure_collector"]),
+    ]
+
+
+def test_composed_is_refused_where_no_driver_timeout_stands_behind_it():
+    joints = ",".join(load_profile("panda").joint_names)
+    with pytest.raises(PlanError, match="composed:=true relies on the driver's command timeout"):
+        make_plan(robot="panda", hardware="ros2_control", controller_joints=f"[{joints}]", composed=True)

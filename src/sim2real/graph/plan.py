@@ -201,6 +201,15 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {
             "pinning",
         ),
         LaunchArgument(
+            "composed",
+            "false",
+            "run the control chain (safety_supervisor, state_estimator, policy_runtime) in one "
+            "process on one executor (control_chain): less CPU on a busy robot computer; the "
+            "driver's command timeout then stands in for a supervisor outliving a crashed runtime "
+            "(docs/running.md)",
+            BOOL_CHOICES,
+        ),
+        LaunchArgument(
             "trusted_keys",
             "",
             "folder of trusted ed25519 public keys (*.pub, `sim2real policy keygen`): "
@@ -209,6 +218,11 @@ LAUNCH_ARGUMENTS: dict[str, LaunchArgument] = {
         ),
     )
 }
+
+
+# composed:=true: these nodes share one process (nodes/control_chain.py), under this name.
+COMPOSED_PROCESS = "control_chain"
+COMPOSABLE = ("safety_supervisor", "state_estimator", "policy_runtime")
 
 
 class PlanError(InputError):
@@ -226,6 +240,45 @@ class NodeSpec:
     remappings: tuple[tuple[str, str], ...] = ()
     # Extra environment of the node's process (the real-time request, launch_env.REALTIME_ENV).
     environment: dict[str, str] = field(default_factory=dict)
+    # The process it runs in when several nodes share one (composed:=true); '' = its own.
+    process: str = ""
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """One OS process of the plan: a node alone, or the control chain's nodes together."""
+
+    name: str  # the node's name, or the shared process's (control_chain)
+    members: tuple[NodeSpec, ...]
+
+    @property
+    def composed(self) -> bool:
+        return bool(self.members[0].process)
+
+    @property
+    def executable(self) -> str:
+        return self.name if self.composed else self.members[0].executable
+
+    @property
+    def role(self) -> str:
+        """The role whose scheduling the process takes: of a shared one, its most urgent member's."""
+        return max((m.role for m in self.members), key=lambda role: ROLE_PRIORITY.get(role, 0))
+
+    @property
+    def environment(self) -> dict[str, str]:
+        return next(m.environment for m in self.members if m.role == self.role)
+
+    @property
+    def arguments(self) -> tuple[str, ...]:
+        """Arguments before ``--ros-args``: a shared process's member names."""
+        return tuple(m.name for m in self.members) if self.composed else ()
+
+    def parameters_document(self) -> dict[str, Any]:
+        """The ROS 2 params file's content: for a node alone under ``/**`` (its name comes from the
+        remap), for a shared process keyed by each member's own name."""
+        if not self.composed:
+            return {"/**": {"ros__parameters": self.members[0].parameters}}
+        return {f"/{m.name}": {"ros__parameters": m.parameters} for m in self.members}
 
 
 @dataclass(frozen=True)
@@ -236,6 +289,22 @@ class BringupPlan:
     nodes: tuple[NodeSpec, ...]
     realtime: bool = False
     realtime_cpus: tuple[int, ...] = ()
+
+    def processes(self) -> tuple[ProcessSpec, ...]:
+        """The plan's OS processes in start order: each node alone, except the members of a shared
+        process, which start together where the first of them stands."""
+        processes: list[ProcessSpec] = []
+        for spec in self.nodes:
+            if not spec.process:
+                processes.append(ProcessSpec(spec.name, (spec,)))
+            elif not any(p.name == spec.process for p in processes):
+                members = tuple(n for n in self.nodes if n.process == spec.process)
+                processes.append(ProcessSpec(spec.process, members))
+        return tuple(processes)
+
+    def process_of(self, node: str) -> str:
+        """The name of the process node ``node`` runs in (its own name unless composed)."""
+        return self.node(node).process or node
 
     def node(self, name: str) -> NodeSpec:
         for spec in self.nodes:
@@ -366,6 +435,7 @@ def make_plan(**arguments: Any) -> BringupPlan:
             {**n.parameters, "use_sim_time": use_sim_time},
             n.remappings,
             node_environment(n.role, args["realtime"], realtime_cpus),
+            COMPOSED_PROCESS if args["composed"] and n.name in COMPOSABLE else "",
         )
         for n in nodes
     ]
@@ -387,6 +457,12 @@ def _check_combinations(args: dict[str, Any], sim: bool) -> None:
         raise PlanError(
             "realtime:=true is for a graph in real time: in lockstep the chain runs as fast as it "
             "can, and at real-time priority it would starve every other process. Leave one out"
+        )
+    if args["composed"] and args["hardware"] == "ros2_control":
+        raise PlanError(
+            "composed:=true relies on the driver's command timeout to damp the robot when the chain's "
+            "one process dies, and a ros2_control forward_command_controller holds its last target "
+            "instead. Leave composed:= out with hardware:=ros2_control"
         )
     if args["model"] and args["hardware"] != "mujoco":
         raise PlanError(

@@ -1,6 +1,7 @@
-"""Run a node plan as one OS process per node: what `sim2real up` does without `ros2 launch`.
+"""Run a node plan as OS processes: what `sim2real up` does without `ros2 launch`.
 
-One process per node, like `ros2 launch`, so sim and launch behave the same: a node
+One process per node (the control chain's nodes share one with ``composed:=true``), like
+`ros2 launch`, so sim and launch behave the same: a node
 that crashes does not take the others down (the supervisor must outlive a crashed
 policy runtime), and PyBullet, ONNX inference and the supervisor do not share one
 GIL on a 2-core robot computer. Parameters go through a ROS 2 params file, as
@@ -23,30 +24,28 @@ import yaml
 
 from sim2real.core.launch_env import LAUNCHER_PID_ENV, REALTIME_ENV
 from sim2real.core.realtime import FIX, ROLE_PRIORITY, privileges
-from sim2real.graph.plan import BringupPlan, NodeSpec
+from sim2real.graph.plan import BringupPlan, ProcessSpec
 
 NODE_PACKAGE = "sim2real.nodes"
 
 
-def node_command(spec: NodeSpec, params_file: Path) -> list[str]:
-    command = [
-        sys.executable,
-        "-m",
-        f"{NODE_PACKAGE}.{spec.executable}",
-        "--ros-args",
-        "-r",
-        f"__node:={spec.name}",
-        "--params-file",
-        str(params_file),
-    ]
-    for source, target in spec.remappings:
-        command += ["-r", f"{source}:={target}"]
+def node_command(process: ProcessSpec, params_file: Path) -> list[str]:
+    """The command line of one process of the plan. A node alone is renamed to its plan name; the
+    members of a shared process keep their own names (a rename would apply to all of them) and
+    take their parameters from the file, keyed by name."""
+    command = [sys.executable, "-m", f"{NODE_PACKAGE}.{process.executable}", *process.arguments, "--ros-args"]
+    if not process.composed:
+        command += ["-r", f"__node:={process.name}"]
+    command += ["--params-file", str(params_file)]
+    for spec in process.members:
+        for source, target in spec.remappings:
+            command += ["-r", f"{source}:={target}"]
     return command
 
 
 def realtime_summary(plan: BringupPlan) -> str:
     """One line before a real-time graph starts: what this user may get, and who asks for what."""
-    chain = [(spec.name, ROLE_PRIORITY[spec.role]) for spec in plan.nodes if spec.role in ROLE_PRIORITY]
+    chain = [(p.name, ROLE_PRIORITY[p.role]) for p in plan.processes() if p.role in ROLE_PRIORITY]
     asks = " > ".join(f"{name} {priority}" for name, priority in sorted(chain, key=lambda c: -c[1]))
     where = f" on CPUs {list(plan.realtime_cpus)}" if plan.realtime_cpus else ""
     have = privileges()
@@ -83,9 +82,9 @@ class GraphProcesses:
         kernel stops the nodes when the thread that started them ends (PR_SET_PDEATHSIG)."""
         if self.plan.realtime:
             self.output.write(realtime_summary(self.plan) + "\n")
-        for spec in self.plan.nodes:
+        for spec in self.plan.processes():
             params_file = Path(self._tmp.name) / f"{spec.name}.yaml"
-            params_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": spec.parameters}}))
+            params_file.write_text(yaml.safe_dump(spec.parameters_document()))
             process = subprocess.Popen(
                 node_command(spec, params_file),
                 env={**self.env, **spec.environment},
@@ -106,7 +105,8 @@ class GraphProcesses:
                 self.output.flush()
 
     def exited(self) -> dict[str, int]:
-        """Nodes that have exited, with their return codes."""
+        """Processes that have exited, with their return codes (a node alone is its own process;
+        composed, the chain's nodes share ``control_chain``: BringupPlan.process_of)."""
         return {name: p.returncode for name, p in self.processes.items() if p.poll() is not None}
 
     def wait(
@@ -138,7 +138,7 @@ class GraphProcesses:
         try:
             # The hardware part last: the supervisor's last command, which holds the joints where
             # they are, must reach a driver (or ros2_control bridge) that is still there to take it.
-            roles = {spec.name: spec.role for spec in self.plan.nodes}
+            roles = {spec.name: spec.role for spec in self.plan.processes()}
             for wave in (
                 [n for n in self.processes if roles.get(n) != "hardware"],
                 [n for n in self.processes if roles.get(n) == "hardware"],

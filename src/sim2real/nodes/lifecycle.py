@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 import traceback
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, NoReturn, Sequence
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -178,6 +178,28 @@ def run(
     ``executor``: a factory ``executor(node)`` for the executor to spin (default: rclpy's
     SingleThreadedExecutor).
     """
+    return run_together(
+        name,
+        (node_class,),
+        args,
+        until=None if until is None else lambda nodes: until(nodes[0]),
+        executor=None if executor is None else lambda nodes: executor(nodes[0]),
+    )
+
+
+def run_together(
+    name: str,
+    node_classes: Sequence[type[Node]],
+    args=None,
+    until: Callable[[list[Node]], bool] | None = None,
+    executor: Callable[[list[Node]], Any] | None = None,
+) -> int:
+    """Create the nodes, in order, in this one process and spin them on one executor until
+    shutdown, until ``until(nodes)`` is true, or until one of them reports a fault (which ends
+    them all: one process, one fate). Each node keeps its own name, parameters, topics and
+    services. They stop in the reverse order of their creation, so the first one (the supervisor
+    of a composed control chain) sends its last command after the others have stopped.
+    """
     # A crash in native code (DDS, ONNX Runtime, the physics) prints every thread's Python stack
     # to the node's output before the process dies: what the launcher's bare "-11" cannot tell.
     faulthandler.enable(all_threads=True)
@@ -189,31 +211,60 @@ def run(
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     stop_with_launcher(stop)
-    node = spinner = None
+    nodes: list[Node] = []
+    started: list[Node] = []  # stop() only for a node whose start() ran (or that has none)
+    spinner = None
+    failed = None
     try:
-        node = _built(name, node_class)
-        if node is None:
-            return CONFIG_ERROR_EXIT
-        spinner = executor(node) if executor is not None else SingleThreadedExecutor()
-        spinner.add_node(node)
+        for node_class in node_classes:
+            node = _built(name, node_class)
+            if node is None:
+                return CONFIG_ERROR_EXIT
+            nodes.append(node)
+        spinner = executor(nodes) if executor is not None else SingleThreadedExecutor()
+        for node in nodes:
+            spinner.add_node(node)
         settle_garbage_collector()
         _apply_realtime(name, request)
-        if hasattr(node, "start"):
-            node.start()
-        while rclpy.ok() and not stop.is_set() and not (until and until(node)) and getattr(node, "fault", None) is None:
-            spinner.spin_once(timeout_sec=SPIN_TIMEOUT_S)
+        for node in nodes:
+            if hasattr(node, "start"):
+                node.start()
+            started.append(node)
+        _spin(spinner, nodes, stop, until)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
-        if spinner is not None:
-            spinner.shutdown()
-        if node is not None:
-            if hasattr(node, "stop"):
-                node.stop()
-            node.destroy_node()
-        rclpy.try_shutdown()
-    fault = getattr(node, "fault", None)
-    if fault is not None:
-        print(f"[{name}] error: {fault.what}; the node stops (exit code {FAULT_EXIT}):\n{fault.trace}", flush=True)
+        failed = _first_fault(nodes)
+        _shut_down(spinner, nodes, started)
+    if failed is not None:
+        node_name, fault = failed
+        what = fault.what if len(nodes) == 1 else f"{node_name}: {fault.what}"
+        print(f"[{name}] error: {what}; the node stops (exit code {FAULT_EXIT}):\n{fault.trace}", flush=True)
         return FAULT_EXIT
     return 0
+
+
+def _spin(spinner, nodes: list[Node], stop: threading.Event, until) -> None:
+    """Spin until shutdown, a stop request, ``until(nodes)`` or a node's fault."""
+    while rclpy.ok() and not stop.is_set() and not (until and until(nodes)) and _first_fault(nodes) is None:
+        spinner.spin_once(timeout_sec=SPIN_TIMEOUT_S)
+
+
+def _first_fault(nodes: list[Node]) -> tuple[str, NodeFault] | None:
+    """The first node's name and fault among ``nodes`` that reported one (``node.fault``)."""
+    for node in nodes:
+        fault = getattr(node, "fault", None)
+        if fault is not None:
+            return node.get_name(), fault
+    return None
+
+
+def _shut_down(spinner, nodes: list[Node], started: list[Node]) -> None:
+    """The executor, then each node in the reverse order of creation (stop, destroy), then ROS."""
+    if spinner is not None:
+        spinner.shutdown()
+    for node in reversed(nodes):
+        if node in started and hasattr(node, "stop"):
+            node.stop()
+        node.destroy_node()
+    rclpy.try_shutdown()

@@ -96,6 +96,12 @@ STREAM_GAP_PERIODS = 2.5
 
 
 class SafetySupervisorNode(Node):
+    # Whether the executor that spins this node hands a subscription callback the message's info
+    # (DDS's receive time). rclpy's SingleThreadedExecutor does; its EventsExecutor (ros-rclpy
+    # 9.1) raises "SystemError: null argument to internal routine" at the first such callback, so
+    # a node spun by it (the composed control chain) times a policy command when its callback runs.
+    MESSAGE_INFO = True
+
     def __init__(self, **kwargs):
         super().__init__("safety_supervisor", **kwargs)
         robot = declare(self, "robot", "go2", "Robot profile name or path")
@@ -181,7 +187,11 @@ class SafetySupervisorNode(Node):
         self.create_subscription(
             JointState,
             "/policy/joint_commands",
-            self._on_policy if self.sim_time else self._on_policy_in_real_time,
+            self._on_policy
+            if self.sim_time
+            else self._on_policy_in_real_time
+            if self.MESSAGE_INFO
+            else self._on_policy_now,
             qos.COMMAND,
         )
         self._last_tick_monotonic = -math.inf  # real time: when the newest tick ran
@@ -406,6 +416,12 @@ class SafetySupervisorNode(Node):
         self._next_policy_period_ns = stamps.next_period_start_ns(self._policy_stamp_ns, self._period_ns)
         self._timer.reset()
         self._tick_in_real_time(by_policy=True)  # on the sensing polled above
+
+    def _on_policy_now(self, msg: JointState) -> None:
+        """Real time, without the message's info: arrived when its callback runs (later than DDS
+        received it by the executor's delay, which only makes the command look that much fresher;
+        its data's age, tick_overrun, is judged by its stamp all the same)."""
+        self._on_policy_in_real_time(msg, {})
 
     def _realtime_tick(self) -> None:
         """Real time, every period on the steady clock from the last policy tick: a tick unless a

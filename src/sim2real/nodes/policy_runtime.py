@@ -266,8 +266,8 @@ class PolicyRuntimeNode(Node):
         )
         # The IMU and the estimate only matter at a tick: polled then, not a callback each (500 Hz).
         self._inputs_node = companion_node(self, "inputs")
-        self._imu = PolledSubscription(self._inputs_node, self, Imu, "/imu/data")
-        self._state_estimate = PolledSubscription(self._inputs_node, self, Odometry, "/state_estimate")
+        self._imu = PolledSubscription(self._inputs_node, self, Imu, "/imu/data", shared=True)
+        self._state_estimate = PolledSubscription(self._inputs_node, self, Odometry, "/state_estimate", shared=True)
         self.create_subscription(
             JointState, "/joint_commands", self._on_hardware_command, qos.COMMAND, callback_group=control
         )
@@ -599,6 +599,8 @@ class PolicyRuntimeNode(Node):
         self._loader.shutdown(wait=True, cancel_futures=True)
 
     def destroy_node(self) -> None:
+        self._imu.destroy()
+        self._state_estimate.destroy()
         self._inputs_node.destroy_node()
         super().destroy_node()
 

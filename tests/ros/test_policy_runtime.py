@@ -252,10 +252,17 @@ def test_in_lockstep_every_policy_period_of_sim_time_is_computed(probe, start_gr
     reason="asserts no gap in /policy/joint_commands across a swap in real time; "
     "a 2-core machine that stalls a process for a period fails it"
 )
-def test_hot_swap_of_a_good_model_has_no_gap_and_a_bounded_jump(probe, start_graph, go2_policies):
+@pytest.mark.parametrize("composed", [False, True], ids=["separate", "composed"])
+def test_hot_swap_of_a_good_model_has_no_gap_and_a_bounded_jump(probe, start_graph, go2_policies, composed):
+    """Also with the chain in one process (composed:=true), where the model loads beside the
+    supervisor's and the estimator's callbacks too."""
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
     graph = start_graph(
-        robot="go2", policy=str(go2_policies["stand"]), autoengage=True, policy_dirs=str(go2_policies["stand"].parent)
+        robot="go2",
+        policy=str(go2_policies["stand"]),
+        autoengage=True,
+        policy_dirs=str(go2_policies["stand"].parent),
+        composed=composed,
     )
     watch = Watcher(probe, graph)
     watch.active()

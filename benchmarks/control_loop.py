@@ -30,6 +30,8 @@ a sim2real policy file. Rows, from the inside out:
                        place, a Python node that only forwards one /joint_states per policy
                        period to /policy/joint_commands (same QoS and executor). The runtime's
                        p99 at the driver over the relay's is printed (target <= 1.5).
+  --composed           also the across-node graph with the supervisor and the runtime in one
+                       process (composed:=true, the chain's EventsExecutor)
   --realtime, --hog    the across-node graphs with realtime:=true (the driver double and the
                        relay at the priorities of the nodes they stand in for, the listener
                        above them at SCHED_FIFO 90) and beside two CPU hogs (100 % and 50 % of
@@ -44,6 +46,7 @@ Examples:
     .venv/bin/python benchmarks/control_loop.py --only core         # no ROS, a few seconds
     .venv/bin/python benchmarks/control_loop.py --executors single events --seconds 20 --json
     .venv/bin/python benchmarks/control_loop.py --only across --hardware topic --executors events --realtime --hog
+    .venv/bin/python benchmarks/control_loop.py --only across --hardware topic --executors events --composed
 """
 
 from __future__ import annotations
@@ -372,7 +375,8 @@ def measure_graph(
     if realtime:
         listen_above_the_chain()
     try:
-        with Hogs(hogs), GraphProcesses(plan, output=io.StringIO()) as graph:
+        output = io.StringIO()
+        with Hogs(hogs), GraphProcesses(plan, output=output) as graph:
             # In the graph's process table: stopped with it (SIGINT) and measured with it.
             graph.processes.update(
                 {name: subprocess.Popen(command, env=env) for name, (command, env) in helpers.items()}
@@ -383,6 +387,8 @@ def measure_graph(
             time.sleep(2.0)
             del policy[:], commands[:]
             at_start = dict(diagnostics[-1]) if diagnostics else {}
+            if graph.exited():
+                raise RuntimeError(f"processes exited: {graph.exited()}; their output:\n{output.getvalue()[-3000:]}")
             pids = {name: process.pid for name, process in graph.processes.items()}
             before = {name: cpu_seconds(pid) for name, pid in pids.items()}
             started = time.monotonic()
@@ -413,8 +419,17 @@ def cpu_note(cpu: dict) -> str:
 
 
 def across_nodes_rows(
-    path: Path, profile, kind: str, seconds: float, hardware: str = "sim", realtime: bool = False, hogs: bool = False
+    path: Path,
+    profile,
+    kind: str,
+    seconds: float,
+    hardware: str = "sim",
+    realtime: bool = False,
+    hogs: bool = False,
+    composed: bool = False,
 ) -> list[Row]:
+    """``composed``: the supervisor and the runtime in one process (composed:=true), whose
+    executor is the chain's (the EventsExecutor; ``kind`` is then only the row's label)."""
     from sim2real.graph.plan import make_plan
 
     plan = make_plan(
@@ -425,6 +440,7 @@ def across_nodes_rows(
         hardware=hardware,
         autoengage="true",
         realtime=realtime,
+        composed=composed,
     )
     nodes = tuple(
         dataclasses.replace(n, parameters={**n.parameters, "executor": kind}) if n.name == "policy_runtime" else n
@@ -438,6 +454,7 @@ def across_nodes_rows(
             helper_environment("hardware", realtime),
         )
     latencies, cpu, last = measure_graph(plan, helpers, seconds, hogs, realtime)
+    kind = "composed" if composed else kind
     own = (
         f"runtime's own tick p50/p99/max {last.get('tick_latency_p50_ms', '?')}/"
         f"{last.get('tick_latency_p99_ms', '?')}/{last.get('tick_latency_max_ms', '?')} ms, "
@@ -567,6 +584,12 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--hog", action="store_true", help="across nodes: two CPU hogs beside the graph (100 %% and 50 %% of a core)"
     )
+    parser.add_argument(
+        "--composed",
+        action="store_true",
+        help="across nodes: also the supervisor and the runtime in one process (composed:=true), "
+        "beside the separate processes and the relay in the same run",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     parser.add_argument("--serve-relay", metavar="ROBOT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -589,6 +612,10 @@ def main(argv=None) -> int:
             for hardware in args.hardware:
                 for kind in args.executors:
                     rows += across_nodes_rows(path, profile, kind, args.seconds, hardware, args.realtime, args.hog)
+                if args.composed:
+                    rows += across_nodes_rows(
+                        path, profile, "events", args.seconds, hardware, args.realtime, args.hog, composed=True
+                    )
             if "topic" in args.hardware:
                 rows += relay_rows(profile, args.seconds, args.realtime, args.hog)
     figures = [row.figures() for row in rows]
@@ -617,8 +644,8 @@ def main(argv=None) -> int:
         print_table(figures)
         for name, ratio in ratios.items():
             print(
-                f"runtime ({name} executor): p99 driver stamp -> command at the driver {ratio:.2f} x the "
-                f"relay's (target <= {DRIVER_RATIO_TARGET:g})"
+                f"runtime ({name}{'' if name == 'composed' else ' executor'}): p99 driver stamp -> command at "
+                f"the driver {ratio:.2f} x the relay's (target <= {DRIVER_RATIO_TARGET:g})"
             )
     return 0
 

@@ -45,7 +45,7 @@ def _process(spec):
         executable=spec.executable,
         arguments=list(spec.arguments),
         parameters=[params.name],
-        remappings=[r for member in spec.members for r in member.remappings],
+        remappings=list(spec.remappings),  # each scoped to its member: node:from -> to
         additional_env=spec.environment,
         output="screen",
     )

@@ -235,7 +235,9 @@ def test_launch_file_renders_the_plan_with_stable_launch_ros_api_only():
 def test_every_planned_executable_is_installed_by_setup_py():
     setup_source = (ROOT / "setup.py").read_text()
     executables = ast.literal_eval(setup_source.split("NODE_EXECUTABLES = ", 1)[1].split("\n}\n", 1)[0] + "\n}")
-    planned = {n.executable for plan in (make_plan(demo=True), make_plan(policy=__file__)) for n in plan.nodes}
+    plans = (make_plan(demo=True), make_plan(policy=__file__), make_plan(policy=__file__, composed=True))
+    planned = {p.executable for plan in plans for p in plan.processes()} | {n.executable for n in plans[1].nodes}
+    assert "control_chain" in planned
     assert planned <= set(executables)
     for name, target in executables.items():
         module = target.split(":")[0]
@@ -472,11 +474,11 @@ def test_a_composed_chain_takes_its_most_urgent_members_real_time_scheduling():
 
 
 def test_the_composed_process_runs_without_a_rename_and_with_its_members_named():
-    from sim2real.graph.processes import node_command
+    from sim2real.graph.processes import process_command
 
     plan = make_plan(robot="go2", policy=POLICY, composed=True)
     chain, sim = next(p for p in plan.processes() if p.composed), plan.processes()[0]
-    command = node_command(chain, Path("chain.yaml"))
+    command = process_command(chain, Path("chain.yaml"))
     assert command[1:] == [
         "-m",
         "sim2real.nodes.control_chain",
@@ -487,7 +489,7 @@ def test_the_composed_process_runs_without_a_rename_and_with_its_members_named()
         "--params-file",
         "chain.yaml",
     ]
-    assert "__node:=sim_robot" in node_command(sim, Path("sim.yaml"))
+    assert "__node:=sim_robot" in process_command(sim, Path("sim.yaml"))
 
 
 def test_composed_without_a_policy_composes_the_supervisor_alone():

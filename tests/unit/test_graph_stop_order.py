@@ -23,7 +23,7 @@ while True:
 
 
 def test_the_hardware_part_is_stopped_after_the_others_have_exited(monkeypatch):
-    monkeypatch.setattr(graph_processes, "node_command", lambda spec, params: [sys.executable, "-c", NODE])
+    monkeypatch.setattr(graph_processes, "process_command", lambda spec, params: [sys.executable, "-c", NODE])
     plan = BringupPlan(
         "go2",
         "ros2_control",

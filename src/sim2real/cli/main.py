@@ -38,7 +38,7 @@ from sim2real.core.bags import BagSalvagedWarning
 from sim2real.core.robot_profile import available_profiles
 from sim2real.core.supervisor import OPERATOR_ACTIONS
 from sim2real.evaluate.evaluate import EvaluationError
-from sim2real.graph.plan import BOOL_CHOICES, HARDWARE_CHOICES, LAUNCH_ARGUMENTS, make_plan
+from sim2real.graph.plan import BOOL_CHOICES, COMPOSED_PROCESS, HARDWARE_CHOICES, LAUNCH_ARGUMENTS, make_plan
 from sim2real.sim.engines import DEFAULT_ENGINE, ENGINES
 from sim2real.train.threads import single_threaded_learner
 
@@ -181,7 +181,9 @@ def cmd_up(args: argparse.Namespace) -> int:
                 # A demo cannot play on without one of its nodes (a lockstep sim would wait
                 # for a dead node's answer for ever): it ends, named, once the failure
                 # collector had the time to write the bundle of what the loss did.
-                wait = grace if name != "failure_collector" and "failure_collector" not in exited else 0.0
+                # The composed chain takes the supervisor with it: no trip for the collector to write up.
+                collects = name not in ("failure_collector", COMPOSED_PROCESS) and "failure_collector" not in exited
+                wait = grace if collects else 0.0
                 print(
                     f"{name} exited (code {code}): the demo cannot go on; stopping the graph"
                     + (f" in {wait:g} s (the failure collector writes its bundle)" if wait and not ending else ""),
@@ -191,11 +193,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 if not ending:
                     ending.append(time.monotonic() + wait)
             else:
-                print(
-                    f"{name} exited (code {code}); the other nodes run on (Ctrl-C stops them)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                print(_exit_without_operator(name, code), file=sys.stderr, flush=True)
         # Everything stopped, or the demo finished its script or lost a node (after the grace).
         return (
             len(exited) == len(graph.processes)
@@ -220,6 +218,16 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"error: the demo stopped before {operator} finished its script: {exited}", file=sys.stderr)
         return 1
     return 0
+
+
+def _exit_without_operator(name: str, code: int) -> str:
+    """What `sim2real up` says when a process exits and no demo operator ends the graph."""
+    if name == COMPOSED_PROCESS:
+        return (
+            f"{name} exited (code {code}): the supervisor, estimator and runtime with it; nothing commands "
+            "the robot, and its driver's command timeout damps it (Ctrl-C stops the rest)"
+        )
+    return f"{name} exited (code {code}); the other nodes run on (Ctrl-C stops them)"
 
 
 def _failure_capture_grace(plan) -> float:

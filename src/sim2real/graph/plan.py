@@ -273,6 +273,13 @@ class ProcessSpec:
         """Arguments before ``--ros-args``: a shared process's member names."""
         return tuple(m.name for m in self.members) if self.composed else ()
 
+    @property
+    def remappings(self) -> tuple[tuple[str, str], ...]:
+        """A node alone's remappings as they are; a shared process's each scoped to its member
+        (``node:from`` -> ``to``), or it would apply to every node of the process."""
+        scope = (lambda m: f"{m.name}:") if self.composed else (lambda m: "")
+        return tuple((f"{scope(m)}{source}", target) for m in self.members for source, target in m.remappings)
+
     def parameters_document(self) -> dict[str, Any]:
         """The ROS 2 params file's content: for a node alone under ``/**`` (its name comes from the
         remap), for a shared process keyed by each member's own name."""

@@ -29,17 +29,16 @@ from sim2real.graph.plan import BringupPlan, ProcessSpec
 NODE_PACKAGE = "sim2real.nodes"
 
 
-def node_command(process: ProcessSpec, params_file: Path) -> list[str]:
+def process_command(process: ProcessSpec, params_file: Path) -> list[str]:
     """The command line of one process of the plan. A node alone is renamed to its plan name; the
-    members of a shared process keep their own names (a rename would apply to all of them) and
-    take their parameters from the file, keyed by name."""
+    members of a shared process keep their own names (a rename would apply to all of them), take
+    their parameters from the file, keyed by name, and their remappings scoped to themselves."""
     command = [sys.executable, "-m", f"{NODE_PACKAGE}.{process.executable}", *process.arguments, "--ros-args"]
     if not process.composed:
         command += ["-r", f"__node:={process.name}"]
     command += ["--params-file", str(params_file)]
-    for spec in process.members:
-        for source, target in spec.remappings:
-            command += ["-r", f"{source}:={target}"]
+    for source, target in process.remappings:
+        command += ["-r", f"{source}:={target}"]
     return command
 
 
@@ -86,7 +85,7 @@ class GraphProcesses:
             params_file = Path(self._tmp.name) / f"{spec.name}.yaml"
             params_file.write_text(yaml.safe_dump(spec.parameters_document()))
             process = subprocess.Popen(
-                node_command(spec, params_file),
+                process_command(spec, params_file),
                 env={**self.env, **spec.environment},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,

@@ -3,8 +3,9 @@
 The safety supervisor, the state estimator and the policy runtime, each the same node class
 with its own name, parameters, topics and services as in its own process, created in this
 order and spun by one executor. What one process saves on a busy robot computer: an
-interpreter, a DDS participant's threads and an executor per node, the per-process costs that
-made up most of the separate graph's CPU (benchmarks/graph_cpu.py, docs/results.md).
+interpreter, a DDS participant's threads, an executor and the readers of the 500 Hz streams
+per node (the polled ones are shared, nodes/polled.py): the Go2 graph then uses about three
+quarters of the separate processes' CPU (benchmarks/graph_cpu.py, docs/results.md).
 
 What it gives up: the supervisor no longer outlives a crashed runtime in its own process. The
 last line is the driver's own command timeout (sim_robot, unitree_bridge, a real driver's):
@@ -12,9 +13,11 @@ the process's death, however it dies, silences /joint_commands and the driver da
 in one node (a worker thread's, an exception in a callback) ends the whole process the same
 way, never a chain with a silent member.
 
-Executor: rclpy's EventsExecutor in real time, the SingleThreadedExecutor in lockstep (as each
-node alone). Real-time scheduling: the launcher gives the process the highest priority of its
-members' roles (the supervisor's).
+Executor: rclpy's EventsExecutor in real time (what the runtime and the estimator use alone; the
+supervisor alone spins a SingleThreadedExecutor), the SingleThreadedExecutor in lockstep. The
+runtime's ``executor`` parameter does not apply here. Real-time scheduling: the launcher gives
+the process the highest priority of its members' roles (the supervisor's), which every thread
+of the process shares (the runtime's model loader one below it).
 
     ros2 run sim2real control_chain safety_supervisor state_estimator policy_runtime \\
         --ros-args --params-file chain.yaml     # keys: /safety_supervisor, /policy_runtime, ...
@@ -36,14 +39,15 @@ from sim2real.nodes.state_estimator import StateEstimatorNode
 
 class ChainedSafetySupervisor(SafetySupervisorNode):
     """The supervisor spun by the EventsExecutor: it takes policy commands without their message
-    info, which that executor cannot hand over (SafetySupervisorNode.MESSAGE_INFO)."""
+    info, which that executor cannot hand over (SafetySupervisorNode.RECEIVES_MESSAGE_INFO)."""
 
-    MESSAGE_INFO = False
+    RECEIVES_MESSAGE_INFO = False
 
 
 PROCESS_NAME = "control_chain"
-# The members a chain may hold, in the order they are created (the supervisor first: it stops
-# last, so its holding command is the chain's last word to the driver).
+# The members a chain may hold, in the order they are created (the supervisor first: its stop,
+# the holding command to the driver, runs before the others' stops). graph.plan.COMPOSABLE names
+# the same nodes for the plan (a test holds the two to each other).
 MEMBERS = {
     "safety_supervisor": ChainedSafetySupervisor,
     "state_estimator": StateEstimatorNode,
@@ -65,8 +69,8 @@ def chain_members(argv: list[str]) -> list[str]:
 
 
 def chain_executor(nodes):
-    """The executor every member would pick alone: EventsExecutor in real time, the
-    SingleThreadedExecutor in lockstep (sim time)."""
+    """EventsExecutor in real time, the SingleThreadedExecutor in lockstep (sim time), whose
+    handling of sim-time timers and message order the lockstep tests hold to."""
     if any(node.get_parameter("use_sim_time").value for node in nodes):
         return SingleThreadedExecutor()
     return lifecycle.events_executor()

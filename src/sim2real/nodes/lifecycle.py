@@ -144,7 +144,7 @@ def _apply_realtime(name: str, request: realtime.RealtimeRequest) -> None:
         print(f"[{name}] {line}", flush=True)
 
 
-def _built(name: str, node_class: type[Node]) -> Node | None:
+def _built(name: str, node_class: type[Node], member: bool = False) -> Node | None:
     """The node, or None when it refused its configuration (said why, its DDS entities destroyed).
 
     Held before __init__ runs: a node that refuses its configuration has its DDS participant
@@ -156,7 +156,8 @@ def _built(name: str, node_class: type[Node]) -> Node | None:
     except (ProfileError, ValueError) as exc:
         # Only here: a ValueError raised later, in a callback, is a bug to show with its
         # traceback, not a configuration error.
-        print(f"[{name}] error: {exc}", flush=True)
+        where = f"{node_class.__name__}: " if member else ""  # which node of a shared process refused
+        print(f"[{name}] error: {where}{exc}", flush=True)
         _destroy_half_built(node)
         return None
     except BaseException:
@@ -197,8 +198,9 @@ def run_together(
     """Create the nodes, in order, in this one process and spin them on one executor until
     shutdown, until ``until(nodes)`` is true, or until one of them reports a fault (which ends
     them all: one process, one fate). Each node keeps its own name, parameters, topics and
-    services. They stop in the reverse order of their creation, so the first one (the supervisor
-    of a composed control chain) sends its last command after the others have stopped.
+    services. Once the executor has stopped, each node's ``stop()`` runs in the order of creation,
+    so the first one (the supervisor of a composed control chain) sends its holding command
+    before any other node's stop can delay it; then they are destroyed in the reverse order.
     """
     # A crash in native code (DDS, ONNX Runtime, the physics) prints every thread's Python stack
     # to the node's output before the process dies: what the launcher's bare "-11" cannot tell.
@@ -212,12 +214,11 @@ def run_together(
         signal.signal(signum, lambda *_: stop.set())
     stop_with_launcher(stop)
     nodes: list[Node] = []
-    started: list[Node] = []  # stop() only for a node whose start() ran (or that has none)
     spinner = None
     failed = None
     try:
         for node_class in node_classes:
-            node = _built(name, node_class)
+            node = _built(name, node_class, member=len(node_classes) > 1)
             if node is None:
                 return CONFIG_ERROR_EXIT
             nodes.append(node)
@@ -229,17 +230,24 @@ def run_together(
         for node in nodes:
             if hasattr(node, "start"):
                 node.start()
-            started.append(node)
         _spin(spinner, nodes, stop, until)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
         failed = _first_fault(nodes)
-        _shut_down(spinner, nodes, started)
+        clean = _shut_down(name, spinner, nodes)
+    if failed is None and not clean:
+        return FAULT_EXIT
     if failed is not None:
         node_name, fault = failed
-        what = fault.what if len(nodes) == 1 else f"{node_name}: {fault.what}"
-        print(f"[{name}] error: {what}; the node stops (exit code {FAULT_EXIT}):\n{fault.trace}", flush=True)
+        if len(nodes) == 1:
+            print(f"[{name}] error: {fault.what}; the node stops (exit code {FAULT_EXIT}):\n{fault.trace}", flush=True)
+        else:
+            print(
+                f"[{name}] error: {node_name}: {fault.what}; every node of this process stops (exit code "
+                f"{FAULT_EXIT}):\n{fault.trace}",
+                flush=True,
+            )
         return FAULT_EXIT
     return 0
 
@@ -259,12 +267,22 @@ def _first_fault(nodes: list[Node]) -> tuple[str, NodeFault] | None:
     return None
 
 
-def _shut_down(spinner, nodes: list[Node], started: list[Node]) -> None:
-    """The executor, then each node in the reverse order of creation (stop, destroy), then ROS."""
+def _shut_down(name: str, spinner, nodes: list[Node]) -> bool:
+    """The executor; each node's stop() in the order of creation; each node destroyed in the
+    reverse order; then ROS. A node whose stop or destroy raises is reported and the others still
+    stop (the supervisor's holding command must not depend on another node's clean exit).
+    Returns False if one raised."""
+    clean = True
     if spinner is not None:
         spinner.shutdown()
-    for node in reversed(nodes):
-        if node in started and hasattr(node, "stop"):
-            node.stop()
-        node.destroy_node()
+    for step, ordered in (("stop", nodes), ("destroy_node", list(reversed(nodes)))):
+        for node in ordered:
+            if not hasattr(node, step):
+                continue
+            try:
+                getattr(node, step)()
+            except Exception:
+                clean = False
+                print(f"[{name}] error in {step}() of a node:\n{traceback.format_exc()}", flush=True)
     rclpy.try_shutdown()
+    return clean

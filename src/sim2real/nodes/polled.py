@@ -14,9 +14,11 @@ CPU for 100 ms does not mistake its own stall for a silent sensor.
 Shared (``shared=True``): the control chain's nodes in one process (``composed:=true``) each poll
 /joint_states and /imu/data; every DDS reader receives and queues the whole 500 Hz stream
 (about 1 % of a core each on 2 cores) and each take converts the message to Python again. The
-polled subscriptions of one process with the same topic, type and QoS kind then share one
-reader: what it takes is converted once and kept for each of them until it takes it (each still
-gets at most its own QoS depth, the newest). In a process of one node nothing changes.
+shared polled subscriptions of one process with the same topic, type and QoS kind read through
+one reader: what it takes is converted once and kept for each of them until it takes it (each
+still gets at most its own QoS depth, the newest). A shared reader with one member takes what
+an unshared subscription would. The members get the same message objects: read them, never
+change them.
 """
 
 from __future__ import annotations
@@ -116,7 +118,7 @@ class SharedReader:
     deepest QoS asked for."""
 
     _readers: dict[tuple, "SharedReader"] = {}
-    _lock = threading.Lock()
+    _registry_lock = threading.Lock()  # attach and detach; each reader's takes hold its own lock
 
     def __init__(self, key: tuple, msg_type, topic: str, qos: QoSProfile, raw: bool):
         self.key, self.msg_type, self.topic, self.qos, self.raw = key, msg_type, topic, qos, raw
@@ -125,25 +127,31 @@ class SharedReader:
         self.next_number = 0
         self.host: Optional[Node] = None
         self.sub = None
+        self._lock = threading.Lock()
 
     @classmethod
     def attach(cls, member, companion: Node, msg_type, topic: str, qos: QoSProfile, raw: bool) -> "SharedReader":
-        key = (id(companion.context), topic, msg_type, raw, qos.history, qos.reliability, qos.durability)
-        with cls._lock:
+        if qos.history != QoSHistoryPolicy.KEEP_LAST:
+            raise ValueError(f"a shared polled subscription keeps the last N messages; {topic} asks for {qos.history}")
+        # The context itself in the key, not its id(): a context shut down and another made at its
+        # address must not find the first one's reader.
+        key = (companion.context, topic, msg_type, raw, qos.reliability, qos.durability)
+        with cls._registry_lock:
             reader = cls._readers.get(key)
             if reader is None:
                 reader = cls._readers[key] = SharedReader(key, msg_type, topic, qos, raw)
-            reader.members[member] = (companion, reader.next_number)
-            if reader.sub is None:
-                reader.qos = qos
-                reader._subscribe_on(companion)
-            elif qos.depth > reader.qos.depth:  # a deeper member: the reader again, that deep
-                reader.qos = qos
-                reader._subscribe_on(reader.host)
+            with reader._lock:
+                reader.members[member] = (companion, reader.next_number)
+                if reader.sub is None:
+                    reader.qos = qos
+                    reader._subscribe_on(companion)
+                elif qos.depth > reader.qos.depth:  # a deeper member: the reader again, that deep
+                    reader.qos = qos
+                    reader._subscribe_on(reader.host)
             return reader
 
     def detach(self, member) -> None:
-        with self._lock:
+        with self._registry_lock, self._lock:
             companion, _ = self.members.pop(member)
             if not self.members:
                 self._unsubscribe()
@@ -185,12 +193,12 @@ class Inputs:
     subscriptions on a companion node, taken when the node acts: :meth:`take_newest_each` hands
     the newest message of each to its callback, with the time DDS received it (s); a node that
     wants every message takes them from the :class:`PolledSubscription` :meth:`subscribe`
-    returns (None in lockstep).
+    returns (None in lockstep). Polled inputs are shared (:class:`SharedReader`) with the other
+    nodes of the process that poll the same topic.
     """
 
-    def __init__(self, node: Node, polled: bool, suffix: str = "inputs", shared: bool = True):
+    def __init__(self, node: Node, polled: bool, suffix: str = "inputs"):
         self._node = node
-        self._shared = shared
         self.companion = companion_node(node, suffix) if polled else None
         self._polled: list[tuple[PolledSubscription, Callable[[Any, float], None]]] = []
 
@@ -201,7 +209,7 @@ class Inputs:
         if self.companion is None:
             self._node.create_subscription(msg_type, topic, callback, qos)
             return None
-        subscription = PolledSubscription(self.companion, self._node, msg_type, topic, polled_qos, shared=self._shared)
+        subscription = PolledSubscription(self.companion, self._node, msg_type, topic, polled_qos, shared=True)
         self._polled.append((subscription, callback))
         return subscription
 

@@ -100,7 +100,7 @@ class SafetySupervisorNode(Node):
     # (DDS's receive time). rclpy's SingleThreadedExecutor does; its EventsExecutor (ros-rclpy
     # 9.1) raises "SystemError: null argument to internal routine" at the first such callback, so
     # a node spun by it (the composed control chain) times a policy command when its callback runs.
-    MESSAGE_INFO = True
+    RECEIVES_MESSAGE_INFO = True
 
     def __init__(self, **kwargs):
         super().__init__("safety_supervisor", **kwargs)
@@ -190,7 +190,7 @@ class SafetySupervisorNode(Node):
             self._on_policy
             if self.sim_time
             else self._on_policy_in_real_time
-            if self.MESSAGE_INFO
+            if self.RECEIVES_MESSAGE_INFO
             else self._on_policy_now,
             qos.COMMAND,
         )

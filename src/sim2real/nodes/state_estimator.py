@@ -188,9 +188,9 @@ class StateEstimatorNode(Node):
         stepped clock) stamp order would integrate one step of the whole jump."""
         # IMU first, as in _filter_each_sample: a joint state arriving between the takes is used.
         imu = sorted(self._imu_sub.take_all(), key=lambda taken: (taken[1], stamps.to_ns(taken[0].header.stamp)))
-        for msg, _ in reversed(self._joint_sub.take_all()):  # the newest the filter can use
-            if self._on_joint_states(msg):
-                break
+        joint_state = self._joint_sub.take_newest()  # DDS keeps only the newest (NEWEST_ONLY)
+        if joint_state is not None:
+            self._on_joint_states(joint_state[0])  # refused: the previous one stays
         samples, newest = [], None
         for msg, _ in imu:
             o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration

@@ -159,7 +159,9 @@ def test_a_killed_composed_chain_leaves_the_robot_damped_by_its_driver(probe, st
     assert mode() == "ACTIVE" and len(estimates) > 50, graph.log.text()[-3000:]
     assert diagnostics_value(diagnostics, "mode") == "COMMANDED"
     standing = truth[-1].pose.pose.position.z
-    os.kill(graph.processes["control_chain"].pid, signal.SIGKILL)
+    chain = graph.plan.process_of("safety_supervisor")  # the supervisor's process is the chain's
+    assert chain == "control_chain"
+    os.kill(graph.processes[chain].pid, signal.SIGKILL)
     # sim_robot says so as it damps (its /diagnostics follow within their 1 s period).
     assert wait_for(
         lambda: f"no valid /joint_commands for {GO2.command_timeout:.3f} s: damping" in graph.log.text(), 5.0

@@ -1,10 +1,10 @@
 """Run a node plan as OS processes: what `sim2real up` does without `ros2 launch`.
 
-One process per node (the control chain's nodes share one with ``composed:=true``), like
-`ros2 launch`, so sim and launch behave the same: a node
-that crashes does not take the others down (the supervisor must outlive a crashed
-policy runtime), and PyBullet, ONNX inference and the supervisor do not share one
-GIL on a 2-core robot computer. Parameters go through a ROS 2 params file, as
+One process per node, like `ros2 launch`, so sim and launch behave the same: a node that
+crashes does not take the others down (the supervisor outlives a crashed policy runtime), and
+PyBullet, ONNX inference and the supervisor do not share one GIL on a 2-core robot computer.
+With ``composed:=true`` the control chain's nodes share one process (BringupPlan.processes()),
+and the driver's command timeout stands in for the supervisor when that process dies. Parameters go through a ROS 2 params file, as
 launch_ros passes them, so types arrive exactly as declared.
 """
 

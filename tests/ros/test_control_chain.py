@@ -23,6 +23,7 @@ from sim2real.graph.plan import COMPOSABLE, COMPOSED_PROCESS
 from sim2real.nodes import qos
 from sim2real.nodes.control_chain import MEMBERS, PROCESS_NAME, chain_members
 from tests.ros.conftest import RECORD, wait_for
+from tests.ros.test_failure_collector import wait_bundle
 from tests.ros.test_sim_robot import diagnostics_value
 
 pytestmark = pytest.mark.ros
@@ -140,11 +141,15 @@ def test_in_lockstep_the_composed_chain_commands_exactly_as_the_separate_process
 
 
 @pytest.mark.timing_sensitive(reason="the real-time Go2 graph must reach ACTIVE and stay there before the kill")
-def test_a_killed_composed_chain_leaves_the_robot_damped_by_its_driver(probe, start_graph):
+def test_a_killed_composed_chain_leaves_the_robot_damped_by_its_driver(probe, start_graph, tmp_path):
     """In real time, the chain ACTIVE and walking on the shipped policy with its estimator, then
     SIGKILL: nothing commands the robot any more, and sim_robot damps within its command
-    timeout, as a real driver does (the last line once the supervisor shares the chain's fate)."""
-    graph = start_graph(robot="go2", policy=POLICY, autoengage=True, composed=True, estimator="true")
+    timeout, as a real driver does (the last line once the supervisor shares the chain's fate).
+    Nothing trips either: the failure collector writes the bundle on the commands' silence."""
+    failures = tmp_path / "failures"
+    graph = start_graph(
+        robot="go2", policy=POLICY, autoengage=True, composed=True, estimator="true", failures_dir=str(failures)
+    )
     status = probe.record(DiagnosticArray, "/safety/status", 10)
     diagnostics = probe.record(DiagnosticArray, "/diagnostics", 50)
     estimates = probe.record(Odometry, "/state_estimate", qos.SENSOR_SUBSCRIBE)
@@ -161,6 +166,7 @@ def test_a_killed_composed_chain_leaves_the_robot_damped_by_its_driver(probe, st
     standing = truth[-1].pose.pose.position.z
     chain = graph.plan.process_of("safety_supervisor")  # the supervisor's process is the chain's
     assert chain == "control_chain"
+    killed_ns = time.time_ns()
     os.kill(graph.processes[chain].pid, signal.SIGKILL)
     # sim_robot says so as it damps (its /diagnostics follow within their 1 s period).
     assert wait_for(
@@ -169,4 +175,6 @@ def test_a_killed_composed_chain_leaves_the_robot_damped_by_its_driver(probe, st
     assert wait_for(lambda: diagnostics_value(diagnostics, "mode") == "DAMPING", SIM_DIAGNOSTICS_S + REACT_S)
     # Damped joints cannot carry the trunk: it sinks, as a robot's does when its controller dies.
     assert wait_for(lambda: truth[-1].pose.pose.position.z < standing - 0.05, 3.0)
+    bundle = wait_bundle(failures, "stale_command", after_ns=killed_ns)
+    assert any("/joint_commands silent" in t["reason"] for t in bundle.info["triggers"])
     assert graph.exited() == {"control_chain": -signal.SIGKILL}

@@ -89,7 +89,9 @@ def wall_to_clock(previous: tuple[int, int] | None, wall_now: int, clock_now: in
 
 @dataclass(frozen=True)
 class Trigger:
-    kind: str  # supervisor_damping, fall, non_finite_command, saturation, latency_overrun, stale_sensor, manual
+    # supervisor_damping, fall, non_finite_command, saturation, latency_overrun, stale_sensor,
+    # stale_command, manual
+    kind: str
     reason: str  # one line for people
 
 
@@ -247,14 +249,24 @@ class FailureDetector:
         limit = self.config.stale_s
         if limit is None:
             return None
-        for topic in self.config.stale_topics:
+        # Sensors first: a driver that stops streaming stops a lockstep supervisor's commands
+        # too, and the bundle is named after its first trigger, the cause.
+        watched = [(t, False) for t in self.config.stale_topics] + [(t, True) for t in self.config.stale_commands]
+        for topic, command in watched:
             seen = last_seen.get(topic)
             if seen is None:
                 continue  # never streamed (e.g. no IMU on an arm): nothing went stale
             silent = (now_ns - seen) / NS_PER_S
             if silent > limit and topic not in self._stale:
                 self._stale.add(topic)
-                # Not gated on engaging: a sensor that streamed and stopped is a failure in any mode.
+                # Not gated on engaging: a stream that flowed and stopped is a failure in any mode.
+                if command:
+                    return Trigger(
+                        "stale_command",
+                        f"{topic} silent for {silent:.2f} s > {limit:g} s: its publisher (the safety "
+                        "supervisor, or the control chain it runs in) died or hung; the driver's "
+                        "command timeout damps the robot",
+                    )
                 return Trigger("stale_sensor", f"{topic} silent for {silent:.2f} s > {limit:g} s")
             if silent <= limit:
                 self._stale.discard(topic)

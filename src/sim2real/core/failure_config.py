@@ -25,6 +25,7 @@ _TRIGGER_KEYS = (
     "latency_p99_ms",
     "stale_s",
     "stale_topics",
+    "stale_commands",
     "before_engage",
 )
 SUPERVISOR_MODES = ("STANDBY", "ACTIVE", "TAKEOVER", "DAMPING", "ESTOP")
@@ -50,8 +51,11 @@ class TriggerConfig:
     saturation_margin: float = 0.01
     saturation_streak: int = 25  # 0: no saturation trigger
     latency_p99_ms: float | None = 15.0  # None: no latency trigger
-    stale_s: float | None = 0.5  # None: no stale-sensor trigger
+    stale_s: float | None = 0.5  # None: no stale-sensor or stale-command trigger
     stale_topics: tuple[str, ...] = ("/joint_states", "/imu/data")
+    # Command streams that must not stop once they flowed: the supervisor commands every period
+    # in every mode, so its silence means its process died or hung (the driver's timeout damps).
+    stale_commands: tuple[str, ...] = ("/joint_commands",)
     # False: falls, saturation and latency count only once the robot has been engaged (ACTIVE
     # or TAKEOVER); start-up (discovery, the first slow ticks) otherwise writes bundles of noise.
     before_engage: bool = False
@@ -175,13 +179,18 @@ def _triggers(trig: Any, topics_data: dict, fail, number, optional_number) -> Tr
     if bad:
         raise fail("triggers.supervisor_modes", f"unknown modes {bad}", f"use modes of {list(SUPERVISOR_MODES)}")
     stale_topics = tuple(trig.get("stale_topics", ("/joint_states", "/imu/data")) or ())
-    missing = [t for t in stale_topics if t not in topics_data]
-    if missing:
-        raise fail(
-            "triggers.stale_topics",
-            f"{missing} are not buffered, so their silence cannot be seen",
-            "add them under topics: or remove them here",
-        )
+    # Unset: the supervisor's commands when they are buffered (a config that buffers no commands
+    # watches none); a topic named here must be buffered.
+    default_commands = tuple(t for t in TriggerConfig.stale_commands if t in topics_data)
+    stale_commands = tuple(trig.get("stale_commands", default_commands) or ())
+    for key, watched in (("stale_topics", stale_topics), ("stale_commands", stale_commands)):
+        missing = [t for t in watched if t not in topics_data]
+        if missing:
+            raise fail(
+                f"triggers.{key}",
+                f"{missing} are not buffered, so their silence cannot be seen",
+                "add them under topics: or remove them here",
+            )
     non_finite = trig.get("non_finite_command", True)
     if not isinstance(non_finite, bool):  # bool("false") is True
         raise fail("triggers.non_finite_command", f"expected true or false, got {non_finite!r}", "write true or false")
@@ -211,5 +220,6 @@ def _triggers(trig: Any, topics_data: dict, fail, number, optional_number) -> Tr
         latency_p99_ms=optional_number(trig, "latency_p99_ms", "triggers.latency_p99_ms", 15.0, positive=True),
         stale_s=optional_number(trig, "stale_s", "triggers.stale_s", 0.5, positive=True),
         stale_topics=stale_topics,
+        stale_commands=stale_commands,
         before_engage=before_engage,
     )

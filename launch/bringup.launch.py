@@ -7,10 +7,12 @@ Jazzy and Kilted. `ros2 launch sim2real bringup.launch.py --show-args` lists the
 """
 
 import tempfile
+from pathlib import Path
 
 import yaml
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction, RegisterEventHandler
+from launch.event_handlers import OnShutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
@@ -20,27 +22,30 @@ from sim2real.graph.plan import LAUNCH_ARGUMENTS, make_plan
 def _render(context, *args, **kwargs):
     values = {name: LaunchConfiguration(name).perform(context) for name in LAUNCH_ARGUMENTS}
     plan = make_plan(**values)
-    return [_process(spec) for spec in plan.processes()]
+    cautions = [LogInfo(msg=f"warning: {caution}") for caution in plan.cautions]
+    return cautions + [action for spec in plan.processes() for action in _process(spec)]
 
 
 def _process(spec):
     if not spec.composed:
         node = spec.members[0]
-        return Node(
-            package="sim2real",
-            executable=node.executable,
-            name=node.name,
-            parameters=[node.parameters],
-            remappings=list(node.remappings),
-            additional_env=spec.environment,
-            output="screen",
-        )
+        return [
+            Node(
+                package="sim2real",
+                executable=node.executable,
+                name=node.name,
+                parameters=[node.parameters],
+                remappings=list(node.remappings),
+                additional_env=spec.environment,
+                output="screen",
+            )
+        ]
     # composed:=true: the chain's nodes in one process keep their own names (no name= here, which
     # would rename them all) and read their parameters from one file keyed by node name.
     params = tempfile.NamedTemporaryFile("w", prefix="sim2real-chain-", suffix=".yaml", delete=False)
     with params:
         yaml.safe_dump(spec.parameters_document(), params)
-    return Node(
+    chain = Node(
         package="sim2real",
         executable=spec.executable,
         arguments=list(spec.arguments),
@@ -49,6 +54,12 @@ def _process(spec):
         additional_env=spec.environment,
         output="screen",
     )
+    # The process read the file as it started; the launch's end removes it.
+    return [chain, RegisterEventHandler(OnShutdown(on_shutdown=lambda event, context: _remove(params.name)))]
+
+
+def _remove(path):
+    Path(path).unlink(missing_ok=True)
 
 
 def generate_launch_description():

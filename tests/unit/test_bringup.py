@@ -2,6 +2,7 @@
 
 import ast
 import configparser
+import json
 from pathlib import Path
 
 import pytest
@@ -206,6 +207,10 @@ def test_launch_file_renders_the_plan_with_stable_launch_ros_api_only():
         ("launch", "LaunchDescription"),
         ("launch.actions", "DeclareLaunchArgument"),
         ("launch.actions", "OpaqueFunction"),
+        ("launch.actions", "RegisterEventHandler"),
+        ("launch.actions", "LogInfo"),  # the plan's cautions
+        ("launch.event_handlers", "OnShutdown"),  # removes the composed chain's params file
+        ("pathlib", "Path"),
         ("launch.substitutions", "LaunchConfiguration"),
         ("launch_ros.actions", "Node"),
         ("sim2real.graph.plan", "LAUNCH_ARGUMENTS"),
@@ -217,6 +222,7 @@ def test_launch_file_renders_the_plan_with_stable_launch_ros_api_only():
         node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Node"
     ]
     assert len(node_calls) == 2  # a node alone, and the composed control chain
+    assert "OnShutdown(on_shutdown=" in source and "unlink(missing_ok=True)" in source
     assert "plan.processes()" in source  # what `sim2real up` starts, process by process
     # additional_env: ExecuteProcess's, which launch_ros.actions.Node passes on (Humble onwards).
     assert {kw.arg for call in node_calls for kw in call.keywords} <= {
@@ -505,3 +511,18 @@ def test_composed_is_refused_where_no_driver_timeout_stands_behind_it():
     joints = ",".join(load_profile("panda").joint_names)
     with pytest.raises(PlanError, match="composed:=true relies on the driver's command timeout"):
         make_plan(robot="panda", hardware="ros2_control", controller_joints=f"[{joints}]", composed=True)
+
+
+def test_composed_on_an_outside_driver_is_planned_with_a_caution_sim2real_up_prints(capsys):
+    """hardware:=topic is the user's own driver: whether it damps on a silent /joint_commands,
+    which is all that stands behind a dead chain, is theirs to check, so the plan says so."""
+    from sim2real.cli.main import main
+
+    assert make_plan(robot="go2", hardware="topic").cautions == ()
+    assert make_plan(robot="go2", hardware="sim", composed=True).cautions == ()
+    (caution,) = make_plan(robot="go2", hardware="topic", composed=True).cautions
+    assert "driver's command timeout" in caution and "leave composed:= out" in caution
+    assert main(["up", "--robot", "go2", "--hardware", "topic", "--composed", "--print-plan"]) == 0
+    out, err = capsys.readouterr()
+    assert f"warning: {caution}" in err
+    assert json.loads(out)["cautions"] == [caution]

@@ -141,23 +141,33 @@ def _plan_from(args: argparse.Namespace, demo: bool):
     )
 
 
+def _say_cautions(plan) -> None:
+    for caution in plan.cautions:
+        print(f"warning: {caution}", file=sys.stderr, flush=True)
+
+
+def _plan_json(plan) -> str:
+    """`sim2real up --print-plan`: the plan as JSON, node by node."""
+    return json.dumps(
+        {
+            "robot": plan.robot,
+            "hardware": plan.hardware,
+            "use_sim_time": plan.use_sim_time,
+            "nodes": [vars(n) for n in plan.nodes],
+            "cautions": list(plan.cautions),
+        },
+        indent=2,
+        default=list,
+    )
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from sim2real.graph.processes import GraphProcesses
 
     plan = _plan_from(args, demo=args.demo)
+    _say_cautions(plan)
     if args.print_plan:
-        print(
-            json.dumps(
-                {
-                    "robot": plan.robot,
-                    "hardware": plan.hardware,
-                    "use_sim_time": plan.use_sim_time,
-                    "nodes": [vars(n) for n in plan.nodes],
-                },
-                indent=2,
-                default=list,
-            )
-        )
+        print(_plan_json(plan))
         return 0
     if not plan.nodes:
         print(f"hardware:={plan.hardware} with no extra nodes: nothing to start yet", file=sys.stderr)

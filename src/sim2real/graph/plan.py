@@ -296,6 +296,9 @@ class BringupPlan:
     nodes: tuple[NodeSpec, ...]
     realtime: bool = False
     realtime_cpus: tuple[int, ...] = ()
+    # What the user must check before running this graph on a robot: said at start-up by
+    # `sim2real up` and the launch file, not refused (the plan may well be right).
+    cautions: tuple[str, ...] = ()
 
     def processes(self) -> tuple[ProcessSpec, ...]:
         """The plan's OS processes in start order: each node alone, except the members of a shared
@@ -453,7 +456,19 @@ def make_plan(**arguments: Any) -> BringupPlan:
         nodes=tuple(nodes),
         realtime=args["realtime"],
         realtime_cpus=realtime_cpus,
+        cautions=_cautions(args),
     )
+
+
+def _cautions(args: dict[str, Any]) -> tuple[str, ...]:
+    if args["composed"] and args["hardware"] == "topic":
+        return (
+            "composed:=true with hardware:=topic: when the control chain's one process dies, only your "
+            "driver's command timeout stops the robot (the supervisor dies with the chain). Check that "
+            "it damps when /joint_commands goes quiet (sim_robot and unitree_bridge do after 0.1 s on "
+            "the Go2), or leave composed:= out",
+        )
+    return ()
 
 
 def _check_combinations(args: dict[str, Any], sim: bool) -> None:

@@ -28,10 +28,14 @@ Figures per run (the safety config's deadlines are what they are; nothing here w
   cpu               each node's CPU, % of one core, over the run
   locked memory     each real-time node's locked (resident) memory, MiB
 
+--composed runs the control chain (supervisor, estimator, runtime) as one process
+(composed:=true); its CPU is then the chain's column.
+
 Examples:
     .venv/bin/python benchmarks/realtime_load.py                        # 10 minutes per run
     .venv/bin/python benchmarks/realtime_load.py --seconds 60 --json
     .venv/bin/python benchmarks/realtime_load.py --runs realtime+hog --realtime-cpus 1
+    .venv/bin/python benchmarks/realtime_load.py --runs normal+hog realtime+hog --composed
 """
 
 from __future__ import annotations
@@ -52,6 +56,15 @@ from sim2real.graph.plan import make_plan
 from sim2real.graph.reported_run import demo_environment
 
 RUNS = ("normal", "normal+hog", "realtime", "realtime+hog")
+CPU_COLUMNS = {  # process -> its column's short name
+    "sim_robot": "sim",
+    "safety_supervisor": "sup",
+    "state_estimator": "est",
+    "policy_runtime": "run",
+    "control_chain": "chain",
+    "demo_script": "demo",
+    "failure_collector": "fail",
+}
 SENSING_HZ = 500.0
 
 
@@ -102,7 +115,7 @@ class Watch(SpunNode):
             return self.states, self.first_state, {k: list(v) for k, v in self.statuses.items()}
 
 
-def run_once(name: str, seconds: float, realtime_cpus: str, watch: Watch, out: Path) -> dict:
+def run_once(name: str, seconds: float, realtime_cpus: str, watch: Watch, out: Path, composed: bool = False) -> dict:
     from sim2real.graph.processes import GraphProcesses
 
     realtime = name.startswith("realtime")
@@ -114,6 +127,7 @@ def run_once(name: str, seconds: float, realtime_cpus: str, watch: Watch, out: P
         realtime=realtime,
         realtime_cpus=realtime_cpus if realtime else "",
         failures_dir=str(out / "failures"),
+        composed=composed,
     )
     report = out / f"{name}.json"
     nodes = tuple(
@@ -150,6 +164,7 @@ def run_once(name: str, seconds: float, realtime_cpus: str, watch: Watch, out: P
         log.close()
     result = {
         "run": name,
+        "composed": composed,
         "seconds": seconds,
         "cpu_percent": cpu,
         "locked_mib": {n: round(v) for n, v in locked.items() if v},
@@ -203,6 +218,9 @@ def main() -> int:
     parser.add_argument("--runs", nargs="+", choices=RUNS, default=list(RUNS), help="which runs, in this order")
     parser.add_argument("--realtime-cpus", default="", help="realtime_cpus:= for the realtime runs ('' = no pinning)")
     parser.add_argument("--out", default="", help="folder for the runs' logs and reports (default: a temporary one)")
+    parser.add_argument(
+        "--composed", action="store_true", help="the control chain in one process (composed:=true) in every run"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
     os.environ.update(demo_environment())  # the watch sees the graph's loopback-only discovery too
@@ -213,7 +231,7 @@ def main() -> int:
     try:
         for name in args.runs:
             print(f"{name}: {args.seconds:.0f} s ...", file=sys.stderr, flush=True)
-            results.append(run_once(name, args.seconds, args.realtime_cpus, watch, out))
+            results.append(run_once(name, args.seconds, args.realtime_cpus, watch, out, args.composed))
     finally:
         watch.close()
     load = os.getloadavg()
@@ -221,23 +239,14 @@ def main() -> int:
         print(json.dumps({"load_average": load, "cpus": os.cpu_count(), "results": results}, indent=2))
         return 0
     print(f"{os.cpu_count()} CPUs, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; logs in {out}")
+    columns = [n for n in CPU_COLUMNS if any(n in r["cpu_percent"] for r in results)]
     print(
         f"{'run':14s} {'trips':>5s} {'sim rate':>8s} {'delivered':>9s} {'on time':>8s} {'tick p99':>8s} {'max':>7s} "
-        f"{'skipped':>7s} {'fell':>5s}  cpu % (sim/sup/est/run/demo/fail)"
+        f"{'skipped':>7s} {'fell':>5s}  cpu % ({'/'.join(CPU_COLUMNS[n] for n in columns)})"
     )
     for r in results:
         cpu = r["cpu_percent"]
-        shares = "/".join(
-            f"{cpu.get(n, float('nan')):.0f}"
-            for n in (
-                "sim_robot",
-                "safety_supervisor",
-                "state_estimator",
-                "policy_runtime",
-                "demo_script",
-                "failure_collector",
-            )
-        )
+        shares = "/".join(f"{cpu.get(n, float('nan')):.0f}" for n in columns)
         print(
             f"{r['run']:14s} {r.get('trips', '?'):>5} {r.get('sim_rate', float('nan')):8.3f} "
             f"{r.get('delivered', float('nan')):9.3f} {nan_if_none(r.get('on_time_at_chain')):8.4f} "

@@ -191,8 +191,9 @@ def cmd_up(args: argparse.Namespace) -> int:
                 # A demo cannot play on without one of its nodes (a lockstep sim would wait
                 # for a dead node's answer for ever): it ends, named, once the failure
                 # collector had the time to write the bundle of what the loss did.
-                # The composed chain takes the supervisor with it: no trip for the collector to write up.
-                collects = name not in ("failure_collector", COMPOSED_PROCESS) and "failure_collector" not in exited
+                # A dead supervisor or composed chain trips nothing: the collector writes the bundle on
+                # the silence of /joint_commands (its stale_command trigger).
+                collects = name != "failure_collector" and "failure_collector" not in exited
                 wait = grace if collects else 0.0
                 print(
                     f"{name} exited (code {code}): the demo cannot go on; stopping the graph"
@@ -235,7 +236,8 @@ def _exit_without_operator(name: str, code: int) -> str:
     if name == COMPOSED_PROCESS:
         return (
             f"{name} exited (code {code}): the supervisor, estimator and runtime with it; nothing commands "
-            "the robot, and its driver's command timeout damps it (Ctrl-C stops the rest)"
+            "the robot, and its driver's command timeout damps it; a running failure collector writes a "
+            "stale_command bundle (Ctrl-C stops the rest)"
         )
     return f"{name} exited (code {code}); the other nodes run on (Ctrl-C stops them)"
 

@@ -2,8 +2,8 @@
 
 A thin renderer: the node plan comes from sim2real.graph.plan.make_plan, the same plan
 `sim2real up` runs. Only stable launch / launch_ros APIs are used (DeclareLaunchArgument,
-OpaqueFunction, LaunchConfiguration, launch_ros.actions.Node), available on Humble,
-Jazzy and Kilted. `ros2 launch sim2real bringup.launch.py --show-args` lists the arguments.
+OpaqueFunction, LaunchConfiguration, LogInfo, RegisterEventHandler, OnShutdown,
+launch_ros.actions.Node), available on Humble, Jazzy and Kilted. `ros2 launch sim2real bringup.launch.py --show-args` lists the arguments.
 """
 
 import tempfile
@@ -54,7 +54,7 @@ def _process(spec):
         additional_env=spec.environment,
         output="screen",
     )
-    # The process read the file as it started; the launch's end removes it.
+    # rcl reads the file as the process starts; it is removed when the launch shuts down.
     return [chain, RegisterEventHandler(OnShutdown(on_shutdown=lambda event, context: _remove(params.name)))]
 
 

@@ -526,3 +526,71 @@ def test_composed_on_an_outside_driver_is_planned_with_a_caution_sim2real_up_pri
     out, err = capsys.readouterr()
     assert f"warning: {caution}" in err
     assert json.loads(out)["cautions"] == [caution]
+
+
+def test_a_demo_waits_for_the_bundle_of_a_loss_only_where_one_is_written():
+    """`sim2real up --demo` keeps the graph up after a lost process for the failure collector's
+    bundle, and only then: a dead supervisor or composed chain is written up on the silence of
+    /joint_commands in real time, never in lockstep (the sim's clock stops with it)."""
+    from sim2real.cli.main import _loss_is_written_up
+
+    policy = str(share_dir() / "policies" / "go2_walk.onnx")
+    for composed in (False, True):
+        live = make_plan(robot="go2", policy=policy, demo=True, composed=composed)
+        lockstep = make_plan(robot="go2", policy=policy, demo=True, composed=composed, lockstep=True)
+        commands = live.process_of("safety_supervisor")
+        assert _loss_is_written_up(live, commands, -9, {})
+        assert not _loss_is_written_up(lockstep, commands, -9, {})
+        if not composed:  # a silent policy trips the supervisor's wall-clock watchdog, in lockstep too
+            assert _loss_is_written_up(lockstep, "policy_runtime", 1, {})
+        assert not _loss_is_written_up(live, commands, 2, {})  # refused its configuration: nothing ran
+        assert not _loss_is_written_up(live, "failure_collector", 1, {})
+        assert not _loss_is_written_up(live, commands, -9, {"failure_collector": 1})
+
+
+def test_the_launch_file_removes_the_composed_chains_parameters_file_at_shutdown(monkeypatch, tmp_path):
+    """launch and launch_ros have no wheel: stand-ins that keep what the launch file hands them
+    (the real classes' keyword arguments) let it render a composed plan; the shutdown handler it
+    registers removes the chain's parameters file, which held every member's parameters."""
+    import importlib.util
+    import sys
+    import types
+
+    import yaml
+
+    class Recorded:
+        def __init__(self, *args, **kwargs):
+            self.args, self.kwargs = args, kwargs
+
+    names = {
+        "launch": ["LaunchDescription"],
+        "launch.actions": ["DeclareLaunchArgument", "LogInfo", "OpaqueFunction", "RegisterEventHandler"],
+        "launch.event_handlers": ["OnShutdown"],
+        "launch.substitutions": ["LaunchConfiguration"],
+        "launch_ros": [],
+        "launch_ros.actions": ["Node"],
+    }
+    for module, classes in names.items():
+        stand_in = types.ModuleType(module)
+        for name in classes:
+            setattr(stand_in, name, type(name, (Recorded,), {}))
+        monkeypatch.setitem(sys.modules, module, stand_in)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    spec = importlib.util.spec_from_file_location("bringup_launch", ROOT / "launch" / "bringup.launch.py")
+    launch_file = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(launch_file)
+
+    plan = make_plan(
+        robot="go2", hardware="topic", composed=True, policy=str(share_dir() / "policies" / "go2_walk.onnx")
+    )
+    (chain,) = [p for p in plan.processes() if p.composed]
+    node, handler = launch_file._process(chain)
+    (params,) = node.kwargs["parameters"]
+    assert Path(params).parent == tmp_path
+    assert set(yaml.safe_load(Path(params).read_text())) == {f"/{m.name}" for m in chain.members}
+    (on_shutdown,) = handler.args
+    on_shutdown.kwargs["on_shutdown"](None, None)
+    assert not Path(params).exists()
+    (alone,) = launch_file._process(next(p for p in plan.processes() if not p.composed))
+    assert "parameters" in alone.kwargs  # a node alone: launch_ros writes its own parameters file

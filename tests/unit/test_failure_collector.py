@@ -448,20 +448,26 @@ def test_start_up_noise_is_no_failure_until_the_robot_is_engaged():
     assert eager.diagnostics_status("policy_runtime: policy", slow).kind == "latency_overrun"
 
 
-def test_a_silent_command_stream_is_a_stale_command_and_a_silent_sensor_names_the_event():
+def test_a_silent_command_stream_is_a_stale_command_and_the_first_stream_to_stop_names_the_event():
     """The supervisor commands every period once it has a state: its silence is its death (or the
-    composed chain's). A driver that stops first is the cause, and its trigger comes first."""
+    composed chain's). Of two streams gone silent, the one that stopped first is the cause, and
+    its trigger comes first (the bundle takes its name)."""
     profile = load_profile("go2")
     config = TriggerConfig(stale_s=0.2, stale_topics=("/joint_states",), stale_commands=("/joint_commands",))
     d = FailureDetector(config, profile.joint_names, profile.lower_limits, profile.upper_limits)
     assert d.stale(NS_PER_S, {"/joint_states": NS_PER_S, "/joint_commands": None}) is None  # never flowed
     died = d.stale(NS_PER_S, {"/joint_states": NS_PER_S, "/joint_commands": NS_PER_S // 2})
     assert died.kind == "stale_command" and "/joint_commands silent for 0.50 s" in died.reason
-    assert "supervisor" in died.reason and "damps" in died.reason
+    assert "safety supervisor" in died.reason and "only the driver's own command timeout" in died.reason
     assert d.stale(NS_PER_S, {"/joint_states": NS_PER_S, "/joint_commands": NS_PER_S // 2}) is None  # once
-    both = FailureDetector(config, profile.joint_names, profile.lower_limits, profile.upper_limits)
-    silent = {"/joint_states": 0, "/joint_commands": NS_PER_S // 10}
-    assert [both.stale(NS_PER_S, silent).kind, both.stale(NS_PER_S, silent).kind] == ["stale_sensor", "stale_command"]
+    for driver_stopped, supervisor_stopped, order in (
+        (0, NS_PER_S // 10, ["stale_sensor", "stale_command"]),
+        (NS_PER_S // 10, 0, ["stale_command", "stale_sensor"]),
+    ):
+        both = FailureDetector(config, profile.joint_names, profile.lower_limits, profile.upper_limits)
+        silent = {"/joint_states": driver_stopped, "/joint_commands": supervisor_stopped}
+        assert [both.stale(NS_PER_S, silent).kind, both.stale(NS_PER_S, silent).kind] == order
+        assert both.stale(NS_PER_S, silent) is None
 
 
 def test_stale_commands_default_to_the_buffered_supervisor_commands():

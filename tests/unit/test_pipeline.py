@@ -324,3 +324,19 @@ def test_a_later_stage_replays_the_failures_its_adapt_stage_read(tmp_path, capsy
     # adapt itself, run again without --failures, reads the collector's folder, not the last one.
     main(["pipeline", "adapt", *common, "--dry-run"])
     assert f"in {failures.resolve()}" not in capsys.readouterr().out
+
+
+def test_a_bundle_of_a_process_death_alone_is_not_a_failure_to_adapt_to(tmp_path):
+    """A stale_command bundle (the supervisor's process died) says nothing of the robot: adapt
+    leaves it out, unless another trigger joined it."""
+    from sim2real.cli.pipeline import _robot_bundles
+
+    for name, kinds in (("died", ["stale_command"]), ("fell_then_died", ["fall", "stale_command"]), ("tripped", None)):
+        write_arm_bundle(tmp_path, name, PANDA, SHIPPED, conditions={"latency": 0.03})
+        if kinds is not None:
+            info_path = next(p for p in tmp_path.glob("*/failure.json") if name in p.parent.name)
+            info = json.loads(info_path.read_text())
+            info["triggers"] = [{"kind": kind, "reason": "test"} for kind in kinds]
+            info_path.write_text(json.dumps(info))
+    kept = sorted(b.name for b in _robot_bundles(tmp_path, "panda"))
+    assert len(kept) == 2 and not any("died" in name and "fell" not in name for name in kept), kept

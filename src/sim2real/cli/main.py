@@ -191,10 +191,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 # A demo cannot play on without one of its nodes (a lockstep sim would wait
                 # for a dead node's answer for ever): it ends, named, once the failure
                 # collector had the time to write the bundle of what the loss did.
-                # A dead supervisor or composed chain trips nothing: the collector writes the bundle on
-                # the silence of /joint_commands (its stale_command trigger).
-                collects = name != "failure_collector" and "failure_collector" not in exited
-                wait = grace if collects else 0.0
+                wait = grace if _loss_is_written_up(plan, name, code, exited) else 0.0
                 print(
                     f"{name} exited (code {code}): the demo cannot go on; stopping the graph"
                     + (f" in {wait:g} s (the failure collector writes its bundle)" if wait and not ending else ""),
@@ -231,13 +228,25 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _loss_is_written_up(plan, name: str, code: int, exited: dict[str, int]) -> bool:
+    """Whether the failure collector writes a bundle of a process's loss (a demo waits for it).
+    Not of its own, nor once it is gone; not of a process that refused its configuration at
+    start (exit code 2: nothing ran). A dead supervisor, or composed chain, trips nothing: the
+    collector writes the bundle on the silence of /joint_commands, in real time only (in lockstep
+    the sim's clock stops with the commands, and no silence is ever long enough)."""
+    if name == "failure_collector" or "failure_collector" in exited or code == InputError.exit_code:
+        return False
+    commands = plan.process_of("safety_supervisor") if any(n.name == "safety_supervisor" for n in plan.nodes) else None
+    return not (plan.use_sim_time and name == commands)
+
+
 def _exit_without_operator(name: str, code: int) -> str:
     """What `sim2real up` says when a process exits and no demo operator ends the graph."""
     if name == COMPOSED_PROCESS:
         return (
             f"{name} exited (code {code}): the supervisor, estimator and runtime with it; nothing commands "
-            "the robot, and its driver's command timeout damps it; a running failure collector writes a "
-            "stale_command bundle (Ctrl-C stops the rest)"
+            "the robot, and only its driver's own command timeout stops it; in real time a running "
+            "failure collector writes a stale_command bundle (Ctrl-C stops the rest)"
         )
     return f"{name} exited (code {code}); the other nodes run on (Ctrl-C stops them)"
 

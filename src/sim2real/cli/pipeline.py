@@ -64,8 +64,18 @@ def _save(out: Path, **changes: Any) -> dict[str, Any]:
     return state
 
 
+# Triggers that say a process of the graph died, nothing of the robot or the policy: a bundle
+# with no other trigger is not a failure to train against.
+PROCESS_DEATH_TRIGGERS = frozenset({"stale_command"})
+
+
 def _robot_bundles(failures_dir: Path, robot: str) -> list[Bundle]:
-    return [b for b in list_bundles(failures_dir) if b.info.get("robot") == robot]
+    return [b for b in list_bundles(failures_dir) if b.info.get("robot") == robot and not _process_death_only(b)]
+
+
+def _process_death_only(bundle: Bundle) -> bool:
+    kinds = {t.get("kind") for t in bundle.info.get("triggers") or []}
+    return bool(kinds) and kinds <= PROCESS_DEATH_TRIGGERS
 
 
 # ------------------------------------------------------------------ adapt

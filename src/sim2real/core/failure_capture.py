@@ -249,28 +249,35 @@ class FailureDetector:
         limit = self.config.stale_s
         if limit is None:
             return None
-        # Sensors first: a driver that stops streaming stops a lockstep supervisor's commands
-        # too, and the bundle is named after its first trigger, the cause.
-        watched = [(t, False) for t in self.config.stale_topics] + [(t, True) for t in self.config.stale_commands]
-        for topic, command in watched:
+        commands = set(self.config.stale_commands)
+        newly: list[tuple[int, str]] = []
+        for topic in (*self.config.stale_topics, *self.config.stale_commands):
             seen = last_seen.get(topic)
             if seen is None:
                 continue  # never streamed (e.g. no IMU on an arm): nothing went stale
-            silent = (now_ns - seen) / NS_PER_S
-            if silent > limit and topic not in self._stale:
-                self._stale.add(topic)
-                # Not gated on engaging: a stream that flowed and stopped is a failure in any mode.
-                if command:
-                    return Trigger(
-                        "stale_command",
-                        f"{topic} silent for {silent:.2f} s > {limit:g} s: its publisher (the safety "
-                        "supervisor, or the control chain it runs in) died or hung; the driver's "
-                        "command timeout damps the robot",
-                    )
-                return Trigger("stale_sensor", f"{topic} silent for {silent:.2f} s > {limit:g} s")
-            if silent <= limit:
+            if (now_ns - seen) / NS_PER_S <= limit:
                 self._stale.discard(topic)
-        return None
+            elif topic not in self._stale:
+                newly.append((seen, topic))
+        if not newly:
+            return None
+        # The stream that stopped first goes first: the bundle is named after its first trigger,
+        # the cause (a driver that stops before the supervisor's commands, or the other way round).
+        # Not gated on engaging: a stream that flowed and stopped is a failure in any mode.
+        seen, topic = min(newly)
+        self._stale.add(topic)
+        silent = (now_ns - seen) / NS_PER_S
+        if topic in commands:
+            publisher = (
+                " (the safety supervisor, or the control chain it runs in)" if topic == "/joint_commands" else ""
+            )
+            return Trigger(
+                "stale_command",
+                f"{topic} silent for {silent:.2f} s > {limit:g} s: its publisher{publisher} died or hung "
+                "and nothing commands the robot; only the driver's own command timeout, if it has one, "
+                "stops it",
+            )
+        return Trigger("stale_sensor", f"{topic} silent for {silent:.2f} s > {limit:g} s")
 
     def context(self) -> dict[str, Any]:
         policy = {n: v for n, v in self.diagnostics.items() if n.endswith(POLICY_STATUS_SUFFIX)}

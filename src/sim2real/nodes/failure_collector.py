@@ -8,10 +8,11 @@ executor spins, and a timer every ``POLL_PERIOD_S`` drains them (see :meth:`_dra
 Only the topics triggers look at are deserialized: /safety/status (mode), /imu/data (tilt,
 every ``IMU_DECIMATION``-th message), /policy/joint_commands (NaN, saturation),
 /diagnostics (latency). The same timer sends due events to the writer thread and watches
-for silent sensors.
+for silent sensors and a silent command stream.
 
 Triggers: supervisor entering DAMPING or ESTOP, fall (tilt), non-finite or saturated
-policy output, policy tick latency p99 overrun, a sensor gone silent, and
+policy output, policy tick latency p99 overrun, a sensor gone silent, the supervisor's
+/joint_commands gone silent (its process died or hung), and
 ``~/snapshot`` (std_srvs/Trigger) for an operator. Bundles go to ``output_dir``
 (``sim2real failures list`` reads them).
 

@@ -3,7 +3,8 @@
 A thin renderer: the node plan comes from sim2real.graph.plan.make_plan, the same plan
 `sim2real up` runs. Only stable launch / launch_ros APIs are used (DeclareLaunchArgument,
 OpaqueFunction, LaunchConfiguration, LogInfo, RegisterEventHandler, OnShutdown,
-launch_ros.actions.Node), available on Humble, Jazzy and Kilted. `ros2 launch sim2real bringup.launch.py --show-args` lists the arguments.
+launch_ros.actions.Node), available on Humble, Jazzy and Kilted.
+`ros2 launch sim2real bringup.launch.py --show-args` lists the arguments.
 """
 
 import tempfile

@@ -120,6 +120,9 @@ class FailureDetector:
         self._saturated = 0
         self._overrun = False
         self._stale: set[str] = set()
+        # Every watched stream, and which of them carry commands: fixed by the config.
+        self._watched = (*triggers.stale_topics, *triggers.stale_commands)
+        self._commands = frozenset(triggers.stale_commands)
         self._index_names: tuple[str, ...] | None = None  # the command names self._index maps
         self._index = np.zeros(0, dtype=int)
 
@@ -249,9 +252,8 @@ class FailureDetector:
         limit = self.config.stale_s
         if limit is None:
             return None
-        commands = set(self.config.stale_commands)
         newly: list[tuple[int, str]] = []
-        for topic in (*self.config.stale_topics, *self.config.stale_commands):
+        for topic in self._watched:
             seen = last_seen.get(topic)
             if seen is None:
                 continue  # never streamed (e.g. no IMU on an arm): nothing went stale
@@ -267,7 +269,7 @@ class FailureDetector:
         seen, topic = min(newly)
         self._stale.add(topic)
         silent = (now_ns - seen) / NS_PER_S
-        if topic in commands:
+        if topic in self._commands:
             publisher = (
                 " (the safety supervisor, or the control chain it runs in)" if topic == "/joint_commands" else ""
             )

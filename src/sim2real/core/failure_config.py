@@ -54,7 +54,7 @@ class TriggerConfig:
     stale_s: float | None = 0.5  # None: no stale-sensor or stale-command trigger
     stale_topics: tuple[str, ...] = ("/joint_states", "/imu/data")
     # Command streams that must not stop once they flowed: the supervisor commands every period
-    # in every mode, so its silence means its process died or hung (the driver's timeout damps).
+    # in every mode, so its silence means its process died or hung.
     stale_commands: tuple[str, ...] = ("/joint_commands",)
     # False: falls, saturation and latency count only once the robot has been engaged (ACTIVE
     # or TAKEOVER); start-up (discovery, the first slow ticks) otherwise writes bundles of noise.
@@ -178,7 +178,7 @@ def _triggers(trig: Any, topics_data: dict, fail, number, optional_number) -> Tr
     bad = [m for m in modes if m not in SUPERVISOR_MODES]
     if bad:
         raise fail("triggers.supervisor_modes", f"unknown modes {bad}", f"use modes of {list(SUPERVISOR_MODES)}")
-    stale_topics = tuple(trig.get("stale_topics", ("/joint_states", "/imu/data")) or ())
+    stale_topics = tuple(trig.get("stale_topics", TriggerConfig.stale_topics) or ())
     # Unset: the supervisor's commands when they are buffered (a config that buffers no commands
     # watches none); a topic named here must be buffered.
     default_commands = tuple(t for t in TriggerConfig.stale_commands if t in topics_data)

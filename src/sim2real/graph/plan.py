@@ -465,8 +465,8 @@ def _cautions(args: dict[str, Any]) -> tuple[str, ...]:
         return (
             "composed:=true with hardware:=topic: when the control chain's one process dies, only your "
             "driver's command timeout stops the robot (the supervisor dies with the chain). Check that "
-            "it damps when /joint_commands goes quiet (sim_robot and unitree_bridge do after 0.1 s on "
-            "the Go2), or leave composed:= out",
+            "it damps when /joint_commands goes quiet (sim_robot and unitree_bridge do, after the "
+            "profile's command_timeout), or leave composed:= out",
         )
     return ()
 

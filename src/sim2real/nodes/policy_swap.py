@@ -28,8 +28,8 @@ DEFAULT_NODE = "/policy_runtime"
 # runtime's audit log); the runtime consumes it.
 SWAP_ORIGIN = "swap_origin"
 # The report comes with the runtime's next /diagnostics (1 Hz) after the cross-fade (0.2 s on
-# the Go2): about 1.2 s at worst on an idle machine. 2.5 s was too short on a loaded 2-core one
-# (a stall of a second or so); an answer that never comes costs the caller this wait only.
+# the Go2): about 1.2 s at worst on an idle machine, and a loaded one stalls processes for a
+# second or more. An answer that never comes costs the caller this wait only.
 SWAP_REPORT_WAIT_S = 5.0
 
 

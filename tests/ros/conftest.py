@@ -103,6 +103,15 @@ class GraphLog:
 
 
 @pytest.fixture
+def context():
+    """An rclpy context of its own, for nodes a test runs in its own process."""
+    context = Context()
+    rclpy.init(context=context)
+    yield context
+    rclpy.shutdown(context=context)
+
+
+@pytest.fixture
 def probe():
     p = Probe()
     yield p

@@ -6,8 +6,6 @@ from __future__ import annotations
 import time
 
 import pytest
-import rclpy
-from rclpy.context import Context
 from rclpy.node import Node
 from std_msgs.msg import Header
 
@@ -17,14 +15,6 @@ from tests.ros.conftest import wait_for
 
 pytestmark = pytest.mark.ros
 TOPIC = "/polled_test"
-
-
-@pytest.fixture
-def context():
-    context = Context()
-    rclpy.init(context=context)
-    yield context
-    rclpy.shutdown(context=context)
 
 
 def _publish(publisher, first: int, count: int) -> None:

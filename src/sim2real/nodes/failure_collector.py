@@ -39,7 +39,13 @@ from sensor_msgs.msg import Imu, JointState
 from std_srvs.srv import Trigger as TriggerSrv
 
 from sim2real.core.bags import diagnostic_statuses, imu_orientation, joint_state_positions
-from sim2real.core.failure_capture import FailureCollector, FailureDetector, Trigger, wall_to_clock
+from sim2real.core.failure_capture import (
+    FailureCollector,
+    FailureDetector,
+    Trigger,
+    steady_receive_ns,
+    wall_to_clock,
+)
 from sim2real.core.failure_config import load_failure_config
 from sim2real.core.robot_profile import load_profile
 from sim2real.evaluate.reality import RealityError, load_reality
@@ -48,6 +54,7 @@ from sim2real.nodes.diagnostics import publish_status
 from sim2real.nodes.params import declare
 from sim2real.nodes.polled import companion_node, never_called
 
+_wall_ns = time.time_ns  # the system clock (DDS stamps receipts on it); one name for a test to step
 IMU_DECIMATION = 5  # fall detection at 100 Hz of a 500 Hz IMU is plenty
 POLL_PERIOD_S = 0.05  # drain the subscriptions, start due writes, watch for silence
 DIAGNOSTICS_PERIOD_S = 1.0
@@ -155,6 +162,10 @@ class FailureCollectorNode(Node):
             ]
         ]
         self._clock_pair: tuple[int, int] | None = None  # (wall ns, sim ns) at the last drain
+        # Real time: when each topic was last heard, on the steady clock (silence is measured on
+        # it: a system clock stepped forward would otherwise make every stream look silent).
+        self._heard_steady: dict[str, int] = {}
+        self._drained_steady: int | None = None
         self.create_service(TriggerSrv, "~/snapshot", self._snapshot)
         self.create_timer(POLL_PERIOD_S, self._poll)
         self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
@@ -173,7 +184,7 @@ class FailureCollectorNode(Node):
     def _now_ns(self) -> int:
         # The ROS clock costs ~16 us a call, half of a message's budget; without sim time it
         # reads the system clock, which time.time_ns() reads directly.
-        return self.get_clock().now().nanoseconds if self._sim_time else time.time_ns()
+        return self.get_clock().now().nanoseconds if self._sim_time else _wall_ns()
 
     def _drain(self) -> int:
         """Take every queued message of every recording subscription into the rings.
@@ -183,7 +194,8 @@ class FailureCollectorNode(Node):
         With sim time that wall time is mapped onto the sim clock by interpolating between
         this drain and the previous one."""
         record = self.collector.record
-        wall_now = time.time_ns()
+        wall_now, steady_now = _wall_ns(), time.monotonic_ns()
+        previous_steady, self._drained_steady = self._drained_steady, steady_now
         to_clock = None
         if self._sim_time:
             sim_now = self.get_clock().now().nanoseconds
@@ -192,6 +204,7 @@ class FailureCollectorNode(Node):
         taken = 0
         for sub, topic, handler in self._drains:
             take, msg_type, raw = sub.handle.take_message, sub.msg_type, sub.raw
+            newest_wall = None
             with sub.handle:  # what rclpy's executor does around take_message
                 while True:
                     got = take(msg_type, raw)
@@ -201,6 +214,7 @@ class FailureCollectorNode(Node):
                     t_ns = info.get("received_timestamp") or wall_now
                     if t_ns > wall_now:
                         t_ns = wall_now
+                    newest_wall = t_ns
                     if to_clock is not None:
                         t_ns = to_clock(t_ns)
                     record(topic, t_ns, data)
@@ -209,6 +223,8 @@ class FailureCollectorNode(Node):
                         trigger = handler[1](data)
                         if trigger is not None:
                             self._fire(trigger, t_ns)
+            if newest_wall is not None:
+                self._heard_steady[topic] = steady_receive_ns(newest_wall, wall_now, steady_now, previous_steady)
         return taken
 
     # -- triggers (decode only what a detector needs) -----------------------------------------
@@ -323,7 +339,10 @@ class FailureCollectorNode(Node):
         if self._sim_params is not None:
             self._ask_sim_conditions()
         now = self._now_ns()
-        trigger = self.collector.detector.stale(now, self.collector.last_seen())
+        if self._sim_time:  # lockstep: the sim's clock (it stops while the sim waits, and so does silence)
+            trigger = self.collector.detector.stale(now, self.collector.last_seen())
+        else:
+            trigger = self.collector.detector.stale(time.monotonic_ns(), self._heard_steady)
         if trigger is not None:
             self._fire(trigger, now)
         self.collector.poll(now)

@@ -24,6 +24,12 @@ rough ground, does not cost what one standing on a plane does. ``physics share``
 therefore also reports, for the single env, the fraction of its own step time spent
 inside ``pybullet.stepSimulation`` on the physics it actually simulates: what is left
 (1 - share) is the task's Python (actuator model, state reading, observation, rewards).
+``ratio to own`` is the same for the vector env (1 worker), timed in its worker over the
+window its rate is measured in: the share of the wall time spent in ``stepSimulation``, i.e.
+its rate over ``own physics``, the policy steps/s its own worlds' physics alone would give
+(the terrain, conditions and motion it simulated, which under the reference randomization
+cost far more than a robot standing on a plane). It is how much of the physics it pays for
+a training run gets, on the same worlds, measured at the same time.
 
 ``floor``: what an env written in Python over PyBullet costs per policy step before any
 task logic: the raw loop's own torque PD at every physics step (no actuator model), toward
@@ -210,21 +216,54 @@ class PythonFloor:
         self.loop.close()
 
 
+_PHYSICS_S = [0.0]  # in a vector env's worker: seconds spent in pybullet.stepSimulation
+
+
+def _timed_step_simulation(step_simulation):
+    def timed(**kwargs):
+        begin = time.perf_counter()
+        step_simulation(**kwargs)
+        _PHYSICS_S[0] += time.perf_counter() - begin
+
+    timed.timed = True
+    return timed
+
+
+def _make_timed_env(robot: str, task: str, seed: int, randomization: str | None):
+    """A worker's env, its worker's stepSimulation timed (SimWorld looks it up on every step())."""
+    if not getattr(pybullet.stepSimulation, "timed", False):
+        pybullet.stepSimulation = _timed_step_simulation(pybullet.stepSimulation)
+    return make_env(robot, task, seed=seed, randomization=randomization)
+
+
+def _take_physics_seconds(env) -> float:
+    """In the worker: its stepSimulation time since the last take."""
+    taken, _PHYSICS_S[0] = _PHYSICS_S[0], 0.0
+    return taken
+
+
 def vec_env_rate(
     robot: str, task: str, randomization: str | None, num_envs: int, workers: int, seconds: float, seed: int
-) -> float:
-    fns = [partial(make_env, robot, task, seed=seed + i, randomization=randomization) for i in range(num_envs)]
+) -> tuple[float, float]:
+    """(policy steps/s summed over envs, share of each worker's wall time spent in
+    stepSimulation, the mean over the workers), both over the same measured window."""
+    fns = [partial(_make_timed_env, robot, task, seed + i, randomization) for i in range(num_envs)]
     rng = np.random.default_rng(seed)
     with ProcessVecEnv(fns, workers=workers) as vec:
+        firsts = {begin for begin, _ in vec._slices}
+        each_worker = [() if i in firsts else None for i in range(num_envs)]
         vec.reset(seed=seed)
         shape = (num_envs, vec.num_actions)
         for _ in range(10):  # warm-up
             vec.step(rng.standard_normal(shape))
+        vec.run(_take_physics_seconds, each_worker)
         steps, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
             vec.step(rng.standard_normal(shape))
             steps += num_envs
-        return steps / (time.perf_counter() - start)
+        elapsed = time.perf_counter() - start
+        physics = [t for t in vec.run(_take_physics_seconds, each_worker) if t is not None]
+        return steps / elapsed, float(np.mean(physics)) / elapsed
 
 
 def _row(
@@ -237,6 +276,7 @@ def _row(
     physics_share: float,
     vec: dict[int, float],
     first: float,
+    first_physics_share: float,
     num_envs: int,
     floors: dict[int, float],
 ) -> dict:
@@ -254,6 +294,9 @@ def _row(
         "num_envs": num_envs,
         "vec_env_steps_per_s": {str(w): r for w, r in vec.items()},
         "ratio_vec1_to_raw": first / ceiling,
+        # The vector env's own worlds' physics alone, over the same window as its rate.
+        "own_physics_policy_steps_per_s": first / first_physics_share,
+        "ratio_vec1_to_own_physics": first_physics_share,
         "scaling": {str(w): r / first for w, r in vec.items()},
     }
 
@@ -305,13 +348,27 @@ def main() -> int:
         for world in args.randomization:
             randomization = None if world == "none" else f"{robot}_reference" if world == "reference" else world
             single, _, share = single_env_rate(robot, task, randomization, args.seconds, args.seed)
-            vec = {
+            measured = {
                 w: vec_env_rate(robot, task, randomization, args.num_envs, w, args.seconds, args.seed)
                 for w in args.workers
             }
-            first = vec[args.workers[0]]
+            vec = {w: rate for w, (rate, _) in measured.items()}
+            first, first_share = measured[args.workers[0]]
             rows.append(
-                _row(robot, task, randomization, decimation, raw, single, share, vec, first, args.num_envs, floors)
+                _row(
+                    robot,
+                    task,
+                    randomization,
+                    decimation,
+                    raw,
+                    single,
+                    share,
+                    vec,
+                    first,
+                    first_share,
+                    args.num_envs,
+                    floors,
+                )
             )
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -331,6 +388,8 @@ def main() -> int:
         "physics share",
         *(f"vec {w}w/s" for w in workers),
         "ratio",
+        "own physics/s",
+        "ratio to own",
         *(f"x{w}w" for w in workers[1:]),
     ]
     table = [
@@ -347,6 +406,8 @@ def main() -> int:
             f"{r['single_env_physics_share']:.2f}",
             *(f"{r['vec_env_steps_per_s'][str(w)]:.0f}" for w in workers),
             f"{r['ratio_vec1_to_raw']:.2f}",
+            f"{r['own_physics_policy_steps_per_s']:.0f}",
+            f"{r['ratio_vec1_to_own_physics']:.2f}",
             *(f"{r['scaling'][str(w)]:.2f}" for w in workers[1:]),
         ]
         for r in rows
@@ -360,7 +421,9 @@ def main() -> int:
         "floor = a Python env before any task logic (raw PD toward the task's targets for random actions, "
         "minimal reads), per robot; floor ratio = floor / raw ceiling; "
         "ratio = vec env with 1 worker / raw ceiling; physics share = time in stepSimulation / "
-        "time of the single env's steps"
+        "time of the single env's steps; ratio to own = the share of the vec env's (1 worker) wall time its "
+        "worker spent in stepSimulation, over the same window: its rate / own physics, the rate of its own "
+        "worlds' physics alone (terrain, conditions and motion as simulated)"
     )
     return 0
 

@@ -102,6 +102,16 @@ class GraphLog:
         return "".join(self.lines)
 
 
+def spin_until(executor, predicate, timeout: float) -> bool:
+    """Spin ``executor`` (nodes a test runs in its own process) until ``predicate()`` or ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.005)
+        if predicate():
+            return True
+    return False
+
+
 @pytest.fixture
 def context():
     """An rclpy context of its own, for nodes a test runs in its own process."""

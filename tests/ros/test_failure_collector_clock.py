@@ -22,20 +22,12 @@ from sim2real.core.robot_profile import load_profile
 from sim2real.nodes import failure_collector
 from sim2real.nodes.failure_collector import FailureCollectorNode
 from sim2real.nodes.qos import SENSOR_PUBLISH
+from tests.ros.conftest import spin_until
 
 pytestmark = pytest.mark.ros
 
 NS = 10**9
 STEP_S = 2.0  # the system clock's step forward, 4x the stale limit
-
-
-def _spin_until(executor, predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        executor.spin_once(timeout_sec=0.01)
-        if predicate():
-            return True
-    return False
 
 
 @pytest.mark.timing_sensitive(reason="a stall of the test's own process over stale_s is a silence the collector sees")
@@ -61,18 +53,18 @@ def test_a_system_clock_stepped_forward_fires_no_stale_trigger_and_silence_still
     executor.add_node(collector)
     executor.add_node(driver)
     try:
-        assert _spin_until(executor, lambda: "/joint_states" in collector._heard_steady, 15.0), "nothing heard"
-        assert _spin_until(executor, lambda: False, 0.3) is False and fired == []
+        assert spin_until(executor, lambda: "/joint_states" in collector._heard_steady, 15.0), "nothing heard"
+        assert spin_until(executor, lambda: False, 0.3) is False and fired == []
 
         stepped = time.time_ns() + int(STEP_S * NS)
         monkeypatch.setattr(failure_collector, "_wall_ns", lambda: time.time_ns() + int(STEP_S * NS))
         assert failure_collector._wall_ns() >= stepped
-        _spin_until(executor, lambda: bool(fired), 4 * stale_s)
+        spin_until(executor, lambda: bool(fired), 4 * stale_s)
         assert fired == [], f"the clock step fired {fired}"
 
         timer.cancel()
         stopped = time.monotonic()
-        assert _spin_until(executor, lambda: bool(fired), 10 * stale_s), "a stopped stream fired nothing"
+        assert spin_until(executor, lambda: bool(fired), 10 * stale_s), "a stopped stream fired nothing"
         kind, reason, at = fired[0]
         assert kind == "stale_sensor" and "/joint_states" in reason, fired
         assert at > stopped, (at - stopped, reason)

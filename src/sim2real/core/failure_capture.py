@@ -9,8 +9,9 @@ writes the bundle atomically and rotates old ones. The node's callbacks only app
 and compare numbers; nothing on their path touches the disk.
 
 Times are the collector's receive times in ns (the node's clock: wall time, or sim time
-in lockstep); in real time, silence is measured on the steady clock
-(:func:`steady_receive_ns`), so a stepped system clock fires no stale trigger. Triggers within ``cooldown_s`` of an event that is still waiting for its
+in lockstep); in real time the node measures silence on the steady clock
+(:mod:`sim2real.core.steady_time`), so a stepped system clock fires no stale trigger.
+Triggers within ``cooldown_s`` of an event that is still waiting for its
 post-event window join it (a trip to DAMPING followed by an ESTOP is one failure with
 two reasons).
 """
@@ -86,21 +87,6 @@ def wall_to_clock(previous: tuple[int, int] | None, wall_now: int, clock_now: in
     return lambda wall_ns: (
         clock0 + min(int((wall_ns - wall0) * rate), clock_now - clock0) if wall_ns > wall0 else clock0
     )
-
-
-def steady_receive_ns(
-    received_wall_ns: int, wall_now_ns: int, steady_now_ns: int, previous_steady_ns: int | None
-) -> int:
-    """When a message drained now was received, on the steady (monotonic) clock: its age on the
-    wall clock (``wall_now_ns - received_wall_ns``) back from ``steady_now_ns``, kept between the
-    previous drain (``previous_steady_ns``: what it took, it took before this message came) and
-    now. A system clock stepped between the receipt and the drain (NTP at boot, an operator's
-    ``date -s``) moves the age by the step; the bounds keep the error within one drain interval,
-    where the wall clock alone would see every stream silent for the whole step."""
-    steady = steady_now_ns - max(0, wall_now_ns - received_wall_ns)
-    if previous_steady_ns is not None and steady < previous_steady_ns:
-        return min(previous_steady_ns, steady_now_ns)
-    return steady
 
 
 @dataclass(frozen=True)

@@ -39,15 +39,10 @@ from sensor_msgs.msg import Imu, JointState
 from std_srvs.srv import Trigger as TriggerSrv
 
 from sim2real.core.bags import diagnostic_statuses, imu_orientation, joint_state_positions
-from sim2real.core.failure_capture import (
-    FailureCollector,
-    FailureDetector,
-    Trigger,
-    steady_receive_ns,
-    wall_to_clock,
-)
+from sim2real.core.failure_capture import FailureCollector, FailureDetector, Trigger, wall_to_clock
 from sim2real.core.failure_config import load_failure_config
 from sim2real.core.robot_profile import load_profile
+from sim2real.core.steady_time import steady_receive_ns
 from sim2real.evaluate.reality import RealityError, load_reality
 from sim2real.nodes import lifecycle
 from sim2real.nodes.diagnostics import publish_status

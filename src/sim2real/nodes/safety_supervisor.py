@@ -27,7 +27,9 @@ In real time /joint_states and /imu/data are polled at each tick (:mod:`sim2real
 the supervisor acts once per command period, and a callback per 500 Hz sensor message cost
 it over half a core on a 2-core robot computer. Freshness, of the sensors and of the policy's
 commands, is judged by when DDS received the newest message, so a supervisor that is itself
-starved for a moment does not mistake its own stall for a silent sensor or policy.
+starved for a moment does not mistake its own stall for a silent sensor or policy; on the
+steady clock (:mod:`sim2real.core.steady_time`), so a system clock stepped while it runs is no
+silence and hides none.
 
     ros2 run sim2real safety_supervisor --ros-args -p robot:=go2
     ros2 service call /safety_supervisor/engage std_srvs/srv/Trigger
@@ -55,6 +57,7 @@ from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core.period_stats import GapFreeStream
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import load_safety_config
+from sim2real.core.steady_time import SteadyLine
 from sim2real.core.supervisor import (
     OPERATOR_ACTIONS,
     TELEOP_FRESH_S,
@@ -66,6 +69,8 @@ from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare, refuse_clock_change
 from sim2real.nodes.polled import Inputs
 from sim2real.nodes.sole_publisher import SolePublisherCheck
+
+_wall_ns = time.time_ns  # the system clock (DDS stamps receipts on it); one name for a test to step
 
 LEVELS = {
     Mode.STANDBY: DiagnosticStatus.OK,
@@ -167,6 +172,12 @@ class SafetySupervisorNode(Node):
         self._last_command: JointState | None = None  # lockstep: the answer a re-announced state gets again
         self._answered_ns = -1  # lockstep: the stamp of the newest state a command answered
         self.sim_time = self.get_parameter("use_sim_time").value
+        # Real time: the supervisor's time line is the steady clock (a system clock stepped while it
+        # runs, NTP at boot, must not read as a silent sensor or hide a real one); receipts and
+        # stamps, on the system clock, come onto it by their age when they are read.
+        self._line = SteadyLine(lambda: _wall_ns())
+        self._last_poll_ns: int | None = None  # real time: when the sensors were last polled, on the line
+        self._receipt_floor_ns: int | None = None  # what this poll takes came after the previous one
 
         self._command_pub = self.create_publisher(JointState, "/joint_commands", qos.COMMAND)
         self._driver_matched = False
@@ -226,9 +237,14 @@ class SafetySupervisorNode(Node):
 
     # -- inputs ------------------------------------------------------------------------------
     def _now(self) -> float:
-        now = self.get_clock().now().nanoseconds
+        if not self.sim_time:
+            return self._line.now_ns() * 1e-9
         # In lockstep the clock message may trail the state it announces: never tick behind the state.
-        return max(now, self._latest_state_ns) * 1e-9 if self.sim_time else now * 1e-9
+        return max(self.get_clock().now().nanoseconds, self._latest_state_ns) * 1e-9
+
+    def _received(self, received: float, previous_read_ns: int | None) -> float:
+        """Real time: a DDS receipt (system clock, s) on the supervisor's time line."""
+        return self._line.receipt_ns(round(received * 1e9), previous_read_ns) * 1e-9
 
     def _on_joint_states(self, msg: JointState, received: float | None = None) -> None:
         try:
@@ -240,7 +256,9 @@ class SafetySupervisorNode(Node):
         self.inputs.joint_velocity = np.asarray(msg.velocity)[index] if len(msg.velocity) else None
         self.inputs.joint_effort = np.asarray(msg.effort)[index] if len(msg.effort) else None
         self._latest_state_ns = stamps.to_ns(msg.header.stamp)
-        self.inputs.joint_states_time = self._now() if received is None else received
+        self.inputs.joint_states_time = (
+            self._now() if received is None else self._received(received, self._receipt_floor_ns)
+        )
         if self.sim_time:
             if self._latest_state_ns < self._answered_ns:
                 # Sim time went back (the sim restarted): tick on the new time line, afresh.
@@ -276,7 +294,7 @@ class SafetySupervisorNode(Node):
     def _on_imu(self, msg: Imu, received: float | None = None) -> None:
         o = msg.orientation
         self.inputs.base_orientation = np.array([o.x, o.y, o.z, o.w])
-        self.inputs.imu_time = self._now() if received is None else received
+        self.inputs.imu_time = self._now() if received is None else self._received(received, self._receipt_floor_ns)
 
     def _on_policy(self, msg: JointState, received: float | None = None) -> bool:
         """Take a policy command (False: refused as malformed; a NaN is taken, as a fault)."""
@@ -290,10 +308,13 @@ class SafetySupervisorNode(Node):
             command = self._policy.targets.copy()
             command.position = np.full(self.profile.num_joints, np.nan)
         self.inputs.policy_command = command
-        self.inputs.policy_time = self._now() if received is None else received
+        self.inputs.policy_time = self._now() if received is None else self._received(received, None)
         self._policy_stream.arrived(self.inputs.policy_time)
-        self.inputs.policy_stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
         self._policy_stamp_ns = stamps.to_ns(msg.header.stamp)
+        # Its data's age (tick_overrun) is the receipt's time minus the stamp's, on one time line.
+        self.inputs.policy_stamp = (
+            self._policy_stamp_ns * 1e-9 if self.sim_time else self._line.stamp_ns(self._policy_stamp_ns) * 1e-9
+        )
         self._policy_alive = True
         if self.sim_time and self._policy_stamp_ns >= self._next_tick_ns:
             self._awaiting_policy_since = None
@@ -398,6 +419,7 @@ class SafetySupervisorNode(Node):
     # -- the tick ------------------------------------------------------------------------------
     def _poll_inputs(self) -> None:
         """Real time: take the newest of each polled input (none in lockstep)."""
+        self._receipt_floor_ns, self._last_poll_ns = self._last_poll_ns, self._line.now_ns()
         self._sensor_subs.take_newest_each()
 
     def _on_policy_in_real_time(self, msg: JointState, info) -> None:
@@ -405,7 +427,7 @@ class SafetySupervisorNode(Node):
         (by its stamp, the state it answers): it reaches the robot without waiting for the timer,
         and the timer's phase follows it. Its arrival is when DDS received it (as for the polled
         sensors), so a supervisor that waited for the CPU does not count its wait as the policy's."""
-        now_ns = time.time_ns()
+        now_ns = _wall_ns()
         self._poll_inputs()  # engage_on_start in _on_policy judges the newest sensing
         if not self._on_policy(msg, min(info.get("received_timestamp") or now_ns, now_ns) * 1e-9):
             return

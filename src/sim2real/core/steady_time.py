@@ -1,0 +1,52 @@
+"""Times on the steady clock, for judging silence and freshness in real time.
+
+DDS stamps a message's receipt, and drivers stamp their states, on the system clock, which NTP
+or an operator (``date -s``) may step while the graph runs (NTP at boot on a robot computer
+without a real-time clock). A node that measures a silence as the system clock's now minus a
+receipt then sees every stream silent for a step forward, and a stream that stopped not silent
+for a step back. Measured on the steady (monotonic) clock instead, a step moves only what was
+received just before it and read just after, and by no more than the interval between two reads.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+
+def steady_receive_ns(
+    received_wall_ns: int, wall_now_ns: int, steady_now_ns: int, previous_steady_ns: int | None
+) -> int:
+    """When a message read now was received, on the steady clock: its age on the wall clock
+    (``wall_now_ns - received_wall_ns``, at least 0) back from ``steady_now_ns``, and no earlier
+    than the previous read (``previous_steady_ns``: what that read took came before this message;
+    None when nothing bounds it). A system clock stepped between the receipt and the read moves
+    the age by the step; the bounds keep the error within one read interval."""
+    steady = steady_now_ns - max(0, wall_now_ns - received_wall_ns)
+    if previous_steady_ns is not None and steady < previous_steady_ns:
+        return min(previous_steady_ns, steady_now_ns)
+    return steady
+
+
+class SteadyLine:
+    """The steady clock on the system clock's time line as it stood at construction: it reads as
+    the system time until the system clock is stepped, and goes on steadily after. System-clock
+    times (a receipt, a stamp) are brought onto it by their age at the moment they are read.
+
+    ``wall_ns``: the system clock (a test steps it)."""
+
+    def __init__(self, wall_ns: Callable[[], int] = time.time_ns):
+        self._wall_ns = wall_ns
+        self.offset_ns = wall_ns() - time.monotonic_ns()
+
+    def now_ns(self) -> int:
+        return time.monotonic_ns() + self.offset_ns
+
+    def receipt_ns(self, received_wall_ns: int, previous_read_ns: int | None = None) -> int:
+        """A receipt's time (at most now; see :func:`steady_receive_ns` for ``previous_read_ns``)."""
+        return steady_receive_ns(received_wall_ns, self._wall_ns(), self.now_ns(), previous_read_ns)
+
+    def stamp_ns(self, stamp_wall_ns: int) -> int:
+        """A stamp's time: its age on the system clock back from now (a stamp from a clock ahead
+        of this one stays ahead)."""
+        return self.now_ns() - (self._wall_ns() - stamp_wall_ns)

@@ -1,0 +1,48 @@
+"""Receipts and stamps on the steady clock: a stepped system clock moves them by at most one read
+interval, never by the step."""
+
+from __future__ import annotations
+
+import time
+
+from sim2real.core.steady_time import SteadyLine, steady_receive_ns
+from sim2real.core.units import NS_PER_S
+
+MS = NS_PER_S // 1000
+WALL, STEADY = 1_000 * NS_PER_S, 50 * NS_PER_S
+
+
+def test_a_receipt_keeps_its_age_on_a_steady_system_clock():
+    assert steady_receive_ns(WALL - 3 * MS, WALL, STEADY, STEADY - 50 * MS) == STEADY - 3 * MS
+    assert steady_receive_ns(WALL - 3 * MS, WALL, STEADY, None) == STEADY - 3 * MS  # nothing bounds it
+
+
+def test_a_clock_stepped_forward_after_a_receipt_ages_it_by_one_read_interval_at_most():
+    # 2 s too old by the step: held at the previous read (what that read took came before it).
+    assert steady_receive_ns(WALL - 3 * MS, WALL + 2 * NS_PER_S, STEADY, STEADY - 50 * MS) == STEADY - 50 * MS
+
+
+def test_a_clock_stepped_back_after_a_receipt_makes_it_now_not_the_future():
+    assert steady_receive_ns(WALL + 3 * MS, WALL, STEADY, STEADY - 50 * MS) == STEADY
+
+
+class SteppedClock:
+    """The system clock, stepped by ``step_ns``."""
+
+    step_ns = 0
+
+    def __call__(self) -> int:
+        return time.time_ns() + self.step_ns
+
+
+def test_the_line_reads_as_system_time_and_goes_on_steadily_through_a_step():
+    wall = SteppedClock()
+    line = SteadyLine(wall)
+    assert abs(line.now_ns() - time.time_ns()) < 50 * MS
+    stamp = time.time_ns() - 5 * MS
+    before = line.stamp_ns(stamp)
+    wall.step_ns = 3 * NS_PER_S  # the system clock jumps 3 s ahead
+    assert abs(line.now_ns() - time.time_ns()) < 50 * MS  # the line does not
+    # A stamp made on the new time line lands where one made before the step did.
+    assert abs(line.stamp_ns(stamp + 3 * NS_PER_S) - before) < 50 * MS
+    assert line.receipt_ns(wall() - 2 * MS) <= line.now_ns()

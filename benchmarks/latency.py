@@ -106,8 +106,9 @@ def main() -> int:
     for latency in args.latencies:
         measured = 0.0
         for compensation in (False, True):
-            # Compensated with the latency the uncompensated run measured (driver share + half a
-            # period for the supervisor's hop), as an operator would: see tests/ros/test_latency_compensation.py.
+            # Compensated with the latency the uncompensated run measured (the driver's share: the
+            # supervisor forwards a policy command in the tick it answers), as an operator would: see
+            # tests/ros/test_latency_compensation.py.
             report = reach_trial(latency, compensation, duration=args.duration, horizon=measured)
             summary, runtime = report["summary"], report.get("policy_runtime", {})
             trips = [e["last_trip"] for e in report.get("supervisor_modes", []) if e["mode"] == "DAMPING"]
@@ -125,7 +126,7 @@ def main() -> int:
                 }
             )
             if not compensation and runtime.get("driver_actuation_p50_ms"):
-                measured = float(runtime["driver_actuation_p50_ms"]) * 1e-3 + 0.5 * 0.02
+                measured = float(runtime["driver_actuation_p50_ms"]) * 1e-3
             if not args.json:
                 r = rows[-1]
                 print(

@@ -28,8 +28,8 @@ inside ``pybullet.stepSimulation`` on the physics it actually simulates: what is
 window its rate is measured in: the share of the wall time spent in ``stepSimulation``, i.e.
 its rate over ``own physics``, the policy steps/s its own worlds' physics alone would give
 (the terrain, conditions and motion it simulated, which under the reference randomization
-cost far more than a robot standing on a plane). It is how much of the physics it pays for
-a training run gets, on the same worlds, measured at the same time.
+cost far more than a robot standing on a plane): of the physics a training run pays for, the
+share it gets, on the same worlds and measured at the same time.
 
 ``floor``: what an env written in Python over PyBullet costs per policy step before any
 task logic: the raw loop's own torque PD at every physics step (no actuator model), toward
@@ -295,7 +295,7 @@ def _row(
         "vec_env_steps_per_s": {str(w): r for w, r in vec.items()},
         "ratio_vec1_to_raw": first / ceiling,
         # The vector env's own worlds' physics alone, over the same window as its rate.
-        "own_physics_policy_steps_per_s": first / first_physics_share,
+        "own_physics_policy_steps_per_s": first / first_physics_share if first_physics_share > 0 else float("nan"),
         "ratio_vec1_to_own_physics": first_physics_share,
         "scaling": {str(w): r / first for w, r in vec.items()},
     }

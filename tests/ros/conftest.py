@@ -197,12 +197,10 @@ def start_graph(tmp_path_factory):
 
 
 @pytest.fixture
-def make_any():
+def make_any(context):
     """make_any(NodeClass, **parameters): a node in this process, in a context of its own, its
     handlers driven directly with real messages (no graph, no spinning). ``robot`` defaults to
     panda. Nodes are destroyed and the context shut down after the test."""
-    context = Context()
-    rclpy.init(context=context)
     nodes = []
 
     def make(node_class, **parameters):
@@ -218,4 +216,3 @@ def make_any():
     yield make
     for node in nodes:
         node.destroy_node()
-    rclpy.shutdown(context=context)

@@ -1,5 +1,5 @@
 """Latency in a real rclpy graph: the runtime measures the injected actuation latency, and
-compensating it improves the shipped reach policy's tracking (lockstep: deterministic)."""
+compensating it improves the shipped reach policy's tracking (lockstep)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def trials(out) -> dict:
 
 
 @pytest.mark.timing_sensitive(
-    reason="lockstep, yet the runs' trajectories differ (uncompensated: 2.4-32 cm in six local "
+    reason="lockstep, yet the runs' trajectories differ (uncompensated: 2.4-32 cm in five local "
     "runs, two of them driving joint 4 past its limit and taken over); docs/estimation_latency.md"
 )
 def test_the_runtime_measures_the_injected_latency_and_compensating_it_improves_tracking(tmp_path):

@@ -3,8 +3,8 @@
 DDS stamps a message's receipt, and drivers stamp their states, on the system clock, which NTP
 or an operator (``date -s``) may step while the graph runs (NTP at boot on a robot computer
 without a real-time clock). A node that measures a silence as the system clock's now minus a
-receipt then sees every stream silent for a step forward, and a stream that stopped not silent
-for a step back. Measured on the steady (monotonic) clock instead, a step moves only what was
+receipt sees a stream silent for the whole step when the clock steps forward between a message's
+receipt and its read. Measured on the steady (monotonic) clock, a step moves only what was
 received just before it and read just after, and by no more than the interval between two reads.
 """
 
@@ -12,6 +12,12 @@ from __future__ import annotations
 
 import time
 from typing import Callable
+
+
+def system_ns() -> int:
+    """The system clock, ns: what DDS stamps receipts with and drivers stamp states with. The
+    nodes read it through this name (``steady_time.system_ns()``), the one place a test steps it."""
+    return time.time_ns()
 
 
 def steady_receive_ns(
@@ -33,11 +39,11 @@ class SteadyLine:
     the system time until the system clock is stepped, and goes on steadily after. System-clock
     times (a receipt, a stamp) are brought onto it by their age at the moment they are read.
 
-    ``wall_ns``: the system clock (a test steps it)."""
+    ``wall_ns``: the system clock (default :func:`system_ns`, looked up at each call)."""
 
-    def __init__(self, wall_ns: Callable[[], int] = time.time_ns):
-        self._wall_ns = wall_ns
-        self.offset_ns = wall_ns() - time.monotonic_ns()
+    def __init__(self, wall_ns: Callable[[], int] | None = None):
+        self._wall_ns = wall_ns or (lambda: system_ns())
+        self.offset_ns = self._wall_ns() - time.monotonic_ns()
 
     def now_ns(self) -> int:
         return time.monotonic_ns() + self.offset_ns

@@ -31,6 +31,7 @@ from typing import Any, NoReturn
 import yaml
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rcl_interfaces.srv import GetParameters
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import QoSDurabilityPolicy, QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
 from rclpy.serialization import deserialize_message
@@ -38,6 +39,7 @@ from rclpy.task import Future
 from sensor_msgs.msg import Imu, JointState
 from std_srvs.srv import Trigger as TriggerSrv
 
+from sim2real.core import steady_time
 from sim2real.core.bags import diagnostic_statuses, imu_orientation, joint_state_positions
 from sim2real.core.failure_capture import FailureCollector, FailureDetector, Trigger, wall_to_clock
 from sim2real.core.failure_config import load_failure_config
@@ -49,7 +51,6 @@ from sim2real.nodes.diagnostics import publish_status
 from sim2real.nodes.params import declare
 from sim2real.nodes.polled import companion_node, never_called
 
-_wall_ns = time.time_ns  # the system clock (DDS stamps receipts on it); one name for a test to step
 IMU_DECIMATION = 5  # fall detection at 100 Hz of a 500 Hz IMU is plenty
 POLL_PERIOD_S = 0.05  # drain the subscriptions, start due writes, watch for silence
 DIAGNOSTICS_PERIOD_S = 1.0
@@ -162,8 +163,11 @@ class FailureCollectorNode(Node):
         self._heard_steady: dict[str, int] = {}
         self._drained_steady: int | None = None
         self.create_service(TriggerSrv, "~/snapshot", self._snapshot)
-        self.create_timer(POLL_PERIOD_S, self._poll)
-        self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
+        # Real time: on the steady clock, as silence is measured (a timer on the system clock
+        # can wait out a step back before it fires again). Lockstep: the sim's clock.
+        timer_clock = None if self._sim_time else Clock(clock_type=ClockType.STEADY_TIME)
+        self.create_timer(POLL_PERIOD_S, self._poll, clock=timer_clock)
+        self.create_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics, clock=timer_clock)
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         if self.collector.cleaned:
             self.get_logger().warning(
@@ -179,7 +183,7 @@ class FailureCollectorNode(Node):
     def _now_ns(self) -> int:
         # The ROS clock costs ~16 us a call, half of a message's budget; without sim time it
         # reads the system clock, which time.time_ns() reads directly.
-        return self.get_clock().now().nanoseconds if self._sim_time else _wall_ns()
+        return self.get_clock().now().nanoseconds if self._sim_time else steady_time.system_ns()
 
     def _drain(self) -> int:
         """Take every queued message of every recording subscription into the rings.
@@ -189,7 +193,7 @@ class FailureCollectorNode(Node):
         With sim time that wall time is mapped onto the sim clock by interpolating between
         this drain and the previous one."""
         record = self.collector.record
-        wall_now, steady_now = _wall_ns(), time.monotonic_ns()
+        wall_now, steady_now = steady_time.system_ns(), time.monotonic_ns()
         previous_steady, self._drained_steady = self._drained_steady, steady_now
         to_clock = None
         if self._sim_time:

@@ -51,6 +51,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import Imu, JointState, Joy
 from std_srvs.srv import Trigger
 
+from sim2real.core import steady_time
 from sim2real.core.dds_security import security_state
 from sim2real.core.joint_command import CommandRefused, JointCommandMapper, JointTargets
 from sim2real.core.joint_state_order import JointStateOrder
@@ -69,8 +70,6 @@ from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.params import declare, refuse_clock_change
 from sim2real.nodes.polled import Inputs
 from sim2real.nodes.sole_publisher import SolePublisherCheck
-
-_wall_ns = time.time_ns  # the system clock (DDS stamps receipts on it); one name for a test to step
 
 LEVELS = {
     Mode.STANDBY: DiagnosticStatus.OK,
@@ -175,9 +174,12 @@ class SafetySupervisorNode(Node):
         # Real time: the supervisor's time line is the steady clock (a system clock stepped while it
         # runs, NTP at boot, must not read as a silent sensor or hide a real one); receipts and
         # stamps, on the system clock, come onto it by their age when they are read.
-        self._line = SteadyLine(lambda: _wall_ns())
+        self._line = SteadyLine()
         self._last_poll_ns: int | None = None  # real time: when the sensors were last polled, on the line
         self._receipt_floor_ns: int | None = None  # what this poll takes came after the previous one
+        # Real time: when the previous policy command was taken, on the line. The command QoS keeps
+        # one message, so a command taken now came after that.
+        self._policy_taken_ns: int | None = None
 
         self._command_pub = self.create_publisher(JointState, "/joint_commands", qos.COMMAND)
         self._driver_matched = False
@@ -308,7 +310,11 @@ class SafetySupervisorNode(Node):
             command = self._policy.targets.copy()
             command.position = np.full(self.profile.num_joints, np.nan)
         self.inputs.policy_command = command
-        self.inputs.policy_time = self._now() if received is None else self._received(received, None)
+        if received is None:
+            self.inputs.policy_time = self._now()
+        else:
+            floor, self._policy_taken_ns = self._policy_taken_ns, self._line.now_ns()
+            self.inputs.policy_time = self._received(received, floor)
         self._policy_stream.arrived(self.inputs.policy_time)
         self._policy_stamp_ns = stamps.to_ns(msg.header.stamp)
         # Its data's age (tick_overrun) is the receipt's time minus the stamp's, on one time line.
@@ -427,7 +433,7 @@ class SafetySupervisorNode(Node):
         (by its stamp, the state it answers): it reaches the robot without waiting for the timer,
         and the timer's phase follows it. Its arrival is when DDS received it (as for the polled
         sensors), so a supervisor that waited for the CPU does not count its wait as the policy's."""
-        now_ns = _wall_ns()
+        now_ns = steady_time.system_ns()
         self._poll_inputs()  # engage_on_start in _on_policy judges the newest sensing
         if not self._on_policy(msg, min(info.get("received_timestamp") or now_ns, now_ns) * 1e-9):
             return

@@ -22,6 +22,7 @@ from sim2real.core.command_script import FALL_HEIGHT
 from sim2real.core.realtime import ROLE_PRIORITY
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import load_safety_config
+from sim2real.core.steady_time import system_clock_synchronised
 from sim2real.core.supervisor import ENGAGE_STAND_TOLERANCE
 from sim2real.core.unitree.dds import UnitreeDds
 from sim2real.nodes import qos
@@ -461,6 +462,8 @@ def test_sim2real_preflight_reports_from_a_terminal(run_double, fault, code, wor
     )
     assert result.returncode == code, result.stdout + result.stderr
     assert words in result.stdout
+    # This computer's clock, said beside the checks and failing none of them.
+    assert ("NOTE the system clock is not synchronised" in result.stdout) == (system_clock_synchronised() is False)
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from sim2real.core.steady_time import SteadyLine, steady_receive_ns
+from sim2real.core.steady_time import TIME_ERROR, SteadyLine, steady_receive_ns, system_clock_synchronised
 from sim2real.core.units import NS_PER_S
 
 MS = NS_PER_S // 1000
@@ -46,3 +46,10 @@ def test_the_line_reads_as_system_time_and_goes_on_steadily_through_a_step():
     # A stamp made on the new time line lands where one made before the step did.
     assert abs(line.stamp_ns(stamp + 3 * NS_PER_S) - before) < 50 * MS
     assert line.receipt_ns(wall() - 2 * MS) <= line.now_ns()
+
+
+def test_the_kernel_says_whether_the_system_clock_is_synchronised():
+    assert system_clock_synchronised(lambda timex: 0) is True  # TIME_OK
+    assert system_clock_synchronised(lambda timex: TIME_ERROR) is False
+    assert system_clock_synchronised(lambda timex: -1) is None  # the call failed
+    assert system_clock_synchronised() in (True, False)  # this Linux machine's own answer

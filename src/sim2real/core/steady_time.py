@@ -10,8 +10,16 @@ received just before it and read just after, and by no more than the interval be
 
 from __future__ import annotations
 
+import ctypes
 import time
 from typing import Callable
+
+TIME_ERROR = 5  # adjtimex(2)'s clock state: not synchronised (STA_UNSYNC)
+CLOCK_NOT_SYNCHRONISED = (
+    "the system clock is not synchronised (no time source has set it yet): if one steps it while the "
+    "graph runs, the supervisor may hold the robot once on a command that looks old; let it synchronise "
+    "before you launch (chronyc waitsync), or ignore this on a robot with no time source at all"
+)
 
 
 def system_ns() -> int:
@@ -56,3 +64,19 @@ class SteadyLine:
         """A stamp's time: its age on the system clock back from now (a stamp from a clock ahead
         of this one stays ahead)."""
         return self.now_ns() - (self._wall_ns() - stamp_wall_ns)
+
+
+def system_clock_synchronised(adjtimex: Callable[[ctypes.Array], int] | None = None) -> bool | None:
+    """Whether the kernel holds the system clock synchronised (an NTP client, chrony or
+    systemd-timesyncd, has set it and keeps it): adjtimex(2), which only reads when asked with
+    ``modes`` 0. None where it cannot be asked (not Linux). ``adjtimex``: the call (a test's)."""
+    if adjtimex is None:
+        try:
+            adjtimex = ctypes.CDLL(None, use_errno=True).adjtimex
+        except (OSError, AttributeError):
+            return None
+    timex = ctypes.create_string_buffer(512)  # struct timex (208 bytes on 64-bit Linux), all 0: read only
+    state = adjtimex(timex)
+    if state < 0:
+        return None
+    return state != TIME_ERROR

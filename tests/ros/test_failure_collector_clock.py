@@ -21,7 +21,7 @@ from sensor_msgs.msg import JointState
 from sim2real.core import steady_time
 from sim2real.core.failure_config import load_failure_config
 from sim2real.core.robot_profile import load_profile
-from sim2real.nodes.failure_collector import POLL_PERIOD_S, FailureCollectorNode
+from sim2real.nodes.failure_collector import FailureCollectorNode
 from sim2real.nodes.qos import SENSOR_PUBLISH
 from tests.ros.conftest import spin_until
 
@@ -68,9 +68,11 @@ def test_a_system_clock_stepped_forward_fires_no_stale_trigger_and_silence_still
         assert spin_until(executor, lambda: bool(fired), 10 * stale_s), "a stopped stream fired nothing"
         kind, reason, at = fired[0]
         assert kind == "stale_sensor" and "/joint_states" in reason, fired
-        # Silent for stale_s since its last message, which is held at the drain before it (its
-        # receipt looks 2 s old): at most a drain early, were that drain just on time.
-        assert at - stopped >= stale_s - 2 * POLL_PERIOD_S, (at - stopped, reason)
+        # Silent for stale_s on the steady clock since it was last heard (held at the drain before
+        # its last message: that receipt looks 2 s old), and heard until it stopped.
+        heard_ns = collector._heard_steady["/joint_states"]
+        assert at * NS - heard_ns >= stale_s * NS, (at * NS - heard_ns, reason)
+        assert heard_ns <= stopped * NS
     finally:
         collector.collector.stop()
         executor.shutdown()

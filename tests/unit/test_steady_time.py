@@ -52,4 +52,21 @@ def test_the_kernel_says_whether_the_system_clock_is_synchronised():
     assert system_clock_synchronised(lambda timex: 0) is True  # TIME_OK
     assert system_clock_synchronised(lambda timex: TIME_ERROR) is False
     assert system_clock_synchronised(lambda timex: -1) is None  # the call failed
-    assert system_clock_synchronised() in (True, False)  # this Linux machine's own answer
+
+    def read_only(timex) -> int:  # modes 0 (a zeroed struct timex, 208 bytes on 64-bit Linux): read only
+        assert len(timex) >= 208 and not any(bytes(timex))
+        return 0
+
+    assert system_clock_synchronised(read_only) is True
+    assert system_clock_synchronised() in (True, False, None)  # this machine's own answer, if it gives one
+
+
+def test_preflight_notes_an_unsynchronised_clock_and_nothing_else(monkeypatch):
+    from sim2real.cli.preflight import clock_note
+    from sim2real.core import steady_time
+
+    monkeypatch.setattr(steady_time, "system_clock_synchronised", lambda: False)
+    assert clock_note().startswith("NOTE the system clock is not synchronised") and "chronyc waitsync" in clock_note()
+    for answer in (True, None):
+        monkeypatch.setattr(steady_time, "system_clock_synchronised", lambda answer=answer: answer)
+        assert clock_note() == ""

@@ -7,9 +7,16 @@ import sys
 import time
 
 
+def clock_note() -> str:
+    """A NOTE line when this computer's system clock is not synchronised ('' when it is, or when
+    the kernel cannot say): this computer's, not the robot's, so no reason to refuse."""
+    from sim2real.core.steady_time import CLOCK_NOT_SYNCHRONISED, system_clock_synchronised
+
+    return f"NOTE {CLOCK_NOT_SYNCHRONISED}" if system_clock_synchronised() is False else ""
+
+
 def cmd_preflight(args: argparse.Namespace) -> int:
     from sim2real.core.robot_profile import load_profile
-    from sim2real.core.steady_time import CLOCK_NOT_SYNCHRONISED, system_clock_synchronised
     from sim2real.core.unitree.dds import UnitreeDds
     from sim2real.core.unitree.low_level import Go2LowLevel
     from sim2real.core.unitree.preflight import preflight
@@ -36,8 +43,9 @@ def cmd_preflight(args: argparse.Namespace) -> int:
             received.append((time.monotonic(), low_level.read_values(values)))
     failures = preflight(received, args.window, profile, *dds.rivals())
     dds.close()
-    if system_clock_synchronised() is False:  # this computer's, not the robot's: no reason to refuse
-        print(f"NOTE {CLOCK_NOT_SYNCHRONISED}")
+    note = clock_note()
+    if note:
+        print(note)
     for line in failures:
         print(f"FAIL {line}")
     if failures:

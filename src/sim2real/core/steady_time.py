@@ -14,9 +14,9 @@ import ctypes
 import time
 from typing import Callable
 
-TIME_ERROR = 5  # adjtimex(2)'s clock state: not synchronised (STA_UNSYNC)
+TIME_ERROR = 5  # adjtimex(2)'s clock state: not synchronised (STA_UNSYNC), or a PPS signal fault
 CLOCK_NOT_SYNCHRONISED = (
-    "the system clock is not synchronised (no time source has set it yet): if one steps it while the "
+    "the system clock is not synchronised (no NTP client, chrony or systemd-timesyncd, reports it so): if one steps it while the "
     "graph runs, the supervisor may hold the robot once on a command that looks old; let it synchronise "
     "before you launch (chronyc waitsync), or ignore this on a robot with no time source at all"
 )
@@ -72,7 +72,7 @@ def system_clock_synchronised(adjtimex: Callable[[ctypes.Array], int] | None = N
     ``modes`` 0. None where it cannot be asked (not Linux). ``adjtimex``: the call (a test's)."""
     if adjtimex is None:
         try:
-            adjtimex = ctypes.CDLL(None, use_errno=True).adjtimex
+            adjtimex = ctypes.CDLL(None).adjtimex
         except (OSError, AttributeError):
             return None
     timex = ctypes.create_string_buffer(512)  # struct timex (208 bytes on 64-bit Linux), all 0: read only

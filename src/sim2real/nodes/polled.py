@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import collections
 import threading
-import time
 from typing import Any, Callable, Optional
 
 from rclpy.node import Node
 from rclpy.qos import QoSDurabilityPolicy, QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
+
+from sim2real.core import steady_time
 
 # Best effort matches every publisher and never slows one down; depth 1 because only the
 # newest message matters to a poller (DDS drops the older ones without waking Python).
@@ -99,7 +100,7 @@ class PolledSubscription:
 def take_from(sub) -> list[tuple[Any, int]]:
     """Everything DDS queued for ``sub``, oldest first, each with its receive time (ns)."""
     taken = []
-    now_ns = time.time_ns()
+    now_ns = steady_time.system_ns()
     with sub.handle:  # what rclpy's executor does around take_message
         while True:
             got = sub.handle.take_message(sub.msg_type, sub.raw)

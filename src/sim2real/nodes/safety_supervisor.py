@@ -298,8 +298,10 @@ class SafetySupervisorNode(Node):
         self.inputs.base_orientation = np.array([o.x, o.y, o.z, o.w])
         self.inputs.imu_time = self._now() if received is None else self._received(received, self._receipt_floor_ns)
 
-    def _on_policy(self, msg: JointState, received: float | None = None) -> bool:
-        """Take a policy command (False: refused as malformed; a NaN is taken, as a fault)."""
+    def _on_policy(self, msg: JointState, received: float | None = None, taken_ns: int | None = None) -> bool:
+        """Take a policy command (False: refused as malformed; a NaN is taken, as a fault).
+        Real time: ``received``, DDS's receipt (system clock, s), and ``taken_ns``, when its
+        callback began, on the line."""
         try:
             command = self._policy.apply(msg.name, msg.position, msg.velocity, msg.effort).copy()
         except CommandRefused as exc:
@@ -313,7 +315,7 @@ class SafetySupervisorNode(Node):
         if received is None:
             self.inputs.policy_time = self._now()
         else:
-            floor, self._policy_taken_ns = self._policy_taken_ns, self._line.now_ns()
+            floor, self._policy_taken_ns = self._policy_taken_ns, taken_ns
             self.inputs.policy_time = self._received(received, floor)
         self._policy_stream.arrived(self.inputs.policy_time)
         self._policy_stamp_ns = stamps.to_ns(msg.header.stamp)
@@ -433,9 +435,9 @@ class SafetySupervisorNode(Node):
         (by its stamp, the state it answers): it reaches the robot without waiting for the timer,
         and the timer's phase follows it. Its arrival is when DDS received it (as for the polled
         sensors), so a supervisor that waited for the CPU does not count its wait as the policy's."""
-        now_ns = steady_time.system_ns()
+        taken_ns, now_ns = self._line.now_ns(), steady_time.system_ns()
         self._poll_inputs()  # engage_on_start in _on_policy judges the newest sensing
-        if not self._on_policy(msg, min(info.get("received_timestamp") or now_ns, now_ns) * 1e-9):
+        if not self._on_policy(msg, min(info.get("received_timestamp") or now_ns, now_ns) * 1e-9, taken_ns):
             return
         if not stamps.tick_due(self._policy_stamp_ns, self._next_policy_period_ns, self._period_ns):
             return  # a second command of the period: the next tick takes the newest

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from sim2real.core.steady_time import TIME_ERROR, SteadyLine, steady_receive_ns, system_clock_synchronised
+from sim2real.core.steady_time import TIME_ERROR, SteadyLine, SteadyReads, steady_receive_ns, system_clock_synchronised
 from sim2real.core.units import NS_PER_S
 
 MS = NS_PER_S // 1000
@@ -70,3 +70,17 @@ def test_preflight_notes_an_unsynchronised_clock_and_nothing_else(monkeypatch):
     for answer in (True, None):
         monkeypatch.setattr(steady_time, "system_clock_synchronised", lambda answer=answer: answer)
         assert clock_note() == ""
+
+
+def test_reads_hold_each_receipt_no_earlier_than_the_previous_read_began():
+    wall = SteppedClock()
+    reads = SteadyReads(SteadyLine(wall))
+    before = reads.line.now_ns()
+    reads.begin()  # the first read: nothing bounds what it takes
+    after = reads.line.now_ns()
+    assert abs(reads.receipt_ns(wall() - 30 * MS) - (reads.line.now_ns() - 30 * MS)) < 5 * MS
+    time.sleep(0.01)
+    reads.begin()
+    wall.step_ns = 3 * NS_PER_S  # stepped between a receipt and this read: 3 s too old ...
+    held = reads.receipt_ns(wall() - 3 * NS_PER_S - 2 * MS)
+    assert before <= held <= after  # ... held at the previous read's start

@@ -66,6 +66,23 @@ class SteadyLine:
         return self.now_ns() - (self._wall_ns() - stamp_wall_ns)
 
 
+class SteadyReads:
+    """Receipts taken in reads (a poll, a drain, a callback) on a :class:`SteadyLine`: a read
+    takes only what arrived since the previous read began, so each receipt is held no earlier
+    than that. Call :meth:`begin` as a read starts, then :meth:`receipt_ns` for what it takes."""
+
+    def __init__(self, line: SteadyLine):
+        self.line = line
+        self._began_ns: int | None = None
+        self._floor_ns: int | None = None
+
+    def begin(self) -> None:
+        self._floor_ns, self._began_ns = self._began_ns, self.line.now_ns()
+
+    def receipt_ns(self, received_wall_ns: int) -> int:
+        return self.line.receipt_ns(received_wall_ns, self._floor_ns)
+
+
 def system_clock_synchronised(adjtimex: Callable[[ctypes.Array], int] | None = None) -> bool | None:
     """Whether the kernel holds the system clock synchronised (an NTP client, chrony or
     systemd-timesyncd, has set it and keeps it): adjtimex(2), which only reads when asked with

@@ -44,7 +44,7 @@ from sim2real.core.bags import diagnostic_statuses, imu_orientation, joint_state
 from sim2real.core.failure_capture import FailureCollector, FailureDetector, Trigger, wall_to_clock
 from sim2real.core.failure_config import load_failure_config
 from sim2real.core.robot_profile import load_profile
-from sim2real.core.steady_time import steady_receive_ns
+from sim2real.core.steady_time import SteadyLine, SteadyReads
 from sim2real.evaluate.reality import RealityError, load_reality
 from sim2real.nodes import lifecycle
 from sim2real.nodes.diagnostics import publish_status
@@ -161,7 +161,7 @@ class FailureCollectorNode(Node):
         # Real time: when each topic was last heard, on the steady clock (silence is measured on
         # it: a system clock stepped forward would otherwise make every stream look silent).
         self._heard_steady: dict[str, int] = {}
-        self._drained_steady: int | None = None
+        self._drains_read = SteadyReads(SteadyLine())  # one read per drain
         self.create_service(TriggerSrv, "~/snapshot", self._snapshot)
         # Real time: on the steady clock, as silence is measured (a timer on the system clock
         # can wait out a step back before it fires again). Lockstep: the sim's clock.
@@ -182,7 +182,7 @@ class FailureCollectorNode(Node):
 
     def _now_ns(self) -> int:
         # The ROS clock costs ~16 us a call, half of a message's budget; without sim time it
-        # reads the system clock, which time.time_ns() reads directly.
+        # reads the system clock, which steady_time.system_ns() reads directly.
         return self.get_clock().now().nanoseconds if self._sim_time else steady_time.system_ns()
 
     def _drain(self) -> int:
@@ -193,8 +193,8 @@ class FailureCollectorNode(Node):
         With sim time that wall time is mapped onto the sim clock by interpolating between
         this drain and the previous one."""
         record = self.collector.record
-        wall_now, steady_now = steady_time.system_ns(), time.monotonic_ns()
-        previous_steady, self._drained_steady = self._drained_steady, steady_now
+        wall_now = steady_time.system_ns()
+        self._drains_read.begin()
         to_clock = None
         if self._sim_time:
             sim_now = self.get_clock().now().nanoseconds
@@ -223,7 +223,7 @@ class FailureCollectorNode(Node):
                         if trigger is not None:
                             self._fire(trigger, t_ns)
             if newest_wall is not None:
-                self._heard_steady[topic] = steady_receive_ns(newest_wall, wall_now, steady_now, previous_steady)
+                self._heard_steady[topic] = self._drains_read.receipt_ns(newest_wall)
         return taken
 
     # -- triggers (decode only what a detector needs) -----------------------------------------
@@ -341,7 +341,7 @@ class FailureCollectorNode(Node):
         if self._sim_time:  # lockstep: the sim's clock (it stops while the sim waits, and so does silence)
             trigger = self.collector.detector.stale(now, self.collector.last_seen())
         else:
-            trigger = self.collector.detector.stale(time.monotonic_ns(), self._heard_steady)
+            trigger = self.collector.detector.stale(self._drains_read.line.now_ns(), self._heard_steady)
         if trigger is not None:
             self._fire(trigger, now)
         self.collector.poll(now)

@@ -58,7 +58,7 @@ from sim2real.core.joint_state_order import JointStateOrder
 from sim2real.core.period_stats import GapFreeStream
 from sim2real.core.robot_profile import load_profile
 from sim2real.core.safety_config import load_safety_config
-from sim2real.core.steady_time import SteadyLine
+from sim2real.core.steady_time import SteadyLine, SteadyReads
 from sim2real.core.supervisor import (
     OPERATOR_ACTIONS,
     TELEOP_FRESH_S,
@@ -175,11 +175,8 @@ class SafetySupervisorNode(Node):
         # runs, NTP at boot, must not read as a silent sensor or hide a real one); receipts and
         # stamps, on the system clock, come onto it by their age when they are read.
         self._line = SteadyLine()
-        self._last_poll_ns: int | None = None  # real time: when the sensors were last polled, on the line
-        self._receipt_floor_ns: int | None = None  # what this poll takes came after the previous one
-        # Real time: when the previous policy command was taken, on the line. The command QoS keeps
-        # one message, so a command taken now came after that.
-        self._policy_taken_ns: int | None = None
+        self._sensor_reads = SteadyReads(self._line)  # one read per poll
+        self._policy_reads = SteadyReads(self._line)  # one per callback: the command QoS keeps one message
 
         self._command_pub = self.create_publisher(JointState, "/joint_commands", qos.COMMAND)
         self._driver_matched = False
@@ -244,9 +241,10 @@ class SafetySupervisorNode(Node):
         # In lockstep the clock message may trail the state it announces: never tick behind the state.
         return max(self.get_clock().now().nanoseconds, self._latest_state_ns) * 1e-9
 
-    def _received(self, received: float, previous_read_ns: int | None) -> float:
+    @staticmethod
+    def _received(reads: SteadyReads, received: float) -> float:
         """Real time: a DDS receipt (system clock, s) on the supervisor's time line."""
-        return self._line.receipt_ns(round(received * 1e9), previous_read_ns) * 1e-9
+        return reads.receipt_ns(round(received * 1e9)) * 1e-9
 
     def _on_joint_states(self, msg: JointState, received: float | None = None) -> None:
         try:
@@ -259,7 +257,7 @@ class SafetySupervisorNode(Node):
         self.inputs.joint_effort = np.asarray(msg.effort)[index] if len(msg.effort) else None
         self._latest_state_ns = stamps.to_ns(msg.header.stamp)
         self.inputs.joint_states_time = (
-            self._now() if received is None else self._received(received, self._receipt_floor_ns)
+            self._now() if received is None else self._received(self._sensor_reads, received)
         )
         if self.sim_time:
             if self._latest_state_ns < self._answered_ns:
@@ -296,12 +294,11 @@ class SafetySupervisorNode(Node):
     def _on_imu(self, msg: Imu, received: float | None = None) -> None:
         o = msg.orientation
         self.inputs.base_orientation = np.array([o.x, o.y, o.z, o.w])
-        self.inputs.imu_time = self._now() if received is None else self._received(received, self._receipt_floor_ns)
+        self.inputs.imu_time = self._now() if received is None else self._received(self._sensor_reads, received)
 
-    def _on_policy(self, msg: JointState, received: float | None = None, taken_ns: int | None = None) -> bool:
+    def _on_policy(self, msg: JointState, received: float | None = None) -> bool:
         """Take a policy command (False: refused as malformed; a NaN is taken, as a fault).
-        Real time: ``received``, DDS's receipt (system clock, s), and ``taken_ns``, when its
-        callback began, on the line."""
+        Real time: ``received``, DDS's receipt (system clock, s)."""
         try:
             command = self._policy.apply(msg.name, msg.position, msg.velocity, msg.effort).copy()
         except CommandRefused as exc:
@@ -312,11 +309,7 @@ class SafetySupervisorNode(Node):
             command = self._policy.targets.copy()
             command.position = np.full(self.profile.num_joints, np.nan)
         self.inputs.policy_command = command
-        if received is None:
-            self.inputs.policy_time = self._now()
-        else:
-            floor, self._policy_taken_ns = self._policy_taken_ns, taken_ns
-            self.inputs.policy_time = self._received(received, floor)
+        self.inputs.policy_time = self._now() if received is None else self._received(self._policy_reads, received)
         self._policy_stream.arrived(self.inputs.policy_time)
         self._policy_stamp_ns = stamps.to_ns(msg.header.stamp)
         # Its data's age (tick_overrun) is the receipt's time minus the stamp's, on one time line.
@@ -427,7 +420,7 @@ class SafetySupervisorNode(Node):
     # -- the tick ------------------------------------------------------------------------------
     def _poll_inputs(self) -> None:
         """Real time: take the newest of each polled input (none in lockstep)."""
-        self._receipt_floor_ns, self._last_poll_ns = self._last_poll_ns, self._line.now_ns()
+        self._sensor_reads.begin()
         self._sensor_subs.take_newest_each()
 
     def _on_policy_in_real_time(self, msg: JointState, info) -> None:
@@ -435,9 +428,10 @@ class SafetySupervisorNode(Node):
         (by its stamp, the state it answers): it reaches the robot without waiting for the timer,
         and the timer's phase follows it. Its arrival is when DDS received it (as for the polled
         sensors), so a supervisor that waited for the CPU does not count its wait as the policy's."""
-        taken_ns, now_ns = self._line.now_ns(), steady_time.system_ns()
+        self._policy_reads.begin()
+        received = info.get("received_timestamp") or steady_time.system_ns()
         self._poll_inputs()  # engage_on_start in _on_policy judges the newest sensing
-        if not self._on_policy(msg, min(info.get("received_timestamp") or now_ns, now_ns) * 1e-9, taken_ns):
+        if not self._on_policy(msg, received * 1e-9):
             return
         if not stamps.tick_due(self._policy_stamp_ns, self._next_policy_period_ns, self._period_ns):
             return  # a second command of the period: the next tick takes the newest

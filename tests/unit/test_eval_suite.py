@@ -19,35 +19,6 @@ from tests.policy_models import write_target_policy
 GO2 = load_profile("go2")
 PANDA = load_profile("panda")
 
-SHORT_SUITE = """
-robot: go2
-stand_s: 2.5
-settle_s: 1.0
-takeover_window_s: 1.0
-duration: 2.0
-targets: {velocity_error: 0.1, yaw_rate_error: 0.1, yaw_rate_floor: 0.05, feet_down: 0.95, drift: 0.05,
-          takeover_height: 0.18, estimator_rmse: 0.05}
-scenarios:
-  - {name: stand_still, command: [0.0, 0.0, 0.0]}
-  - {name: forward_0.3, command: [0.3, 0.0, 0.0]}
-  - name: shoved
-    command: [0.0, 0.0, 0.0]
-    pushes: [{at: 1.2, force: [0.0, 60.0, 0.0], duration: 0.2}]
-"""
-
-
-@pytest.fixture(scope="module")
-def short_suite(tmp_path_factory):
-    path = tmp_path_factory.mktemp("suite") / "go2_short.yaml"
-    path.write_text(SHORT_SUITE)
-    return path
-
-
-@pytest.fixture(scope="module")
-def holding_policy(tmp_path_factory):
-    """Holds the stand pose whatever it is told: stands perfectly, never walks."""
-    return write_target_policy(tmp_path_factory.mktemp("policies") / "hold.onnx", GO2, GO2.default_positions)
-
 
 def test_the_shipped_suite_covers_the_command_space():
     suite = load_suite("go2_walk")
@@ -221,7 +192,7 @@ def test_cli_prints_one_table_writes_json_and_plot_and_can_require_a_pass(
     )
     capsys.readouterr()
     assert main(["eval", str(holding_policy), "--require-pass", "--no-progress"]) == 2
-    assert "--scenarios and --require-pass belong to a suite" in capsys.readouterr().err
+    assert "--scenarios, --require-pass and --ablate belong to a suite" in capsys.readouterr().err
 
 
 def test_the_shipped_suite_file_is_where_eval_looks_for_it():

@@ -31,7 +31,7 @@ from sim2real.train.runner import Trainer
 from sim2real.train.train_config import load_train_config
 from sim2real.train.vec_env import ProcessVecEnv, RolloutLost
 from tests.policy_models import write_target_policy
-from tests.unit.test_eval_suite import SHORT_SUITE
+from tests.unit.eval_suites import SHORT_SUITE
 from tests.unit.toy_env import (
     TOY_TRAIN_CONFIG,
     make_toy,

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -50,6 +50,7 @@ from sim2real.core.rotations import quat_to_matrix, tilt_angle
 from sim2real.core.safety_config import load_safety_config
 from sim2real.core.supervisor import Mode, SupervisorCore, SupervisorInputs
 from sim2real.core.units import NS_PER_S
+from sim2real.evaluate.ablation import CONDITION_GROUPS, ablated_name, attribution_line, changed_groups, without_group
 from sim2real.evaluate.evaluate import (
     EvaluationError,
     check_world_options,
@@ -522,15 +523,34 @@ class SuiteReport:
     targets: dict[str, float] = field(default_factory=dict)
     # World sets that run elsewhere than ``engine`` (a reality set): name -> where they ran.
     elsewhere: dict[str, str] = field(default_factory=dict)
+    # Ablations (``--ablate``): world set name -> (the world set asked for, the group put back
+    # to nominal). Their results are diagnostics: ``passed`` and the plot leave them out.
+    ablated: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    @property
+    def measured(self) -> list[ScenarioResult]:
+        """The results of the world sets asked for (not of their ablations)."""
+        return [r for r in self.results if r.world not in self.ablated]
 
     @property
     def passed(self) -> bool:
-        return all(r.passed for r in self.results)
+        # An ablation that fails does not fail the policy: a group put back to nominal can make
+        # a draw harder (a heavy robot with strong motors, the motors made nominal).
+        return all(r.passed for r in self.measured)
+
+    def ablation_passes(self) -> dict[str, dict[str, int]]:
+        """Per ablated world set: scenario runs passing as drawn and with each group nominal."""
+        counts: dict[str, dict[str, int]] = {}
+        for name, (world, group) in self.ablated.items():
+            counts.setdefault(world, {"as drawn": sum(r.passed for r in self.results if r.world == world)})
+            counts[world][group] = sum(r.passed for r in self.results if r.world == name)
+        return counts
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         for result, entry in zip(self.results, data["results"]):
             entry["passed"] = result.passed
+        data["ablation_passes"] = self.ablation_passes()
         return json_safe(data)
 
     def to_json(self) -> str:
@@ -563,7 +583,8 @@ class SuiteReport:
             cells.append("pass" if r.passed else "FAIL: " + "; ".join(r.failed_targets))
             rows.append(cells)
         widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-        passed = sum(r.passed for r in self.results)
+        measured = self.measured
+        passed = sum(r.passed for r in measured)
         on = self.engine + (f" with model {self.model}" if self.model else "")
         lines = [
             f"suite {self.suite} on {on}: policy {self.policy} (sha256 {self.sha256[:12]}), "
@@ -574,9 +595,14 @@ class SuiteReport:
         for world, where in self.elsewhere.items():
             lines.append(f"{world} ran on {where}; its drawn conditions stay hidden")
         lines.append(
-            f"{passed}/{len(self.results)} scenario runs pass "
-            "(velocities in the body frame, m/s and rad/s; heights and drift in m)"
+            f"{passed}/{len(measured)} scenario runs pass "
+            + ("of the world sets asked for; the ablations, diagnostics, are not counted " if self.ablated else "")
+            + "(velocities in the body frame, m/s and rad/s; heights and drift in m)"
         )
+        scenarios = len({r.scenario for r in self.results})
+        for world, counts in self.ablation_passes().items():
+            groups = {group: n for group, n in counts.items() if group != "as drawn"}
+            lines.append(attribution_line(world, counts["as drawn"], groups, scenarios))
         return "\n".join(lines)
 
 
@@ -616,6 +642,7 @@ def evaluate_suite(
     model: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     ray_address: str | None = None,
+    ablate: bool = False,
 ) -> SuiteReport:
     """Run every scenario (or those named in ``scenarios``) ``episodes`` times per world set.
 
@@ -624,7 +651,9 @@ def evaluate_suite(
     the same robots. ``workers``: processes (0: this one); with ``ray_address``
     (:mod:`sim2real.train.ray_cluster`) the episodes are Ray tasks on a cluster instead, with the
     same results (each episode is deterministic in its seed). ``progress(done, total)``: called
-    after each episode.
+    after each episode. ``ablate``: each randomized world set's episodes run again once per
+    group of conditions their draws changed, with that group nominal
+    (:mod:`sim2real.evaluate.ablation`); EvaluationError when no world set draws anything.
     """
     check_world_options(engine, model)
     if episodes < 1:
@@ -641,33 +670,21 @@ def evaluate_suite(
         )
     chosen = _chosen_scenarios(suite, scenarios)
     world_sets = resolve_worlds(list(worlds), policy)
+    runs = _world_runs(world_sets, episodes, seed, engine, model, policy.metadata.task_config, ablate)
     jobs = []
-    for w, world in enumerate(world_sets):
-        world_engine, world_model = (world.engine, world.model) if world.engine else (engine, model)
-        for k in range(episodes):
-            conditions = _episode_conditions(
-                world.randomization, np.random.default_rng(seed + k), policy.metadata.task_config
-            )
+    for r, run in enumerate(runs):
+        for k, conditions in enumerate(run.conditions):
+            if conditions is None:
+                continue  # the source world set's episode, already run
             for scenario in chosen:
                 s = suite.scenarios.index(scenario)
-                jobs.append((s, w, world.name, conditions, seed + k, world_engine, world_model))
+                jobs.append((s, r, run.name, conditions, seed + k, run.engine, run.model))
     outcomes = (
         _run_jobs(str(Path(policy.path).resolve()), suite, jobs, workers, progress)
         if ray_address is None
         else _run_jobs_on_ray(ray_address, policy, suite, jobs, workers, progress)
     )
-    hidden = {w for w, world in enumerate(world_sets) if world.hidden}
-    for _, w, outcome in outcomes:
-        if w in hidden:
-            outcome.conditions = {}  # a reality set's draws stay hidden
-    results = []
-    for w, world in enumerate(world_sets):
-        for scenario in chosen:
-            s = suite.scenarios.index(scenario)
-            mine = [outcome for (si, wi, outcome) in outcomes if si == s and wi == w]
-            results.append(
-                ScenarioResult(scenario.name, world.name, scenario.command, mine, failed_targets(suite, scenario, mine))
-            )
+    results = _scenario_results(suite, chosen, runs, outcomes, seed)
     return SuiteReport(
         policy=str(policy.path),
         sha256=policy.sha256,
@@ -678,7 +695,96 @@ def evaluate_suite(
         episodes=episodes,
         worlds=[w.name for w in world_sets],
         results=results,
+        targets=dict(suite.targets),
+        elsewhere={
+            world.name: world.engine + (f" with model {world.model}" if world.model else "")
+            for world in world_sets
+            if world.hidden and world.engine
+        },
+        ablated={run.name: (runs[run.source].name, run.group) for run in runs if run.source is not None},
     )
+
+
+def _scenario_results(
+    suite: Suite, chosen: list[Scenario], runs: list[_WorldRun], outcomes: list, seed: int
+) -> list[ScenarioResult]:
+    """One result per world set and scenario, its episodes in order; an ablation's episode that
+    was not run again is a copy of the source world set's."""
+    by_run = {(s, r, outcome.seed): outcome for s, r, outcome in outcomes}
+    results = []
+    for r, run in enumerate(runs):
+        for scenario in chosen:
+            s = suite.scenarios.index(scenario)
+            mine = [
+                by_run[(s, r, seed + k)] if conditions is not None else replace(by_run[(s, run.source, seed + k)])
+                for k, conditions in enumerate(run.conditions)
+            ]
+            if run.hidden:
+                for outcome in mine:
+                    outcome.conditions = {}  # a reality set's draws stay hidden
+            results.append(
+                ScenarioResult(scenario.name, run.name, scenario.command, mine, failed_targets(suite, scenario, mine))
+            )
+    return results
+
+
+@dataclass
+class _WorldRun:
+    """A world set as the suite runs it: one asked for, or an ablation of one (``source``, the
+    index of the world set it ablates, and ``group``). ``conditions[k]``: episode k's draw; in an
+    ablation, None where the episode's draw left the group nominal: that episode is the source
+    world set's, not run again."""
+
+    name: str
+    engine: str
+    model: str | None
+    hidden: bool
+    conditions: list[dict[str, float] | None]
+    source: int | None = None
+    group: str | None = None
+
+
+def _world_runs(
+    world_sets: Sequence[Any],
+    episodes: int,
+    seed: int,
+    engine: str,
+    model: str | None,
+    task_config: dict[str, Any],
+    ablate: bool,
+) -> list[_WorldRun]:
+    """The world sets asked for, each followed by its ablations when ``ablate``."""
+    runs: list[_WorldRun] = []
+    asked = {world.name for world in world_sets}
+    for world in world_sets:
+        world_engine, world_model = (world.engine, world.model) if world.engine else (engine, model)
+        draws = [
+            _episode_conditions(world.randomization, np.random.default_rng(seed + k), task_config)
+            for k in range(episodes)
+        ]
+        source = len(runs)
+        runs.append(_WorldRun(world.name, world_engine, world_model, world.hidden, list(draws)))
+        if not ablate or world.hidden:  # a reality set's draws are not to be looked into
+            continue
+        changed = [set(changed_groups(drawn)) for drawn in draws]
+        for group in [g for g in CONDITION_GROUPS if any(g in groups for groups in changed)]:
+            name = ablated_name(world.name, group)
+            if name in asked:
+                raise EvaluationError(
+                    f"--ablate would name an ablation of {world.name!r} {name!r}, the name of a world set "
+                    f"asked for. Fix: rename that world set's file, or run it without --ablate"
+                )
+            conditions = [
+                without_group(drawn, group) if group in groups else None for drawn, groups in zip(draws, changed)
+            ]
+            runs.append(_WorldRun(name, world_engine, world_model, False, conditions, source, group))
+    if ablate and len(runs) == len(world_sets):
+        raise EvaluationError(
+            f"--ablate has nothing to ablate: the world sets {sorted(asked)} draw no condition away from "
+            "nominal (nominal) or keep their draws hidden (reality sets). Fix: add a randomized world "
+            "set, e.g. --worlds go2_reference"
+        )
+    return runs
 
 
 def _run_jobs(
@@ -779,7 +885,7 @@ def plot_suite(report: SuiteReport, png_path: str | Path) -> Path:
     on = report.engine + (f" ({report.model})" if report.model else "")
     fig.suptitle(
         f"suite {report.suite} on {on}: {Path(report.policy).name}, "
-        f"{sum(r.passed for r in report.results)}/{len(report.results)} pass",
+        f"{sum(r.passed for r in report.measured)}/{len(report.measured)} pass",
         fontsize=10,
     )
     fig.tight_layout()

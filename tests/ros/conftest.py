@@ -79,10 +79,13 @@ class Probe:
         return f"/{self.node.get_name()}"
 
     def close(self):
+        # The spin thread ends first: rclpy's Executor.shutdown (this version) returns without
+        # waiting for it, and a node destroyed while the thread still waits on it raised
+        # InvalidHandle there (an unhandled-thread-exception warning in the test's report).
         self.executor.shutdown(timeout_sec=1.0)
+        self.thread.join(timeout=5.0)
         self.node.destroy_node()
         rclpy.shutdown(context=self.context)
-        self.thread.join(timeout=2.0)
 
 
 class GraphLog:

@@ -1,4 +1,5 @@
-"""Fixtures shared by the evaluation suite's tests."""
+"""Fixtures of the evaluation suite's tests (test_eval_suite, test_eval_ablation): a short Go2
+suite file and a policy that holds the stand pose."""
 
 from __future__ import annotations
 

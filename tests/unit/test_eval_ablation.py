@@ -6,25 +6,29 @@ from __future__ import annotations
 import dataclasses
 import json
 
-import numpy as np
 import pytest
 
 from sim2real.cli.main import main
-from sim2real.core.robot_profile import load_profile
 from sim2real.evaluate.ablation import CONDITION_GROUPS, ablated_name, attribution_line, changed_groups, without_group
 from sim2real.evaluate.evaluate import EvaluationError, WorldSet
 from sim2real.evaluate.suite import EpisodeOutcome, ScenarioResult, SuiteReport, _world_runs, evaluate_suite
 from sim2real.sim.conditions import PhysicalConditions
 
-GO2 = load_profile("go2")
-
-# Motors at 30 % cannot hold a Go2 up (the stress robot's 85 % sags 0.58 rad); a grippier floor
-# changes nothing for a robot that stands: only the motors cost the stand.
+# Motors at 30 % of their strength cannot hold a Go2 up (at 85 %, and 20 % heavier, its stand sags
+# 0.58 rad at a rear calf); a grippier floor changes nothing for a robot that stands: only the
+# motors cost the stand.
 WEAK_MOTORS = """
 name: weak_motors
 parameters:
   motor_strength: {constant: 0.3}
   ground_friction: {constant: 1.0}
+"""
+# Latency drawn from a normal clipped at 0: seed 3 draws 20 ms, seed 4 none.
+SOMETIMES_LATE = """
+name: weak_sometimes_late
+parameters:
+  motor_strength: {constant: 0.3}
+  latency: {normal: {mean: 0.0, std: 0.01}, bounds: [0.0, 0.02]}
 """
 
 
@@ -60,7 +64,7 @@ class _Draws:
         return dict(self.draws.pop(0))
 
 
-def test_an_episode_whose_draw_left_a_group_nominal_is_not_run_again():
+def test_an_ablation_plans_only_the_episodes_whose_draw_changed_its_group():
     world = WorldSet("drawn", _Draws([{"terrain_roughness": 0.05, "latency": 0.01}, {"latency": 0.02}]))
     nominal = WorldSet("nominal", None)
     runs = _world_runs([nominal, world], 2, 0, "pybullet", None, {}, ablate=True)
@@ -77,7 +81,9 @@ def test_ablate_refuses_world_sets_with_nothing_to_ablate_and_names_that_clash(h
     clash = tmp_path / "weak_motors minus motors.yaml"
     clash.write_text(WEAK_MOTORS)
     (tmp_path / "weak_motors.yaml").write_text(WEAK_MOTORS)
-    with pytest.raises(EvaluationError, match="the name of a world set asked for"):
+    with pytest.raises(
+        EvaluationError, match="has the name --ablate gives .weak_motors. with its motors nominal.*Fix: rename"
+    ):
         evaluate_suite(
             holding_policy, short_suite, [str(tmp_path / "weak_motors.yaml"), str(clash)], workers=0, ablate=True
         )
@@ -91,7 +97,7 @@ def test_weak_motors_fail_the_stand_and_the_ablation_says_it_is_the_motors(
     monkeypatch.chdir(tmp_path)
     code = main(
         ["eval", str(holding_policy), "--suite", str(short_suite), "--worlds", str(world), "--ablate"]
-        + ["--scenarios", "stand_still", "--workers", "2", "--no-progress", "--no-plot", "--require-pass"]
+        + ["--scenarios", "stand_still", "--workers", "0", "--no-progress", "--no-plot", "--require-pass"]
     )
     out = capsys.readouterr().out
     assert code == 1  # the world set asked for fails: the ablations do not make it pass
@@ -133,11 +139,27 @@ def test_an_ablation_that_fails_does_not_fail_the_world_set_asked_for():
     assert "1/1 scenario runs pass of the world sets asked for" in report.table()
 
 
-def test_a_reality_set_says_where_it_ran_and_the_report_carries_the_targets(holding_policy, short_suite):
+def test_an_episode_whose_draw_left_a_group_nominal_is_the_source_world_sets_own(holding_policy, short_suite, tmp_path):
+    world = tmp_path / "weak_sometimes_late.yaml"
+    world.write_text(SOMETIMES_LATE)
+    totals = []
     report = evaluate_suite(
-        holding_policy, short_suite, ["reality:go2_independent"], workers=0, scenarios=["stand_still"]
+        holding_policy,
+        short_suite,
+        [str(world)],
+        episodes=2,
+        seed=3,
+        workers=0,
+        scenarios=["stand_still"],
+        ablate=True,
+        progress=lambda done, total: totals.append(total),
     )
-    assert report.elsewhere == {"reality:go2_independent": "mujoco with model example-robot-data:go2"}
-    assert "reality:go2_independent ran on mujoco with model example-robot-data:go2" in report.table()
-    assert report.results[0].episodes[0].conditions == {}
-    assert report.targets["estimator_rmse"] == 0.05 and np.isfinite(report.results[0].mean("height"))
+    runs = {r.world: r for r in report.results}
+    drawn, late = runs["weak_sometimes_late"], runs["weak_sometimes_late minus latency"]
+    assert [e.conditions["latency"] for e in drawn.episodes] == [0.02, 0.0]
+    # two episodes as drawn, two with the motors nominal, one with the latency nominal: the second
+    # episode drew no latency, so its run as drawn stands for it
+    assert totals[-1] == 5
+    assert "latency" not in late.episodes[0].conditions
+    copy, source = late.episodes[1], drawn.episodes[1]
+    assert copy == source and copy is not source and copy.conditions is not source.conditions

@@ -199,3 +199,13 @@ def test_the_shipped_suite_file_is_where_eval_looks_for_it():
     assert (share_dir() / "config" / "eval" / "go2_walk.yaml").is_file()
     assert load_suite("go2_walk").source.endswith("go2_walk.yaml")
     assert np.isfinite([s.duration for s in load_suite("go2_walk").scenarios]).all()
+
+
+def test_a_reality_set_says_where_it_ran_and_the_report_carries_the_targets(holding_policy, short_suite):
+    report = evaluate_suite(
+        holding_policy, short_suite, ["reality:go2_independent"], workers=0, scenarios=["stand_still"]
+    )
+    assert report.elsewhere == {"reality:go2_independent": "mujoco with model example-robot-data:go2"}
+    assert "reality:go2_independent ran on mujoco with model example-robot-data:go2" in report.table()
+    assert report.results[0].episodes[0].conditions == {}
+    assert report.targets["estimator_rmse"] == 0.05 and np.isfinite(report.results[0].mean("height"))

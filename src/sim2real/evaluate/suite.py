@@ -716,7 +716,7 @@ def _scenario_results(
         for scenario in chosen:
             s = suite.scenarios.index(scenario)
             mine = [
-                by_run[(s, r, seed + k)] if conditions is not None else replace(by_run[(s, run.source, seed + k)])
+                by_run[(s, r, seed + k)] if conditions is not None else _copied(by_run[(s, run.source, seed + k)])
                 for k, conditions in enumerate(run.conditions)
             ]
             if run.hidden:
@@ -726,6 +726,10 @@ def _scenario_results(
                 ScenarioResult(scenario.name, run.name, scenario.command, mine, failed_targets(suite, scenario, mine))
             )
     return results
+
+
+def _copied(outcome: EpisodeOutcome) -> EpisodeOutcome:
+    return replace(outcome, conditions=dict(outcome.conditions))
 
 
 @dataclass
@@ -771,8 +775,8 @@ def _world_runs(
             name = ablated_name(world.name, group)
             if name in asked:
                 raise EvaluationError(
-                    f"--ablate would name an ablation of {world.name!r} {name!r}, the name of a world set "
-                    f"asked for. Fix: rename that world set's file, or run it without --ablate"
+                    f"world set {name!r} has the name --ablate gives {world.name!r} with its {group} nominal. "
+                    f"Fix: rename the file of world set {name!r}, or run without --ablate"
                 )
             conditions = [
                 without_group(drawn, group) if group in groups else None for drawn, groups in zip(draws, changed)
@@ -780,9 +784,9 @@ def _world_runs(
             runs.append(_WorldRun(name, world_engine, world_model, False, conditions, source, group))
     if ablate and len(runs) == len(world_sets):
         raise EvaluationError(
-            f"--ablate has nothing to ablate: the world sets {sorted(asked)} draw no condition away from "
-            "nominal (nominal) or keep their draws hidden (reality sets). Fix: add a randomized world "
-            "set, e.g. --worlds go2_reference"
+            f"--ablate has nothing to ablate: of the world sets {sorted(asked)}, none drew a condition away "
+            "from nominal ('nominal' draws nothing, and a reality set's draws stay hidden). Fix: add a "
+            "randomized world set, e.g. --worlds go2_reference"
         )
     return runs
 

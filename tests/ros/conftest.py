@@ -79,9 +79,9 @@ class Probe:
         return f"/{self.node.get_name()}"
 
     def close(self):
-        # The spin thread ends first: rclpy's Executor.shutdown (this version) returns without
-        # waiting for it, and a node destroyed while the thread still waits on it raised
-        # InvalidHandle there (an unhandled-thread-exception warning in the test's report).
+        # The spin thread ends first: rclpy 9's Executor.shutdown returns without waiting for it,
+        # and a node destroyed while the thread still waits on it raises InvalidHandle there (an
+        # unhandled-thread-exception warning in the test's report).
         self.executor.shutdown(timeout_sec=1.0)
         self.thread.join(timeout=5.0)
         self.node.destroy_node()

@@ -14,7 +14,9 @@ it would land; inside the window each phase still carries about half a microseco
 
 A batched worker (several robots per worker process, the task written over (N, 12) arrays) can
 share over robots every phase but ``stepSimulation`` and the PyBullet calls themselves: this says
-how much that is.
+how much that is. ``PyBullet calls`` times every other call the world makes into PyBullet during a
+step (joint reads, torque writes, base and link reads, contacts, transforms, pushes), whichever
+phase makes it: what a robot costs besides its physics however its task is written.
 
 Example:
     .venv/bin/python benchmarks/env_step_time.py --randomization none --steps 3000
@@ -33,6 +35,20 @@ import pybullet
 
 from sim2real.train.tasks import make_env
 from sim2real.train.train_config import load_train_config
+
+# The PyBullet functions SimWorld calls while a step runs (it looks each up on the module per call).
+PYBULLET_CALLS = (
+    "getJointStates",
+    "setJointMotorControlArray",
+    "getBasePositionAndOrientation",
+    "getBaseVelocity",
+    "getLinkState",
+    "getLinkStates",
+    "getContactPoints",
+    "multiplyTransforms",
+    "applyExternalForce",
+)
+PYBULLET_LABEL = "PyBullet calls besides stepSimulation (in the phases above)"
 
 # (label, object attribute path, method name): the phases timed, outermost first.
 WORLD_PHASES = (
@@ -96,6 +112,7 @@ def measure(randomization: str | None, steps: int, seed: int) -> dict[str, float
     env = make_env("go2", "walk", seed=seed, randomization=randomization, config=config["task_config"])
     timer = _Timer()
     step_simulation = pybullet.stepSimulation
+    originals = {name: getattr(pybullet, name) for name in PYBULLET_CALLS}
     try:
         env.reset(seed=seed)
         world = env.world
@@ -110,6 +127,8 @@ def measure(randomization: str | None, steps: int, seed: int) -> dict[str, float
             (name, weight, timer.wrap("reward terms", function)) for name, weight, function in env._reward_fns
         ]
         pybullet.stepSimulation = timer.wrap("stepSimulation", step_simulation)  # SimWorld looks it up per step
+        for name, function in originals.items():
+            setattr(pybullet, name, timer.wrap(PYBULLET_LABEL, function))
         rng = np.random.default_rng(seed)
         step = timer.wrap("total", env.step)
         resets, reset_seconds = 0, 0.0
@@ -125,6 +144,8 @@ def measure(randomization: str | None, steps: int, seed: int) -> dict[str, float
                 resets += 1
     finally:
         pybullet.stepSimulation = step_simulation
+        for name, function in originals.items():
+            setattr(pybullet, name, function)
         env.close()
     per_step = {label: seconds / steps for label, seconds in timer.seconds.items()}
     per_step["total"] += per_step.get("privileged observation (critic)", 0.0)
@@ -134,7 +155,7 @@ def measure(randomization: str | None, steps: int, seed: int) -> dict[str, float
     timed += sum(per_step.get(label, 0.0) for label, _, name in WORLD_PHASES if name in ("step", "command"))
     timed += per_step.get("after step (gait clock, metrics, commands)", 0.0) + per_step.get("fall check", 0.0)
     # Wrapped calls made inside env.step but outside every other timed phase leave their cost there.
-    nested = {"total", "stepSimulation", "privileged observation (critic)"}
+    nested = {"total", "stepSimulation", "privileged observation (critic)", PYBULLET_LABEL}
     nested |= {label for label, _, _ in WORLD_PHASES if label.startswith("state:")}
     outside = sum(n for label, n in timer.calls.items() if label not in nested) / steps
     per_step["timing wrappers (taken off other)"] = outside * wrapper_overhead()
@@ -168,6 +189,7 @@ def main() -> int:
     print(f"{'total':<66} {total * 1e6:>9.1f}")
     print(f"timing wrappers, taken off other: {per_step['timing wrappers (taken off other)'] * 1e6:.1f} us/step")
     print(f"a reset: {per_step['resets, per episode'] * 1e3:.1f} ms (not in the phases)")
+    print(f"{PYBULLET_LABEL:<66} {per_step.get(PYBULLET_LABEL, 0.0) * 1e6:>9.1f}")
     print(f"physics share: {per_step.get('stepSimulation', 0.0) / total:.2f}")
     return 0
 

@@ -29,6 +29,33 @@ MIN_FRICTION_VELOCITY = 0.01
 STABLE_FRACTION = 0.5
 
 
+def pd_torque(target_q, q, target_dq, dq, kp, kd, feedforward, out: np.ndarray, scratch: np.ndarray) -> np.ndarray:
+    """``kp*(target_q - q) + kd*(target_dq - dq) + feedforward`` into ``out``, elementwise: on one
+    robot's joints or on rows of several robots' (the batched training task), the same
+    operations in the same order, so the same bits per joint."""
+    np.subtract(target_q, q, out=out)
+    out *= kp
+    np.subtract(target_dq, dq, out=scratch)
+    scratch *= kd
+    out += scratch
+    out += feedforward
+    return out
+
+
+def minus_joint_losses(
+    motor, dq, viscous_gain, friction_velocity, coulomb, out: np.ndarray, scratch: np.ndarray
+) -> np.ndarray:
+    """The torque a joint receives: ``motor - viscous_gain*dq - coulomb*tanh(dq/friction_velocity)``
+    into ``out``, elementwise (see :func:`pd_torque`)."""
+    np.multiply(viscous_gain, dq, out=scratch)
+    np.subtract(motor, scratch, out=out)
+    np.divide(dq, friction_velocity, out=scratch)
+    np.tanh(scratch, out=scratch)
+    scratch *= coulomb
+    out -= scratch
+    return out
+
+
 class Actuator:
     """PD actuators in torque mode for ``n`` joints, with an actuation latency buffer.
 
@@ -249,13 +276,7 @@ class Actuator:
         if self._damping:
             np.multiply(dq, self._neg_damping_gain, out=out)
         else:
-            scratch = self._scratch
-            np.subtract(self._target_q, q, out=out)
-            out *= self._kp
-            np.subtract(self._target_dq, dq, out=scratch)
-            scratch *= self._kd
-            out += scratch
-            out += self._feedforward
+            pd_torque(self._target_q, q, self._target_dq, dq, self._kp, self._kd, self._feedforward, out, self._scratch)
         if bias is not None:
             out += bias
         if self._strength != 1.0:
@@ -265,15 +286,9 @@ class Actuator:
         self._now += 1
         if not self._has_losses:
             return out
-        joint = self.joint_torque
-        scratch = self._scratch
-        np.multiply(self._viscous_gain, dq, out=scratch)
-        np.subtract(out, scratch, out=joint)
-        np.divide(dq, self._friction_velocity, out=scratch)
-        np.tanh(scratch, out=scratch)
-        scratch *= self._coulomb
-        joint -= scratch
-        return joint
+        return minus_joint_losses(
+            out, dq, self._viscous_gain, self._friction_velocity, self._coulomb, self.joint_torque, self._scratch
+        )
 
     def _deliver(self) -> None:
         due = self._now - self._delay_steps

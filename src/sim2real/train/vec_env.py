@@ -32,6 +32,7 @@ import abc
 import multiprocessing as mp
 import os
 import signal
+import sys
 import traceback
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -126,10 +127,17 @@ class VecEnvBase(abc.ABC):
 class ProcessVecEnv(VecEnvBase):
     """``len(env_fns)`` envs over ``workers`` processes. ``env_fns`` must be picklable
     (module-level functions or ``functools.partial`` of them), because workers are
-    started with ``spawn``: a fresh interpreter, no state inherited from the learner."""
+    started with ``spawn``: a fresh interpreter, no state inherited from the learner.
+    ``batched``: each worker steps its envs together where their task can be
+    (:class:`BatchedEnvSlice`), with the same results."""
 
     def __init__(
-        self, env_fns: Sequence[EnvFn], workers: int = 2, start_method: str = "spawn", privileged: bool = False
+        self,
+        env_fns: Sequence[EnvFn],
+        workers: int = 2,
+        start_method: str = "spawn",
+        privileged: bool = False,
+        batched: bool = False,
     ):
         if not env_fns:
             raise ValueError("ProcessVecEnv needs at least one env")
@@ -153,7 +161,7 @@ class ProcessVecEnv(VecEnvBase):
                 parent, child = context.Pipe()
                 process = context.Process(
                     target=_worker_main,
-                    args=(child, list(env_fns[begin:end]), self.privileged),
+                    args=(child, list(env_fns[begin:end]), self.privileged, batched),
                     name=f"sim2real-vec-env-{index}",
                     daemon=True,
                 )
@@ -340,6 +348,83 @@ class EnvSlice:
                 pass
 
 
+class BatchedEnvSlice(EnvSlice):
+    """The envs of one worker stepped together when their task can be
+    (:mod:`sim2real.train.envs.go2_walk_batch`): the same answers as :class:`EnvSlice`, row for
+    row, for a fraction of its per-env Python; one at a time, as :class:`EnvSlice`, when it
+    cannot (another task, a reward prior: said once on stderr). The envs themselves (``envs``)
+    reset the episodes and answer ``call``/``run``/``get_attr``; a ``run`` must not step them
+    (the batch holds their episodes' state)."""
+
+    def __init__(self, env_fns: list[EnvFn], privileged: bool = False):
+        from sim2real.train.envs.go2_walk_batch import BatchRefused, Go2WalkBatch
+
+        super().__init__(env_fns, privileged)
+        self.batch = None
+        try:
+            self.batch = Go2WalkBatch(self.envs)
+        except BatchRefused as refused:
+            self._one_at_a_time(str(refused))
+        self._stepped_together = False
+        if self.batch is not None:
+            self._terms = np.zeros((len(self.envs), len(self.batch.term_names)))
+
+    def _one_at_a_time(self, reason: str) -> None:
+        self.batch = None
+        print(f"sim2real: this worker steps its envs one at a time: {reason}", file=sys.stderr, flush=True)
+
+    def reset(self, seeds: list[int] | None) -> tuple:
+        obs, privileged = super().reset(seeds)
+        if self.batch is not None:
+            for i in range(len(self.envs)):
+                self.batch.pull(i)
+        return obs, privileged
+
+    def step(self, actions: np.ndarray) -> tuple:
+        from sim2real.train.envs.go2_walk_batch import BatchRefused
+
+        batch = self.batch
+        if batch is not None:
+            try:
+                for env in self.envs:
+                    batch.check_prior(env)
+            except BatchRefused as refused:
+                if self._stepped_together:  # the envs' own state is that of their episodes' start
+                    raise
+                self._one_at_a_time(str(refused))
+                batch = None
+        if batch is None:
+            return super().step(actions)
+        self._stepped_together = True
+        rewards, terms, terminated, truncated, ended = batch.step(actions)
+        self.returns += rewards
+        self.lengths += 1
+        self._terms += terms
+        obs = batch.observe()
+        privileged = batch.privileged() if self.privileged else None
+        episodes = []
+        for i in np.flatnonzero(terminated | truncated):
+            env = self.envs[i]
+            episode = {
+                "return": float(self.returns[i]),
+                "length": int(self.lengths[i]),
+                "reward_terms": dict(zip(batch.term_names, self._terms[i].tolist())),
+            }
+            episode.update(ended[i])
+            episodes.append((int(i), episode))
+            obs[i], _ = env.reset()
+            batch.pull(i)
+            if privileged is not None:
+                privileged[i] = env.privileged_observation()
+            self._clear(i)
+        return obs, rewards.astype(np.float32), terminated, truncated & ~terminated, episodes, privileged
+
+    def _clear(self, i: int) -> None:
+        super()._clear(i)
+        if getattr(self, "batch", None) is not None:
+            self._terms[i] = 0.0
+
+
 def describe(envs: EnvSlice) -> tuple:
     """What a worker tells its parent first: its envs' observation and action spaces and the
     privileged observation's size (0 unless asked for)."""
@@ -370,11 +455,11 @@ def answer(envs: EnvSlice, command: str, argument: Any) -> Any:
     raise ValueError(f"unknown vec env command {command!r}")
 
 
-def _worker_main(pipe: Any, env_fns: list[EnvFn], privileged: bool = False) -> None:
+def _worker_main(pipe: Any, env_fns: list[EnvFn], privileged: bool = False, batched: bool = False) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     envs = None
     try:
-        envs = EnvSlice(env_fns, privileged)
+        envs = (BatchedEnvSlice if batched else EnvSlice)(env_fns, privileged)
         pipe.send(("ok", describe(envs)))
         while True:
             command, argument = pipe.recv()

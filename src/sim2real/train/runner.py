@@ -264,7 +264,9 @@ class Trainer:
         if self.ray_address is None:
             from sim2real.train.vec_env import ProcessVecEnv
 
-            with ProcessVecEnv(self._env_fns(randomization), workers=cfg["workers"], privileged=privileged) as vec:
+            with ProcessVecEnv(
+                self._env_fns(randomization), workers=cfg["workers"], privileged=privileged, batched=cfg["batched_envs"]
+            ) as vec:
                 yield vec
             return
         from sim2real.train.ray_cluster import ray_session

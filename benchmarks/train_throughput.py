@@ -9,7 +9,10 @@ For each task it measures, in the same run:
   steps/s one process could do if the task cost nothing beyond physics;
 - one task env stepped in this process (policy steps/s): the task's own cost;
 - the vector env (``sim2real.train.vec_env.ProcessVecEnv``) with ``--num-envs`` envs over
-  1 and 2 worker processes (policy steps/s summed over envs): what PPO collects from.
+  1 and 2 worker processes (policy steps/s summed over envs): what PPO collects from;
+- for a task that batches (the Go2 walk), the same vector env with ``batched=True``: each
+  worker steps its envs together (``sim2real.train.envs.go2_walk_batch``), 1 worker, and its
+  ``ratio`` and ``ratio to own`` beside the one-env-at-a-time worker's.
 
 Actions are Gaussian with std 1 (an untrained policy's exploration), so episodes end and
 auto-reset as they do early in training. Each task is measured in the nominal world and
@@ -216,6 +219,9 @@ class PythonFloor:
         self.loop.close()
 
 
+# Tasks whose envs a worker can step together (ProcessVecEnv(batched=True)).
+BATCHED_TASKS = {("go2", "walk")}
+
 _PHYSICS_S = [0.0]  # in a vector env's worker: seconds spent in pybullet.stepSimulation
 
 
@@ -243,13 +249,20 @@ def _take_physics_seconds(env) -> float:
 
 
 def vec_env_rate(
-    robot: str, task: str, randomization: str | None, num_envs: int, workers: int, seconds: float, seed: int
+    robot: str,
+    task: str,
+    randomization: str | None,
+    num_envs: int,
+    workers: int,
+    seconds: float,
+    seed: int,
+    batched: bool = False,
 ) -> tuple[float, float]:
     """(policy steps/s summed over envs, share of each worker's wall time spent in
     stepSimulation, the mean over the workers), both over the same measured window."""
     fns = [partial(_make_timed_env, robot, task, seed + i, randomization) for i in range(num_envs)]
     rng = np.random.default_rng(seed)
-    with ProcessVecEnv(fns, workers=workers) as vec:
+    with ProcessVecEnv(fns, workers=workers, batched=batched) as vec:
         firsts = {begin for begin, _ in vec._slices}
         each_worker = [() if i in firsts else None for i in range(num_envs)]
         vec.reset(seed=seed)
@@ -279,8 +292,11 @@ def _row(
     first_physics_share: float,
     num_envs: int,
     floors: dict[int, float],
+    batched: tuple[float, float] | None,
 ) -> dict:
     ceiling = raw / decimation
+    nan = float("nan")
+    batched_rate, batched_share = batched or (nan, nan)
     return {
         "task": f"{robot} {task}",
         "randomization": randomization or "none",
@@ -298,6 +314,10 @@ def _row(
         "own_physics_policy_steps_per_s": first / first_physics_share if first_physics_share > 0 else float("nan"),
         "ratio_vec1_to_own_physics": first_physics_share,
         "scaling": {str(w): r / first for w, r in vec.items()},
+        # The same vector env, its worker stepping its envs together (nan: the task does not batch).
+        "batched_vec1_steps_per_s": batched_rate,
+        "ratio_batched1_to_raw": batched_rate / ceiling,
+        "ratio_batched1_to_own_physics": batched_share,
     }
 
 
@@ -354,6 +374,11 @@ def main() -> int:
             }
             vec = {w: rate for w, (rate, _) in measured.items()}
             first, first_share = measured[args.workers[0]]
+            batched = (
+                vec_env_rate(robot, task, randomization, args.num_envs, 1, args.seconds, args.seed, batched=True)
+                if (robot, task) in BATCHED_TASKS
+                else None
+            )
             rows.append(
                 _row(
                     robot,
@@ -368,6 +393,7 @@ def main() -> int:
                     first_share,
                     args.num_envs,
                     floors,
+                    batched,
                 )
             )
     if args.json:
@@ -391,6 +417,9 @@ def main() -> int:
         "own physics/s",
         "ratio to own",
         *(f"x{w}w" for w in workers[1:]),
+        "batched 1w/s",
+        "batched ratio",
+        "batched to own",
     ]
     table = [
         [
@@ -409,6 +438,9 @@ def main() -> int:
             f"{r['own_physics_policy_steps_per_s']:.0f}",
             f"{r['ratio_vec1_to_own_physics']:.2f}",
             *(f"{r['scaling'][str(w)]:.2f}" for w in workers[1:]),
+            f"{r['batched_vec1_steps_per_s']:.0f}",
+            f"{r['ratio_batched1_to_raw']:.2f}",
+            f"{r['ratio_batched1_to_own_physics']:.2f}",
         ]
         for r in rows
     ]
@@ -423,7 +455,8 @@ def main() -> int:
         "ratio = vec env with 1 worker / raw ceiling; physics share = time in stepSimulation / "
         "time of the single env's steps; ratio to own = the share of the vec env's (1 worker) wall time its "
         "worker spent in stepSimulation, over the same window: its rate / own physics, the rate of its own "
-        "worlds' physics alone (terrain, conditions and motion as simulated)"
+        "worlds' physics alone (terrain, conditions and motion as simulated); batched = the same vec env (1 "
+        "worker) stepping its envs together, its ratio and ratio to own alike"
     )
     return 0
 

@@ -11,11 +11,12 @@ import pytest
 import yaml
 
 from sim2real.core.config_files import config_path
+from sim2real.core.robot_profile import load_profile
 from sim2real.sim.randomization import Randomization
 from sim2real.train.envs.go2_walk import Go2WalkEnv
 from sim2real.train.envs.go2_walk_batch import BatchRefused, Go2WalkBatch
 from sim2real.train.prior import load_prior
-from sim2real.train.tasks import make_env
+from sim2real.train.tasks import load_task_config, make_env
 from sim2real.train.train_config import load_train_config
 from sim2real.train.vec_env import BatchedEnvSlice, EnvSlice, ProcessVecEnv
 
@@ -23,13 +24,28 @@ SEEDS = [11, 12, 13, 14]
 
 
 def every_term_config() -> dict:
-    """The shipped recipe's task config with every reward term weighted (termination too) and
-    short episodes, so a few hundred steps end episodes both ways."""
+    """The shipped recipe's task config with every reward term weighted (termination too),
+    targets clipped to the joint limits, short episodes and commands drawn again every 0.5 s,
+    so a few hundred steps end episodes both ways and resample commands mid-episode."""
     config = load_train_config("go2", "walk")["task_config"]
     weights = config.setdefault("rewards", {}).setdefault("weights", {})
     for name in Go2WalkEnv.REWARD_TERMS:
         weights[name] = weights.get(name) or -0.1
+    config["commands"]["resample_interval"] = 0.5
+    config["action"] = {"clip_to_joint_limits": True}
     return {**config, "episode_length": 2.0}
+
+
+def clockless_env(randomization=None) -> Go2WalkEnv:
+    """No gait clock (no gait section; nothing observes or rewards one), every step's reward
+    summed unclipped."""
+    overrides = every_term_config()
+    overrides["rewards"]["only_positive"] = False
+    overrides["rewards"]["weights"].update(gait_contact=0.0, feet_clearance=0.0)
+    config = load_task_config("go2", "walk", overrides)
+    config["observation"] = [term for term in config["observation"] if term["name"] != "gait_clock"]
+    del config["gait"]
+    return Go2WalkEnv(load_profile("go2"), config, randomization=randomization)
 
 
 def reference_with_frequent_pushes() -> Randomization:
@@ -44,10 +60,12 @@ def joint_positions(world) -> np.ndarray:
     return np.array([s[0] for s in states])
 
 
-def compare_slices(randomization, steps: int, action_std: float) -> dict[str, int]:
+def compare_slices(randomization, steps: int, action_std: float, make=None, between=None) -> dict[str, int]:
     """Steps a one-at-a-time slice and a batched one with the same seeds and actions; asserts
-    they agree at every step and returns how many episodes ended by fall and by time-out."""
-    fns = [partial(make_env, "go2", "walk", randomization=randomization, config=every_term_config()) for _ in SEEDS]
+    they agree at every step and returns how many episodes ended by fall and by time-out.
+    ``between(step, envs)`` is called on both slices' envs before each step."""
+    make = partial(make_env, "go2", "walk", config=every_term_config()) if make is None else make
+    fns = [partial(make, randomization=randomization) for _ in SEEDS]
     single, batched = EnvSlice(fns, privileged=True), BatchedEnvSlice(fns, privileged=True)
     assert batched.batch is not None
     try:
@@ -62,6 +80,9 @@ def compare_slices(randomization, steps: int, action_std: float) -> dict[str, in
         ends = {"fell": 0, "time_out": 0}
         for step in range(steps):
             actions = rng.normal(0.0, action_std, (len(SEEDS), 12)).astype(np.float32)
+            if between is not None:
+                between(step, single.envs)
+                between(step, batched.envs)
             a, b = single.step(actions), batched.step(actions)
             for i, (env, world) in enumerate(zip(single.envs, batched.batch._worlds)):
                 # The physics: bit for bit.
@@ -90,13 +111,47 @@ def compare_slices(randomization, steps: int, action_std: float) -> dict[str, in
 def test_a_batched_worker_steps_the_reference_draw_as_single_envs_do():
     """Rough ground, latency, joint losses, sensor noise, pushes, battery: the draws, the
     actuator's queue and the noise streams per robot, falls and time-outs auto-reset."""
-    ends = compare_slices(reference_with_frequent_pushes(), steps=260, action_std=2.0)
+    ends = compare_slices(reference_with_frequent_pushes(), steps=260, action_std=1.0)
     assert ends["fell"] > 0 and ends["time_out"] > 0, ends
 
 
 def test_a_batched_worker_steps_the_nominal_world_as_single_envs_do():
     ends = compare_slices(None, steps=120, action_std=1.0)
     assert sum(ends.values()) > 0, ends
+
+
+def test_a_batched_worker_without_a_gait_clock_and_with_commands_set_between_steps():
+    """set_fixed_command mid-episode (through the vector env's call), then back to drawn
+    commands, and the difficulty changed, on a task without a gait clock or the positive clip."""
+
+    def between(step: int, envs: list) -> None:
+        for env in envs:
+            if step == 20:
+                env.set_fixed_command([0.4, -0.1, 0.3])
+            elif step == 60:
+                env.set_fixed_command(None)
+                env.set_difficulty(0.3)
+
+    probe = clockless_env()
+    assert probe._gait is None and "gait_clock" not in probe.observation_spec.names
+    probe.close()
+    ends = compare_slices(None, steps=140, action_std=0.3, make=clockless_env, between=between)
+    assert sum(ends.values()) > 0, ends
+
+
+def test_an_env_stepped_outside_the_batch_is_refused_at_the_next_step():
+    fns = [partial(make_env, "go2", "walk") for _ in range(2)]
+    envs = BatchedEnvSlice(fns)
+    try:
+        envs.reset([0, 1])
+        envs.step(np.zeros((2, 12), dtype=np.float32))
+        envs.envs[1].step(np.zeros(12))  # what a vector env run could do
+        with pytest.raises(RuntimeError, match="env 1 was stepped or rebuilt outside the batch.*reset the vector env"):
+            envs.step(np.zeros((2, 12), dtype=np.float32))
+        envs.reset([0, 1])
+        envs.step(np.zeros((2, 12), dtype=np.float32))  # a reset takes the envs back
+    finally:
+        envs.close()
 
 
 def test_the_process_vector_env_gives_the_same_steps_batched():
@@ -155,7 +210,9 @@ def test_a_prior_set_mid_run_is_refused_by_name():
         prior = load_prior("go2_gentle")
         for env in envs.envs:
             env.set_prior(prior, 1.0)
-        with pytest.raises(BatchRefused, match="reward prior"):
+        with pytest.raises(
+            BatchRefused, match="reward prior.*set the prior before the first step.*batched_envs: false"
+        ):
             envs.step(np.zeros((2, 12), dtype=np.float32))
     finally:
         envs.close()

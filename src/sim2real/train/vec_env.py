@@ -353,31 +353,38 @@ class BatchedEnvSlice(EnvSlice):
     (:mod:`sim2real.train.envs.go2_walk_batch`): the same answers as :class:`EnvSlice`, row for
     row, for a fraction of its per-env Python; one at a time, as :class:`EnvSlice`, when it
     cannot (another task, a reward prior: said once on stderr). The envs themselves (``envs``)
-    reset the episodes and answer ``call``/``run``/``get_attr``; a ``run`` must not step them
-    (the batch holds their episodes' state)."""
+    reset the episodes and answer ``call``/``run``/``get_attr``. While an episode runs in the
+    batch, an env's own per-step state (its world's time and actuator, its last reward) is that
+    of the episode's start: a ``run`` that steps it, or a new world, is refused at the next step
+    (reset the vector env); a command set through ``call`` (``set_fixed_command``) is taken over."""
 
     def __init__(self, env_fns: list[EnvFn], privileged: bool = False):
         from sim2real.train.envs.go2_walk_batch import BatchRefused, Go2WalkBatch
 
-        super().__init__(env_fns, privileged)
         self.batch = None
+        super().__init__(env_fns, privileged)
         try:
             self.batch = Go2WalkBatch(self.envs)
         except BatchRefused as refused:
             self._one_at_a_time(str(refused))
         self._stepped_together = False
-        if self.batch is not None:
-            self._terms = np.zeros((len(self.envs), len(self.batch.term_names)))
+        self._term_sums = np.zeros((len(self.envs), 0 if self.batch is None else len(self.batch.term_names)))
 
     def _one_at_a_time(self, reason: str) -> None:
         self.batch = None
         print(f"sim2real: this worker steps its envs one at a time: {reason}", file=sys.stderr, flush=True)
 
     def reset(self, seeds: list[int] | None) -> tuple:
+        from sim2real.train.envs.go2_walk_batch import BatchRefused
+
         obs, privileged = super().reset(seeds)
         if self.batch is not None:
-            for i in range(len(self.envs)):
-                self.batch.pull(i)
+            try:
+                for i in range(len(self.envs)):
+                    self.batch.pull(i)
+            except BatchRefused as refused:  # every env has just reset: one at a time from here is the same
+                self._one_at_a_time(str(refused))
+        self._stepped_together = False
         return obs, privileged
 
     def step(self, actions: np.ndarray) -> tuple:
@@ -390,7 +397,10 @@ class BatchedEnvSlice(EnvSlice):
                     batch.check_prior(env)
             except BatchRefused as refused:
                 if self._stepped_together:  # the envs' own state is that of their episodes' start
-                    raise
+                    raise BatchRefused(
+                        f"{refused}, and the envs' episodes run in the batch: set the prior before the first "
+                        "step or reset all envs after it, or train with batched_envs: false"
+                    ) from None
                 self._one_at_a_time(str(refused))
                 batch = None
         if batch is None:
@@ -399,7 +409,7 @@ class BatchedEnvSlice(EnvSlice):
         rewards, terms, terminated, truncated, ended = batch.step(actions)
         self.returns += rewards
         self.lengths += 1
-        self._terms += terms
+        self._term_sums += terms
         obs = batch.observe()
         privileged = batch.privileged() if self.privileged else None
         episodes = []
@@ -408,7 +418,7 @@ class BatchedEnvSlice(EnvSlice):
             episode = {
                 "return": float(self.returns[i]),
                 "length": int(self.lengths[i]),
-                "reward_terms": dict(zip(batch.term_names, self._terms[i].tolist())),
+                "reward_terms": dict(zip(batch.term_names, self._term_sums[i].tolist())),
             }
             episode.update(ended[i])
             episodes.append((int(i), episode))
@@ -421,8 +431,8 @@ class BatchedEnvSlice(EnvSlice):
 
     def _clear(self, i: int) -> None:
         super()._clear(i)
-        if getattr(self, "batch", None) is not None:
-            self._terms[i] = 0.0
+        if self.batch is not None:
+            self._term_sums[i] = 0.0
 
 
 def describe(envs: EnvSlice) -> tuple:

@@ -174,6 +174,7 @@ class Go2WalkEnv(RobotTaskEnv):
             )
         self._standing_share = float(share)
         self._fixed_command: np.ndarray | None = None
+        self.command_draws = 0
         if cfg.get("eval_command") is not None:
             self.set_fixed_command(cfg["eval_command"])
 
@@ -280,6 +281,7 @@ class Go2WalkEnv(RobotTaskEnv):
         self._command_xy = (float(self._command[0]), float(self._command[1]))
         self._command_yaw = float(self._command[2])
         self._command_speed = math.hypot(*self._command_xy)
+        self.command_draws += 1  # how a batched worker (envs/go2_walk_batch.py) sees a new command
         self._settled.close_segment()
         self._all.close_segment()
         self._segment_steps = 0

@@ -14,13 +14,17 @@ makes them) and draws during the episode from its own generators in the single e
 (pushes, then the command resample; the world's sensor noise, joints then IMU). What feeds the
 physics -- the actuator's latency queue, PD torque, limits and joint losses -- is the single
 env's elementwise arithmetic in the same order, so a robot's torques, and with them its whole
-trajectory, are bit for bit those of the single env given the same seed and actions; the
-rewards and observations, computed over rows, agree to rounding (``tests/unit/test_go2_walk_batch.py``).
+trajectory, are bit for bit those of the single env given the same seed and actions. The
+rewards and observations, computed over rows (a rotation by ``einsum`` rather than ``@``, an
+``exp`` over an array rather than ``math.exp``), agree with the single env's to float64 rounding;
+as float32, what PPO sees, they have been identical in every test run
+(``tests/unit/test_go2_walk_batch.py``).
 
 What it does not take (a reward prior, another engine, a gravity-compensating controller, an
 observation or reward term outside the walk task's) is refused (:class:`BatchRefused`) when the
-batch is built; :meth:`check_prior` refuses a prior, which the vector env checks before a step
-(:class:`~sim2real.train.vec_env.BatchedEnvSlice` then steps the envs one at a time).
+batch is built or a robot pulled; :meth:`check_prior` refuses a prior, which the vector env
+checks before a step (:class:`~sim2real.train.vec_env.BatchedEnvSlice` then steps the envs one
+at a time).
 """
 
 from __future__ import annotations
@@ -159,6 +163,7 @@ class Go2WalkBatch:
         self.air_time, self.touchdown_air = z((n, feet)), z((n, feet))
         # The episode.
         self.command = z((n, 3))
+        self.speed = z(n)  # |command xy|, as the keeper computed it (math.hypot)
         self.phase = z(n)
         self.steps = np.zeros(n, dtype=np.int64)
         self.segment_steps = np.zeros(n, dtype=np.int64)
@@ -169,7 +174,9 @@ class Go2WalkBatch:
         self.privileged_conditions = z((n, len(first._privileged_conditions)))
         self.all_error, self.settled_error = _SegmentMeans(n), _SegmentMeans(n)
 
-        self._worlds = [env.world for env in self.envs]
+        self._worlds: list[Any] = [None] * n  # each robot's world, taken at its first pull
+        self.unpulled = np.ones(n, dtype=bool)  # rows whose episode state is not the batch's yet
+        self._draws = [-1] * n  # each keeper's command_draws as last synced
         self._episode_constants()
 
     # ------------------------------------------------------------------ checks
@@ -192,16 +199,35 @@ class Go2WalkBatch:
         unknown += [name for name, _, _ in first._reward_fns if not hasattr(Go2WalkBatch, f"_reward_{name}")]
         if unknown:
             raise BatchRefused(f"terms {unknown} are not computed by the batched task")
-        world = first.world
-        if world._gravity is not None or world._imu_on_base is None:
-            raise BatchRefused(
-                f"{first.profile.name} has controller gravity compensation or an IMU not bolted to its base"
-            )
 
     @staticmethod
     def check_prior(env: Go2WalkEnv) -> None:
         if env._prior_terms:
             raise BatchRefused("the batched task adds no reward prior's terms")
+
+    def _check_keepers(self) -> None:
+        """Before a step: every row pulled, no keeper stepped or given a new world outside the
+        batch (a ``run``, ``set_engine``), and a command set from outside (``set_fixed_command``)
+        taken over as the single env takes it: its error segments closed."""
+        if self.unpulled.any():
+            rows = [int(i) for i in np.flatnonzero(self.unpulled)]
+            raise RuntimeError(f"envs {rows} have no episode in the batch: reset them (and pull) before a step")
+        for i, env in enumerate(self.envs):
+            if env._steps or env._world is not self._worlds[i]:
+                raise RuntimeError(
+                    f"env {i} was stepped or rebuilt outside the batch (a vector env run or call): reset the vector env"
+                )
+            if env.command_draws != self._draws[i]:
+                self._take_command(i)
+
+    def _take_command(self, i: int) -> None:
+        env = self.envs[i]
+        self.command[i] = env._command
+        self.speed[i] = env._command_speed
+        self._draws[i] = env.command_draws
+        self.all_error.close(i)
+        self.settled_error.close(i)
+        self.segment_steps[i] = 0
 
     def _episode_constants(self) -> None:
         first = self.envs[0]
@@ -220,11 +246,14 @@ class Go2WalkBatch:
     # ------------------------------------------------------------------ episodes
     def pull(self, i: int) -> None:
         """Take robot ``i``'s state from its keeper, which has just reset its episode."""
-        env, world = self.envs[i], self._worlds[i]
+        env = self.envs[i]
         if env.engine != "pybullet":
-            raise BatchRefused(f"env {i} was moved to the {env.engine} engine: a batch steps PyBullet worlds")
-        if world is not env.world:  # a seeded reset builds a new world
-            self._worlds[i] = world = env.world
+            raise BatchRefused(f"env {i} runs on {env.engine}: a batch steps PyBullet worlds")
+        self._worlds[i] = world = env.world  # a seeded reset builds a new one
+        if world._gravity is not None or world._imu_on_base is None:
+            raise BatchRefused(
+                f"{env.profile.name} has controller gravity compensation or an IMU not bolted to its base"
+            )
         actuator = world._actuator
         self.action[i] = env._action
         self.previous_action[i] = env._previous_action
@@ -244,7 +273,6 @@ class Go2WalkBatch:
         self.tau[i] = env._tau
         self.air_time[i], self.touchdown_air[i] = 0.0, 0.0
         self.last_contact[i] = False
-        self.command[i] = env._command
         self.phase[i] = 0.0 if env._clock is None else env._clock.phase
         self.steps[i] = 0
         self.segment_steps[i] = 0
@@ -256,6 +284,8 @@ class Go2WalkBatch:
         self.privileged_conditions[i] = env._privileged_conditions
         self.all_error.clear(i)
         self.settled_error.clear(i)
+        self._take_command(i)
+        self.unpulled[i] = False
 
     # --------------------------------------------------------------------- step
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict | None]]:
@@ -270,6 +300,7 @@ class Go2WalkBatch:
         if not np.all(np.isfinite(a)):
             bad = sorted({int(i) for i in np.argwhere(~np.isfinite(a))[:, 0]})
             raise ValueError(f"actions of envs {bad} contain non-finite values")
+        self._check_keepers()
         first = self.envs[0]
         self.previous_action, self.action = self.action, self.previous_action
         first.action_targets(a, clipped=self.action, out=self.target)
@@ -281,28 +312,25 @@ class Go2WalkBatch:
                 pushes = env.randomization.pushes
                 world.apply_push(pushes.sample_force(env.np_random), pushes.duration)
                 self.next_push[i] = self.now[i] * world._dt + pushes.sample_interval(env.np_random)
-        self._physics(self.decimation)
+        reads = self._physics(self.decimation)
         self.steps += 1
-        self._read_state()
+        self._read_state(reads)
         return self._rewards_and_ends()
 
-    def _physics(self, substeps: int) -> None:
+    def _physics(self, substeps: int) -> "_Reads":
+        """The physics steps of a policy step, and the state read at its end (each robot's in the
+        same pass over the worlds as its last physics step)."""
         worlds, q, dq, queues, now, delay = self._worlds, self.q, self.dq, self.queues, self.now, self.delay
         get_states, set_torques = pb.getJointStates, pb.setJointMotorControlArray
         simulate, torque_mode = pb.stepSimulation, pb.TORQUE_CONTROL
         motor, scratch, joint = self.motor, self.scratch, self.joint_torque
         losses = bool(self.has_losses.any())
         lossless = ~self.has_losses
+        reads = _Reads(self.n, self.feet)
+        # The joints as the last step's state read left them: nothing has moved since.
+        np.copyto(q, self.q_true)
+        np.copyto(dq, self.dq_true)
         for substep in range(substeps):
-            if substep == 0:
-                # The joints as the last step's state read left them: nothing has moved since.
-                np.copyto(q, self.q_true)
-                np.copyto(dq, self.dq_true)
-            else:
-                for i, world in enumerate(worlds):
-                    states = get_states(world._robot, world._joint_ids, physicsClientId=world._client)
-                    q[i] = [s[0] for s in states]
-                    dq[i] = [s[1] for s in states]
             for i, queue in enumerate(queues):
                 if queue and queue[0][0] <= now[i] - delay[i]:
                     due, entry = now[i] - delay[i], None
@@ -319,6 +347,7 @@ class Go2WalkBatch:
                 minus_joint_losses(motor, dq, self.viscous_gain, self.friction_velocity, self.coulomb, joint, scratch)
                 joint[lossless] = motor[lossless]
                 torque = joint
+            last = substep == substeps - 1
             for i, (world, row) in enumerate(zip(worlds, torque.tolist())):
                 now[i] += 1
                 c, robot = world._client, world._robot
@@ -328,51 +357,22 @@ class Go2WalkBatch:
                     com = pb.getBasePositionAndOrientation(robot, physicsClientId=c)[0]
                     pb.applyExternalForce(robot, -1, world._push_force, com, pb.WORLD_FRAME, physicsClientId=c)
                 simulate(physicsClientId=c)
+                if last:
+                    reads.read(i, world, self.envs[0])
+                else:
+                    states = get_states(robot, world._joint_ids, physicsClientId=c)
+                    q[i] = [s[0] for s in states]
+                    dq[i] = [s[1] for s in states]
         self.tau[:] = motor
+        return reads
 
-    def _read_state(self) -> None:
-        """Go2WalkEnv._read_state for every robot: its PyBullet reads and noise draws per robot,
-        the arithmetic over rows."""
-        first = self.envs[0]
+    def _read_state(self, reads: "_Reads") -> None:
+        """Go2WalkEnv._read_state for every robot, from its PyBullet reads: the noise drawn per
+        robot, the arithmetic over rows."""
         n, joints = self.n, self.joints
-        get_states, get_base, get_velocity = pb.getJointStates, pb.getBasePositionAndOrientation, pb.getBaseVelocity
-        multiply, contact_points = pb.multiplyTransforms, pb.getContactPoints
-        foot_slot, terminate_ids, penalize_ids = first._foot_slot, first._terminate_ids, first._penalize_ids
-        positions, velocities, coms, vs, ws, imu_frames, origins, frames = [], [], [], [], [], [], [], []
-        foot_force = np.zeros((n, self.feet))
-        body_contact = np.zeros(n, dtype=bool)
-        collisions = np.zeros(n)
-        for i, world in enumerate(self._worlds):
-            c, robot = world._client, world._robot
-            states = get_states(robot, world._joint_ids, physicsClientId=c)
-            positions.append([s[0] for s in states])
-            velocities.append([s[1] for s in states])
-            com, com_orientation = get_base(robot, physicsClientId=c)
-            v, w = get_velocity(robot, physicsClientId=c)
-            coms.append(com)
-            vs.append(v)
-            ws.append(w)
-            imu_frames.append(multiply(com, com_orientation, *world._imu_on_base)[1])
-            origin, frame = multiply(com, com_orientation, *world._base_inertial_inv)
-            origins.append(origin)
-            frames.append(frame)
-            ground = world._ground.bodies
-            touching = set()
-            for point in contact_points(bodyA=robot, physicsClientId=c):
-                if point[2] not in ground:
-                    continue
-                link, force = point[3], point[9]
-                slot = foot_slot.get(link)
-                if slot is not None:
-                    foot_force[i, slot] += force
-                elif link in terminate_ids and force > BODY_CONTACT_FORCE:
-                    body_contact[i] = True
-                elif link in penalize_ids and force > PENALIZED_CONTACT_FORCE:
-                    touching.add(link)
-            collisions[i] = len(touching)
         self.dq_previous = self.dq_true
-        self.q_true = np.array(positions)
-        self.dq_true = np.array(velocities)
+        self.q_true = np.array(reads.positions)
+        self.dq_true = np.array(reads.velocities)
         self.q_measured = self.q_true.copy()
         self.dq_measured = self.dq_true.copy()
         gyro_noise = np.zeros((n, 3))
@@ -388,27 +388,27 @@ class Go2WalkBatch:
                 gyro_noise[i] = rng.normal(0.0, sigma_gyro, 3)
             if sigma_accel > 0:
                 rng.normal(0.0, sigma_accel, 3)  # the accelerometer's, not observed: drawn to keep the stream
-        com, v, w, origin = np.array(coms), np.array(vs), np.array(ws), np.array(origins)
+        com, v, w, origin = np.array(reads.coms), np.array(reads.vs), np.array(reads.ws), np.array(reads.origins)
         # SimWorld.base_pose_and_velocity: the base frame's velocity, v + w x (origin - com).
         r = origin - com
         v_world = np.empty((n, 3))
         v_world[:, 0] = v[:, 0] + (w[:, 1] * r[:, 2] - w[:, 2] * r[:, 1])
         v_world[:, 1] = v[:, 1] + (w[:, 2] * r[:, 0] - w[:, 0] * r[:, 2])
         v_world[:, 2] = v[:, 2] + (w[:, 0] * r[:, 1] - w[:, 1] * r[:, 0])
-        rotation = _rotations(np.array(frames))
+        rotation = _rotations(np.array(reads.frames))
         rotation_t = rotation.transpose(0, 2, 1)
         self.v_body = np.einsum("nij,nj->ni", rotation_t, v_world)
         self.w_body = np.einsum("nij,nj->ni", rotation_t, w)
         self.gravity_body = -rotation[:, 2, :]
-        self.imu_orientation = np.array(imu_frames)
+        self.imu_orientation = np.array(reads.imu)
         self.gyro = np.einsum("nij,nj->ni", _rotations(self.imu_orientation).transpose(0, 2, 1), w)
         self.gyro += gyro_noise
         self.base_height = origin[:, 2] - np.array(
             [height_at(env._ground_means, x, y) for env, (x, y) in zip(self.envs, origin[:, :2].tolist())]
         )
-        self.foot_force, self.body_contact, self.collisions = foot_force, body_contact, collisions
+        self.foot_force, self.body_contact, self.collisions = reads.foot_force, reads.body_contact, reads.collisions
 
-        contact = foot_force > FOOT_CONTACT_FORCE
+        contact = self.foot_force > FOOT_CONTACT_FORCE
         filtered = contact | self.last_contact
         first_contact = (self.air_time > 0.0) & filtered
         self.air_time += self.dt_policy
@@ -422,9 +422,7 @@ class Go2WalkBatch:
     def _terms(self) -> np.ndarray:
         """(N, K) the weighted reward terms (Go2WalkEnv._reward_<name> x weight x dt), in order."""
         first = self.envs[0]
-        command = self.command
-        self._speed = np.hypot(command[:, 0], command[:, 1])
-        self._standing = (self._speed <= first._standing_below) & (np.abs(command[:, 2]) < STANDING_YAW_BELOW)
+        self._standing = (self.speed <= first._standing_below) & (np.abs(self.command[:, 2]) < STANDING_YAW_BELOW)
         out = np.empty((self.n, len(self.term_names)))
         for k, (weight, term) in enumerate(self._reward_methods):
             np.multiply(term(), weight, out=out[:, k])
@@ -463,7 +461,7 @@ class Go2WalkBatch:
 
     def _reward_feet_air_time(self) -> np.ndarray:
         air = np.add.reduce((self.touchdown_air - self.envs[0]._air_time_target) * self.first_contact, axis=1)
-        return np.where((self._speed > 0.1) & self.first_contact.any(axis=1), air, 0.0)
+        return np.where((self.speed > 0.1) & self.first_contact.any(axis=1), air, 0.0)
 
     def _reward_collision(self) -> np.ndarray:
         return self.collisions
@@ -488,16 +486,13 @@ class Go2WalkBatch:
         return np.where(self._standing, np.add.reduce(contact, axis=1, dtype=float) / self.feet, agree)
 
     def _reward_feet_clearance(self) -> np.ndarray:
-        return self._feet_clearance(self._standing)
-
-    def _feet_clearance(self, stand: np.ndarray) -> np.ndarray:
         first = self.envs[0]
         result = np.zeros(self.n)
         stance = self.gait_stance
-        for i in np.flatnonzero(~stand):
+        if stance >= 1.0:
+            return result
+        for i in np.flatnonzero(~self._standing):
             env, world = self.envs[i], self._worlds[i]
-            if stance >= 1.0:
-                continue
             swing = ((self.phase[i] + self.gait_offsets) % 1.0 - stance) / (1.0 - stance)
             lift = np.where(swing >= 0.0, 1.0 - np.abs(2.0 * swing - 1.0), 0.0)
             states = pb.getLinkStates(world._robot, first._feet_ids, physicsClientId=world._client)
@@ -514,7 +509,7 @@ class Go2WalkBatch:
         first = self.envs[0]
         terms = self._terms()
         k = len(self._weights)
-        reward = np.add.reduce(terms[:, :k], axis=1)
+        reward = np.array([math.fsum(row) for row in terms[:, :k].tolist()])  # as the single env sums them
         if first._only_positive:
             terms[:, k] = np.maximum(0.0, -reward)
             reward = np.maximum(reward, 0.0)
@@ -528,6 +523,7 @@ class Go2WalkBatch:
         self._after_step()
         episodes: list[dict | None] = [None] * self.n
         ended = fell | truncated
+        self.unpulled |= ended
         for i in np.flatnonzero(ended) if ended.any() else ():
             settled = self.settled_error.result(i)
             every = self.all_error.result(i)
@@ -558,10 +554,7 @@ class Go2WalkBatch:
             env = self.envs[i]
             if env._fixed_command is None:
                 env._new_command(env.np_random)
-                self.command[i] = env._command
-                self.all_error.close(i)
-                self.settled_error.close(i)
-                self.segment_steps[i] = 0
+                self._take_command(i)
 
     # -------------------------------------------------------------- observations
     def observe(self) -> np.ndarray:
@@ -612,14 +605,51 @@ class Go2WalkBatch:
         ).astype(np.float32)
 
 
-def _rotation(q) -> list:
-    """quat_to_matrix's rows as lists (the same arithmetic)."""
-    x, y, z, w = q
-    return [
-        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
-        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
-        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
-    ]
+class _Reads:
+    """What a policy step's end reads of each robot (SimWorld's joint, IMU, base and contact
+    reads, as Go2WalkEnv._read_state makes them), gathered robot by robot."""
+
+    def __init__(self, n: int, feet: int):
+        self.positions: list = []
+        self.velocities: list = []
+        self.coms: list = []
+        self.vs: list = []
+        self.ws: list = []
+        self.imu: list = []
+        self.origins: list = []
+        self.frames: list = []
+        self.foot_force = np.zeros((n, feet))
+        self.body_contact = np.zeros(n, dtype=bool)
+        self.collisions = np.zeros(n)
+
+    def read(self, i: int, world, env: Go2WalkEnv) -> None:
+        c, robot = world._client, world._robot
+        states = pb.getJointStates(robot, world._joint_ids, physicsClientId=c)
+        self.positions.append([s[0] for s in states])
+        self.velocities.append([s[1] for s in states])
+        com, com_orientation = pb.getBasePositionAndOrientation(robot, physicsClientId=c)
+        v, w = pb.getBaseVelocity(robot, physicsClientId=c)
+        self.coms.append(com)
+        self.vs.append(v)
+        self.ws.append(w)
+        self.imu.append(pb.multiplyTransforms(com, com_orientation, *world._imu_on_base)[1])
+        origin, frame = pb.multiplyTransforms(com, com_orientation, *world._base_inertial_inv)
+        self.origins.append(origin)
+        self.frames.append(frame)
+        ground, foot_slot = world._ground.bodies, env._foot_slot
+        touching = set()
+        for point in pb.getContactPoints(bodyA=robot, physicsClientId=c):
+            if point[2] not in ground:
+                continue
+            link, force = point[3], point[9]
+            slot = foot_slot.get(link)
+            if slot is not None:
+                self.foot_force[i, slot] += force
+            elif link in env._terminate_ids and force > BODY_CONTACT_FORCE:
+                self.body_contact[i] = True
+            elif link in env._penalize_ids and force > PENALIZED_CONTACT_FORCE:
+                touching.add(link)
+        self.collisions[i] = len(touching)
 
 
 def _rotations(q: np.ndarray) -> np.ndarray:

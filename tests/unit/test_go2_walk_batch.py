@@ -139,19 +139,52 @@ def test_a_batched_worker_without_a_gait_clock_and_with_commands_set_between_ste
     assert sum(ends.values()) > 0, ends
 
 
-def test_an_env_stepped_outside_the_batch_is_refused_at_the_next_step():
-    fns = [partial(make_env, "go2", "walk") for _ in range(2)]
-    envs = BatchedEnvSlice(fns)
+def go2_slice(n: int = 2) -> BatchedEnvSlice:
+    return BatchedEnvSlice([partial(make_env, "go2", "walk") for _ in range(n)])
+
+
+ZERO_ACTIONS = np.zeros((2, 12), dtype=np.float32)
+
+
+@pytest.mark.parametrize(
+    "outside",
+    [
+        lambda env: env.step(np.zeros(12)),  # what a vector env run could do
+        lambda env: env.reset(),
+        lambda env: (env.step(np.zeros(12)), env.reset()),
+        lambda env: env.set_engine("pybullet"),  # the world dropped
+    ],
+    ids=["stepped", "reset", "stepped-then-reset", "world-dropped"],
+)
+def test_an_env_changed_outside_the_batch_is_refused_at_the_next_step(outside):
+    envs = go2_slice()
     try:
         envs.reset([0, 1])
-        envs.step(np.zeros((2, 12), dtype=np.float32))
-        envs.envs[1].step(np.zeros(12))  # what a vector env run could do
-        with pytest.raises(RuntimeError, match="env 1 was stepped or rebuilt outside the batch.*reset the vector env"):
-            envs.step(np.zeros((2, 12), dtype=np.float32))
+        envs.step(ZERO_ACTIONS)
+        outside(envs.envs[1])
+        with pytest.raises(
+            RuntimeError, match="env 1 was stepped, reset or rebuilt outside the batch.*batched_envs: false"
+        ):
+            envs.step(ZERO_ACTIONS)
         envs.reset([0, 1])
-        envs.step(np.zeros((2, 12), dtype=np.float32))  # a reset takes the envs back
+        envs.step(ZERO_ACTIONS)  # a reset of the batch takes the envs back
     finally:
         envs.close()
+
+
+def test_a_batch_step_before_its_rows_are_pulled_is_refused():
+    envs = [make_env("go2", "walk") for _ in range(2)]
+    try:
+        batch = Go2WalkBatch(envs)
+        with pytest.raises(RuntimeError, match=r"envs \[0, 1\] have no episode in the batch"):
+            batch.step(np.zeros((2, 12)))
+        for i, env in enumerate(envs):
+            env.reset(seed=i)
+            batch.pull(i)
+        batch.step(np.zeros((2, 12)))
+    finally:
+        for env in envs:
+            env.close()
 
 
 def test_the_process_vector_env_gives_the_same_steps_batched():
@@ -201,19 +234,19 @@ def test_a_prior_set_before_the_first_step_steps_the_envs_one_at_a_time(capfd):
         envs.close()
 
 
-def test_a_prior_set_mid_run_is_refused_by_name():
-    fns = [partial(make_env, "go2", "walk") for _ in range(2)]
-    envs = BatchedEnvSlice(fns)
+def test_a_prior_set_mid_run_is_refused_by_name_and_a_reset_steps_one_at_a_time(capfd):
+    envs = go2_slice()
     try:
         envs.reset([0, 1])
-        envs.step(np.zeros((2, 12), dtype=np.float32))
+        envs.step(ZERO_ACTIONS)
         prior = load_prior("go2_gentle")
         for env in envs.envs:
             env.set_prior(prior, 1.0)
-        with pytest.raises(
-            BatchRefused, match="reward prior.*set the prior before the first step.*batched_envs: false"
-        ):
-            envs.step(np.zeros((2, 12), dtype=np.float32))
+        with pytest.raises(BatchRefused, match="reward prior.*train with batched_envs: false.*before the first step"):
+            envs.step(ZERO_ACTIONS)
+        envs.reset([0, 1])  # every env starts again: one at a time from here gives the same steps
+        envs.step(ZERO_ACTIONS)
+        assert envs.batch is None and "one at a time" in capfd.readouterr().err
     finally:
         envs.close()
 

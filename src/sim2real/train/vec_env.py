@@ -355,8 +355,8 @@ class BatchedEnvSlice(EnvSlice):
     cannot (another task, a reward prior: said once on stderr). The envs themselves (``envs``)
     reset the episodes and answer ``call``/``run``/``get_attr``. While an episode runs in the
     batch, an env's own per-step state (its world's time and actuator, its last reward) is that
-    of the episode's start: a ``run`` that steps it, or a new world, is refused at the next step
-    (reset the vector env); a command set through ``call`` (``set_fixed_command``) is taken over."""
+    of the episode's start: a ``run`` that steps or resets it, or a new world, is refused at the
+    next step; a command set through ``call`` (``set_fixed_command``) is taken over."""
 
     def __init__(self, env_fns: list[EnvFn], privileged: bool = False):
         from sim2real.train.envs.go2_walk_batch import BatchRefused, Go2WalkBatch
@@ -398,8 +398,8 @@ class BatchedEnvSlice(EnvSlice):
             except BatchRefused as refused:
                 if self._stepped_together:  # the envs' own state is that of their episodes' start
                     raise BatchRefused(
-                        f"{refused}, and the envs' episodes run in the batch: set the prior before the first "
-                        "step or reset all envs after it, or train with batched_envs: false"
+                        f"{refused}, and the envs' episodes already run in the batch: train with "
+                        "batched_envs: false, or set the prior before the first step"
                     ) from None
                 self._one_at_a_time(str(refused))
                 batch = None

@@ -145,6 +145,7 @@ class RobotTaskEnv(gymnasium.Env):
         self._return = 0.0
         self._fell = False
         self._episode_open = False
+        self.resets = 0
 
     # ------------------------------------------------------------ configuration
     @property
@@ -229,6 +230,7 @@ class RobotTaskEnv(gymnasium.Env):
         if seed is None and self._pending_seed is not None:
             seed = self._pending_seed
         self._pending_seed = None
+        self.resets += 1  # how a batched worker (envs/go2_walk_batch.py) sees a reset it did not make
         super().reset(seed=seed)
         rng = self.np_random
         if seed is not None:

@@ -16,12 +16,11 @@ physics -- the actuator's latency queue, PD torque, limits and joint losses -- i
 env's elementwise arithmetic in the same order, so a robot's torques, and with them its whole
 trajectory, are bit for bit those of the single env given the same seed and actions. The
 rewards and observations, computed over rows (a rotation by ``einsum`` rather than ``@``, an
-``exp`` over an array rather than ``math.exp``), agree with the single env's to float64 rounding;
-as float32, what PPO sees, they have been identical in every test run
-(``tests/unit/test_go2_walk_batch.py``).
+``exp`` over an array rather than ``math.exp``), agree with the single env's to float64 rounding
+(``tests/unit/test_go2_walk_batch.py`` holds the float32 values PPO sees within 1e-6).
 
 What it does not take (a reward prior, another engine, a gravity-compensating controller, an
-observation or reward term outside the walk task's) is refused (:class:`BatchRefused`) when the
+IMU not bolted to the base, an observation or reward term outside the walk task's) is refused (:class:`BatchRefused`) when the
 batch is built or a robot pulled; :meth:`check_prior` refuses a prior, which the vector env
 checks before a step (:class:`~sim2real.train.vec_env.BatchedEnvSlice` then steps the envs one
 at a time).
@@ -177,6 +176,7 @@ class Go2WalkBatch:
         self._worlds: list[Any] = [None] * n  # each robot's world, taken at its first pull
         self.unpulled = np.ones(n, dtype=bool)  # rows whose episode state is not the batch's yet
         self._draws = [-1] * n  # each keeper's command_draws as last synced
+        self._resets = [-1] * n  # each keeper's resets at its last pull
         self._episode_constants()
 
     # ------------------------------------------------------------------ checks
@@ -213,9 +213,10 @@ class Go2WalkBatch:
             rows = [int(i) for i in np.flatnonzero(self.unpulled)]
             raise RuntimeError(f"envs {rows} have no episode in the batch: reset them (and pull) before a step")
         for i, env in enumerate(self.envs):
-            if env._steps or env._world is not self._worlds[i]:
+            if env._steps or env._world is not self._worlds[i] or env.resets != self._resets[i]:
                 raise RuntimeError(
-                    f"env {i} was stepped or rebuilt outside the batch (a vector env run or call): reset the vector env"
+                    f"env {i} was stepped, reset or rebuilt outside the batch (by a vector env run or call): "
+                    "train with batched_envs: false to do that, or reset the batch (BatchedEnvSlice.reset)"
                 )
             if env.command_draws != self._draws[i]:
                 self._take_command(i)
@@ -286,6 +287,7 @@ class Go2WalkBatch:
         self.settled_error.clear(i)
         self._take_command(i)
         self.unpulled[i] = False
+        self._resets[i] = env.resets
 
     # --------------------------------------------------------------------- step
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict | None]]:
@@ -358,7 +360,7 @@ class Go2WalkBatch:
                     pb.applyExternalForce(robot, -1, world._push_force, com, pb.WORLD_FRAME, physicsClientId=c)
                 simulate(physicsClientId=c)
                 if last:
-                    reads.read(i, world, self.envs[0])
+                    reads.read(i, world, self.envs[i])
                 else:
                     states = get_states(robot, world._joint_ids, physicsClientId=c)
                     q[i] = [s[0] for s in states]

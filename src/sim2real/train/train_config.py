@@ -35,7 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "num_envs": 16,
     "workers": 2,
     # A worker steps its envs together where the task can be (the Go2 walk: the same physics bit
-    # for bit, 1.3-1.4x the rollout speed, sim2real.train.envs.go2_walk_batch), one at a time
+    # for bit, 1.27-1.40x the rollout speed, sim2real.train.envs.go2_walk_batch), one at a time
     # otherwise (another task, a reward prior) or when false. Local workers only (not --ray).
     "batched_envs": True,
     "num_steps_per_env": 24,

@@ -288,3 +288,13 @@ def test_the_shipped_walk_recipe_trains_the_same_weights_batched(tmp_path):
         )
     assert weights[0].keys() == weights[1].keys()
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
+def test_quat_to_matrices_is_quat_to_matrix_row_by_row():
+    from sim2real.core.rotations import quat_to_matrices, quat_to_matrix
+
+    quaternions = np.random.default_rng(1).normal(size=(7, 4))
+    quaternions /= np.linalg.norm(quaternions, axis=1, keepdims=True)
+    matrices = quat_to_matrices(quaternions)
+    for q, matrix in zip(quaternions, matrices):
+        np.testing.assert_array_equal(matrix, quat_to_matrix(q))

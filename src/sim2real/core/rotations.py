@@ -21,6 +21,23 @@ def quat_to_matrix(q) -> np.ndarray:
     )
 
 
+def quat_to_matrices(q: np.ndarray) -> np.ndarray:
+    """:func:`quat_to_matrix` over rows of unit quaternions, (N, 4) -> (N, 3, 3): the same
+    arithmetic on arrays, for a batch of robots."""
+    x, y, z, w = (q[:, k] for k in range(4))
+    out = np.empty((len(q), 3, 3))
+    out[:, 0, 0] = 1 - 2 * (y * y + z * z)
+    out[:, 0, 1] = 2 * (x * y - z * w)
+    out[:, 0, 2] = 2 * (x * z + y * w)
+    out[:, 1, 0] = 2 * (x * y + z * w)
+    out[:, 1, 1] = 1 - 2 * (x * x + z * z)
+    out[:, 1, 2] = 2 * (y * z - x * w)
+    out[:, 2, 0] = 2 * (x * z - y * w)
+    out[:, 2, 1] = 2 * (y * z + x * w)
+    out[:, 2, 2] = 1 - 2 * (x * x + y * y)
+    return out
+
+
 def world_to_body(q, vector) -> np.ndarray:
     """Express a world-frame vector in the body frame of orientation ``q``."""
     return quat_to_matrix(q).T @ np.asarray(vector, dtype=float)

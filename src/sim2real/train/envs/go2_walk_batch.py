@@ -35,6 +35,7 @@ from typing import Any, Sequence
 import numpy as np
 import pybullet as pb
 
+from sim2real.core.rotations import quat_to_matrices
 from sim2real.sim.actuator import minus_joint_losses, pd_torque
 from sim2real.sim.world import height_at
 from sim2real.train.envs.go2_walk import (
@@ -397,13 +398,13 @@ class Go2WalkBatch:
         v_world[:, 0] = v[:, 0] + (w[:, 1] * r[:, 2] - w[:, 2] * r[:, 1])
         v_world[:, 1] = v[:, 1] + (w[:, 2] * r[:, 0] - w[:, 0] * r[:, 2])
         v_world[:, 2] = v[:, 2] + (w[:, 0] * r[:, 1] - w[:, 1] * r[:, 0])
-        rotation = _rotations(np.array(reads.frames))
+        rotation = quat_to_matrices(np.array(reads.frames))
         rotation_t = rotation.transpose(0, 2, 1)
         self.v_body = np.einsum("nij,nj->ni", rotation_t, v_world)
         self.w_body = np.einsum("nij,nj->ni", rotation_t, w)
         self.gravity_body = -rotation[:, 2, :]
         self.imu_orientation = np.array(reads.imu)
-        self.gyro = np.einsum("nij,nj->ni", _rotations(self.imu_orientation).transpose(0, 2, 1), w)
+        self.gyro = np.einsum("nij,nj->ni", quat_to_matrices(self.imu_orientation).transpose(0, 2, 1), w)
         self.gyro += gyro_noise
         self.base_height = origin[:, 2] - np.array(
             [height_at(env._ground_means, x, y) for env, (x, y) in zip(self.envs, origin[:, :2].tolist())]
@@ -652,19 +653,3 @@ class _Reads:
             elif link in env._penalize_ids and force > PENALIZED_CONTACT_FORCE:
                 touching.add(link)
         self.collisions[i] = len(touching)
-
-
-def _rotations(q: np.ndarray) -> np.ndarray:
-    """quat_to_matrix over rows of quaternions (N, 4) -> (N, 3, 3)."""
-    x, y, z, w = (q[:, k] for k in range(4))
-    out = np.empty((len(q), 3, 3))
-    out[:, 0, 0] = 1 - 2 * (y * y + z * z)
-    out[:, 0, 1] = 2 * (x * y - z * w)
-    out[:, 0, 2] = 2 * (x * z + y * w)
-    out[:, 1, 0] = 2 * (x * y + z * w)
-    out[:, 1, 1] = 1 - 2 * (x * x + z * z)
-    out[:, 1, 2] = 2 * (y * z - x * w)
-    out[:, 2, 0] = 2 * (x * z - y * w)
-    out[:, 2, 1] = 2 * (y * z + x * w)
-    out[:, 2, 2] = 1 - 2 * (x * x + y * y)
-    return out

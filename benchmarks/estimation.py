@@ -67,9 +67,11 @@ def node_row(seconds: float) -> dict:
 
     from sim2real.graph.plan import make_plan
     from sim2real.graph.processes import GraphProcesses
+    from sim2real.nodes.dds_transport import use_graph_transport
 
     plan = make_plan(robot="go2", estimator="true")
     plan = dataclasses.replace(plan, nodes=tuple(n for n in plan.nodes if n.name in ("sim_robot", "state_estimator")))
+    use_graph_transport()  # this probe on the nodes' own DDS transport
     context = Context()
     rclpy.init(context=context)
     node = rclpy.create_node("estimation_benchmark", context=context)

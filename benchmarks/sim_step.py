@@ -183,8 +183,10 @@ def measure_sim_robot(robot: str, seconds: float) -> dict:
     from sim2real.graph.plan import make_plan
     from sim2real.graph.processes import GraphProcesses
     from sim2real.nodes import qos
+    from sim2real.nodes.dds_transport import use_graph_transport
 
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    use_graph_transport()  # this probe on the nodes' own DDS transport
     context = Context()
     rclpy.init(context=context)
     node = rclpy.create_node("sim_step_benchmark", context=context)

@@ -8,11 +8,16 @@ import tempfile
 
 import pytest
 
+from sim2real.nodes.dds_transport import set_graph_transport
+
 # A random domain per test session: two test runs (or a demo) on one machine never
 # see each other's topics. Set before any test imports rclpy or starts a node.
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(20, 99)))
 # Discovery on loopback only: tests never send DDS traffic off this machine.
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+# The DDS transport the graph's own processes use (sim2real.nodes.dds_transport), for the
+# tests' probe nodes too.
+set_graph_transport(os.environ)
 # What nodes record about "the robot" (the policy audit log) goes to a folder of this session,
 # never to the user's ~/.local/state/sim2real.
 os.environ.setdefault("SIM2REAL_STATE_DIR", tempfile.mkdtemp(prefix="sim2real-state-"))

@@ -1,6 +1,17 @@
 """`sim2real demo` keeps its DDS traffic on this machine unless the user says otherwise."""
 
+from pathlib import Path
+from xml.etree import ElementTree
+
 from sim2real.graph.reported_run import DISCOVERY_RANGE, demo_environment
+from sim2real.nodes.dds_transport import (
+    PROFILES_VARIABLE,
+    RANGE_VARIABLE,
+    TRANSPORTS_VARIABLE,
+    localhost_profile,
+    set_graph_transport,
+    transport_environment,
+)
 
 
 def test_the_demo_discovers_on_loopback_by_default(monkeypatch):
@@ -11,3 +22,52 @@ def test_the_demo_discovers_on_loopback_by_default(monkeypatch):
 def test_a_discovery_range_the_user_set_is_kept(monkeypatch):
     monkeypatch.setenv(DISCOVERY_RANGE, "SUBNET")
     assert demo_environment() == {}
+
+
+def test_the_graph_uses_udp_unless_the_user_chose_a_transport():
+    udp = {TRANSPORTS_VARIABLE: "UDPv4", PROFILES_VARIABLE: None}
+    assert transport_environment({}) == udp
+    assert transport_environment({RANGE_VARIABLE: "SUBNET"}) == udp
+    assert transport_environment({RANGE_VARIABLE: "SUBNET", TRANSPORTS_VARIABLE: "UDPv4"}) == udp
+    assert transport_environment({RANGE_VARIABLE: "SUBNET", "RMW_IMPLEMENTATION": "rmw_fastrtps_cpp"}) == udp
+    assert transport_environment({PROFILES_VARIABLE: ""}) == udp
+    # on this machine only: the profile that keeps rmw_fastrtps's LOCALHOST setup minus shared memory
+    ours = {PROFILES_VARIABLE: localhost_profile(), RANGE_VARIABLE: "SYSTEM_DEFAULT", TRANSPORTS_VARIABLE: None}
+    assert transport_environment({RANGE_VARIABLE: "LOCALHOST"}) == ours
+    assert transport_environment({RANGE_VARIABLE: "LOCALHOST", TRANSPORTS_VARIABLE: "UDPv4"}) == ours
+    assert Path(localhost_profile()).is_file()
+    # the user's own choices stay
+    assert transport_environment({TRANSPORTS_VARIABLE: "SHM"}) == {}
+    assert transport_environment({RANGE_VARIABLE: "LOCALHOST", TRANSPORTS_VARIABLE: "DEFAULT"}) == {}
+    assert transport_environment({PROFILES_VARIABLE: "/etc/fastdds.xml"}) == {}
+    assert transport_environment({"FASTRTPS_DEFAULT_PROFILES_FILE": "/etc/fastdds.xml"}) == {}
+    assert transport_environment({"RMW_IMPLEMENTATION": "rmw_cyclonedds_cpp"}) == {}
+    assert transport_environment({"ROS_LOCALHOST_ONLY": "1"}) == {}
+    assert transport_environment({RANGE_VARIABLE: "LOCALHOST", "ROS_STATIC_PEERS": "10.0.0.2"}) == {}
+
+
+def test_a_process_started_from_a_set_up_one_is_set_up_for_its_own_range():
+    environ = {RANGE_VARIABLE: "LOCALHOST"}
+    set_graph_transport(environ)
+    assert transport_environment(environ) == {}  # once is enough
+    child = dict(environ)
+    set_graph_transport(child)
+    assert child == environ
+    child[RANGE_VARIABLE] = "LOCALHOST"  # a child given the range again
+    set_graph_transport(child)
+    assert child == environ
+    child[RANGE_VARIABLE] = "SUBNET"  # a child sent to the network: built-in UDP, not the profile
+    set_graph_transport(child)
+    assert child == {RANGE_VARIABLE: "SUBNET", TRANSPORTS_VARIABLE: "UDPv4"}
+    child[RANGE_VARIABLE] = "LOCALHOST"
+    set_graph_transport(child)
+    assert child == environ
+
+
+def test_the_localhost_profile_is_a_fast_dds_profile_without_shared_memory():
+    root = ElementTree.parse(localhost_profile()).getroot()
+    ns = {"dds": "http://www.eprosima.com"}
+    kinds = [t.text for t in root.iterfind(".//dds:transport_descriptor/dds:type", ns)]
+    assert kinds == ["UDPv4"]
+    assert root.find(".//dds:participant", ns).get("is_default_profile") == "true"
+    assert root.find(".//dds:useBuiltinTransports", ns).text == "false"

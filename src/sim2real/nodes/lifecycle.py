@@ -28,6 +28,7 @@ from rclpy.signals import SignalHandlerOptions
 from sim2real.core import realtime
 from sim2real.core.launch_env import LAUNCHER_PID_ENV, REALTIME_ENV
 from sim2real.core.robot_profile import ProfileError
+from sim2real.nodes.dds_transport import use_graph_transport
 
 CONFIG_ERROR_EXIT = 2
 FAULT_EXIT = 1
@@ -208,6 +209,7 @@ def run_together(
     request = _realtime_request(name)
     if request is None:
         return CONFIG_ERROR_EXIT
+    use_graph_transport()
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):

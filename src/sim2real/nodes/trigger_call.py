@@ -19,12 +19,15 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from std_srvs.srv import Trigger
 
+from sim2real.nodes.dds_transport import use_graph_transport
+
 
 @contextlib.contextmanager
 def command_line_node(prefix: str) -> Iterator[tuple[Node, SingleThreadedExecutor]]:
     """A short-lived node with its own context and executor, for one request from the command
     line (here and `sim2real policy swap`); everything is torn down on leaving."""
     context = Context()
+    use_graph_transport()
     rclpy.init(context=context)
     node = executor = None
     try:

@@ -3,6 +3,7 @@
 - ``writer TOPIC``: once a reader matched, prints "matched" and publishes on TOPIC as fast as it
   can (the peer the test freezes);
 - ``reader TOPIC OTHER``: subscribes to both topics (the port both writers push into);
+- ``count TOPIC SECONDS``: prints {"received": n}, the messages on TOPIC in SECONDS;
 - ``timed OTHER WRITER_PID FREEZES STOP_AT_FIRST``: publishes on OTHER every millisecond while
   it freezes the writer FREEZES times (SIGSTOP for 30 ms, then SIGCONT), timing each publish;
   prints {"freezes": n, "worst_s": s, "stalls": k} (k publishes of 0.5 s or more) and stops at
@@ -52,6 +53,14 @@ def main() -> None:
         for topic in args:
             node.create_subscription(JointState, topic, lambda _: None, 10)
         rclpy.spin(node)
+    if role == "count":
+        received = []
+        node.create_subscription(JointState, args[0], received.append, 10)
+        deadline = time.monotonic() + float(args[1])
+        while time.monotonic() < deadline:
+            rclpy.spin_once(node, timeout_sec=0.05)
+        print(json.dumps({"received": len(received)}), flush=True)
+        return
     topic, writer_pid, freezes, stop_at_first = args[0], int(args[1]), int(args[2]), args[3] == "1"
     publisher, message = node.create_publisher(JointState, topic, 10), _message()
     _wait_matched(publisher)

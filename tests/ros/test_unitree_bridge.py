@@ -36,9 +36,10 @@ from tests.shipped_demo import SIM_DEMO_FIRST_16S_DISTANCE_M
 # priority beside other load, a 0.1 s stall damps the bridge mid stand-up). The double stands in
 # for the robot's own controller, which runs on the robot's own processor and takes no CPU from
 # the graph: its loop runs at real-time priority below the whole control chain, so the chain never
-# waits for it. Above the chain (as the robot's firmware is above everything on its own board),
-# its physics (about 60 % of a core) left the chain one core of the two for its ~100 % whenever it
-# stepped, and the lowest of the chain, the policy runtime, missed its deadlines in most runs.
+# waits for a CPU it holds. Above the chain (as the robot's firmware is above everything on its
+# own board), its physics (about 60 % of a core) would leave the chain's ~100 % of a core one core
+# of the two whenever it steps, and the chain's lowest priority, the policy runtime, would miss its
+# deadlines (policy_stale, tick_overrun). Behind, the double runs the periods it owes back to back.
 #
 # Seen in about one run of six of these graphs: the supervisor's /joint_states subscription never
 # matches the bridge's publisher (the supervisor stays "waiting for the first /joint_states" while

@@ -62,6 +62,13 @@ def test_a_process_started_from_a_set_up_one_is_set_up_for_its_own_range():
     child[RANGE_VARIABLE] = "LOCALHOST"
     set_graph_transport(child)
     assert child == environ
+    # the profile as another install of the package names it is still this module's own
+    elsewhere = {PROFILES_VARIABLE: "/opt/ros/kilted/share/sim2real/config/dds/localhost_udp.xml"}
+    assert transport_environment({**elsewhere, RANGE_VARIABLE: "SYSTEM_DEFAULT"}) == {}
+    assert transport_environment({**elsewhere, RANGE_VARIABLE: "SUBNET"}) == {
+        TRANSPORTS_VARIABLE: "UDPv4",
+        PROFILES_VARIABLE: None,
+    }
 
 
 def test_the_localhost_profile_is_a_fast_dds_profile_without_shared_memory():

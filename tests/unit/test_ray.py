@@ -51,13 +51,14 @@ WIDE = toy_randomization(0.5, 1.5)
 
 @contextlib.contextmanager
 def _not_idle():
-    """Under `make test` this session runs at SCHED_IDLE, which a lockstep graph test beside it
-    can starve of CPU for a minute and more, past Ray's own timeouts (a node's start, the
-    health checks the head makes every few seconds). The cluster's processes, started from here,
-    and this driver run at SCHED_OTHER with nice 10 while the module's tests run (each test's
-    own local Ray too): a small share
-    of a busy machine (a tenth of a nice-0 process's), never none. Without the privilege to
-    leave SCHED_IDLE the session stays as it is."""
+    """Under `make test` this test process runs at SCHED_IDLE, which a lockstep graph test
+    beside it can starve of CPU for a minute and more, past Ray's own timeouts (a node's start,
+    the health checks the head makes every few seconds). The cluster's processes, started from
+    here, and this driver run at SCHED_OTHER with nice 10 while the module's tests run (each
+    test's own local Ray too): a small share of a busy machine (a tenth of a nice-0 process's),
+    never none. Only the calling thread changes, and what it starts from then on (the cluster's
+    processes, the driver's threads). Without the privilege to leave SCHED_IDLE the process
+    stays as it is."""
     if os.sched_getscheduler(0) != os.SCHED_IDLE:
         yield
         return
@@ -65,8 +66,9 @@ def _not_idle():
     try:
         os.setpriority(os.PRIO_PROCESS, 0, max(niceness, 10))
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-    except PermissionError:
-        os.setpriority(os.PRIO_PROCESS, 0, niceness)
+    except PermissionError:  # no RLIMIT_NICE room (or CAP_SYS_NICE) to leave SCHED_IDLE
+        with contextlib.suppress(PermissionError):  # nor to come back from nice 10
+            os.setpriority(os.PRIO_PROCESS, 0, niceness)
         yield
         return
     try:

@@ -8,7 +8,8 @@ supervisor's own checks and commands for a second, twenty times its sensing dead
 (tests/ros/test_dds_transport.py shows it with and without this setting). UDP shares no lock
 between processes: a frozen or dead peer only stops receiving.
 
-Every node of the graph and every command-line node sets this up before ``rclpy.init``:
+Every node of the graph and every command-line node sets this up before ``rclpy.init`` (Fast DDS
+2.14 and later read ``FASTDDS_BUILTIN_TRANSPORTS``: Jazzy's, Kilted's, the PyPI wheels' 3.2):
 
 - discovery on this machine only (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``, as `make demo` and
   the tests run), for which rmw_fastrtps always adds shared memory: the same setup from an XML
@@ -24,6 +25,7 @@ a Fast DDS XML profile of their own), static peers with the LOCALHOST range (whi
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Mapping, MutableMapping
 
 from sim2real.core.paths import share_dir
@@ -37,8 +39,17 @@ GRAPH_TRANSPORTS = "UDPv4"
 FAST_DDS_RMWS = ("rmw_fastrtps_cpp", "rmw_fastrtps_dynamic_cpp")
 
 
+PROFILE_FILE = Path("dds") / "localhost_udp.xml"
+
+
 def localhost_profile() -> str:
-    return str(share_dir() / "config" / "dds" / "localhost_udp.xml")
+    return str(share_dir() / "config" / PROFILE_FILE)
+
+
+def _is_ours(profile: str | None) -> bool:
+    """The profile this module sets, wherever the process that set it found the share folder
+    (a source checkout, a pip or a colcon install)."""
+    return bool(profile) and Path(profile).parts[-2:] == PROFILE_FILE.parts
 
 
 def transport_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str | None]:
@@ -46,9 +57,9 @@ def transport_environment(environ: Mapping[str, str] = os.environ) -> dict[str, 
     none where the user chose the transports or the discovery in a way this would change. Applied
     again in a process started from a set-up one, it gives the same set-up, or the one for the
     range that process was given."""
-    ours = environ.get(PROFILES_VARIABLE) == localhost_profile()
+    ours = _is_ours(environ.get(PROFILES_VARIABLE))
     transports = environ.get(TRANSPORTS_VARIABLE)
-    users_profile = any(environ.get(v) and environ.get(v) != localhost_profile() for v in PROFILE_VARIABLES)
+    users_profile = any(environ.get(v) and not _is_ours(environ.get(v)) for v in PROFILE_VARIABLES)
     other_dds = environ.get("RMW_IMPLEMENTATION", FAST_DDS_RMWS[0]) not in FAST_DDS_RMWS
     if users_profile or other_dds or transports not in (None, "", GRAPH_TRANSPORTS):
         return {}

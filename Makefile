@@ -25,7 +25,8 @@ demo: $(STAMP)
 # Everything. The DDS graph, build and end-to-end tests run one at a time (in parallel they
 # would time one another); beside them, the tests without a DDS graph run over every core at
 # idle priority (SCHED_IDLE: only on a core the graph tests leave idle, most of the
-# machine, which a graph's process takes back at once). Their report follows the graph tests'.
+# machine, which a graph's process takes back at once; tests/unit/test_ray.py's cluster at nice 10,
+# as Ray's timeouts need some CPU). Their report follows the graph tests'.
 # Last, alone on the machine, the graph tests marked timing_sensitive: they hold real-time
 # deadlines (a 50 ms sensing gap trips the supervisor), which no priority keeps while the unit
 # tests' numerics load the memory and caches both cores share. Any part failing fails the

@@ -41,6 +41,7 @@ import yaml
 from _graph import cpu_seconds  # benchmarks/_graph.py
 from sim2real.core.failure_bundle import list_bundles
 from sim2real.core.failure_config import load_failure_config
+from sim2real.nodes.dds_transport import set_graph_transport
 
 FEEDER = textwrap.dedent("""
     import json, sys, time
@@ -242,6 +243,7 @@ def main() -> int:
         "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
         "ROS_DOMAIN_ID": str(args.domain),
     }
+    set_graph_transport(env)  # the floor and feeder on the collector's own DDS transport
     collectors = {"current": [sys.executable, "-m", "sim2real.nodes.failure_collector"]}
     with tempfile.TemporaryDirectory(prefix="failure-bench-ref-") as tmp:
         if args.against:

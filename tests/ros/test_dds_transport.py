@@ -25,6 +25,7 @@ CHOICES = (
     "RMW_IMPLEMENTATION",
     "ROS_STATIC_PEERS",
     "ROS_LOCALHOST_ONLY",
+    "ROS_DISTRO",
 )
 
 
@@ -80,6 +81,8 @@ def test_a_frozen_writer_never_blocks_another_writer_on_the_graph_transport():
     # rmw_fastrtps's own LOCALHOST set-up (shared memory and UDP), frozen until the first stall:
     # the hazard the graph's transport removes. Seen in about one freeze in 15 on 2 cores.
     default = _freezes(set_up=False, freezes=1000, stop_at_first=True)
+    # A Fast DDS whose shared memory no longer blocks here fails this: the graph may then need
+    # its transport no more (sim2real.nodes.dds_transport).
     assert default["stalls"] >= 1, default
     assert default["worst_s"] >= STALL_S
 

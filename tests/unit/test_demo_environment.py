@@ -5,7 +5,7 @@ from xml.etree import ElementTree
 
 from sim2real.graph.reported_run import DISCOVERY_RANGE, demo_environment
 from sim2real.nodes.dds_transport import (
-    PROFILES_VARIABLE,
+    PROFILE_VARIABLES,
     RANGE_VARIABLE,
     TRANSPORTS_VARIABLE,
     localhost_profile,
@@ -22,6 +22,9 @@ def test_the_demo_discovers_on_loopback_by_default(monkeypatch):
 def test_a_discovery_range_the_user_set_is_kept(monkeypatch):
     monkeypatch.setenv(DISCOVERY_RANGE, "SUBNET")
     assert demo_environment() == {}
+
+
+PROFILES_VARIABLE, FAST_DDS_2_PROFILES_VARIABLE = PROFILE_VARIABLES
 
 
 def test_the_graph_uses_udp_unless_the_user_chose_a_transport():
@@ -44,6 +47,19 @@ def test_the_graph_uses_udp_unless_the_user_chose_a_transport():
     assert transport_environment({"RMW_IMPLEMENTATION": "rmw_cyclonedds_cpp"}) == {}
     assert transport_environment({"ROS_LOCALHOST_ONLY": "1"}) == {}
     assert transport_environment({RANGE_VARIABLE: "LOCALHOST", "ROS_STATIC_PEERS": "10.0.0.2"}) == {}
+
+
+def test_on_fast_dds_2_the_profile_goes_in_the_variable_it_reads():
+    for distro in ("humble", "jazzy"):
+        assert transport_environment({RANGE_VARIABLE: "LOCALHOST", "ROS_DISTRO": distro}) == {
+            FAST_DDS_2_PROFILES_VARIABLE: localhost_profile(),
+            RANGE_VARIABLE: "SYSTEM_DEFAULT",
+            TRANSPORTS_VARIABLE: None,
+        }
+        environ = {RANGE_VARIABLE: "LOCALHOST", "ROS_DISTRO": distro}
+        set_graph_transport(environ)
+        assert transport_environment(environ) == {}
+    assert transport_environment({RANGE_VARIABLE: "LOCALHOST", "ROS_DISTRO": "kilted"})[PROFILES_VARIABLE]
 
 
 def test_a_process_started_from_a_set_up_one_is_set_up_for_its_own_range():

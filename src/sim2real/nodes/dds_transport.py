@@ -13,8 +13,9 @@ Every node of the graph and every command-line node sets this up before ``rclpy.
 
 - discovery on this machine only (``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``, as `make demo` and
   the tests run), for which rmw_fastrtps always adds shared memory: the same setup from an XML
-  profile without it (``config/dds/localhost_udp.xml``, loaded with the range
-  ``SYSTEM_DEFAULT`` so that rmw_fastrtps keeps the profile's transports);
+  profile without it (``config/dds/localhost_udp.xml``, named in the variable of the Fast DDS
+  at hand, loaded with the range ``SYSTEM_DEFAULT`` so that rmw_fastrtps keeps the profile's
+  transports);
 - any other range (a robot on its network): Fast DDS's built-in transports cut to UDPv4.
 
 Kept as the user set them: transports chosen (``FASTDDS_BUILTIN_TRANSPORTS`` other than UDPv4, or
@@ -31,15 +32,22 @@ from typing import Mapping, MutableMapping
 from sim2real.core.paths import share_dir
 
 TRANSPORTS_VARIABLE = "FASTDDS_BUILTIN_TRANSPORTS"
-PROFILES_VARIABLE = "FASTDDS_DEFAULT_PROFILES_FILE"
-# Either names an XML file that may configure the transports itself.
-PROFILE_VARIABLES = (PROFILES_VARIABLE, "FASTRTPS_DEFAULT_PROFILES_FILE")
+# Either names an XML file that may configure the transports itself. Fast DDS 3 (Kilted, the PyPI
+# wheels) reads the first; Fast DDS 2 (Humble, Jazzy) only the second.
+PROFILE_VARIABLES = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE")
+FAST_DDS_2_DISTROS = ("humble", "jazzy")
 RANGE_VARIABLE = "ROS_AUTOMATIC_DISCOVERY_RANGE"
 GRAPH_TRANSPORTS = "UDPv4"
 FAST_DDS_RMWS = ("rmw_fastrtps_cpp", "rmw_fastrtps_dynamic_cpp")
 
 
 PROFILE_FILE = Path("dds") / "localhost_udp.xml"
+
+
+def profiles_variable(environ: Mapping[str, str] = os.environ) -> str:
+    """The variable this process's Fast DDS reads its XML profile from: a sourced Humble or Jazzy
+    (``ROS_DISTRO``) has Fast DDS 2; anything else (Kilted, the PyPI wheels) Fast DDS 3."""
+    return PROFILE_VARIABLES[1] if environ.get("ROS_DISTRO") in FAST_DDS_2_DISTROS else PROFILE_VARIABLES[0]
 
 
 def localhost_profile() -> str:
@@ -57,7 +65,8 @@ def transport_environment(environ: Mapping[str, str] = os.environ) -> dict[str, 
     none where the user chose the transports or the discovery in a way this would change. Applied
     again in a process started from a set-up one, it gives the same set-up, or the one for the
     range that process was given."""
-    ours = _is_ours(environ.get(PROFILES_VARIABLE))
+    profiles = profiles_variable(environ)
+    ours = _is_ours(environ.get(profiles))
     transports = environ.get(TRANSPORTS_VARIABLE)
     users_profile = any(environ.get(v) and not _is_ours(environ.get(v)) for v in PROFILE_VARIABLES)
     other_dds = environ.get("RMW_IMPLEMENTATION", FAST_DDS_RMWS[0]) not in FAST_DDS_RMWS
@@ -71,8 +80,8 @@ def transport_environment(environ: Mapping[str, str] = os.environ) -> dict[str, 
     if discovery == "LOCALHOST":
         if environ.get("ROS_STATIC_PEERS"):
             return {}
-        return {PROFILES_VARIABLE: localhost_profile(), RANGE_VARIABLE: "SYSTEM_DEFAULT", TRANSPORTS_VARIABLE: None}
-    return {TRANSPORTS_VARIABLE: GRAPH_TRANSPORTS, PROFILES_VARIABLE: None}
+        return {profiles: localhost_profile(), RANGE_VARIABLE: "SYSTEM_DEFAULT", TRANSPORTS_VARIABLE: None}
+    return {TRANSPORTS_VARIABLE: GRAPH_TRANSPORTS, profiles: None}
 
 
 def set_graph_transport(environ: MutableMapping[str, str]) -> None:

@@ -204,13 +204,21 @@ class Inputs:
         self._polled: list[tuple[PolledSubscription, Callable[[Any, float], None]]] = []
 
     def subscribe(
-        self, msg_type, topic: str, callback: Callable[..., None], qos: QoSProfile, polled_qos: QoSProfile = NEWEST_ONLY
+        self,
+        msg_type,
+        topic: str,
+        callback: Callable[..., None],
+        qos: QoSProfile,
+        polled_qos: QoSProfile = NEWEST_ONLY,
+        raw: bool = False,
     ) -> Optional[PolledSubscription]:
-        """``callback(msg)`` in lockstep; ``callback(msg, received_s)`` from :meth:`take_newest_each`."""
+        """``callback(msg)`` in lockstep; ``callback(msg, received_s)`` from :meth:`take_newest_each`.
+        ``raw``: polled, the messages are their serialized bytes (lockstep callbacks still get
+        messages)."""
         if self.companion is None:
             self._node.create_subscription(msg_type, topic, callback, qos)
             return None
-        subscription = PolledSubscription(self.companion, self._node, msg_type, topic, polled_qos, shared=True)
+        subscription = PolledSubscription(self.companion, self._node, msg_type, topic, polled_qos, raw, shared=True)
         self._polled.append((subscription, callback))
         return subscription
 

@@ -67,6 +67,7 @@ from sim2real.core.supervisor import (
     SupervisorInputs,
 )
 from sim2real.nodes import lifecycle, qos, stamps
+from sim2real.nodes.imu_reading import imu_reading
 from sim2real.nodes.params import declare, refuse_clock_change
 from sim2real.nodes.polled import Inputs
 from sim2real.nodes.sole_publisher import SolePublisherCheck
@@ -193,7 +194,7 @@ class SafetySupervisorNode(Node):
         # the first of each policy period ticks at once (a timer tick would hold it up to a period).
         self._sensor_subs = Inputs(self, polled=not self.sim_time, suffix="sensors")
         self._sensor_subs.subscribe(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE)
-        self._sensor_subs.subscribe(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE)
+        self._sensor_subs.subscribe(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE, raw=True)
         self.create_subscription(
             JointState,
             "/policy/joint_commands",
@@ -291,9 +292,12 @@ class SafetySupervisorNode(Node):
                 elif self._awaiting_policy_since is None:
                     self._awaiting_policy_since = time.monotonic()
 
-    def _on_imu(self, msg: Imu, received: float | None = None) -> None:
-        o = msg.orientation
-        self.inputs.base_orientation = np.array([o.x, o.y, o.z, o.w])
+    def _on_imu(self, msg: Imu | bytes, received: float | None = None) -> None:
+        try:
+            self.inputs.base_orientation = np.array(imu_reading(msg).orientation)
+        except ValueError as exc:  # the previous sample stays, and goes stale
+            self._refuse(f"ignoring {exc}")
+            return
         self.inputs.imu_time = self._now() if received is None else self._received(self._sensor_reads, received)
 
     def _on_policy(self, msg: JointState, received: float | None = None) -> bool:

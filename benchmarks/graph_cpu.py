@@ -263,6 +263,11 @@ def print_result(result: dict) -> None:
         f"{result['graph_over_floor_of_its_subscribers']} x the receive floor of its "
         f"{result['sensing_subscribers']} subscribing processes"
     )
+    if result["modes_in_window"] != ["ACTIVE"]:
+        print(
+            f"NOT COMPARABLE: the supervisor was not ACTIVE through the window (engage: {result['engage']!r}); "
+            "a graph that is not walking idles and looks cheap"
+        )
 
 
 if __name__ == "__main__":

@@ -228,8 +228,9 @@ def _imu_floats_at(data: bytes) -> int | None:
 def imu_orientation(data: bytes) -> tuple[float, float, float, float] | None:
     """The orientation (x, y, z, w) of a serialized sensor_msgs/Imu, read in place.
 
-    Deserializing a whole Imu builds three covariance arrays and cost ~150 us a message; the
-    orientation is the first of its float64 fields. None for an encoding other than
+    Deserializing a whole Imu builds three covariance arrays (39 us a message timed on this
+    project's 2-core machines, more on a loaded one); the orientation is the first of its
+    float64 fields. None for an encoding other than
     little-endian CDR or a message too short (the caller then deserializes the message)."""
     pos = _imu_floats_at(data)
     if pos is None or pos + 32 > len(data):

@@ -224,12 +224,14 @@ class Inputs:
 
     def take_newest_each(self) -> None:
         """Real time: the newest message of each polled input (if a new one came) to its callback,
-        in the order they were subscribed. Nothing in lockstep."""
+        in the order they were subscribed. A callback that returns False refused its message: the
+        one before it, if the subscription's depth kept one, goes to it instead (a malformed
+        newest message must not hide the good ones that came just before it). Nothing in
+        lockstep."""
         for subscription, callback in self._polled:
-            newest = subscription.take_newest()
-            if newest is not None:
-                msg, received_ns = newest
-                callback(msg, received_ns * 1e-9)  # real time: the ROS clock is the system clock
+            for msg, received_ns in reversed(subscription.take_all()):
+                if callback(msg, received_ns * 1e-9) is not False:  # real time: the ROS clock is the system clock
+                    break
 
     def destroy(self) -> None:
         for subscription, _ in self._polled:

@@ -12,12 +12,16 @@ from tests.shipped_demo import SIM_DEMO_DISTANCE_M, SIM_DEMO_FIRST_16S_DISTANCE_
 pytestmark = [pytest.mark.slow, pytest.mark.ros]
 
 
-# Lockstep: the script's timing and the physics do not depend on how busy the machine is (two
-# runs here gave the same figures to the last digit). Hold error: the Panda's controller compensates
-# gravity, so it holds tightly. The Go2 hangs in the air (suspended: the script would topple
-# it standing) and its legged-gym gains (kp 20) let each hanging leg's weight pull its hip
-# ~0.07 rad outwards: hold RMS 0.064 rad, move RMS 0.073 rad. Standing, it fell in every
-# run (move RMS 1.14 rad).
+# Lockstep: the physics do not depend on how busy the machine is (two runs on an idle machine
+# gave the same figures to the last digit), but the pose commander starts its script on the first
+# state it hears: on a loaded machine it can start later against the supervisor's stand-up, and
+# the Go2's hold RMS read 0.082 rad once beside the unit tests (0.064 alone), the Panda's move
+# RMS 0.107 rad once (limit 0.1). Hold error: the
+# Panda's controller compensates gravity, so it holds tightly. The Go2 hangs in the air
+# (suspended: the script would topple it standing) and its legged-gym gains (kp 20) let each
+# hanging leg's weight pull its hip ~0.07 rad outwards: hold RMS 0.064 rad, move RMS 0.073 rad.
+# Standing, it fell in every run (move RMS 1.14 rad).
+@pytest.mark.timing_sensitive(reason="the script's start against the stand-up follows the load")
 @pytest.mark.parametrize("robot, hold_error", [("go2", 0.08), ("panda", 0.02)])
 def test_joint_demo_moves_the_robot_through_the_supervisor_and_reports(tmp_path, robot, hold_error):
     result = run_cli(

@@ -179,3 +179,50 @@ def test_a_killed_composed_chain_leaves_the_robot_damped_by_its_driver(probe, st
     bundle = wait_bundle(failures, "stale_command", after_ns=killed_ns)
     assert any("/joint_commands silent" in t["reason"] for t in bundle.info["triggers"])
     assert graph.exited() == {"control_chain": -signal.SIGKILL}
+
+
+@pytest.mark.timing_sensitive(reason="the real-time Go2 graph must reach ACTIVE and stay there")
+def test_imu_bytes_that_are_no_imu_are_refused_and_the_chain_walks_on(probe, start_graph, tmp_path):
+    """In real time the chain reads /imu/data from its bytes (nodes/imu_reading.py). Truncated
+    messages among the sim's samples are refused and counted by the estimator; no node dies (the
+    failure collector, which reads every fifth /imu/data for the tilt, included), and the
+    supervisor stays ACTIVE on the sim's samples."""
+    from rclpy.serialization import serialize_message
+
+    graph = start_graph(
+        robot="go2",
+        policy=POLICY,
+        autoengage=True,
+        composed=True,
+        estimator="true",
+        failures_dir=str(tmp_path / "failures"),
+    )
+    status = probe.record(DiagnosticArray, "/safety/status", 10)
+    diagnostics = probe.record(DiagnosticArray, "/diagnostics", 50)
+    estimates = probe.record(Odometry, "/state_estimate", qos.SENSOR_SUBSCRIBE)
+    garbage = probe.node.create_publisher(Imu, "/imu/data", qos.SENSOR_PUBLISH)
+
+    def mode():
+        with probe.lock:
+            return status[-1].status[0].message if status else None
+
+    def ignored():
+        with probe.lock:
+            for array in reversed(list(diagnostics)):
+                for s in array.status:
+                    if s.name.startswith("state_estimator"):
+                        return next((int(kv.value) for kv in s.values if kv.key == "samples_ignored"), None)
+        return None
+
+    assert wait_for(lambda: mode() == "ACTIVE", 60.0), graph.log.text()[-3000:]
+    assert wait_for(lambda: ignored() is not None, 3.0)  # the estimator's 1 Hz diagnostics
+    before_garbage = ignored()
+    truncated = serialize_message(Imu())[:40]
+    for _ in range(100):
+        garbage.publish(truncated)
+        time.sleep(0.01)
+    assert wait_for(lambda: ignored() > before_garbage, 3.0), (ignored(), graph.log.text()[-3000:])
+    before = len(estimates)
+    assert wait_for(lambda: len(estimates) > before + 50, 3.0)
+    assert mode() == "ACTIVE" and not graph.exited(), graph.log.text()[-3000:]
+    assert "no sensor_msgs/Imu" in graph.log.text()  # the refusal names what came

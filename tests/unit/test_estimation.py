@@ -13,6 +13,7 @@ from sim2real.core.estimation.legged import BIAS, LegKalmanFilter
 from sim2real.core.estimation.samples import imu_sample
 from sim2real.core.kinematics import Kinematics
 from sim2real.core.robot_profile import load_profile
+from sim2real.core.rotations import quat_to_matrix
 from sim2real.sim.conditions import PhysicalConditions
 from sim2real.sim.scripted_gait import record_trot, replay_estimator
 from sim2real.sim.world import SimWorld
@@ -313,3 +314,18 @@ def test_a_fast_foot_does_not_land_on_its_force_alone():
     assert not feet(still, [0, 0, 0, 0], [0, 0, 0, 0]).any()
     assert not feet(still, [15, 15, 15, 15], [0.5, 0.5, 0.5, 0.5]).any()  # under on_force, moving
     assert feet(still, [15, 15, 15, 15], [0.05, 0.05, 0.05, 0.05]).all()  # loaded slowly, still
+
+
+def test_the_gyro_noise_through_each_lever_arm_is_the_skew_product(go2):
+    """The gyro's share of each foot's velocity noise, sigma^2 [r]x [r]x^T with r the foot's
+    lever arm in the world frame, written out as |r|^2 I - r r^T."""
+    config = dataclasses.replace(load_estimation_config("go2"), joint_velocity_noise=0.0, gyro_noise=0.03)
+    estimator = LegKalmanFilter(go2, config)
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal(4)
+    R = quat_to_matrix(q / np.linalg.norm(q))
+    feet_body = rng.uniform(-0.4, 0.4, (4, 3))
+    cov = estimator._sensor_velocity_noise(R, feet_body, np.zeros((4, 6, go2.num_joints)))
+    for foot, r in enumerate(feet_body @ R.T):
+        skew = np.array([[0.0, -r[2], r[1]], [r[2], 0.0, -r[0]], [-r[1], r[0], 0.0]])
+        np.testing.assert_allclose(cov[foot], 0.03**2 * skew @ skew.T, rtol=0, atol=1e-16)

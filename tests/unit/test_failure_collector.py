@@ -475,3 +475,12 @@ def test_stale_commands_default_to_the_buffered_supervisor_commands():
     assert small_config().triggers.stale_commands == ()  # /joint_commands not buffered: not watched
     with pytest.raises(FailureConfigError, match=r"triggers.stale_commands: \['/joint_commands'\] are not buffered"):
         small_config(triggers={"stale_topics": [], "stale_commands": ["/joint_commands"]})
+
+
+def test_trigger_fields_of_bytes_that_are_no_message_are_nothing_to_judge():
+    """A message the in-place reader cannot read goes to rclpy; bytes rclpy cannot read either
+    are recorded as they came and judged as nothing, never raised in the collector's poll."""
+    from sim2real.nodes.failure_collector import _statuses
+
+    assert _statuses(b"\x00\x01\x00\x00" + b"\xff" * 12) == []
+    assert _statuses(b"") == []

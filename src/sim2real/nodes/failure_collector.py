@@ -48,6 +48,7 @@ from sim2real.core.steady_time import SteadyLine, SteadyReads
 from sim2real.evaluate.reality import RealityError, load_reality
 from sim2real.nodes import lifecycle
 from sim2real.nodes.diagnostics import publish_status
+from sim2real.nodes.imu_reading import imu_reading
 from sim2real.nodes.params import declare
 from sim2real.nodes.polled import companion_node, never_called
 
@@ -239,14 +240,19 @@ class FailureCollectorNode(Node):
             return None
         orientation = imu_orientation(data)
         if orientation is None:
-            o = deserialize_message(data, Imu).orientation
-            orientation = (o.x, o.y, o.z, o.w)
+            try:  # another encoding: rclpy reads it
+                orientation = imu_reading(data).orientation
+            except ValueError:
+                return None  # no Imu: recorded as it came, with no tilt to judge
         return self.collector.detector.imu(orientation)
 
     def _policy(self, data: bytes):
         command = joint_state_positions(data)
         if command is None:
-            msg = deserialize_message(data, JointState)
+            try:  # another encoding: rclpy reads it
+                msg = deserialize_message(data, JointState)
+            except Exception:
+                return None  # no JointState: recorded as it came, with nothing to judge
             command = (msg.name, msg.position)
         return self.collector.detector.policy_command(*command)
 
@@ -385,10 +391,11 @@ def _statuses(data: bytes) -> list[tuple[str, str, dict[str, str]]]:
     """(name, message, values) of a serialized DiagnosticArray: read in place, or decoded."""
     statuses = diagnostic_statuses(data)
     if statuses is None:
-        statuses = [
-            (s.name, s.message, {kv.key: kv.value for kv in s.values})
-            for s in deserialize_message(data, DiagnosticArray).status
-        ]
+        try:  # another encoding: rclpy reads it
+            array = deserialize_message(data, DiagnosticArray)
+        except Exception:
+            return []  # no DiagnosticArray: recorded as it came, with nothing to judge
+        statuses = [(s.name, s.message, {kv.key: kv.value for kv in s.values}) for s in array.status]
     return statuses
 
 

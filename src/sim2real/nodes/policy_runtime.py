@@ -85,6 +85,7 @@ from sim2real.core.policy_tick import STALE, PolicyRuntime
 from sim2real.core.robot_inputs import CMD_VEL_TIMEOUT_S, RobotInputs
 from sim2real.core.robot_profile import load_profile
 from sim2real.nodes import lifecycle, qos, stamps
+from sim2real.nodes.imu_reading import imu_reading
 from sim2real.nodes.params import declare, refuse_clock_change
 from sim2real.nodes.policy_swap import SWAP_ORIGIN
 from sim2real.nodes.polled import PolledSubscription, companion_node
@@ -266,7 +267,7 @@ class PolicyRuntimeNode(Node):
         )
         # The IMU and the estimate only matter at a tick: polled then, not a callback each (500 Hz).
         self._inputs_node = companion_node(self, "inputs")
-        self._imu = PolledSubscription(self._inputs_node, self, Imu, "/imu/data", shared=True)
+        self._imu = PolledSubscription(self._inputs_node, self, Imu, "/imu/data", raw=True, shared=True)
         self._state_estimate = PolledSubscription(self._inputs_node, self, Odometry, "/state_estimate", shared=True)
         self.create_subscription(
             JointState, "/joint_commands", self._on_hardware_command, qos.COMMAND, callback_group=control
@@ -331,9 +332,9 @@ class PolicyRuntimeNode(Node):
     def _poll_inputs(self) -> None:
         imu = self._imu.take_newest()
         if imu is not None:
-            o, w = imu[0].orientation, imu[0].angular_velocity
             try:
-                self.inputs.set_imu((o.x, o.y, o.z, o.w), (w.x, w.y, w.z))
+                reading = imu_reading(imu[0])
+                self.inputs.set_imu(reading.orientation, reading.angular_velocity)
             except ValueError as exc:  # the previous sample stays; the supervisor sees the IMU go stale
                 self._refuse_input(str(exc))
         estimate = self._state_estimate.take_newest()

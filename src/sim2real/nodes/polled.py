@@ -204,24 +204,34 @@ class Inputs:
         self._polled: list[tuple[PolledSubscription, Callable[[Any, float], None]]] = []
 
     def subscribe(
-        self, msg_type, topic: str, callback: Callable[..., None], qos: QoSProfile, polled_qos: QoSProfile = NEWEST_ONLY
+        self,
+        msg_type,
+        topic: str,
+        callback: Callable[..., None],
+        qos: QoSProfile,
+        polled_qos: QoSProfile = NEWEST_ONLY,
+        raw: bool = False,
     ) -> Optional[PolledSubscription]:
-        """``callback(msg)`` in lockstep; ``callback(msg, received_s)`` from :meth:`take_newest_each`."""
+        """``callback(msg)`` in lockstep; ``callback(msg, received_s)`` from :meth:`take_newest_each`.
+        ``raw``: polled, the messages are their serialized bytes (lockstep callbacks still get
+        messages)."""
         if self.companion is None:
             self._node.create_subscription(msg_type, topic, callback, qos)
             return None
-        subscription = PolledSubscription(self.companion, self._node, msg_type, topic, polled_qos, shared=True)
+        subscription = PolledSubscription(self.companion, self._node, msg_type, topic, polled_qos, raw, shared=True)
         self._polled.append((subscription, callback))
         return subscription
 
     def take_newest_each(self) -> None:
         """Real time: the newest message of each polled input (if a new one came) to its callback,
-        in the order they were subscribed. Nothing in lockstep."""
+        in the order they were subscribed. A callback that returns False refused its message: the
+        one before it, if the subscription's depth kept one, goes to it instead (a malformed
+        newest message must not hide the good ones that came just before it). Nothing in
+        lockstep."""
         for subscription, callback in self._polled:
-            newest = subscription.take_newest()
-            if newest is not None:
-                msg, received_ns = newest
-                callback(msg, received_ns * 1e-9)  # real time: the ROS clock is the system clock
+            for msg, received_ns in reversed(subscription.take_all()):
+                if callback(msg, received_ns * 1e-9) is not False:  # real time: the ROS clock is the system clock
+                    break
 
     def destroy(self) -> None:
         for subscription, _ in self._polled:

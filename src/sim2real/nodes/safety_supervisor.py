@@ -48,6 +48,7 @@ import rclpy.clock
 import rclpy.duration
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
+from rclpy.qos import QoSProfile
 from sensor_msgs.msg import Imu, JointState, Joy
 from std_srvs.srv import Trigger
 
@@ -67,10 +68,18 @@ from sim2real.core.supervisor import (
     SupervisorInputs,
 )
 from sim2real.nodes import lifecycle, qos, stamps
+from sim2real.nodes.imu_reading import imu_reading
 from sim2real.nodes.params import declare, refuse_clock_change
-from sim2real.nodes.polled import Inputs
+from sim2real.nodes.polled import NEWEST_ONLY, Inputs
 from sim2real.nodes.sole_publisher import SolePublisherCheck
 
+# Polled /imu/data: the newest samples of a tick's period, not the newest alone (see _on_imu).
+IMU_POLLED = QoSProfile(
+    history=NEWEST_ONLY.history,
+    depth=10,
+    reliability=NEWEST_ONLY.reliability,
+    durability=NEWEST_ONLY.durability,
+)
 LEVELS = {
     Mode.STANDBY: DiagnosticStatus.OK,
     Mode.ACTIVE: DiagnosticStatus.OK,
@@ -193,7 +202,9 @@ class SafetySupervisorNode(Node):
         # the first of each policy period ticks at once (a timer tick would hold it up to a period).
         self._sensor_subs = Inputs(self, polled=not self.sim_time, suffix="sensors")
         self._sensor_subs.subscribe(JointState, "/joint_states", self._on_joint_states, qos.SENSOR_SUBSCRIBE)
-        self._sensor_subs.subscribe(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE)
+        # The IMU's last period (raw bytes: cheap to keep): a malformed newest sample is refused
+        # and the newest good one before it still counts (polled.Inputs.take_newest_each).
+        self._sensor_subs.subscribe(Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE, IMU_POLLED, raw=True)
         self.create_subscription(
             JointState,
             "/policy/joint_commands",
@@ -291,10 +302,15 @@ class SafetySupervisorNode(Node):
                 elif self._awaiting_policy_since is None:
                     self._awaiting_policy_since = time.monotonic()
 
-    def _on_imu(self, msg: Imu, received: float | None = None) -> None:
-        o = msg.orientation
-        self.inputs.base_orientation = np.array([o.x, o.y, o.z, o.w])
+    def _on_imu(self, msg: Imu | bytes, received: float | None = None) -> bool:
+        """False if refused (the previous sample stays, and goes stale)."""
+        try:
+            self.inputs.base_orientation = np.array(imu_reading(msg).orientation)
+        except ValueError as exc:
+            self._refuse(f"ignoring {exc}")
+            return False
         self.inputs.imu_time = self._now() if received is None else self._received(self._sensor_reads, received)
+        return True
 
     def _on_policy(self, msg: JointState, received: float | None = None) -> bool:
         """Take a policy command (False: refused as malformed; a NaN is taken, as a fault).

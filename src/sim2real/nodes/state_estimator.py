@@ -64,6 +64,7 @@ from sim2real.core.robot_profile import load_profile
 from sim2real.core.rotations import matrix_to_quat, quat_to_matrix
 from sim2real.nodes import lifecycle, qos, stamps
 from sim2real.nodes.diagnostics import publish_status
+from sim2real.nodes.imu_reading import ImuReading, imu_reading
 from sim2real.nodes.params import declare
 from sim2real.nodes.polled import NEWEST_ONLY, Inputs
 
@@ -140,8 +141,9 @@ class StateEstimatorNode(Node):
             self._odom.header.frame_id = "odom"
             self._odom.child_frame_id = self.profile.base_link
             self._pub = self.create_publisher(Odometry, "/state_estimate", qos.SENSOR_PUBLISH)
+            # Raw when polled: every sample read in place (nodes/imu_reading.py), not built into an Imu.
             self._imu_sub = self._sample_subs.subscribe(
-                Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE, qos.SENSOR_SUBSCRIBE
+                Imu, "/imu/data", self._on_imu, qos.SENSOR_SUBSCRIBE, qos.SENSOR_SUBSCRIBE, raw=True
             )
         else:
             self.arm = ArmEstimator(self.profile, self.config)
@@ -187,23 +189,25 @@ class StateEstimatorNode(Node):
         Receive order, not stamp order: across a stamp that jumps back (a restarted driver, a
         stepped clock) stamp order would integrate one step of the whole jump."""
         # IMU first, as in _filter_each_sample: a joint state arriving between the takes is used.
-        imu = sorted(self._imu_sub.take_all(), key=lambda taken: (taken[1], stamps.to_ns(taken[0].header.stamp)))
+        imu = sorted(self._take_imu(), key=lambda taken: (taken[1], taken[0].stamp_ns))
         joint_state = self._joint_sub.take_newest()  # DDS keeps only the newest (NEWEST_ONLY)
         if joint_state is not None:
             self._on_joint_states(joint_state[0])  # refused: the previous one stays
         samples, newest = [], None
-        for msg, _ in imu:
-            o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
+        for reading, _ in imu:
             try:
                 samples.append(
                     imu_sample(
-                        stamps.to_ns(msg.header.stamp) * 1e-9, (o.x, o.y, o.z, o.w), (w.x, w.y, w.z), (a.x, a.y, a.z)
+                        reading.stamp_ns * 1e-9,
+                        reading.orientation,
+                        reading.angular_velocity,
+                        reading.linear_acceleration,
                     )
                 )
             except ValueError as exc:
                 self._refuse(f"/imu/data: {exc}")
                 continue
-            newest = msg
+            newest = reading
         if not samples or self._joints is None:
             return  # the legs are the measurement: nothing to fuse without them yet
         start = time.perf_counter()
@@ -223,8 +227,8 @@ class StateEstimatorNode(Node):
         # IMU first: a joint state that arrives between the two takes is newer than every IMU
         # sample taken, and sorts after them, instead of being missed by an IMU sample after it.
         samples = [
-            (received, stamps.to_ns(msg.header.stamp), 1, msg)
-            for msg, received in (self._imu_sub.take_all() if self._imu_sub is not None else ())
+            (received, reading.stamp_ns, 1, reading)
+            for reading, received in (self._take_imu() if self._imu_sub is not None else ())
         ]
         samples += [(received, stamps.to_ns(msg.header.stamp), 0, msg) for msg, received in self._joint_sub.take_all()]
         samples.sort(key=lambda sample: sample[:3])
@@ -237,9 +241,19 @@ class StateEstimatorNode(Node):
         if newest is not None:
             self._publish_estimate(*newest)
 
+    def _take_imu(self) -> list[tuple[ImuReading, int]]:
+        """Real time: every /imu/data sample DDS kept, read, with its receive time (ns)."""
+        taken = []
+        for data, received in self._imu_sub.take_all():
+            try:
+                taken.append((imu_reading(data), received))
+            except ValueError as exc:
+                self._refuse(str(exc))
+        return taken
+
     def _on_imu(self, msg: Imu) -> None:
         """Lockstep: each IMU sample as it comes, and its estimate out."""
-        estimate = self._step_imu(msg)
+        estimate = self._step_imu(imu_reading(msg))
         if estimate is not None:
             self._publish_estimate(*estimate)
 
@@ -270,22 +284,23 @@ class StateEstimatorNode(Node):
             f"ignoring {what} ({self.refused} samples ignored so far)", throttle_duration_sec=WARN_THROTTLE_S
         )
 
-    def _step_imu(self, msg: Imu):
-        """One IMU sample through the filter: (estimate, msg), or None if it was not used."""
+    def _step_imu(self, reading: ImuReading):
+        """One IMU sample through the filter: (estimate, reading), or None if it was not used."""
         if self._joints is None:
             return None  # the legs are the measurement: nothing to fuse without them yet
         start = time.perf_counter()
-        o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
-        t = stamps.to_ns(msg.header.stamp) * 1e-9
+        t = reading.stamp_ns * 1e-9
         try:
-            estimate = self.filter.step(t, (o.x, o.y, o.z, o.w), (w.x, w.y, w.z), (a.x, a.y, a.z), *self._joints)
+            estimate = self.filter.step(
+                t, reading.orientation, reading.angular_velocity, reading.linear_acceleration, *self._joints
+            )
         except ValueError as exc:
             self._refuse(f"/imu/data: {exc}")
             return None
         self._count_missed((t,))
         self._t = t
         self._done(start)
-        return estimate, msg
+        return estimate, reading
 
     def _count_missed(self, stamps_s) -> None:
         """IMU samples absent between those used, by their stamps (s)."""
@@ -295,24 +310,26 @@ class StateEstimatorNode(Node):
                 self.imu_missed += round((t - self._last_imu_t) / period) - 1
             self._last_imu_t = t
 
-    def _publish_estimate(self, estimate, msg: Imu) -> None:
+    def _publish_estimate(self, estimate, reading: ImuReading) -> None:
         odom = self._odom
-        odom.header.stamp = msg.header.stamp
+        odom.header.stamp = stamps.to_msg(reading.stamp_ns)
         pose, twist = odom.pose, odom.twist
         pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = map(float, estimate.position)
-        pose.pose.orientation = msg.orientation
+        o = pose.pose.orientation
+        o.x, o.y, o.z, o.w = reading.orientation
         R = quat_to_matrix(estimate.orientation)
         v_body = R.T @ estimate.velocity
         twist.twist.linear.x, twist.twist.linear.y, twist.twist.linear.z = map(float, v_body)
-        twist.twist.angular = msg.angular_velocity
+        w = twist.twist.angular
+        w.x, w.y, w.z = reading.angular_velocity
         P = estimate.covariance
         pose_cov = np.zeros((6, 6))
         pose_cov[:3, :3] = P[0:3, 0:3]
-        orientation_cov = np.asarray(msg.orientation_covariance).reshape(3, 3)
+        orientation_cov = np.asarray(reading.orientation_covariance).reshape(3, 3)
         pose_cov[3:, 3:] = orientation_cov if orientation_cov[0, 0] > 0 else np.eye(3) * ORIENTATION_VARIANCE
         twist_cov = np.zeros((6, 6))
         twist_cov[:3, :3] = R.T @ P[3:6, 3:6] @ R
-        twist_cov[3:, 3:] = np.asarray(msg.angular_velocity_covariance).reshape(3, 3)
+        twist_cov[3:, 3:] = np.asarray(reading.angular_velocity_covariance).reshape(3, 3)
         pose.covariance = pose_cov.ravel().tolist()
         twist.covariance = twist_cov.ravel().tolist()
         self._pub.publish(odom)

@@ -22,27 +22,20 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/sim2real demo --robot $(ROBOT) --lockstep
 
-# Everything. The DDS graph, build and end-to-end tests run one at a time (in parallel they
-# would time one another); beside them, the tests without a DDS graph run over every core at
-# idle priority (SCHED_IDLE: only on a core the graph tests leave idle, most of the
-# machine, which a graph's process takes back at once; tests/unit/test_ray.py's cluster at nice 10,
-# as Ray's timeouts need some CPU). Their report follows the graph tests'.
-# Last, alone on the machine, the graph tests marked timing_sensitive: they hold real-time
-# deadlines (a 50 ms sensing gap trips the supervisor), which no priority keeps while the unit
-# tests' numerics load the memory and caches both cores share. Any part failing fails the
-# target (a part with no test selected, pytest's exit 5, does not), and Ctrl-C stops them.
+# Everything, one part after the other. First the tests without a DDS graph, over every core.
+# Then the DDS graph, build and end-to-end tests, one at a time and alone on the machine: they
+# hold real-time deadlines (a 50 ms sensing gap trips the supervisor), and a machine whose cores
+# are all kept busy does not keep them. On a VM, its host may freeze a vCPU for ~100 ms when all
+# are busy, past any priority inside it (benchmarks/platform_stalls.py measures this). The
+# tests marked timing_sensitive rerun once, listed with their reason. Any part failing fails
+# the target (a part with no test selected, pytest's exit 5, does not).
 test: $(STAMP)
-	@log=$$(mktemp) || exit 1; \
-	trap 'kill $$unit_pid 2>/dev/null; rm -f "$$log"' EXIT; \
-	trap 'exit 130' INT; \
-	echo "tests without a DDS graph: at idle priority beside the graph tests; their report follows"; \
-	SIM2REAL_TEST_PRIORITY=idle $(BIN)/python -m pytest -n auto --dist loadgroup tests/unit > "$$log" 2>&1 & unit_pid=$$!; \
-	$(BIN)/python -m pytest -m "not timing_sensitive" tests/ros tests/e2e; graph=$$?; \
-	wait $$unit_pid; unit=$$?; unit_pid=; cat "$$log"; \
-	echo "graph tests with real-time deadlines, alone on the machine"; \
-	$(BIN)/python -m pytest -m timing_sensitive tests/ros tests/e2e; timing=$$?; \
-	[ $$graph -eq 5 ] && graph=0; [ $$timing -eq 5 ] && timing=0; \
-	exit $$(( unit || graph || timing ))
+	@echo "tests without a DDS graph, over every core"; \
+	$(BIN)/python -m pytest -n auto --dist loadgroup tests/unit; unit=$$?; \
+	echo "DDS graph, build and end-to-end tests, alone on the machine"; \
+	$(BIN)/python -m pytest tests/ros tests/e2e; graph=$$?; \
+	[ $$graph -eq 5 ] && graph=0; \
+	exit $$(( unit || graph ))
 
 # Lint (pyflakes, bugbear, import order, function complexity), the format (`ruff format`), the
 # import layers of pyproject.toml, spelling, and the types of the core and the sim (mypy, basic mode).

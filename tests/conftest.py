@@ -27,10 +27,10 @@ _reasons: dict[str, str] = {}  # test -> why it is marked timing_sensitive
 
 
 def pytest_configure(config):
-    """SIM2REAL_TEST_PRIORITY=idle (`make test`, for the tests without a DDS graph): this session
-    and every process it starts (xdist workers, fit pools, CLI subprocesses) run at SCHED_IDLE,
-    only on a core nothing else wants. The graph tests run beside them at normal priority and
-    take a core back at once, so the two parts share the machine without timing each other."""
+    """SIM2REAL_TEST_PRIORITY=idle (for the tests without a DDS graph run beside other work): this
+    session and every process it starts (xdist workers, fit pools, CLI subprocesses) run at
+    SCHED_IDLE, only on a core nothing else wants. `make test` does not use it: it runs the graph
+    tests alone, as a host may freeze a busy VM's vCPUs past any priority inside it."""
     if os.environ.get("SIM2REAL_TEST_PRIORITY") == "idle":
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
         # Started in the background by `make test`, the session inherits SIGINT ignored (as a

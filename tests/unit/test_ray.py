@@ -51,7 +51,7 @@ WIDE = toy_randomization(0.5, 1.5)
 
 @contextlib.contextmanager
 def _not_idle():
-    """Under `make test` this test process runs at SCHED_IDLE, which a lockstep graph test
+    """Under SIM2REAL_TEST_PRIORITY=idle this test process runs at SCHED_IDLE, which a lockstep graph test
     beside it can starve of CPU for a minute and more, past Ray's own timeouts (a node's start,
     the health checks the head makes every few seconds). The cluster's processes, started from
     here, and this driver run at SCHED_OTHER with nice 10 while the module's tests run (each

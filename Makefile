@@ -26,7 +26,7 @@ demo: $(STAMP)
 # Then the DDS graph, build and end-to-end tests, one at a time and alone on the machine: they
 # hold real-time deadlines (a 50 ms sensing gap trips the supervisor), and a machine whose cores
 # are all kept busy does not keep them. On a VM, its host may freeze a vCPU for ~100 ms when all
-# are busy, past any priority inside it (benchmarks/platform_stalls.py measures this). The
+# are busy, past any priority inside it (a SCHED_FIFO 99 thread sees ~100 ms stalls). The
 # tests marked timing_sensitive rerun once, listed with their reason. Any part failing fails
 # the target (a part with no test selected, pytest's exit 5, does not).
 test: $(STAMP)

@@ -33,8 +33,8 @@ def pytest_configure(config):
     tests alone, as a host may freeze a busy VM's vCPUs past any priority inside it."""
     if os.environ.get("SIM2REAL_TEST_PRIORITY") == "idle":
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        # Started in the background by `make test`, the session inherits SIGINT ignored (as a
-        # shell's background job does): Ctrl-C then would not stop it. It stops as a foreground one.
+        # Started in the background (`... pytest tests/unit &`), the session inherits SIGINT ignored
+        # (as a shell's background job does): Ctrl-C then would not stop it. It stops as a foreground one.
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 

@@ -207,7 +207,7 @@ class Inputs:
         self,
         msg_type,
         topic: str,
-        callback: Callable[..., None],
+        callback: Callable[..., Optional[bool]],
         qos: QoSProfile,
         polled_qos: QoSProfile = NEWEST_ONLY,
         raw: bool = False,
